@@ -1,0 +1,98 @@
+# roombox — build, test, run.  See README.md.
+#
+#   make          build build/roombox-fcgi and build/roombox-helper
+#   make check    install missing Debian packages, then every test
+#   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
+#   make bench    SPEC §7 figures
+#   make install  DESTDIR-aware install (used by debian/rules)
+
+VERSION  := $(shell sed -n '1s/.*(\(.*\)).*/\1/p' debian/changelog 2>/dev/null || echo 0.0.0)
+CC       ?= cc
+PKGS     := fcgi json-c libseccomp uuid
+PREFIX   ?= /usr
+SYSCONF  ?= /etc/roombox/roombox.conf
+HELPER   ?= $(PREFIX)/lib/roombox/roombox-helper
+PORT     ?= 8080
+
+WARN     := -Wall -Wextra -Wformat=2 -Wshadow -Wno-unused-parameter -Wno-format-truncation
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong -fPIE \
+            -Icommon -DROOMBOX_VERSION='"$(VERSION)"' \
+            -DROOMBOX_CONF='"$(SYSCONF)"' -DROOMBOX_HELPER='"$(HELPER)"' \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CPPFLAGS += -D_FORTIFY_SOURCE=2
+LDFLAGS  += -pie -Wl,-z,relro -Wl,-z,now
+
+B := build
+COMMON_SRC := $(wildcard common/*.c)
+FCGI_SRC   := $(filter-out fcgi-app/main.c,$(wildcard fcgi-app/*.c))
+HELPER_SRC := $(filter-out sandbox-helper/main.c,$(wildcard sandbox-helper/*.c))
+obj = $(patsubst %.c,$(B)/%.o,$(1))
+
+LIB_COMMON := $(B)/libcommon.a
+LIB_FCGI   := $(B)/libfcgiapp.a
+LIB_HELPER := $(B)/libhelper.a
+
+FCGI_LIBS   := $(shell pkg-config --libs fcgi json-c uuid 2>/dev/null) -lpthread
+HELPER_LIBS := $(shell pkg-config --libs json-c libseccomp 2>/dev/null)
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+
+.PHONY: all check unit integration security run bench install clean deps
+all: $(B)/roombox-fcgi $(B)/roombox-helper
+
+$(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB_COMMON): $(call obj,$(COMMON_SRC))
+	@mkdir -p $(B); rm -f $@; ar rcs $@ $^
+$(LIB_FCGI): $(call obj,$(FCGI_SRC))
+	@mkdir -p $(B); rm -f $@; ar rcs $@ $^ $(if $^,,$(B)/common/config.o)
+$(LIB_HELPER): $(call obj,$(HELPER_SRC))
+	@mkdir -p $(B); rm -f $@; ar rcs $@ $^ $(if $^,,$(B)/common/config.o)
+
+$(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
+	$(CC) $(LDFLAGS) $^ $(FCGI_LIBS) -o $@
+$(B)/roombox-helper: $(B)/sandbox-helper/main.o $(LIB_HELPER) $(LIB_COMMON)
+	$(CC) $(LDFLAGS) $^ $(HELPER_LIBS) -o $@
+
+$(B)/tests/%: tests/unit/%.c $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Ifcgi-app -Isandbox-helper $< $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON) \
+	   $(FCGI_LIBS) $(HELPER_LIBS) -lcmocka -o $@
+
+deps:
+	@tools/deps.sh
+
+unit: $(UNIT_BIN)
+	@tools/unit.sh $(UNIT_BIN)
+
+integration: all
+	@tools/integration.sh tests/integration
+
+security: all
+	@tools/integration.sh tests/security
+
+check: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) integration
+	$(MAKE) security
+
+run: deps
+	$(MAKE) all
+	@PORT=$(PORT) tools/run.sh
+
+bench: deps
+	$(MAKE) all
+	@tools/bench.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(dir $(HELPER))
+	install -m 0755 $(B)/roombox-fcgi $(DESTDIR)$(PREFIX)/sbin/roombox-fcgi
+	install -m 0755 $(B)/roombox-helper $(DESTDIR)$(HELPER)
+
+clean:
+	rm -rf $(B)

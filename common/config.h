@@ -1,0 +1,63 @@
+/* roombox configuration: /etc/roombox/roombox.conf, "key = value" lines,
+ * '#' comments (whole lines, or after whitespace at the end of a line).
+ * One parser for both programs; an unknown key, a bad value or a key given
+ * twice is an error that names the file, the line and the reason. */
+#ifndef ROOMBOX_CONFIG_H
+#define ROOMBOX_CONFIG_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifndef ROOMBOX_CONF
+#define ROOMBOX_CONF "/etc/roombox/roombox.conf"
+#endif
+#ifndef ROOMBOX_HELPER
+#define ROOMBOX_HELPER "/usr/lib/roombox/roombox-helper"
+#endif
+
+enum auth_mode { AUTH_TOKEN, AUTH_NONE };
+enum network_mode { NETWORK_NONE };
+
+struct config {
+	char state_dir[256];     /* /var/lib/roombox */
+	char run_dir[256];       /* /run/roombox */
+	char socket[256];        /* /run/roombox/fcgi.sock */
+	char tokens_file[256];   /* /etc/roombox/tokens */
+	char rootfs[256];        /* "host" or an absolute path */
+	char helper[256];        /* path of roombox-helper (roombox extension) */
+	int workers;             /* 32 */
+	enum auth_mode auth;     /* token */
+	enum network_mode network; /* none */
+	uint32_t uid_base;       /* 200000 */
+	int max_rooms;           /* 1000 */
+	uint64_t memory_limit;   /* bytes, 512M */
+	int pids_limit;          /* 256 */
+	double cpu_limit;        /* CPUs, 1.0 */
+	uint64_t disk_limit;     /* bytes, 1G; 0 = no quota */
+	uint64_t exec_timeout_ms;     /* 30s */
+	uint64_t exec_timeout_max_ms; /* 10m */
+	uint64_t output_limit;   /* bytes per stream, 1M */
+	uint64_t drain_ms;       /* 50; here a bare number is milliseconds */
+	uint64_t max_body;       /* bytes, 1M */
+	int max_concurrent_execs; /* 64 */
+	uint64_t idle_timeout_ms; /* 15m; 0 = never */
+};
+
+/* Fill every key with its default. */
+void config_defaults(struct config *c);
+
+/* Parse text (the contents of file `name`, used only in messages) on top of
+ * the current values. Returns 0, or -1 with "name:line: reason" in err. */
+int config_parse(struct config *c, const char *name, const char *text,
+		 char *err, size_t errlen);
+
+/* config_defaults + read and parse the file. Returns 0 or -1 with err set
+ * (a missing file is an error naming the path). */
+int config_load(struct config *c, const char *path, char *err, size_t errlen);
+
+/* Value parsers, exposed for tests: sizes with K/M/G (powers of 1024),
+ * durations with ms/s/m/h (a bare number is seconds). 0 or -1. */
+int config_parse_size(const char *s, uint64_t *out);
+int config_parse_duration_ms(const char *s, uint64_t *out);
+
+#endif

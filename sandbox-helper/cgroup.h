@@ -1,0 +1,65 @@
+/* Per-room cgroups behind one small interface, with two back ends:
+ * cgroup v2 (unified hierarchy with controllers) and cgroup v1 (separate
+ * memory, pids and cpu hierarchies, as on hybrid hosts).  Where neither is
+ * usable, mode is CG_NONE and every call succeeds doing nothing, so the
+ * service still runs (and says so in /api/health).
+ *
+ * Layout: <controller root>/roombox/<room>/           the room (limits)
+ *         <controller root>/roombox/<room>/exec-<id>/ one exec (to kill its
+ *                                                     whole tree on timeout)
+ *         <controller root>/roombox/<room>/keeper/    the keeper and the
+ *                                                     processes left behind
+ * (v2 needs processes only in leaves, hence keeper/.)
+ */
+#ifndef ROOMBOX_CGROUP_H
+#define ROOMBOX_CGROUP_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+enum cgroup_mode { CG_NONE, CG_V1, CG_V2 };
+
+struct cgroup_limits {
+	uint64_t memory_bytes;  /* 0 = no limit */
+	int pids;               /* 0 = no limit */
+	double cpus;            /* 0 = no limit */
+};
+
+struct cgroup_sys {
+	enum cgroup_mode mode;
+	/* v2: unified mount; v1: one mount per controller ("" if absent). */
+	char v2_root[256];
+	char memory_root[256], pids_root[256], cpu_root[256], freezer_root[256];
+};
+
+/* Look at `fsroot` (normally "/sys/fs/cgroup"; tests pass a scratch tree laid
+ * out the same way) and pick v2 if its cgroup.controllers lists memory and
+ * pids, else v1 if memory and pids hierarchies are mounted, else none. */
+void cgroup_detect(struct cgroup_sys *sys, const char *fsroot);
+const char *cgroup_mode_name(enum cgroup_mode m);
+
+/* Create (or reuse) the room's cgroup and its keeper/ leaf, applying limits.
+ * 0, or -1 with err "cgroup <room>: <step>: <strerror>". */
+int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
+		      const struct cgroup_limits *lim, char *err, size_t errlen);
+/* Move pid into the room's keeper/ leaf (exec_id NULL) or exec-<exec_id>
+ * (created if needed). */
+int cgroup_enter(const struct cgroup_sys *sys, const char *room,
+		 const char *exec_id, pid_t pid, char *err, size_t errlen);
+/* Kill every process of exec-<exec_id> (or of the whole room when exec_id is
+ * NULL) with SIGKILL until none is left, then remove the exec's cgroup. */
+int cgroup_kill(const struct cgroup_sys *sys, const char *room,
+		const char *exec_id, char *err, size_t errlen);
+/* An exec ended normally: move what it left running into keeper/ and
+ * remove exec-<exec_id>. */
+int cgroup_exec_release(const struct cgroup_sys *sys, const char *room,
+			const char *exec_id, char *err, size_t errlen);
+/* Kill everything and remove the room's cgroups (all hierarchies). */
+int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
+		       char *err, size_t errlen);
+/* Memory in bytes and number of processes of the room; 0 when unknown. */
+void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
+		       uint64_t *memory_bytes, uint64_t *processes);
+
+#endif

@@ -1,0 +1,32 @@
+#ifndef ROOMBOX_EXEC_H
+#define ROOMBOX_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <json-c/json.h>
+#include "room.h"
+#include "cgroup.h"
+
+struct exec_request {
+	const char *cmd;
+	uint64_t timeout_ms;
+	json_object *env;        /* object of string -> string, or NULL */
+	const char *cwd;         /* absolute path, or NULL */
+	const char *stdin_data;  /* NULL = /dev/null */
+	size_t stdin_len;
+	bool base64;
+};
+
+/* Run one command in the room whose keeper is `keeper` (alive, checked by
+ * the caller).  *result gets the protocol's exec object.  0, or -1 with err
+ * when the sandbox could not run it at all, or EXEC_KEEPER_GONE when the
+ * keeper died under us (the caller restarts the jail and retries). */
+#define EXEC_KEEPER_GONE (-2)
+int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
+	     const struct exec_request *q, json_object **result, char *err, size_t errlen);
+
+/* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */
+int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+
+#endif

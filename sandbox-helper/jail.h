@@ -1,0 +1,22 @@
+/* A room's jail: the keeper process that holds its namespaces and root. */
+#ifndef ROOMBOX_JAIL_H
+#define ROOMBOX_JAIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include "room.h"
+#include "cgroup.h"
+
+/* Namespaces every room has, and that every exec joins. */
+#define JAIL_NS_FLAGS (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | \
+		       CLONE_NEWPID | CLONE_NEWCGROUP)
+
+/* Start the room's keeper (caller holds the room lock exclusively and has
+ * checked that none runs).  Returns the keeper's host pid, or -1 with err. */
+pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen);
+
+/* Kill the keeper (and with it the whole pid namespace) and wait until it
+ * is gone.  0, or -1 with err. */
+int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,484 @@
+/* Room state on disk: paths, locks, uid slots, keeper record, session.
+ * See room.h for the layout.  Every open here uses O_NOFOLLOW (and the
+ * directories are root's), so nothing planted by a room or another user can
+ * redirect a write of this setuid program. */
+#include "errbuf.h"
+#include "room.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <json-c/json.h>
+
+#include "textenc.h"
+
+#define ERR(...) errorf(err, errlen, __VA_ARGS__)
+
+int room_init(struct room *r, const struct config *cfg, const char *id)
+{
+	memset(r, 0, sizeof(*r));
+	r->cfg = cfg;
+	r->slot = -1;
+	r->lock_fd = -1;
+	if (snprintf(r->id, sizeof(r->id), "%s", id) >= (int)sizeof(r->id))
+		return -1;
+	if (snprintf(r->state, sizeof(r->state), "%s/rooms/%s", cfg->state_dir, id) >= (int)sizeof(r->state))
+		return -1;
+	if (snprintf(r->run, sizeof(r->run), "%s/rooms/%s", cfg->run_dir, id) >= (int)sizeof(r->run))
+		return -1;
+	return 0;
+}
+
+/* mkdir that accepts an existing root-owned real directory only. */
+static int safe_mkdir(const char *path, mode_t mode, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (mkdir(path, mode) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return ERR("mkdir %s: %s", path, strerror(errno));
+	if (lstat(path, &st) < 0)
+		return ERR("stat %s: %s", path, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0)
+		return ERR("%s: not a root-owned directory (refusing)", path);
+	return 0;
+}
+
+static int mkdir_parents(const char *path, mode_t mode, char *err, size_t errlen)
+{
+	char buf[PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return ERR("mkdir %s: %s", buf, strerror(errno));
+		*p = '/';
+	}
+	return safe_mkdir(buf, mode, err, errlen);
+}
+
+int room_dirs_prepare(const struct config *cfg, char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+
+	if (mkdir_parents(cfg->state_dir, 0711, err, errlen) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/rooms", cfg->state_dir);
+	if (safe_mkdir(p, 0700, err, errlen) < 0)
+		return -1;
+	if (mkdir_parents(cfg->run_dir, 0711, err, errlen) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/rooms", cfg->run_dir);
+	if (safe_mkdir(p, 0700, err, errlen) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/mnt", cfg->run_dir);
+	return safe_mkdir(p, 0700, err, errlen);
+}
+
+static int open_in(const char *dir, const char *name, int flags, mode_t mode)
+{
+	char p[PATH_MAX];
+	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return open(p, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
+int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
+{
+	if (safe_mkdir(r->run, 0700, err, errlen) < 0)
+		return -1;
+	r->lock_fd = open_in(r->run, "lock", O_RDWR | O_CREAT, 0600);
+	if (r->lock_fd < 0)
+		return ERR("room %s: open lock: %s", r->id, strerror(errno));
+	if (flock(r->lock_fd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+		close(r->lock_fd);
+		r->lock_fd = -1;
+		return ERR("room %s: lock: %s", r->id, strerror(errno));
+	}
+	return 0;
+}
+
+void room_unlock(struct room *r)
+{
+	if (r->lock_fd >= 0)
+		close(r->lock_fd);
+	r->lock_fd = -1;
+}
+
+static char *read_small(const char *dir, const char *name, size_t max, size_t *len)
+{
+	int fd = open_in(dir, name, O_RDONLY, 0);
+	if (fd < 0)
+		return NULL;
+	char *buf = malloc(max + 1);
+	size_t n = 0;
+	ssize_t k;
+	while (buf && n < max && (k = read(fd, buf + n, max - n)) > 0)
+		n += (size_t)k;
+	close(fd);
+	if (!buf)
+		return NULL;
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}
+
+/* Write a whole file atomically: temporary name, fsync, rename. */
+static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
+	int fd = open_in(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	size_t off = 0;
+	while (off < len) {
+		ssize_t k = write(fd, data + off, len - off);
+		if (k < 0) {
+			close(fd);
+			return -1;
+		}
+		off += (size_t)k;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0)
+		return -1;
+	char a[PATH_MAX], b[PATH_MAX];
+	snprintf(a, sizeof(a), "%s/%s", dir, tmp);
+	snprintf(b, sizeof(b), "%s/%s", dir, name);
+	return rename(a, b);
+}
+
+static void room_set_slot(struct room *r, int slot)
+{
+	r->slot = slot;
+	r->uid = r->cfg->uid_base + (uid_t)slot;
+	r->gid = r->uid;
+}
+
+int room_load(struct room *r, char *err, size_t errlen)
+{
+	char *text = read_small(r->state, "meta", 4096, NULL);
+	if (!text) {
+		if (errno == ENOENT)
+			return 0;
+		return ERR("room %s: read meta: %s", r->id, strerror(errno));
+	}
+	json_object *o = json_tokener_parse(text), *v;
+	free(text);
+	if (!o || !json_object_object_get_ex(o, "slot", &v)) {
+		json_object_put(o);
+		return ERR("room %s: meta is damaged", r->id);
+	}
+	int slot = json_object_get_int(v);
+	if (slot < 0 || slot >= r->cfg->max_rooms) {
+		json_object_put(o);
+		return ERR("room %s: meta: slot %d out of range", r->id, slot);
+	}
+	room_set_slot(r, slot);
+	if (json_object_object_get_ex(o, "createdAt", &v))
+		snprintf(r->created_at, sizeof(r->created_at), "%s", json_object_get_string(v));
+	json_object_put(o);
+	return 1;
+}
+
+struct slot_scan {
+	const struct config *cfg;
+	unsigned char *used;
+	int count;
+};
+
+static int mark_slot(const char *id, void *arg)
+{
+	struct slot_scan *s = arg;
+	struct room r;
+	char err[256];
+
+	s->count++;
+	if (room_init(&r, s->cfg, id) == 0 && room_load(&r, err, sizeof(err)) == 1)
+		s->used[r.slot] = 1;
+	return 0;
+}
+
+/* Upper layer skeleton: what the room user owns from the start. */
+static int room_make_upper(struct room *r, char *err, size_t errlen)
+{
+	static const char *dirs[] = { "upper", "work", "upper/root", "work/root",
+		"upper/root/etc", "upper/root/home", "upper/root/home/user",
+		"upper/root/workspace", "upper/root/tmp" };
+	char p[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", r->state, dirs[i]);
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return ERR("room %s: mkdir %s: %s", r->id, dirs[i], strerror(errno));
+	}
+	snprintf(p, sizeof(p), "%s/upper/root/tmp", r->state);
+	if (chmod(p, 01777) < 0)
+		return ERR("room %s: chmod tmp: %s", r->id, strerror(errno));
+	static const char *owned[] = { "upper/root/home/user", "upper/root/workspace" };
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "%s/%s", r->state, owned[i]);
+		if (lchown(p, r->uid, r->gid) < 0)
+			return ERR("room %s: chown %s: %s", r->id, owned[i], strerror(errno));
+	}
+	/* The room's own passwd and group: the shared lower /etc cannot know
+	 * which uid this room has, and `id -un` must say "user". */
+	char text[512], dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/upper/root/etc", r->state);
+	snprintf(text, sizeof(text),
+		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		 "user:x:%u:%u:sandbox user:/home/user:/bin/sh\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		 (unsigned)r->uid, (unsigned)r->gid);
+	if (write_atomic(dir, "passwd", text, strlen(text)) < 0)
+		return ERR("room %s: write /etc/passwd: %s", r->id, strerror(errno));
+	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n",
+		 (unsigned)r->gid);
+	if (write_atomic(dir, "group", text, strlen(text)) < 0)
+		return ERR("room %s: write /etc/group: %s", r->id, strerror(errno));
+	snprintf(p, sizeof(p), "%s/passwd", dir);
+	chmod(p, 0644);
+	snprintf(p, sizeof(p), "%s/group", dir);
+	chmod(p, 0644);
+	return 0;
+}
+
+int room_create(struct room *r, char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+	int rc = -1;
+
+	snprintf(p, sizeof(p), "%s/lock", r->cfg->state_dir);
+	int gfd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (gfd < 0 || flock(gfd, LOCK_EX) < 0)
+		return ERR("room %s: state lock: %s", r->id, strerror(errno));
+
+	struct slot_scan s = { r->cfg, calloc((size_t)r->cfg->max_rooms, 1), 0 };
+	if (!s.used) {
+		ERR("room %s: out of memory", r->id);
+		goto out;
+	}
+	room_foreach(r->cfg, mark_slot, &s);
+	if (s.count >= r->cfg->max_rooms) {
+		ERR("room limit reached");
+		rc = ROOM_ELIMIT;
+		goto out;
+	}
+	int slot = 0;
+	while (slot < r->cfg->max_rooms && s.used[slot])
+		slot++;
+	if (slot == r->cfg->max_rooms) {
+		ERR("room limit reached");
+		rc = ROOM_ELIMIT;
+		goto out;
+	}
+	room_set_slot(r, slot);
+	if (mkdir(r->state, 0700) < 0 && errno != EEXIST) {
+		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
+		goto out;
+	}
+	if (room_make_upper(r, err, errlen) < 0)
+		goto out;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	iso8601_utc(&now, r->created_at, sizeof(r->created_at));
+	char meta[128];
+	int n = snprintf(meta, sizeof(meta), "{\"slot\":%d,\"createdAt\":\"%s\"}\n", slot, r->created_at);
+	/* meta last: a room without meta does not exist, so a crash before
+	 * this point leaves nothing that holds a slot. */
+	if (write_atomic(r->state, "meta", meta, (size_t)n) < 0) {
+		ERR("room %s: write meta: %s", r->id, strerror(errno));
+		goto out;
+	}
+	room_touch_active(r);
+	rc = 0;
+out:
+	free(s.used);
+	close(gfd);
+	return rc;
+}
+
+/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if
+ * the process is gone. */
+static unsigned long long proc_starttime(pid_t pid)
+{
+	char p[64], buf[1024];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *s = strrchr(buf, ')');
+	if (!s)
+		return 0;
+	/* after ")": field 3 is state; starttime is field 22.  A zombie is
+	 * dead even if nobody has reaped it yet. */
+	s += 2;
+	if (*s == 'Z' || *s == 'X')
+		return 0;
+	for (int field = 3; field < 22 && s; field++) {
+		s = strchr(s, ' ');
+		if (s)
+			s++;
+	}
+	return s ? strtoull(s, NULL, 10) : 0;
+}
+
+pid_t room_keeper_pid(const struct room *r)
+{
+	char *text = read_small(r->run, "keeper", 64, NULL);
+	if (!text)
+		return 0;
+	long pid = 0;
+	unsigned long long start = 0;
+	int ok = sscanf(text, "%ld %llu", &pid, &start) == 2;
+	free(text);
+	if (!ok || pid <= 1)
+		return 0;
+	unsigned long long now = proc_starttime((pid_t)pid);
+	return now && now == start ? (pid_t)pid : 0;
+}
+
+int room_keeper_record(const struct room *r, pid_t pid, char *err, size_t errlen)
+{
+	char text[64];
+	int n = snprintf(text, sizeof(text), "%d %llu\n", (int)pid, proc_starttime(pid));
+	if (write_atomic(r->run, "keeper", text, (size_t)n) < 0)
+		return ERR("room %s: record keeper: %s", r->id, strerror(errno));
+	return 0;
+}
+
+void room_keeper_forget(const struct room *r)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/keeper", r->run);
+	unlink(p);
+}
+
+int room_busy_enter(const struct room *r)
+{
+	int fd = open_in(r->run, "busy", O_RDWR | O_CREAT, 0600);
+	if (fd >= 0 && flock(fd, LOCK_SH) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+bool room_is_busy(const struct room *r)
+{
+	int fd = open_in(r->run, "busy", O_RDWR, 0);
+	if (fd < 0)
+		return false;
+	bool busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return busy;
+}
+
+void room_touch_active(const struct room *r)
+{
+	int fd = open_in(r->state, "active", O_WRONLY | O_CREAT, 0600);
+	if (fd >= 0) {
+		futimens(fd, NULL);
+		close(fd);
+	}
+}
+
+int64_t room_last_active_ms(const struct room *r)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/active", r->state);
+	if (lstat(p, &st) < 0)
+		return 0;
+	return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+char *room_session_read(const struct room *r, size_t max)
+{
+	char *s = read_small(r->state, "session", max, NULL);
+	return s ? s : strdup("");
+}
+
+int room_session_write(const struct room *r, const char *text, size_t len)
+{
+	return write_atomic(r->state, "session", text, len);
+}
+
+static uint64_t du_total;
+static int du_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	du_total += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+uint64_t room_disk_usage(const struct room *r)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/upper", r->state);
+	du_total = 0;
+	nftw(p, du_add, 32, FTW_PHYS | FTW_MOUNT);
+	return du_total;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+	if (rc < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+static int rm_tree(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return nftw(path, rm_one, 32, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+}
+
+int room_remove_files(const struct room *r, char *err, size_t errlen)
+{
+	if (rm_tree(r->state) < 0)
+		return ERR("room %s: remove %s: %s", r->id, r->state, strerror(errno));
+	if (rm_tree(r->run) < 0)
+		return ERR("room %s: remove %s: %s", r->id, r->run, strerror(errno));
+	return 0;
+}
+
+int room_foreach(const struct config *cfg, int (*fn)(const char *id, void *arg), void *arg)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/rooms", cfg->state_dir);
+	DIR *d = opendir(p);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || !room_id_valid(e->d_name))
+			continue;
+		if ((rc = fn(e->d_name, arg)) != 0)
+			break;
+	}
+	closedir(d);
+	return rc;
+}

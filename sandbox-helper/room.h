@@ -1,0 +1,86 @@
+/* The one place that knows the state directory layout.
+ *
+ *   <state_dir>/rooms/<id>/meta        {"slot":N,"createdAt":"..."}  (root, 0600)
+ *   <state_dir>/rooms/<id>/session     the shell session (exported variables
+ *                                      and working directory), written by the
+ *                                      helper, never inside the room's tree
+ *   <state_dir>/rooms/<id>/active      its mtime is lastActiveAt
+ *   <state_dir>/rooms/<id>/upper/      overlay upper dirs (root, usr, ...)
+ *   <state_dir>/rooms/<id>/work/       overlay work dirs
+ *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
+ *   <run_dir>/rooms/<id>/lock          serialises start/stop/destroy of a room
+ *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
+ *   <run_dir>/rooms/<id>/keeper        "<pid> <starttime>" of the keeper
+ *   <run_dir>/base/                    generated lower root for rootfs = host
+ *   <run_dir>/mnt/                     mount point used inside each keeper's
+ *                                      own mount namespace
+ * Every path under the state and run directories is opened without following
+ * symlinks; both directories are root's and 0700/0711.
+ */
+#ifndef ROOMBOX_ROOM_H
+#define ROOMBOX_ROOM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <limits.h>
+#include "config.h"
+#include "roomid.h"
+
+struct room {
+	const struct config *cfg;
+	char id[ROOM_ID_MAX + 1];
+	char state[PATH_MAX];     /* <state_dir>/rooms/<id> */
+	char run[PATH_MAX];       /* <run_dir>/rooms/<id> */
+	int slot;                 /* -1 until loaded */
+	uid_t uid;
+	gid_t gid;
+	char created_at[32];
+	int lock_fd;              /* -1 when not locked */
+};
+
+/* Fill paths; the id must already be valid.  0 or -1 (path too long). */
+int room_init(struct room *r, const struct config *cfg, const char *id);
+
+/* Create the top-level state and run directories if missing and check that
+ * they are root's directories, not symlinks. */
+int room_dirs_prepare(const struct config *cfg, char *err, size_t errlen);
+
+/* flock the room's lock file (creating <run>/ as needed). */
+int room_lock(struct room *r, bool exclusive, char *err, size_t errlen);
+void room_unlock(struct room *r);
+
+/* Load meta; 1 if the room exists, 0 if not, -1 on error. */
+int room_load(struct room *r, char *err, size_t errlen);
+/* Create the room's state (slot, meta, upper layout); fails with
+ * ROOM_ELIMIT when max_rooms rooms exist.  Caller holds the room lock. */
+#define ROOM_ELIMIT (-2)
+int room_create(struct room *r, char *err, size_t errlen);
+
+/* The keeper's pid if it is alive and is the one recorded, else 0. */
+pid_t room_keeper_pid(const struct room *r);
+int room_keeper_record(const struct room *r, pid_t pid, char *err, size_t errlen);
+void room_keeper_forget(const struct room *r);
+
+/* Exec bookkeeping: shared lock on busy (fd returned, -1 on error), the
+ * activity stamp, and whether any exec is running. */
+int room_busy_enter(const struct room *r);
+bool room_is_busy(const struct room *r);
+void room_touch_active(const struct room *r);
+int64_t room_last_active_ms(const struct room *r);
+
+/* Session text (may be empty).  Reads at most max bytes; malloc'd. */
+char *room_session_read(const struct room *r, size_t max);
+int room_session_write(const struct room *r, const char *text, size_t len);
+
+/* Bytes used by the room's files. */
+uint64_t room_disk_usage(const struct room *r);
+
+/* Remove every file of the room (state and run dirs); never follows a
+ * symlink nor crosses a mount point. */
+int room_remove_files(const struct room *r, char *err, size_t errlen);
+
+/* Call fn for each room id in the state directory. */
+int room_foreach(const struct config *cfg, int (*fn)(const char *id, void *arg), void *arg);
+
+#endif
