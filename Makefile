@@ -12,13 +12,14 @@ PKGS     := fcgi json-c libseccomp uuid
 PREFIX   ?= /usr
 SYSCONF  ?= /etc/roombox/roombox.conf
 HELPER   ?= $(PREFIX)/lib/roombox/roombox-helper
+KEEPER   ?= $(dir $(HELPER))roombox-keeper
 PORT     ?= 8080
 
 WARN     := -Wall -Wextra -Wformat=2 -Wshadow -Wno-unused-parameter -Wno-format-truncation
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong -fPIE \
             -Icommon -DROOMBOX_VERSION='"$(VERSION)"' \
-            -DROOMBOX_CONF='"$(SYSCONF)"' -DROOMBOX_HELPER='"$(HELPER)"' \
+            -DROOMBOX_CONF='"$(SYSCONF)"' -DROOMBOX_HELPER='"$(HELPER)"' -DROOMBOX_KEEPER='"$(KEEPER)"' \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CPPFLAGS += -D_FORTIFY_SOURCE=2
 LDFLAGS  += -pie -Wl,-z,relro -Wl,-z,now
@@ -40,7 +41,7 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 .PHONY: all check unit integration security run bench install clean deps
-all: $(B)/roombox-fcgi $(B)/roombox-helper
+all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper
 
 $(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h)
 	@mkdir -p $(dir $@)
@@ -57,6 +58,11 @@ $(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(FCGI_LIBS) -o $@
 $(B)/roombox-helper: $(B)/sandbox-helper/main.o $(LIB_HELPER) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(HELPER_LIBS) -o $@
+
+# PID 1 of every room: static and libc-only, so an idle room costs a few pages.
+$(B)/roombox-keeper: sandbox-helper/keeper/keeper.c
+	@mkdir -p $(B)
+	$(CC) -std=gnu11 $(WARN) -Os -static -s $< -o $@
 
 $(B)/tests/%: tests/unit/%.c $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
@@ -93,6 +99,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(dir $(HELPER))
 	install -m 0755 $(B)/roombox-fcgi $(DESTDIR)$(PREFIX)/sbin/roombox-fcgi
 	install -m 0755 $(B)/roombox-helper $(DESTDIR)$(HELPER)
+	install -m 0755 $(B)/roombox-keeper $(DESTDIR)$(KEEPER)
 
 clean:
 	rm -rf $(B)

@@ -51,7 +51,8 @@
 #define SESSION_END "#roombox-session-end\n"
 
 static const char WRAPPER[] =
-	"eval \"$__RB_SESSION\"; unset __RB_SESSION\n"
+	"__RB_WRAPPER=\n"
+	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
 	"if [ -n \"$__RB_ONEOFF_CWD\" ]; then\n"
 	"  cd -- \"$__RB_ONEOFF_CWD\" || exit 1\n"
 	"else\n"
@@ -174,6 +175,7 @@ static int build_env(const struct room *r, const struct exec_request *q, bool sa
 	ce->envp[i++] = "LANG=C.UTF-8";
 	ce->envp[i++] = "TERM=dumb";
 	ce->envp[i++] = ce->session;
+	ce->envp[i++] = (char *)WRAPPER;
 	if (save)
 		ce->envp[i++] = "__RB_SAVE=1";
 	if (q->cwd) {
@@ -289,36 +291,36 @@ static bool stream_read(struct stream *s)
 	}
 }
 
-/* A background process still holds the output pipes: keep reading them in a
- * process of the room, as the room's user, until they close. */
+/* A background process still holds the output pipes: roombox-keeper in
+ * drain mode keeps reading them, in the room, as the room's user, until they
+ * close. */
 static void spawn_drainer(const struct room *r, const struct cgroup_sys *cg, int out, int errfd)
 {
-	pid_t pid = fork();
-	if (pid != 0)
-		return;
 	char err[256];
+	int exe = jail_keeper_exe_open(err, sizeof(err));
+	if (exe < 0)
+		return;
+	pid_t pid = fork();
+	if (pid != 0) {
+		close(exe);
+		return;
+	}
 	cgroup_enter(cg, r->id, NULL, 0, err, sizeof(err));
 	if (setgroups(0, NULL) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
 	    setresuid(r->uid, r->uid, r->uid) < 0)
 		_exit(1);
-	prctl(PR_SET_NAME, "roombox-drain");
-	if (dup2(out, 3) < 0 || dup2(errfd, 4) < 0)
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	    dup2(out, 3) < 0 || dup2(errfd, 4) < 0 || dup2(exe, 5) < 0)
 		_exit(1);
-	syscall(SYS_close_range, 5, ~0U, 0);
-	int null = open("/dev/null", O_RDWR);
-	dup2(null, 0);
-	dup2(null, 1);
-	dup2(null, 2);
-	struct pollfd p[2] = { { 3, POLLIN, 0 }, { 4, POLLIN, 0 } };
-	char buf[65536];
-	while (p[0].fd >= 0 || p[1].fd >= 0) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			_exit(1);
-		for (int i = 0; i < 2; i++)
-			if (p[i].revents && read(p[i].fd, buf, sizeof(buf)) <= 0)
-				p[i].fd = -1;
-	}
-	_exit(0);
+	syscall(SYS_close_range, 6, ~0U, 0);
+	fcntl(5, F_SETFD, FD_CLOEXEC);
+	fcntl(3, F_SETFL, 0);
+	fcntl(4, F_SETFL, 0);
+	char *argv[] = { "roombox-drain", NULL };
+	char *envp[] = { NULL };
+	syscall(SYS_execveat, 5, "", argv, envp, AT_EMPTY_PATH);
+	_exit(1);
 }
 
 static json_object *encode_stream(const struct stream *s, bool b64)
@@ -526,7 +528,7 @@ int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
 		ERR("room %s: pipe: %s", r->id, strerror(errno));
 		goto out;
 	}
-	char *argv[] = { "sh", "-c", (char *)WRAPPER, "sh", (char *)q->cmd, NULL };
+	char *argv[] = { "sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 	char **envp = ce.envp;
 	size_t next = 0;
 	while (ce.extra && ce.extra[next])

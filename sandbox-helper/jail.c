@@ -342,26 +342,6 @@ static int keeper_build_root(const struct room *r, const char *base, char *err, 
 	return 0;
 }
 
-/* PID 1 of the room: reap orphans until killed.  SIGTERM ends the room. */
-static void __attribute__((noreturn)) keeper_loop(void)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	prctl(PR_SET_NAME, "roombox-keeper");
-	for (;;) {
-		int sig = sigwaitinfo(&set, NULL);
-		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
-			_exit(0);
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;
-	}
-}
-
 static void __attribute__((noreturn)) report_fail(int fd, const char *msg)
 {
 	if (write(fd, msg, strlen(msg)) < 0)
@@ -369,8 +349,10 @@ static void __attribute__((noreturn)) report_fail(int fd, const char *msg)
 	_exit(2);
 }
 
+/* Become the room's PID 1: exec roombox-keeper (opened before pivot_root)
+ * with only /dev/null and the report pipe (as fd 3, where it says "ok"). */
 static void __attribute__((noreturn))
-keeper_main(const struct room *r, const char *base, int report_fd)
+keeper_main(const struct room *r, const char *base, int keeper_exe, int report_fd)
 {
 	char err[512] = "";
 	if (keeper_build_root(r, base, err, sizeof(err)) < 0)
@@ -378,22 +360,48 @@ keeper_main(const struct room *r, const char *base, int report_fd)
 	/* The helper's descriptors (its stdin/stdout pipes among them) must not
 	 * stay open for the life of the room. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	    dup2(report_fd, 3) < 0 || dup2(keeper_exe, 4) < 0) {
+		snprintf(err, sizeof(err), "room %s: keeper descriptors: %s", r->id, strerror(errno));
+		report_fail(report_fd, err);
 	}
-	if (write(report_fd, "ok", 2) != 2)
-		_exit(2);
-	syscall(SYS_close_range, 3, ~0U, 0);
-	keeper_loop();
+	syscall(SYS_close_range, 5, ~0U, 0);
+	fcntl(4, F_SETFD, FD_CLOEXEC);
+	char *argv[] = { "roombox-keeper", NULL };
+	char *envp[] = { NULL };
+	syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+	snprintf(err, sizeof(err), "room %s: exec roombox-keeper: %s", r->id, strerror(errno));
+	report_fail(3, err);
+}
+
+/* roombox-keeper sits beside this helper; a setuid program's own path comes
+ * from the kernel, and the keeper must be root's and writable by root alone. */
+int jail_keeper_exe_open(char *err, size_t errlen)
+{
+	char self[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0)
+		return ERR("find own path: %s", strerror(errno));
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	*slash = '\0';
+	snprintf(path, sizeof(path), "%s/roombox-keeper", self);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0)
+		return ERR("open %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+		close(fd);
+		return ERR("%s: not a root-owned file writable by root alone (refusing)", path);
+	}
+	return fd;
 }
 
 /* Runs in the helper's first child: enter the room's cgroup, unshare, fork
  * the keeper and tell the helper the keeper's host pid on pid_fd. */
 static void __attribute__((noreturn))
 first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
-	    int pid_fd, int report_fd)
+	    int keeper_exe, int pid_fd, int report_fd)
 {
 	char err[512];
 	setsid();
@@ -410,7 +418,7 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	}
 	if (keeper == 0) {
 		close(pid_fd);
-		keeper_main(r, base, report_fd);
+		keeper_main(r, base, keeper_exe, report_fd);
 	}
 	int32_t pid = keeper;
 	_exit(write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2);
@@ -435,20 +443,21 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 		return -1;
 	if (cgroup_room_setup(cg, r->id, &lim, err, errlen) < 0)
 		return -1;
+	int keeper_exe = jail_keeper_exe_open(err, errlen);
+	if (keeper_exe < 0)
+		return -1;
 	int pid_pipe[2], report[2];
-	if (pipe2(pid_pipe, O_CLOEXEC) < 0)
-		return ERR("room %s: pipe: %s", r->id, strerror(errno));
-	if (pipe2(report, O_CLOEXEC) < 0) {
-		close(pid_pipe[0]);
-		close(pid_pipe[1]);
+	if (pipe2(pid_pipe, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
+		close(keeper_exe);
 		return ERR("room %s: pipe: %s", r->id, strerror(errno));
 	}
 	pid_t first = fork();
 	if (first == 0) {
 		close(pid_pipe[0]);
 		close(report[0]);
-		first_child(r, cg, base, pid_pipe[1], report[1]);
+		first_child(r, cg, base, keeper_exe, pid_pipe[1], report[1]);
 	}
+	close(keeper_exe);
 	close(pid_pipe[1]);
 	close(report[1]);
 	int status = 0;

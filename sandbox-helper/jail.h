@@ -19,4 +19,7 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
  * is gone.  0, or -1 with err. */
 int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, char *err, size_t errlen);
 
+/* Open roombox-keeper (beside the helper) for execveat; -1 with err. */
+int jail_keeper_exe_open(char *err, size_t errlen);
+
 #endif
