@@ -17,6 +17,7 @@
  */
 #include "errbuf.h"
 #include "jail.h"
+#include "disk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -309,8 +310,17 @@ static int keeper_build_root(const struct room *r, const char *base, char *err, 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return ERR("room %s: make / private: %s", r->id, strerror(errno));
 	snprintf(root, sizeof(root), "%s/mnt", cfg->run_dir);
-	snprintf(up, sizeof(up), "%s/upper/root", r->state);
-	snprintf(wk, sizeof(wk), "%s/work/root", r->state);
+	snprintf(p, sizeof(p), "%s/disk.img", r->state);
+	snprintf(h, sizeof(h), "%s/disk", r->state);
+	/* a room made while disk_limit was 0 has no image: its layer is a
+	 * plain directory */
+	struct stat img;
+	if (lstat(p, &img) == 0 && disk_image_mount(p, h, err, errlen) < 0)
+		return -1;
+	if (room_upper_prepare(r, err, errlen) < 0)
+		return -1;
+	snprintf(up, sizeof(up), "%s/disk/upper/root", r->state);
+	snprintf(wk, sizeof(wk), "%s/disk/work/root", r->state);
 	if (mount_overlay(host ? base : cfg->rootfs, up, wk, root) < 0)
 		return ERR("room %s: mount overlay root: %s", r->id, strerror(errno));
 	for (size_t i = 0; host && i < N_HOST_DIRS; i++) {
@@ -318,8 +328,8 @@ static int keeper_build_root(const struct room *r, const char *base, char *err, 
 		snprintf(h, sizeof(h), "/%s", host_dirs[i]);
 		if (lstat(h, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
-		snprintf(up, sizeof(up), "%s/upper/%s", r->state, host_dirs[i]);
-		snprintf(wk, sizeof(wk), "%s/work/%s", r->state, host_dirs[i]);
+		snprintf(up, sizeof(up), "%s/disk/upper/%s", r->state, host_dirs[i]);
+		snprintf(wk, sizeof(wk), "%s/disk/work/%s", r->state, host_dirs[i]);
 		snprintf(p, sizeof(p), "%s/%s", root, host_dirs[i]);
 		if (mount_overlay(h, up, wk, p) < 0)
 			return ERR("room %s: mount overlay /%s: %s", r->id, host_dirs[i], strerror(errno));

@@ -18,6 +18,8 @@
 #include <unistd.h>
 #include <json-c/json.h>
 
+#include "disk.h"
+#include "errbuf.h"
 #include "textenc.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
@@ -213,32 +215,38 @@ static int mark_slot(const char *id, void *arg)
 	return 0;
 }
 
-/* Upper layer skeleton: what the room user owns from the start. */
-static int room_make_upper(struct room *r, char *err, size_t errlen)
+/* The writable layer's skeleton, made once (marked by .ready, written
+ * last): what the room user owns from the start, and the room's own passwd
+ * and group — the shared lower /etc cannot know which uid this room has, and
+ * `id -un` must say "user".  Runs where <state>/disk is the room's disk. */
+int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 {
 	static const char *dirs[] = { "upper", "work", "upper/root", "work/root",
 		"upper/root/etc", "upper/root/home", "upper/root/home/user",
 		"upper/root/workspace", "upper/root/tmp" };
-	char p[PATH_MAX];
+	char disk[PATH_MAX], p[PATH_MAX];
+	struct stat st;
 
+	snprintf(disk, sizeof(disk), "%s/disk", r->state);
+	snprintf(p, sizeof(p), "%s/.ready", disk);
+	if (lstat(p, &st) == 0)
+		return 0;
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", r->state, dirs[i]);
+		snprintf(p, sizeof(p), "%s/%s", disk, dirs[i]);
 		if (mkdir(p, 0755) < 0 && errno != EEXIST)
 			return ERR("room %s: mkdir %s: %s", r->id, dirs[i], strerror(errno));
 	}
-	snprintf(p, sizeof(p), "%s/upper/root/tmp", r->state);
+	snprintf(p, sizeof(p), "%s/upper/root/tmp", disk);
 	if (chmod(p, 01777) < 0)
 		return ERR("room %s: chmod tmp: %s", r->id, strerror(errno));
 	static const char *owned[] = { "upper/root/home/user", "upper/root/workspace" };
 	for (size_t i = 0; i < 2; i++) {
-		snprintf(p, sizeof(p), "%s/%s", r->state, owned[i]);
+		snprintf(p, sizeof(p), "%s/%s", disk, owned[i]);
 		if (lchown(p, r->uid, r->gid) < 0)
 			return ERR("room %s: chown %s: %s", r->id, owned[i], strerror(errno));
 	}
-	/* The room's own passwd and group: the shared lower /etc cannot know
-	 * which uid this room has, and `id -un` must say "user". */
 	char text[512], dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/upper/root/etc", r->state);
+	snprintf(dir, sizeof(dir), "%s/upper/root/etc", disk);
 	snprintf(text, sizeof(text),
 		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 		 "user:x:%u:%u:sandbox user:/home/user:/bin/sh\n"
@@ -254,6 +262,8 @@ static int room_make_upper(struct room *r, char *err, size_t errlen)
 	chmod(p, 0644);
 	snprintf(p, sizeof(p), "%s/group", dir);
 	chmod(p, 0644);
+	if (write_atomic(disk, ".ready", "", 0) < 0)
+		return ERR("room %s: mark disk ready: %s", r->id, strerror(errno));
 	return 0;
 }
 
@@ -291,7 +301,14 @@ int room_create(struct room *r, char *err, size_t errlen)
 		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
 		goto out;
 	}
-	if (room_make_upper(r, err, errlen) < 0)
+	snprintf(p, sizeof(p), "%s/disk", r->state);
+	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+		ERR("room %s: mkdir disk: %s", r->id, strerror(errno));
+		goto out;
+	}
+	snprintf(p, sizeof(p), "%s/disk.img", r->state);
+	unlink(p);  /* left by a creation that crashed before meta */
+	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->disk_limit, err, errlen) < 0)
 		goto out;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -433,7 +450,11 @@ static int du_add(const char *path, const struct stat *st, int flag, struct FTW 
 uint64_t room_disk_usage(const struct room *r)
 {
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s/upper", r->state);
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/disk.img", r->state);
+	if (lstat(p, &st) == 0)
+		return (uint64_t)st.st_blocks * 512;
+	snprintf(p, sizeof(p), "%s/disk", r->state);
 	du_total = 0;
 	nftw(p, du_add, 32, FTW_PHYS | FTW_MOUNT);
 	return du_total;

@@ -5,8 +5,11 @@
  *                                      and working directory), written by the
  *                                      helper, never inside the room's tree
  *   <state_dir>/rooms/<id>/active      its mtime is lastActiveAt
- *   <state_dir>/rooms/<id>/upper/      overlay upper dirs (root, usr, ...)
- *   <state_dir>/rooms/<id>/work/       overlay work dirs
+ *   <state_dir>/rooms/<id>/disk.img    the room's ext4 image (disk_limit > 0)
+ *   <state_dir>/rooms/<id>/disk/       where the image is mounted, in the
+ *                                      keeper's namespace only; holds
+ *                                      upper/<dir> and work/<dir> for each
+ *                                      overlay (root, usr, ...) and .ready
  *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
  *   <run_dir>/rooms/<id>/lock          serialises start/stop/destroy of a room
  *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
@@ -56,6 +59,9 @@ int room_load(struct room *r, char *err, size_t errlen);
  * ROOM_ELIMIT when max_rooms rooms exist.  Caller holds the room lock. */
 #define ROOM_ELIMIT (-2)
 int room_create(struct room *r, char *err, size_t errlen);
+
+/* Make the writable layer's skeleton on the mounted disk (once). */
+int room_upper_prepare(const struct room *r, char *err, size_t errlen);
 
 /* The keeper's pid if it is alive and is the one recorded, else 0. */
 pid_t room_keeper_pid(const struct room *r);

@@ -1,0 +1,116 @@
+/* Per-room disk images (see disk.h).  The loop device is configured with
+ * LO_FLAGS_AUTOCLEAR and the mount exists only in the keeper's namespace, so
+ * when the keeper dies the kernel unmounts the filesystem and frees the loop
+ * device: nothing to clean up on the host, even after a crash. */
+#include "disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "errbuf.h"
+
+#define ERR(...) errorf(err, errlen, __VA_ARGS__)
+
+static int run_mkfs(const char *path, char *err, size_t errlen)
+{
+	char *argv[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-J", "size=4",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0",
+		(char *)path, NULL };
+	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	pid_t pid;
+	int rc = posix_spawnp(&pid, "mkfs.ext4", &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return ERR("run mkfs.ext4: %s", strerror(rc));
+	int status;
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return ERR("mkfs.ext4 %s failed", path);
+	return 0;
+}
+
+int disk_image_create(const char *path, uint64_t bytes, char *err, size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ERR("create %s: %s", path, strerror(errno));
+	int rc = ftruncate(fd, (off_t)bytes);
+	int e = errno;
+	close(fd);
+	if (rc < 0) {
+		unlink(path);
+		return ERR("size %s: %s", path, strerror(e));
+	}
+	if (run_mkfs(path, err, errlen) < 0) {
+		unlink(path);
+		return -1;
+	}
+	return 0;
+}
+
+static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t errlen)
+{
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return ERR("open /dev/loop-control: %s", strerror(errno));
+	/* Another process may take the free device between GET_FREE and
+	 * CONFIGURE: then ask again. */
+	for (int attempt = 0; attempt < 16; attempt++) {
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (n < 0) {
+			close(ctl);
+			return ERR("find a free loop device: %s", strerror(errno));
+		}
+		snprintf(dev, devlen, "/dev/loop%d", n);
+		int fd = open(dev, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct loop_config cfg = { 0 };
+		cfg.fd = (unsigned)img_fd;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+		if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
+			close(ctl);
+			return fd;
+		}
+		int e = errno;
+		close(fd);
+		if (e != EBUSY) {
+			close(ctl);
+			return ERR("configure %s: %s", dev, strerror(e));
+		}
+	}
+	close(ctl);
+	return ERR("no free loop device");
+}
+
+int disk_image_mount(const char *path, const char *dir, char *err, size_t errlen)
+{
+	int img = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (img < 0)
+		return ERR("open %s: %s", path, strerror(errno));
+	char dev[64];
+	int loop = loop_attach(img, dev, sizeof(dev), err, errlen);
+	close(img);
+	if (loop < 0)
+		return -1;
+	int rc = mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "errors=remount-ro");
+	int e = errno;
+	/* mounted: the mount holds the device; unmounted: AUTOCLEAR frees it
+	 * when this last descriptor closes */
+	close(loop);
+	if (rc < 0)
+		return ERR("mount %s on %s: %s", dev, dir, strerror(e));
+	return 0;
+}
