@@ -44,7 +44,8 @@ const char *cgroup_mode_name(enum cgroup_mode m);
 int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
 		      const struct cgroup_limits *lim, char *err, size_t errlen);
 /* Move pid into the room's keeper/ leaf (exec_id NULL) or exec-<exec_id>
- * (created if needed). */
+ * (created if needed).  pid 0 is the calling process, as cgroup.procs takes
+ * it.  exec_id, like room, must be [A-Za-z0-9_-]{1,64}. */
 int cgroup_enter(const struct cgroup_sys *sys, const char *room,
 		 const char *exec_id, pid_t pid, char *err, size_t errlen);
 /* Kill every process of exec-<exec_id> (or of the whole room when exec_id is

@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "jail.h"
-#include "seccomp.h"
+#include "seccomp_filter.h"
 #include "textenc.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)

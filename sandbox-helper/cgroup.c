@@ -1,0 +1,965 @@
+/* Per-room cgroups: cgroup v2 and cgroup v1 behind one small interface.
+ *
+ * Why it looks like this:
+ *
+ * - A room's limits sit on roombox/<room>/ and its processes live in leaves
+ *   below it (keeper/ for the keeper and whatever execs leave running,
+ *   exec-<id>/ for one exec).  v2 demands processes only in leaves; v1 does
+ *   not, but using the same shape on both keeps one set of callers, and on
+ *   v1 the limits still cover the leaves because memory.use_hierarchy is 1
+ *   (checked) and pids and cpu are hierarchical by design.
+ *
+ * - v1 has one tree per controller (memory, pids, cpu, freezer), so every
+ *   directory operation and every move of a pid is done once per tree.  The
+ *   "roots" of a cgroup_sys are that list; v2 has a single root.  Only the
+ *   limits differ per back end.
+ *
+ * - Killing must not race a fork bomb: between reading cgroup.procs and
+ *   sending SIGKILL new children appear.  v2 (5.14+) has cgroup.kill, which
+ *   the kernel applies atomically.  Otherwise the group is frozen first (v1
+ *   freezer, or v2 cgroup.freeze), signalled, then thawed so the kills take
+ *   effect -- and that is repeated until cgroup.procs reads empty in every
+ *   tree, for at most KILL_DEADLINE_MS.  Zombies are not listed in
+ *   cgroup.procs and do not hold a cgroup, so their parents' reaping is
+ *   nobody's business here.
+ *
+ * - The cpu controller is best-effort: v2 cannot enable it while a realtime
+ *   thread sits outside the root, and some v1 hosts do not mount it.  A
+ *   memory or pids limit that cannot be applied is an error.
+ *
+ * Every failure reads "cgroup <room>: <step>: <strerror>", where the step
+ * names the path, so that on v1 one can tell which tree refused.
+ */
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KILL_DEADLINE_MS 2000
+#define FREEZE_WAIT_MS 100
+#define CPU_PERIOD_US 100000
+#define CPU_QUOTA_MIN_US 1000	/* the kernel refuses less */
+#define MAX_ROOTS 4
+#define MAX_TREE_DEPTH 8	/* rooms are two levels deep; a bound, not a need */
+
+/* The context of one public call: who to blame in messages. */
+struct cg_op {
+	const struct cgroup_sys *sys;
+	const char *room;
+	char *err;
+	size_t errlen;
+};
+
+/* --- small helpers ------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3)))
+static int op_fail(struct cg_op *op, const char *fmt, ...)
+{
+	int e = errno;
+	char step[PATH_MAX + 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(step, sizeof(step), fmt, ap);
+	va_end(ap);
+	snprintf(op->err, op->errlen, "cgroup %s: %s: %s", op->room, step,
+		 strerror(e));
+	errno = e;
+	return -1;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int path_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Names become path components; the caller validated room ids, but a
+ * setuid program checks again what it is about to join to a path. */
+static bool component_ok(const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++) {
+		char c = s[n];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return n > 0 && n <= 64;
+}
+
+/* cgroupfs files are written in one write(2) each: the kernel parses each
+ * write as a whole.  O_TRUNC means nothing to cgroupfs (as with `echo >`)
+ * and keeps a plain file, as in tests, holding only the last value. */
+static int write_file(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	size_t len = strlen(value);
+	ssize_t n = write(fd, value, len);
+	int e = errno;
+	close(fd);
+	if (n < 0) {
+		errno = e;
+		return -1;
+	}
+	if ((size_t)n != len) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static int read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	int e = errno;
+	close(fd);
+	if (n < 0) {
+		errno = e;
+		return -1;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+static int read_u64(const char *path, uint64_t *out)
+{
+	char buf[64], *end;
+
+	if (read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(buf, &end, 10);
+	if (errno || end == buf) {
+		errno = EINVAL;
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Is `word` one of the space-separated words of `list`? */
+static bool has_word(const char *list, const char *word)
+{
+	size_t wl = strlen(word);
+	for (const char *p = list; (p = strstr(p, word)); p += wl) {
+		bool starts = p == list || p[-1] == ' ' || p[-1] == '\n';
+		bool ends = p[wl] == '\0' || p[wl] == ' ' || p[wl] == '\n';
+		if (starts && ends)
+			return true;
+	}
+	return false;
+}
+
+static bool file_exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* --- detection ----------------------------------------------------------- */
+
+static bool v2_has_controllers(const char *dir)
+{
+	char path[PATH_MAX], list[512];
+
+	if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", dir) < 0 ||
+	    read_file(path, list, sizeof(list)) < 0)
+		return false;
+	return has_word(list, "memory") && has_word(list, "pids");
+}
+
+/* A v1 hierarchy has cgroup.procs but, unlike a v2 one, no
+ * cgroup.controllers.  Copies the path into out when it is one. */
+static void v1_find(const char *fsroot, const char *name, char *out, size_t len)
+{
+	char dir[PATH_MAX], procs[PATH_MAX], ctl[PATH_MAX];
+
+	out[0] = '\0';
+	if (path_fmt(dir, sizeof(dir), "%s/%s", fsroot, name) < 0 ||
+	    path_fmt(procs, sizeof(procs), "%s/cgroup.procs", dir) < 0 ||
+	    path_fmt(ctl, sizeof(ctl), "%s/cgroup.controllers", dir) < 0)
+		return;
+	if (file_exists(procs) && !file_exists(ctl) && strlen(dir) < len)
+		strcpy(out, dir);
+}
+
+static bool v2_pick(struct cgroup_sys *sys, const char *dir)
+{
+	if (strlen(dir) >= sizeof(sys->v2_root) || !v2_has_controllers(dir))
+		return false;
+	strcpy(sys->v2_root, dir);
+	sys->mode = CG_V2;
+	return true;
+}
+
+void cgroup_detect(struct cgroup_sys *sys, const char *fsroot)
+{
+	char unified[PATH_MAX];
+
+	memset(sys, 0, sizeof(*sys));
+	sys->mode = CG_NONE;
+	if (v2_pick(sys, fsroot))
+		return;
+	/* A hybrid host whose unified tree was given the controllers. */
+	if (path_fmt(unified, sizeof(unified), "%s/unified", fsroot) == 0 &&
+	    v2_pick(sys, unified))
+		return;
+
+	v1_find(fsroot, "memory", sys->memory_root, sizeof(sys->memory_root));
+	v1_find(fsroot, "pids", sys->pids_root, sizeof(sys->pids_root));
+	v1_find(fsroot, "cpu", sys->cpu_root, sizeof(sys->cpu_root));
+	v1_find(fsroot, "freezer", sys->freezer_root, sizeof(sys->freezer_root));
+	if (sys->memory_root[0] && sys->pids_root[0])
+		sys->mode = CG_V1;
+	else
+		memset(sys, 0, sizeof(*sys));
+}
+
+const char *cgroup_mode_name(enum cgroup_mode m)
+{
+	switch (m) {
+	case CG_V1: return "v1";
+	case CG_V2: return "v2";
+	default:    return "none";
+	}
+}
+
+/* --- paths and trees ----------------------------------------------------- */
+
+/* The trees a room lives in: one on v2, one per mounted controller on v1. */
+static size_t cg_roots(const struct cgroup_sys *sys, const char *roots[MAX_ROOTS])
+{
+	size_t n = 0;
+
+	if (sys->mode == CG_V2) {
+		roots[n++] = sys->v2_root;
+	} else if (sys->mode == CG_V1) {
+		const char *all[MAX_ROOTS] = { sys->memory_root, sys->pids_root,
+					       sys->cpu_root, sys->freezer_root };
+		for (size_t i = 0; i < MAX_ROOTS; i++)
+			if (all[i][0])
+				roots[n++] = all[i];
+	}
+	return n;
+}
+
+/* <root>/roombox/<room>[/<leaf>] */
+static int room_path(char *buf, size_t len, const char *root, const char *room,
+		     const char *leaf)
+{
+	if (leaf)
+		return path_fmt(buf, len, "%s/roombox/%s/%s", root, room, leaf);
+	return path_fmt(buf, len, "%s/roombox/%s", root, room);
+}
+
+/* "keeper", "exec-<id>", or NULL for the room itself. */
+static int leaf_name(char *buf, size_t len, const char *exec_id)
+{
+	if (!exec_id)
+		return path_fmt(buf, len, "keeper");
+	if (!component_ok(exec_id)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return path_fmt(buf, len, "exec-%s", exec_id);
+}
+
+static int make_dir(struct cg_op *op, const char *path)
+{
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return op_fail(op, "mkdir %s", path);
+	return 0;
+}
+
+static int write_value(struct cg_op *op, const char *dir, const char *file,
+		       const char *value)
+{
+	char path[PATH_MAX];
+
+	if (path_fmt(path, sizeof(path), "%s/%s", dir, file) < 0 ||
+	    write_file(path, value) < 0)
+		return op_fail(op, "write %s/%s", dir, file);
+	return 0;
+}
+
+/* A limit that is off (optional) may be absent: its controller is not
+ * there, and there is nothing to lift. */
+static int write_limit(struct cg_op *op, const char *dir, const char *file,
+		       const char *value, bool required)
+{
+	char path[PATH_MAX];
+
+	if (path_fmt(path, sizeof(path), "%s/%s", dir, file) < 0)
+		return op_fail(op, "write %s/%s", dir, file);
+	if (!required && !file_exists(path))
+		return 0;
+	return write_value(op, dir, file, value);
+}
+
+/* Remove a cgroup and every cgroup below it; a cgroup directory holds only
+ * kernel files, which rmdir takes along.  Absent is done. */
+static int remove_tree(struct cg_op *op, const char *dir, int depth)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : op_fail(op, "open %s", dir);
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d))) {
+		char sub[PATH_MAX];
+		if (de->d_type != DT_DIR || !strcmp(de->d_name, ".") ||
+		    !strcmp(de->d_name, ".."))
+			continue;
+		if (depth >= MAX_TREE_DEPTH || path_fmt(sub, sizeof(sub), "%s/%s",
+							dir, de->d_name) < 0)
+			rc = op_fail(op, "remove %s/%s", dir, de->d_name);
+		else
+			rc = remove_tree(op, sub, depth + 1);
+	}
+	closedir(d);
+	if (rc == 0 && rmdir(dir) < 0 && errno != ENOENT)
+		rc = op_fail(op, "rmdir %s", dir);
+	return rc;
+}
+
+/* In every tree: remove <room>[/<leaf>]. */
+static int remove_everywhere(struct cg_op *op, const char *leaf)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(op->sys, roots);
+
+	for (size_t i = 0; i < n; i++) {
+		char dir[PATH_MAX];
+		if (room_path(dir, sizeof(dir), roots[i], op->room, leaf) < 0)
+			return op_fail(op, "path %s", roots[i]);
+		if (remove_tree(op, dir, 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- processes ----------------------------------------------------------- */
+
+typedef int (*pid_fn)(pid_t pid, void *arg);
+
+/* Call fn for every process listed in dir/cgroup.procs (and, when deep,
+ * in the cgroups below); returns how many were listed, or -1. */
+static int for_each_pid(const char *dir, bool deep, int depth, pid_fn fn,
+			void *arg)
+{
+	char path[PATH_MAX];
+	if (path_fmt(path, sizeof(path), "%s/cgroup.procs", dir) < 0)
+		return -1;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? 0 : -1;
+	int count = 0;
+	long pid;
+	while (fscanf(f, "%ld", &pid) == 1)
+		if (pid > 0 && fn((pid_t)pid, arg) == 0)
+			count++;
+	fclose(f);
+	if (!deep || depth >= MAX_TREE_DEPTH)
+		return count;
+
+	DIR *d = opendir(dir);
+	if (!d)
+		return count;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX];
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+		    path_fmt(sub, sizeof(sub), "%s/%s", dir, de->d_name) < 0)
+			continue;
+		int c = for_each_pid(sub, true, depth + 1, fn, arg);
+		if (c > 0)
+			count += c;
+	}
+	closedir(d);
+	return count;
+}
+
+/* Counts a process as still there unless it is already gone.  Never the
+ * caller: a helper that wandered into the room must not kill itself. */
+static int sigkill_pid(pid_t pid, void *arg)
+{
+	(void)arg;
+	if (pid == getpid())
+		return -1;
+	if (kill(pid, SIGKILL) < 0 && errno == ESRCH)
+		return -1;
+	return 0;
+}
+
+static int move_pid(pid_t pid, void *arg)
+{
+	char num[32];
+	snprintf(num, sizeof(num), "%ld", (long)pid);
+	if (write_file(arg, num) < 0)
+		return errno == ESRCH ? -1 : 0;	/* gone, or still there */
+	return 0;
+}
+
+/* --- freezing ------------------------------------------------------------ */
+
+/* The freezer file and values of the back end, for the cgroup `rel`
+ * (relative to roombox/); false when this host cannot freeze. */
+static bool freeze_file(const struct cgroup_sys *sys, const char *rel,
+			char *path, size_t len, bool on, const char **value)
+{
+	if (sys->mode == CG_V1 && sys->freezer_root[0]) {
+		*value = on ? "FROZEN" : "THAWED";
+		return path_fmt(path, len, "%s/roombox/%s/freezer.state",
+				sys->freezer_root, rel) == 0;
+	}
+	if (sys->mode == CG_V2) {
+		*value = on ? "1" : "0";
+		return path_fmt(path, len, "%s/roombox/%s/cgroup.freeze",
+				sys->v2_root, rel) == 0 && file_exists(path);
+	}
+	return false;
+}
+
+static bool is_frozen(const struct cgroup_sys *sys, const char *rel)
+{
+	char path[PATH_MAX], buf[256];
+	const char *root = sys->mode == CG_V1 ? sys->freezer_root : sys->v2_root;
+	const char *file = sys->mode == CG_V1 ? "freezer.state" : "cgroup.events";
+
+	if (path_fmt(path, sizeof(path), "%s/roombox/%s/%s", root, rel, file) < 0 ||
+	    read_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	if (sys->mode == CG_V1)
+		return strncmp(buf, "FROZEN", 6) == 0;
+	return strstr(buf, "frozen 1") != NULL;
+}
+
+/* Best effort: a task stuck in the kernel may keep a group FREEZING; the
+ * kill loop then simply runs unfrozen.  True if the caller must thaw. */
+static bool freeze(const struct cgroup_sys *sys, const char *rel)
+{
+	char path[PATH_MAX];
+	const char *value;
+
+	if (!freeze_file(sys, rel, path, sizeof(path), true, &value) ||
+	    write_file(path, value) < 0)
+		return false;
+	for (int i = 0; i < FREEZE_WAIT_MS && !is_frozen(sys, rel); i++)
+		sleep_ms(1);
+	return true;
+}
+
+static void thaw(const struct cgroup_sys *sys, const char *rel)
+{
+	char path[PATH_MAX];
+	const char *value;
+
+	if (freeze_file(sys, rel, path, sizeof(path), false, &value))
+		write_file(path, value);
+}
+
+/* --- kill ---------------------------------------------------------------- */
+
+/* v2's atomic kill; false where the kernel predates it (< 5.14). */
+static bool kill_by_kernel(const struct cgroup_sys *sys, const char *rel)
+{
+	char path[PATH_MAX];
+
+	if (sys->mode != CG_V2 ||
+	    path_fmt(path, sizeof(path), "%s/roombox/%s/cgroup.kill",
+		     sys->v2_root, rel) < 0)
+		return false;
+	return write_file(path, "1") == 0;
+}
+
+/* One pass: SIGKILL whatever is listed in any tree under rel.  Returns
+ * how many processes were still there. */
+static int kill_pass(struct cg_op *op, const char *rel)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(op->sys, roots);
+	bool kernel = kill_by_kernel(op->sys, rel);
+	bool frozen = !kernel && freeze(op->sys, rel);
+	int left = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char dir[PATH_MAX];
+		if (path_fmt(dir, sizeof(dir), "%s/roombox/%s", roots[i], rel) < 0) {
+			left = op_fail(op, "path %s/roombox/%s", roots[i], rel);
+			break;
+		}
+		int c = for_each_pid(dir, true, 0, sigkill_pid, NULL);
+		if (c < 0) {
+			left = op_fail(op, "read %s/cgroup.procs", dir);
+			break;
+		}
+		left += c;
+	}
+	if (frozen)
+		thaw(op->sys, rel);
+	return left;
+}
+
+static int kill_until_empty(struct cg_op *op, const char *rel)
+{
+	uint64_t deadline = now_ms() + KILL_DEADLINE_MS;
+
+	for (;;) {
+		int left = kill_pass(op, rel);
+		if (left <= 0)
+			return left;
+		if (now_ms() >= deadline) {
+			errno = EBUSY;
+			return op_fail(op, "kill %s: processes left after %d ms", rel,
+				       KILL_DEADLINE_MS);
+		}
+		sleep_ms(5);
+	}
+}
+
+/* After a room-wide kill, exec-* leaves are leftovers of execs that will
+ * never be collected. */
+static int remove_exec_leaves(struct cg_op *op)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(op->sys, roots);
+
+	for (size_t i = 0; i < n; i++) {
+		char dir[PATH_MAX];
+		if (room_path(dir, sizeof(dir), roots[i], op->room, NULL) < 0)
+			return op_fail(op, "path %s", roots[i]);
+		DIR *d = opendir(dir);
+		if (!d) {
+			if (errno == ENOENT)
+				continue;
+			return op_fail(op, "open %s", dir);
+		}
+		int rc = 0;
+		struct dirent *de;
+		while (rc == 0 && (de = readdir(d))) {
+			char sub[PATH_MAX];
+			if (de->d_type != DT_DIR || strncmp(de->d_name, "exec-", 5))
+				continue;
+			if (path_fmt(sub, sizeof(sub), "%s/%s", dir, de->d_name) < 0)
+				rc = op_fail(op, "path %s/%s", dir, de->d_name);
+			else
+				rc = remove_tree(op, sub, 0);
+		}
+		closedir(d);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- limits -------------------------------------------------------------- */
+
+static long cpu_quota_us(double cpus)
+{
+	double q = cpus * CPU_PERIOD_US + 0.5;
+	if (q < CPU_QUOTA_MIN_US)
+		return CPU_QUOTA_MIN_US;
+	if (q > (double)LONG_MAX / 2)
+		return LONG_MAX / 2;
+	return (long)q;
+}
+
+static int v2_set_limits(struct cg_op *op, const char *dir,
+			 const struct cgroup_limits *lim)
+{
+	char mem[32] = "max", pids[32] = "max", cpu[64] = "max 100000";
+
+	if (lim->memory_bytes)
+		snprintf(mem, sizeof(mem), "%llu",
+			 (unsigned long long)lim->memory_bytes);
+	if (lim->pids > 0)
+		snprintf(pids, sizeof(pids), "%d", lim->pids);
+	if (lim->cpus > 0)
+		snprintf(cpu, sizeof(cpu), "%ld %d", cpu_quota_us(lim->cpus),
+			 CPU_PERIOD_US);
+	if (write_limit(op, dir, "memory.max", mem, lim->memory_bytes > 0) < 0 ||
+	    write_limit(op, dir, "memory.swap.max", "0", false) < 0 ||
+	    write_limit(op, dir, "pids.max", pids, lim->pids > 0) < 0 ||
+	    write_limit(op, dir, "cpu.max", cpu, false) < 0)
+		return -1;
+	return 0;
+}
+
+/* memory.memsw.limit_in_bytes (memory + swap) may never be below
+ * memory.limit_in_bytes, so it is lifted first and set last. */
+static int v1_set_memory(struct cg_op *op, const char *dir, uint64_t bytes)
+{
+	char value[32] = "-1";
+	char memsw[PATH_MAX];
+	bool has_memsw = path_fmt(memsw, sizeof(memsw), "%s/%s", dir,
+				  "memory.memsw.limit_in_bytes") == 0 &&
+			 file_exists(memsw);
+
+	if (bytes)
+		snprintf(value, sizeof(value), "%llu", (unsigned long long)bytes);
+	if (has_memsw &&
+	    write_value(op, dir, "memory.memsw.limit_in_bytes", "-1") < 0)
+		return -1;
+	if (write_value(op, dir, "memory.limit_in_bytes", value) < 0)
+		return -1;
+	if (has_memsw && bytes &&
+	    write_value(op, dir, "memory.memsw.limit_in_bytes", value) < 0)
+		return -1;
+	return 0;
+}
+
+/* A v1 memory cgroup counts its children only with use_hierarchy; it must
+ * be set before the first child exists (kernels since 5.x force it on). */
+static int v1_check_hierarchy(struct cg_op *op, const char *dir)
+{
+	char path[PATH_MAX];
+	uint64_t v;
+
+	if (path_fmt(path, sizeof(path), "%s/memory.use_hierarchy", dir) < 0 ||
+	    read_u64(path, &v) < 0)
+		return op_fail(op, "read %s/memory.use_hierarchy", dir);
+	if (v == 1)
+		return 0;
+	return write_value(op, dir, "memory.use_hierarchy", "1");
+}
+
+static int v1_set_limits(struct cg_op *op, const struct cgroup_limits *lim)
+{
+	const struct cgroup_sys *sys = op->sys;
+	char dir[PATH_MAX], value[32];
+
+	if (room_path(dir, sizeof(dir), sys->memory_root, op->room, NULL) < 0 ||
+	    v1_set_memory(op, dir, lim->memory_bytes) < 0)
+		return -1;
+
+	snprintf(value, sizeof(value), "%d", lim->pids);
+	if (room_path(dir, sizeof(dir), sys->pids_root, op->room, NULL) < 0 ||
+	    write_value(op, dir, "pids.max", lim->pids > 0 ? value : "max") < 0)
+		return -1;
+
+	if (!sys->cpu_root[0])
+		return 0;
+	snprintf(value, sizeof(value), "%ld",
+		 lim->cpus > 0 ? cpu_quota_us(lim->cpus) : -1L);
+	if (room_path(dir, sizeof(dir), sys->cpu_root, op->room, NULL) < 0 ||
+	    write_value(op, dir, "cpu.cfs_period_us", "100000") < 0 ||
+	    write_value(op, dir, "cpu.cfs_quota_us", value) < 0)
+		return -1;
+	return 0;
+}
+
+/* --- v2 controller delegation -------------------------------------------- */
+
+/* The controllers we want, as far as the host offers them ("+memory +pids
+ * +cpu" on a usual host).  cgroup.controllers of the root is the offer. */
+static void v2_wanted(const struct cgroup_sys *sys, char *out, size_t len)
+{
+	static const char *const want[] = { "memory", "pids", "cpu" };
+	char path[PATH_MAX], list[512] = "";
+
+	out[0] = '\0';
+	if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", sys->v2_root) == 0)
+		read_file(path, list, sizeof(list));
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		if (!has_word(list, want[i]))
+			continue;
+		size_t used = strlen(out);
+		snprintf(out + used, len - used, "%s+%s", used ? " " : "", want[i]);
+	}
+}
+
+static bool v2_all_enabled(const char *dir, const char *wanted)
+{
+	char path[PATH_MAX], list[512];
+
+	if (path_fmt(path, sizeof(path), "%s/cgroup.subtree_control", dir) < 0 ||
+	    read_file(path, list, sizeof(list)) < 0)
+		return false;
+	char copy[128];
+	snprintf(copy, sizeof(copy), "%s", wanted);
+	for (char *save, *w = strtok_r(copy, " ", &save); w;
+	     w = strtok_r(NULL, " ", &save))
+		if (!has_word(list, w + 1))
+			return false;
+	return true;
+}
+
+/* One write enables all; if the kernel refuses the set (cpu, typically),
+ * each is tried alone and only memory and pids are required. */
+static int v2_enable(struct cg_op *op, const char *dir)
+{
+	char wanted[128];
+
+	v2_wanted(op->sys, wanted, sizeof(wanted));
+	if (!wanted[0] || v2_all_enabled(dir, wanted))
+		return 0;
+	if (write_value(op, dir, "cgroup.subtree_control", wanted) == 0)
+		return 0;
+	char copy[128];
+	snprintf(copy, sizeof(copy), "%s", wanted);
+	for (char *save, *w = strtok_r(copy, " ", &save); w;
+	     w = strtok_r(NULL, " ", &save)) {
+		bool required = strcmp(w, "+cpu") != 0;
+		if (write_value(op, dir, "cgroup.subtree_control", w) < 0 && required)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- set-up -------------------------------------------------------------- */
+
+static int v2_setup(struct cg_op *op, const struct cgroup_limits *lim)
+{
+	const char *root = op->sys->v2_root;
+	char base[PATH_MAX], dir[PATH_MAX], leaf[PATH_MAX];
+
+	if (path_fmt(base, sizeof(base), "%s/roombox", root) < 0 ||
+	    room_path(dir, sizeof(dir), root, op->room, NULL) < 0 ||
+	    room_path(leaf, sizeof(leaf), root, op->room, "keeper") < 0)
+		return op_fail(op, "path %s", root);
+	if (v2_enable(op, root) < 0 ||
+	    make_dir(op, base) < 0 || v2_enable(op, base) < 0 ||
+	    make_dir(op, dir) < 0 || v2_enable(op, dir) < 0 ||
+	    v2_set_limits(op, dir, lim) < 0 ||
+	    make_dir(op, leaf) < 0)
+		return -1;
+	return 0;
+}
+
+static int v1_make_dirs(struct cg_op *op, const char *root)
+{
+	char base[PATH_MAX], dir[PATH_MAX], leaf[PATH_MAX];
+
+	if (path_fmt(base, sizeof(base), "%s/roombox", root) < 0 ||
+	    room_path(dir, sizeof(dir), root, op->room, NULL) < 0 ||
+	    room_path(leaf, sizeof(leaf), root, op->room, "keeper") < 0)
+		return op_fail(op, "path %s", root);
+	if (make_dir(op, base) < 0 || make_dir(op, dir) < 0)
+		return -1;
+	/* use_hierarchy before keeper/ exists, the last moment it can change */
+	if (root == op->sys->memory_root && v1_check_hierarchy(op, dir) < 0)
+		return -1;
+	return make_dir(op, leaf);
+}
+
+static int v1_setup(struct cg_op *op, const struct cgroup_limits *lim)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(op->sys, roots);
+
+	for (size_t i = 0; i < n; i++)
+		if (v1_make_dirs(op, roots[i]) < 0)
+			return -1;
+	return v1_set_limits(op, lim);
+}
+
+static int op_begin(struct cg_op *op, const struct cgroup_sys *sys,
+		    const char *room, char *err, size_t errlen)
+{
+	*op = (struct cg_op){ sys, room, err, errlen };
+	if (!component_ok(room)) {
+		errno = EINVAL;
+		return op_fail(op, "room id");
+	}
+	return 0;
+}
+
+int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
+		      const struct cgroup_limits *lim, char *err, size_t errlen)
+{
+	struct cg_op op;
+
+	if (sys->mode == CG_NONE)
+		return 0;
+	if (op_begin(&op, sys, room, err, errlen) < 0)
+		return -1;
+	return sys->mode == CG_V2 ? v2_setup(&op, lim) : v1_setup(&op, lim);
+}
+
+/* --- public: processes --------------------------------------------------- */
+
+int cgroup_enter(const struct cgroup_sys *sys, const char *room,
+		 const char *exec_id, pid_t pid, char *err, size_t errlen)
+{
+	struct cg_op op;
+	const char *roots[MAX_ROOTS];
+	char leaf[80], num[32];
+
+	if (sys->mode == CG_NONE)
+		return 0;
+	if (op_begin(&op, sys, room, err, errlen) < 0)
+		return -1;
+	if (leaf_name(leaf, sizeof(leaf), exec_id) < 0)
+		return op_fail(&op, "exec id");
+	snprintf(num, sizeof(num), "%ld", (long)pid);
+	size_t n = cg_roots(sys, roots);
+	for (size_t i = 0; i < n; i++) {
+		char dir[PATH_MAX];
+		if (room_path(dir, sizeof(dir), roots[i], room, leaf) < 0)
+			return op_fail(&op, "path %s", roots[i]);
+		if (make_dir(&op, dir) < 0 ||
+		    write_value(&op, dir, "cgroup.procs", num) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int cgroup_kill(const struct cgroup_sys *sys, const char *room,
+		const char *exec_id, char *err, size_t errlen)
+{
+	struct cg_op op;
+	char leaf[80], rel[PATH_MAX];
+
+	if (sys->mode == CG_NONE)
+		return 0;
+	if (op_begin(&op, sys, room, err, errlen) < 0)
+		return -1;
+	if (exec_id && leaf_name(leaf, sizeof(leaf), exec_id) < 0)
+		return op_fail(&op, "exec id");
+	if (exec_id ? path_fmt(rel, sizeof(rel), "%s/%s", room, leaf) :
+		      path_fmt(rel, sizeof(rel), "%s", room))
+		return op_fail(&op, "path");
+	if (kill_until_empty(&op, rel) < 0)
+		return -1;
+	return exec_id ? remove_everywhere(&op, leaf) : remove_exec_leaves(&op);
+}
+
+/* One pass of moving exec-<id>'s processes to keeper/ in every tree;
+ * returns how many were found. */
+static int release_pass(struct cg_op *op, const char *leaf)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(op->sys, roots);
+	int found = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char src[PATH_MAX], dst[PATH_MAX], keeper[PATH_MAX];
+		const char *root = roots[i];
+		if (room_path(src, sizeof(src), root, op->room, leaf) < 0 ||
+		    room_path(keeper, sizeof(keeper), root, op->room, "keeper") < 0 ||
+		    path_fmt(dst, sizeof(dst), "%s/cgroup.procs", keeper) < 0)
+			return op_fail(op, "path %s", roots[i]);
+		if (make_dir(op, keeper) < 0)
+			return -1;
+		int c = for_each_pid(src, false, 0, move_pid, dst);
+		if (c < 0)
+			return op_fail(op, "move %s to %s", src, keeper);
+		found += c;
+	}
+	return found;
+}
+
+/* Frozen while moving, so a process cannot fork a child into exec-<id>
+ * behind the mover's back; moved processes thaw in keeper/. */
+int cgroup_exec_release(const struct cgroup_sys *sys, const char *room,
+			const char *exec_id, char *err, size_t errlen)
+{
+	struct cg_op op;
+	char leaf[80], rel[PATH_MAX];
+
+	if (sys->mode == CG_NONE)
+		return 0;
+	if (op_begin(&op, sys, room, err, errlen) < 0)
+		return -1;
+	if (!exec_id)
+		errno = EINVAL;
+	if (!exec_id || leaf_name(leaf, sizeof(leaf), exec_id) < 0)
+		return op_fail(&op, "exec id");
+	if (path_fmt(rel, sizeof(rel), "%s/%s", room, leaf) < 0)
+		return op_fail(&op, "path");
+
+	uint64_t deadline = now_ms() + KILL_DEADLINE_MS;
+	for (;;) {
+		bool frozen = freeze(sys, rel);
+		int found = release_pass(&op, leaf);
+		if (frozen)
+			thaw(sys, rel);
+		if (found < 0)
+			return -1;
+		if (found == 0)
+			break;
+		if (now_ms() >= deadline) {
+			errno = EBUSY;
+			return op_fail(&op, "move %s to keeper: processes left "
+				       "after %d ms", leaf, KILL_DEADLINE_MS);
+		}
+		sleep_ms(1);
+	}
+	return remove_everywhere(&op, leaf);
+}
+
+int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
+		       char *err, size_t errlen)
+{
+	struct cg_op op;
+
+	if (sys->mode == CG_NONE)
+		return 0;
+	if (op_begin(&op, sys, room, err, errlen) < 0)
+		return -1;
+	if (kill_until_empty(&op, room) < 0)
+		return -1;
+	return remove_everywhere(&op, NULL);
+}
+
+void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
+		       uint64_t *memory_bytes, uint64_t *processes)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *mem_root = sys->mode == CG_V2 ? sys->v2_root : sys->memory_root;
+	const char *pids_root = sys->mode == CG_V2 ? sys->v2_root : sys->pids_root;
+	const char *mem_file = sys->mode == CG_V2 ? "memory.current"
+						  : "memory.usage_in_bytes";
+
+	*memory_bytes = 0;
+	*processes = 0;
+	if (sys->mode == CG_NONE || !component_ok(room))
+		return;
+	if (room_path(dir, sizeof(dir), mem_root, room, NULL) == 0 &&
+	    path_fmt(path, sizeof(path), "%s/%s", dir, mem_file) == 0 &&
+	    read_u64(path, memory_bytes) < 0)
+		*memory_bytes = 0;
+	if (room_path(dir, sizeof(dir), pids_root, room, NULL) == 0 &&
+	    path_fmt(path, sizeof(path), "%s/pids.current", dir) == 0 &&
+	    read_u64(path, processes) < 0)
+		*processes = 0;
+}

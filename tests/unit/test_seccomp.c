@@ -1,0 +1,440 @@
+/* Unit tests for the room seccomp filter.
+ *
+ * A filter cannot be unloaded, so every check runs in a forked child that
+ * loads it; the child reports through its exit status (and, for lists of
+ * failures, lines on a pipe) and the parent makes the assertions.  Where a
+ * denied syscall would do something if the filter were missing, its
+ * arguments are chosen so that it would fail with another errno (EFAULT,
+ * EBADF, EINVAL) instead -- the tests run as root.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "seccomp_filter.h"
+
+#ifndef SYS_open_tree_attr
+#define SYS_open_tree_attr 467
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+#define BADPTR 1L	/* an address no syscall can read */
+#define CHILD_FILTER_FAILED 100
+
+static int report_fd = -1;
+
+/* A line for the parent to print when the test fails. */
+static void report(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(report_fd, line, n) < 0)
+		_exit(CHILD_FILTER_FAILED + 1);
+}
+
+/* Fork; in the child load the filter (when asked) and return fn()'s value
+ * as the exit status.  Returns the wait status; the child's report lines
+ * land in out. */
+static int run_child(int (*fn)(void), int filtered, char *out, size_t outlen)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char err[256];
+		close(p[0]);
+		report_fd = p[1];
+		if (filtered && seccomp_load_room_filter(err, sizeof(err)) < 0) {
+			report("%s", err);
+			_exit(CHILD_FILTER_FAILED);
+		}
+		_exit(fn());
+	}
+	close(p[1]);
+	size_t used = 0;
+	ssize_t n;
+	while (used + 1 < outlen &&
+	       (n = read(p[0], out + used, outlen - 1 - used)) > 0)
+		used += n;
+	out[used] = '\0';
+	close(p[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+static void assert_child_exit(int (*fn)(void), int code)
+{
+	char out[8192];
+	int status = run_child(fn, 1, out, sizeof(out));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != code)
+		fail_msg("child status %#x (wanted exit %d):\n%s", status, code, out);
+}
+
+static void assert_child_signal(int (*fn)(void), int filtered, int sig)
+{
+	char out[1024];
+	int status = run_child(fn, filtered, out, sizeof(out));
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != sig)
+		fail_msg("child status %#x (wanted signal %d):\n%s", status, sig, out);
+}
+
+/* --- what the children do ------------------------------------------------ */
+
+static int check_status_fields(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int seccomp = -1, nnp = -1;
+
+	if (!f)
+		return 2;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "Seccomp: %d", &seccomp);
+		sscanf(line, "NoNewPrivs: %d", &nnp);
+	}
+	fclose(f);
+	if (seccomp != 2 || nnp != 1) {
+		report("Seccomp: %d NoNewPrivs: %d", seccomp, nnp);
+		return 1;
+	}
+	return 0;
+}
+
+struct denied_call {
+	const char *name;
+	long nr, a[6];
+};
+
+#define CALL(sys, ...) { #sys, SYS_##sys, { __VA_ARGS__ } }
+#define CLONE_WITH(flag) \
+	{ "clone(" #flag ")", SYS_clone, { (flag) | CLONE_THREAD } }
+
+static const struct denied_call denied_calls[] = {
+	CALL(mount, 0, BADPTR, 0, 0, 0),
+	CALL(umount2, BADPTR, 0),
+	CALL(pivot_root, BADPTR, BADPTR),
+	CALL(chroot, BADPTR),
+	CALL(fsopen, BADPTR, 0),
+	CALL(fsconfig, -1, 0, 0, 0, 0),
+	CALL(fsmount, -1, 0, 0),
+	CALL(fspick, -1, BADPTR, 0),
+	CALL(move_mount, -1, BADPTR, -1, BADPTR, 0),
+	CALL(open_tree, -1, BADPTR, 0),
+	CALL(open_tree_attr, -1, BADPTR, 0, 0, 0),
+	CALL(mount_setattr, -1, BADPTR, 0, 0, 0),
+	CALL(unshare, 0),
+	CALL(unshare, CLONE_FILES),
+	CALL(setns, -1, 0),
+	CLONE_WITH(CLONE_NEWNS), CLONE_WITH(CLONE_NEWCGROUP),
+	CLONE_WITH(CLONE_NEWUTS), CLONE_WITH(CLONE_NEWIPC),
+	CLONE_WITH(CLONE_NEWUSER), CLONE_WITH(CLONE_NEWPID),
+	CLONE_WITH(CLONE_NEWNET), CLONE_WITH(CLONE_NEWTIME),
+	CALL(bpf, -1, 0, 0),
+	CALL(perf_event_open, BADPTR, 0, -1, -1, 0),
+	CALL(keyctl, -1, 0, 0, 0, 0),
+	CALL(add_key, BADPTR, BADPTR, 0, 0, 0),
+	CALL(request_key, BADPTR, BADPTR, 0, 0),
+	CALL(kexec_load, 0, 0, 0, 0xffffffffL),
+	CALL(kexec_file_load, -1, -1, 0, 0, 0xffffffffL),
+	CALL(init_module, BADPTR, 0, BADPTR),
+	CALL(finit_module, -1, BADPTR, 0),
+	CALL(delete_module, BADPTR, 0),
+	CALL(reboot, 0, 0, 0, 0),
+	CALL(swapon, BADPTR, 0),
+	CALL(swapoff, BADPTR),
+	CALL(acct, BADPTR),
+	CALL(quotactl, 0, BADPTR, 0, 0),
+	CALL(quotactl_fd, -1, 0, 0, 0),
+	CALL(settimeofday, 0, 0),
+	CALL(clock_settime, CLOCK_REALTIME, BADPTR),
+	CALL(clock_adjtime, CLOCK_REALTIME, BADPTR),
+	CALL(adjtimex, BADPTR),
+	CALL(syslog, 10, 0, 0),
+	CALL(userfaultfd, 0),
+	CALL(open_by_handle_at, -1, BADPTR, 0),
+	CALL(name_to_handle_at, -1, BADPTR, BADPTR, BADPTR, 0),
+	CALL(io_uring_setup, 1, BADPTR),
+	CALL(io_uring_enter, -1, 0, 0, 0, 0, 0),
+	CALL(io_uring_register, -1, 0, 0, 0),
+	CALL(personality, PER_LINUX32),
+	CALL(personality, ADDR_NO_RANDOMIZE),
+	CALL(personality, 0xfffffffeL),
+	CALL(personality, 0x100000000L),
+	CALL(personality, 0x1ffffffffL),
+	CALL(iopl, 0),
+	CALL(ioperm, 0, 0, 0),
+	CALL(lookup_dcookie, 0, 0, 0),
+};
+
+static int check_denied_calls(void)
+{
+	size_t n = sizeof(denied_calls) / sizeof(denied_calls[0]);
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct denied_call *c = &denied_calls[i];
+		errno = 0;
+		long r = syscall(c->nr, c->a[0], c->a[1], c->a[2], c->a[3],
+				 c->a[4], c->a[5]);
+		if (r != -1 || errno != EPERM) {
+			report("%s(%#lx): returned %ld, %s", c->name, c->a[0], r,
+			       strerror(errno));
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+/* The same calls without the filter: none may come back EPERM, or the
+ * test above would prove nothing about the filter. */
+static int check_denied_calls_unfiltered(void)
+{
+	size_t n = sizeof(denied_calls) / sizeof(denied_calls[0]);
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct denied_call *c = &denied_calls[i];
+		errno = 0;
+		long r = syscall(c->nr, c->a[0], c->a[1], c->a[2], c->a[3],
+				 c->a[4], c->a[5]);
+		if (r == -1 && errno == EPERM) {
+			report("%s(%#lx): EPERM without the filter", c->name, c->a[0]);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+static int check_clone3_enosys(void)
+{
+	errno = 0;
+	long r = syscall(SYS_clone3, 0L, 0L);
+	if (r != -1 || errno != ENOSYS) {
+		report("clone3: returned %ld, %s", r, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+/* Without the filter clone3(NULL, 0) is EINVAL: the ENOSYS above is ours. */
+static int check_clone3_einval(void)
+{
+	errno = 0;
+	long r = syscall(SYS_clone3, 0L, 0L);
+	if (r != -1 || errno != EINVAL) {
+		report("clone3: returned %ld, %s", r, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int check_fork(void)
+{
+	pid_t pid = fork();
+	if (pid < 0) {
+		report("fork: %s", strerror(errno));
+		return 1;
+	}
+	if (pid == 0)
+		_exit(7);
+	int status;
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 7) {
+		report("fork child status %#x", status);
+		return 1;
+	}
+	return 0;
+}
+
+static void *thread_main(void *arg)
+{
+	return (char *)arg + 1;
+}
+
+/* glibc 2.34+ creates threads with clone3 and falls back to clone on
+ * ENOSYS, so this passes only if the fallback clone is allowed. */
+static int check_pthread(void)
+{
+	static char token[2];
+	pthread_t t;
+	void *ret = NULL;
+
+	int rc = pthread_create(&t, NULL, thread_main, token);
+	if (rc != 0) {
+		report("pthread_create: %s", strerror(rc));
+		return 1;
+	}
+	rc = pthread_join(t, &ret);
+	if (rc != 0 || ret != token + 1) {
+		report("pthread_join: %s", strerror(rc));
+		return 1;
+	}
+	return 0;
+}
+
+static int check_unshare_newuser(void)
+{
+	errno = 0;
+	int r = unshare(CLONE_NEWUSER);
+	if (r != -1 || errno != EPERM) {
+		report("unshare(CLONE_NEWUSER): returned %d, %s", r, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int check_personality(void)
+{
+	int bad = 0;
+
+	errno = 0;
+	int r = personality(PER_LINUX32);
+	if (r != -1 || errno != EPERM) {
+		report("personality(PER_LINUX32): returned %d, %s", r, strerror(errno));
+		bad = 1;
+	}
+	r = personality(0xffffffff);
+	if (r != PER_LINUX) {
+		report("personality(query): returned %d, %s", r, strerror(errno));
+		bad = 1;
+	}
+	r = personality(PER_LINUX);
+	if (r != PER_LINUX) {
+		report("personality(PER_LINUX): returned %d, %s", r, strerror(errno));
+		bad = 1;
+	}
+	return bad;
+}
+
+/* i386 getpid (20) through the 32-bit entry point. */
+static int do_int80_getpid(void)
+{
+	long r;
+	__asm__ volatile("mov $20, %%eax\n\tint $0x80" : "=a"(r) : : "memory");
+	report("int 0x80 getpid returned %ld (pid %d)", r, (int)getpid());
+	return r == getpid() ? 0 : 1;
+}
+
+/* x32 getpid: the x86-64 number (39) with the x32 bit. */
+static int do_x32_getpid(void)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(0x40000000L | 39)
+			 : "rcx", "r11", "memory");
+	report("x32 getpid returned %ld", r);
+	return 1;
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+static void test_filter_is_installed(void **state)
+{
+	(void)state;
+	assert_child_exit(check_status_fields, 0);
+}
+
+static void test_denied_syscalls_return_eperm(void **state)
+{
+	(void)state;
+	assert_child_exit(check_denied_calls, 0);
+	char out[8192];
+	int status = run_child(check_denied_calls_unfiltered, 0, out, sizeof(out));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("unfiltered control (status %#x):\n%s", status, out);
+}
+
+static void test_clone3_returns_enosys(void **state)
+{
+	(void)state;
+	assert_child_exit(check_clone3_enosys, 0);
+	char out[512];
+	int status = run_child(check_clone3_einval, 0, out, sizeof(out));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("unfiltered clone3 control: %s", out);
+}
+
+static void test_fork_still_works(void **state)
+{
+	(void)state;
+	assert_child_exit(check_fork, 0);
+}
+
+static void test_pthread_create_still_works(void **state)
+{
+	(void)state;
+	assert_child_exit(check_pthread, 0);
+}
+
+static void test_unshare_newuser_is_eperm(void **state)
+{
+	(void)state;
+	assert_child_exit(check_unshare_newuser, 0);
+}
+
+static void test_personality_only_default_and_query(void **state)
+{
+	(void)state;
+	assert_child_exit(check_personality, 0);
+}
+
+/* The control run shows that int 0x80 works on this kernel without the
+ * filter, so the SIGSYS is the filter's bad-arch action and not a kernel
+ * built without IA32 emulation. */
+static void test_int80_syscall_kills_process(void **state)
+{
+	(void)state;
+	char out[512];
+	int status = run_child(do_int80_getpid, 0, out, sizeof(out));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("unfiltered int 0x80 control (status %#x): %s", status, out);
+	assert_child_signal(do_int80_getpid, 1, SIGSYS);
+}
+
+static void test_x32_syscall_kills_process(void **state)
+{
+	(void)state;
+	assert_child_signal(do_x32_getpid, 1, SIGSYS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_filter_is_installed),
+		cmocka_unit_test(test_denied_syscalls_return_eperm),
+		cmocka_unit_test(test_clone3_returns_enosys),
+		cmocka_unit_test(test_fork_still_works),
+		cmocka_unit_test(test_pthread_create_still_works),
+		cmocka_unit_test(test_unshare_newuser_is_eperm),
+		cmocka_unit_test(test_personality_only_default_and_query),
+		cmocka_unit_test(test_int80_syscall_kills_process),
+		cmocka_unit_test(test_x32_syscall_kills_process),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
