@@ -60,9 +60,9 @@ $(B)/roombox-helper: $(B)/sandbox-helper/main.o $(LIB_HELPER) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(HELPER_LIBS) -o $@
 
 # PID 1 of every room: static and libc-only, so an idle room costs a few pages.
-$(B)/roombox-keeper: sandbox-helper/keeper/keeper.c
+$(B)/roombox-keeper: sandbox-helper/keeper/keeper.c sandbox-helper/keeper/keeper_proto.h
 	@mkdir -p $(B)
-	$(CC) -std=gnu11 $(WARN) -Os -static -s $< -o $@
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Os -static -s $< -o $@
 
 $(B)/tests/%: tests/unit/%.c $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON)
 	@mkdir -p $(dir $@)

@@ -1,11 +1,11 @@
-/* One exec in a room: join, run, collect, time out.
+/* One exec in a room: ask the keeper, collect, save the session.
  *
- * The helper joins only the room's pid namespace itself (so that its
- * children are born in it) and stays in the host's mount namespace, where the
- * cgroup tree and the state directory are.  The child enters the exec's
- * cgroup, joins the rest of the room's namespaces through the keeper's pidfd,
- * drops to the room's uid with no capabilities, no_new_privs and the seccomp
- * filter, and execs /bin/sh running WRAPPER.
+ * The helper does not fork or join anything per exec.  It writes the shell's
+ * argv and environment into a memfd, makes pipes for stdin, stdout, stderr
+ * and the session record, and hands them to the room's keeper over its exec
+ * socket (keeper/keeper_proto.h).  The keeper's supervisor, already inside
+ * the room's namespaces and cgroup, runs the shell as the room's user and
+ * enforces the deadline by killing the whole process tree it started.
  *
  * The session: the helper keeps the room's exported variables and working
  * directory as the text of `export -p` in the state directory, outside the
@@ -14,39 +14,33 @@
  * saves it only when the marker came, i.e. only when the shell ended by
  * itself (not killed, not timed out), and only for execs without cwd or env.
  *
- * Output: stdout and stderr are pipes read up to output_limit each, the rest
- * read and dropped.  The exec ends when the shell exits, plus at most
- * drain_ms to collect what is already written.  If a background process
- * still holds a pipe, a small drainer process in the room takes over both
- * read ends and discards until they close, so that process never dies of
- * SIGPIPE.  On timeout every process of the exec's cgroup is killed
- * (daemonised ones too); without cgroups, the shell's session.
+ * Output: stdout and stderr are read up to output_limit each, the rest read
+ * and dropped.  The exec ends when the shell exits, plus at most drain_ms to
+ * collect what is already written.  If a background process still holds a
+ * pipe, the supervisor takes over the read ends and discards until they
+ * close, so that process never dies of SIGPIPE.
  */
-#include "errbuf.h"
 #include "exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
-#include <linux/capability.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "jail.h"
-#include "seccomp_filter.h"
+#include "errbuf.h"
+#include "keeper/keeper_proto.h"
 #include "textenc.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
-#define SESSION_FD 9
 #define SESSION_MAX (120 * 1024)   /* one environment string (MAX_ARG_STRLEN) */
 #define SESSION_END "#roombox-session-end\n"
 
@@ -186,70 +180,6 @@ static int build_env(const struct room *r, const struct exec_request *q, bool sa
 	return 0;
 }
 
-/* Everything the child needs, prepared before fork so the child only makes
- * system calls. */
-struct child_plan {
-	const struct room *r;
-	const struct cgroup_sys *cg;
-	const char *exec_id;
-	int keeper_fd;
-	int in_fd, out_fd, err_fd, sess_fd, report_fd;
-	char *const *argv;
-	char **envp;
-};
-
-static void __attribute__((noreturn)) child_fail(int fd, const char *step, int e)
-{
-	char msg[256];
-	int n = snprintf(msg, sizeof(msg), "%s: %s", step, strerror(e));
-	if (write(fd, msg, (size_t)n) < 0)
-		_exit(126);
-	_exit(126);
-}
-
-static void drop_privileges(const struct room *r, int report_fd)
-{
-	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			child_fail(report_fd, "drop capability bounding set", errno);
-	if (setgroups(0, NULL) < 0)
-		child_fail(report_fd, "setgroups", errno);
-	if (setresgid(r->gid, r->gid, r->gid) < 0)
-		child_fail(report_fd, "setresgid", errno);
-	if (setresuid(r->uid, r->uid, r->uid) < 0)
-		child_fail(report_fd, "setresuid", errno);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		child_fail(report_fd, "no_new_privs", errno);
-}
-
-static void __attribute__((noreturn)) exec_child(const struct child_plan *p)
-{
-	char err[256];
-	if (cgroup_enter(p->cg, p->r->id, p->exec_id, 0, err, sizeof(err)) < 0) {
-		if (write(p->report_fd, err, strlen(err)) < 0)
-			_exit(126);
-		_exit(126);
-	}
-	if (setns(p->keeper_fd, JAIL_NS_FLAGS & ~CLONE_NEWPID) < 0)
-		child_fail(p->report_fd, "join the room's namespaces", errno);
-	setsid();
-	int in = p->in_fd >= 0 ? p->in_fd : open("/dev/null", O_RDONLY);
-	if (in < 0 || dup2(in, 0) < 0 || dup2(p->out_fd, 1) < 0 || dup2(p->err_fd, 2) < 0 ||
-	    dup2(p->sess_fd, SESSION_FD) < 0)
-		child_fail(p->report_fd, "set up descriptors", errno);
-	drop_privileges(p->r, p->report_fd);
-	if (chdir("/") < 0)
-		child_fail(p->report_fd, "chdir /", errno);
-	if (seccomp_load_room_filter(err, sizeof(err)) < 0) {
-		if (write(p->report_fd, err, strlen(err)) < 0)
-			_exit(126);
-		_exit(126);
-	}
-	signal(SIGPIPE, SIG_DFL);
-	execve("/bin/sh", p->argv, p->envp);
-	child_fail(p->report_fd, "exec /bin/sh", errno);
-}
-
 struct stream {
 	int fd;
 	char *buf;
@@ -289,38 +219,6 @@ static bool stream_read(struct stream *s)
 		if ((size_t)n < sizeof(tmp))
 			return true;
 	}
-}
-
-/* A background process still holds the output pipes: roombox-keeper in
- * drain mode keeps reading them, in the room, as the room's user, until they
- * close. */
-static void spawn_drainer(const struct room *r, const struct cgroup_sys *cg, int out, int errfd)
-{
-	char err[256];
-	int exe = jail_keeper_exe_open(err, sizeof(err));
-	if (exe < 0)
-		return;
-	pid_t pid = fork();
-	if (pid != 0) {
-		close(exe);
-		return;
-	}
-	cgroup_enter(cg, r->id, NULL, 0, err, sizeof(err));
-	if (setgroups(0, NULL) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
-	    setresuid(r->uid, r->uid, r->uid) < 0)
-		_exit(1);
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-	    dup2(out, 3) < 0 || dup2(errfd, 4) < 0 || dup2(exe, 5) < 0)
-		_exit(1);
-	syscall(SYS_close_range, 6, ~0U, 0);
-	fcntl(5, F_SETFD, FD_CLOEXEC);
-	fcntl(3, F_SETFL, 0);
-	fcntl(4, F_SETFL, 0);
-	char *argv[] = { "roombox-drain", NULL };
-	char *envp[] = { NULL };
-	syscall(SYS_execveat, 5, "", argv, envp, AT_EMPTY_PATH);
-	_exit(1);
 }
 
 static json_object *encode_stream(const struct stream *s, bool b64)
@@ -375,70 +273,141 @@ static json_object *make_result(const struct stream *out, const struct stream *e
 	return res;
 }
 
-struct pipes {
-	int in[2], out[2], err[2], sess[2], report[2];
-};
-
-static void close_pair(int p[2])
+/* Keep the session only when the shell wrote it to the end. */
+static void save_session(const struct room *r, const struct stream *s)
 {
-	for (int i = 0; i < 2; i++)
-		if (p[i] >= 0) {
-			close(p[i]);
-			p[i] = -1;
-		}
+	size_t m = strlen(SESSION_END);
+	if (s->truncated || s->len < m || memcmp(s->buf + s->len - m, SESSION_END, m) != 0)
+		return;
+	room_session_write(r, s->buf, s->len - m);
 }
 
-static int open_pipes(struct pipes *p, bool with_stdin)
+/* ---- talking to the keeper ---------------------------------------------- */
+
+static int blob_write(int fd, const void *p, size_t n)
 {
-	int *all[] = { p->in, p->out, p->err, p->sess, p->report };
-	for (size_t i = 0; i < 5; i++)
-		all[i][0] = all[i][1] = -1;
-	for (size_t i = with_stdin ? 0 : 1; i < 5; i++)
-		if (pipe2(all[i], O_CLOEXEC) < 0)
+	const char *c = p;
+	while (n) {
+		ssize_t k = write(fd, c, n);
+		if (k <= 0)
 			return -1;
+		c += k;
+		n -= (size_t)k;
+	}
 	return 0;
 }
 
-static void close_pipes(struct pipes *p)
+/* argv and envp for the shell, in a memfd (a command may be megabytes). */
+static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms)
 {
-	close_pair(p->in);
-	close_pair(p->out);
-	close_pair(p->err);
-	close_pair(p->sess);
-	close_pair(p->report);
+	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct kp_blob h = { KP_MAGIC, (uint32_t)r->uid, (uint32_t)r->gid, 0, 0, timeout_ms };
+	while (argv[h.argc])
+		h.argc++;
+	while (envp[h.envc])
+		h.envc++;
+	int rc = blob_write(fd, &h, sizeof(h));
+	for (uint32_t i = 0; rc == 0 && i < h.argc; i++)
+		rc = blob_write(fd, argv[i], strlen(argv[i]) + 1);
+	for (uint32_t i = 0; rc == 0 && i < h.envc; i++)
+		rc = blob_write(fd, envp[i], strlen(envp[i]) + 1);
+	if (rc < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
+
+static int send_fds(int conn, uint32_t type, const int *fds, int n)
+{
+	struct kp_msg m = { .type = type };
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)] = { 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf, .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+	return sendmsg(conn, &mh, MSG_NOSIGNAL) == sizeof(m) ? 0 : -1;
+}
+
+static int keeper_connect(const struct room *r)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", r->run);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- collecting ---------------------------------------------------------- */
 
 struct collect {
 	struct stream out, err, sess;
 	const char *in_data;
 	size_t in_len, in_off;
-	int in_fd;
+	int in_fd, conn;
 	int status;
-	bool exited, timed_out;
+	bool exited, timed_out, lost;
 };
 
-/* poll until the shell exits (or the deadline passes), then drain. */
-static void collect(struct collect *c, int child_pidfd, pid_t child, const struct room *r,
-		    const struct cgroup_sys *cg, const char *exec_id, uint64_t timeout_ms)
+static void collect_stdin(struct collect *c)
+{
+	ssize_t k = write(c->in_fd, c->in_data + c->in_off, c->in_len - c->in_off);
+	if (k > 0)
+		c->in_off += (size_t)k;
+	if ((k < 0 && errno != EAGAIN) || c->in_off == c->in_len) {
+		close(c->in_fd);
+		c->in_fd = -1;
+	}
+}
+
+static void collect_message(struct collect *c, double now, double *drain_until, uint64_t drain_ms)
+{
+	struct kp_msg m;
+	ssize_t k = recv(c->conn, &m, sizeof(m), 0);
+	if (k == (ssize_t)sizeof(m) && m.type == KP_EXITED) {
+		c->status = m.status;
+		c->timed_out = m.timed_out != 0;
+	} else if (k < 0 && errno == EINTR) {
+		return;
+	} else {
+		c->lost = true;   /* keeper gone (room stopped or destroyed) */
+		c->status = SIGKILL;
+	}
+	c->exited = true;
+	*drain_until = now + (double)drain_ms;
+	if (c->sess.fd >= 0)
+		stream_read(&c->sess);  /* written before the shell exited */
+}
+
+/* poll until the shell ended, then at most drain_ms for its output.  The
+ * supervisor enforces the deadline; ours is a second line, in case the room
+ * is frozen. */
+static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	bool out_open = true, err_open = true, sess_open = true;
-	double drain_until = -1;
+	double drain_until = 0, hard = (double)timeout_ms + 10000;
 
 	for (;;) {
 		double now = ms_since(&t0);
 		if (c->exited && ((!out_open && !err_open) || now >= drain_until))
 			break;
-		if (!c->exited && !c->timed_out && now >= (double)timeout_ms) {
-			char e[256];
-			c->timed_out = true;
-			if (cg->mode == CG_NONE || cgroup_kill(cg, r->id, exec_id, e, sizeof(e)) < 0)
-				kill(-child, SIGKILL);
-			kill(child, SIGKILL);
+		if (!c->exited && now >= hard) {
+			c->lost = c->exited = c->timed_out = true;
+			break;
 		}
 		struct pollfd p[5];
-		int n = 0, i_out = -1, i_err = -1, i_sess = -1, i_in = -1, i_pid = -1;
+		int n = 0, i_out = -1, i_err = -1, i_sess = -1, i_in = -1, i_conn = -1;
 		if (out_open)
 			p[i_out = n++] = (struct pollfd){ c->out.fd, POLLIN, 0 };
 		if (err_open)
@@ -448,10 +417,9 @@ static void collect(struct collect *c, int child_pidfd, pid_t child, const struc
 		if (c->in_fd >= 0)
 			p[i_in = n++] = (struct pollfd){ c->in_fd, POLLOUT, 0 };
 		if (!c->exited)
-			p[i_pid = n++] = (struct pollfd){ child_pidfd, POLLIN, 0 };
-		double limit = c->exited ? drain_until : (c->timed_out ? now + 1000 : (double)timeout_ms);
-		int wait_ms = (int)(limit - now) + 1;
-		if (poll(p, (nfds_t)n, wait_ms < 0 ? 0 : wait_ms) < 0 && errno != EINTR)
+			p[i_conn = n++] = (struct pollfd){ c->conn, POLLIN, 0 };
+		double limit = c->exited ? drain_until : hard;
+		if (poll(p, (nfds_t)n, (int)(limit - now) + 1) < 0 && errno != EINTR)
 			break;
 		if (i_out >= 0 && p[i_out].revents)
 			out_open = stream_read(&c->out);
@@ -459,43 +427,55 @@ static void collect(struct collect *c, int child_pidfd, pid_t child, const struc
 			err_open = stream_read(&c->err);
 		if (i_sess >= 0 && p[i_sess].revents)
 			sess_open = stream_read(&c->sess);
-		if (i_in >= 0 && p[i_in].revents) {
-			ssize_t k = p[i_in].revents & POLLOUT
-				? write(c->in_fd, c->in_data + c->in_off, c->in_len - c->in_off) : -1;
-			if (k > 0)
-				c->in_off += (size_t)k;
-			if (k < 0 || c->in_off == c->in_len) {
-				close(c->in_fd);
-				c->in_fd = -1;
-			}
-		}
-		if (i_pid >= 0 && p[i_pid].revents) {
-			waitpid(child, &c->status, 0);
-			c->exited = true;
-			drain_until = ms_since(&t0) + (double)r->cfg->drain_ms;
-			/* the session record was written before the shell exited */
-			if (sess_open)
-				sess_open = stream_read(&c->sess);
-		}
+		if (i_in >= 0 && p[i_in].revents)
+			collect_stdin(c);
+		if (i_conn >= 0 && p[i_conn].revents)
+			collect_message(c, ms_since(&t0), &drain_until, r->cfg->drain_ms);
 	}
 	if (c->in_fd >= 0) {
 		close(c->in_fd);
 		c->in_fd = -1;
 	}
-	char e[256];
-	if (out_open || err_open)
-		spawn_drainer(r, cg, c->out.fd, c->err.fd);
-	if (!c->timed_out)
-		cgroup_exec_release(cg, r->id, exec_id, e, sizeof(e));
+	if ((out_open || err_open) && !c->lost) {
+		int fds[2] = { c->out.fd, c->err.fd };
+		send_fds(c->conn, KP_DRAIN, fds, 2);
+	}
 }
 
-/* Keep the session only when the shell wrote it to the end. */
-static void save_session(const struct room *r, const struct stream *s)
+/* ---- the exec ------------------------------------------------------------ */
+
+static int pipe_pair(int p[2])
 {
-	size_t m = strlen(SESSION_END);
-	if (s->truncated || s->len < m || memcmp(s->buf + s->len - m, SESSION_END, m) != 0)
-		return;
-	room_session_write(r, s->buf, s->len - m);
+	return pipe2(p, O_CLOEXEC);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Hand the exec to the keeper; returns the connection, or -1 (keeper gone:
+ * EXEC_KEEPER_GONE) or -2 (the room could not start it, err set). */
+static int exec_start(const struct room *r, int blob, const int *child_fds, char *err, size_t errlen)
+{
+	int conn = keeper_connect(r);
+	if (conn < 0)
+		return -1;
+	int fds[5] = { blob, child_fds[0], child_fds[1], child_fds[2], child_fds[3] };
+	struct kp_msg m;
+	if (send_fds(conn, KP_EXEC, fds, 5) < 0 || recv(conn, &m, sizeof(m), 0) != (ssize_t)sizeof(m)) {
+		close(conn);
+		return -1;
+	}
+	if (m.type != KP_STARTED) {
+		m.text[sizeof(m.text) - 1] = '\0';
+		ERR("room %s: start the shell: %s", r->id, m.text);
+		close(conn);
+		return -2;
+	}
+	return conn;
 }
 
 int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
@@ -511,102 +491,72 @@ int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
 	struct child_env ce = { 0 };
 	if (build_env(r, q, save, &ce, err, errlen) < 0)
 		return -1;
-	int rc = -1, keeper_fd = -1, child_fd = -1;
-	struct pipes pp;
-	char exec_id[32];
-	snprintf(exec_id, sizeof(exec_id), "%d", (int)getpid());
-
-	keeper_fd = (int)syscall(SYS_pidfd_open, keeper, 0);
-	if (keeper_fd < 0 || room_keeper_pid(r) != keeper || setns(keeper_fd, CLONE_NEWPID) < 0) {
-		/* killed between our check and now, or dying: the caller
-		 * restarts the jail and tries again */
-		ERR("room %s: keeper %d is gone", r->id, (int)keeper);
-		rc = EXEC_KEEPER_GONE;
-		goto out;
-	}
-	if (open_pipes(&pp, q->stdin_data != NULL) < 0) {
-		ERR("room %s: pipe: %s", r->id, strerror(errno));
-		goto out;
-	}
-	char *argv[] = { "sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-	char **envp = ce.envp;
-	size_t next = 0;
-	while (ce.extra && ce.extra[next])
-		next++;
+	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 	char *allenv[16 + 64];
-	if (next) {
-		size_t i = 0, j = 0;
-		while (ce.envp[i] && i < 16)
-			allenv[j++] = ce.envp[i++];
-		for (i = 0; i < next && j < sizeof(allenv) / sizeof(allenv[0]) - 1; i++)
-			allenv[j++] = ce.extra[i];
-		allenv[j] = NULL;
-		envp = allenv;
+	size_t j = 0;
+	for (size_t i = 0; ce.envp[i]; i++)
+		allenv[j++] = ce.envp[i];
+	for (size_t i = 0; ce.extra && ce.extra[i] && j < sizeof(allenv) / sizeof(allenv[0]) - 1; i++)
+		allenv[j++] = ce.extra[i];
+	allenv[j] = NULL;
+
+	int rc = -1, conn = -1;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, sess[2] = { -1, -1 };
+	int blob = blob_make(r, argv, allenv, q->timeout_ms);
+	if (blob < 0 || pipe_pair(out) < 0 || pipe_pair(errp) < 0 || pipe_pair(sess) < 0 ||
+	    (q->stdin_data && q->stdin_len ? pipe_pair(in) : (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC))) < 0) {
+		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
+		goto out;
 	}
-	struct child_plan plan = { r, cg, exec_id, keeper_fd, pp.in[0], pp.out[1], pp.err[1],
-				   pp.sess[1], pp.report[1], argv, envp };
-	pid_t child = fork();
-	if (child < 0) {
-		ERR("room %s: fork: %s", r->id, strerror(errno));
-		goto out_pipes;
-	}
-	if (child == 0)
-		exec_child(&plan);
-	/* the child's ends: only the child may hold them, or EOF never comes */
-	int *child_ends[] = { &pp.report[1], &pp.out[1], &pp.err[1], &pp.sess[1], &pp.in[0] };
-	for (size_t i = 0; i < 5; i++)
-		if (*child_ends[i] >= 0) {
-			close(*child_ends[i]);
-			*child_ends[i] = -1;
+	int child_fds[4] = { in[0], out[1], errp[1], sess[1] };
+	conn = exec_start(r, blob, child_fds, err, errlen);
+	if (conn < 0) {
+		if (conn == -1) {
+			ERR("room %s: keeper %d is gone", r->id, (int)keeper);
+			rc = EXEC_KEEPER_GONE;
 		}
-	char msg[256];
-	ssize_t n = read(pp.report[0], msg, sizeof(msg) - 1);
-	if (n > 0) {
-		msg[n] = '\0';
-		waitpid(child, NULL, 0);
-		ERR("room %s: %s", r->id, msg);
-		goto out_pipes;
+		goto out;
 	}
-	child_fd = (int)syscall(SYS_pidfd_open, child, 0);
-	if (child_fd < 0) {
-		kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
-		ERR("room %s: pidfd_open: %s", r->id, strerror(errno));
-		goto out_pipes;
-	}
+	/* only the shell may hold the write ends, or EOF never comes */
+	close_fd(&in[0]);
+	close_fd(&out[1]);
+	close_fd(&errp[1]);
+	close_fd(&sess[1]);
 	struct collect c = { 0 };
-	c.out = (struct stream){ pp.out[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.err = (struct stream){ pp.err[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.sess = (struct stream){ pp.sess[0], NULL, 0, 0, SESSION_MAX, false };
-	c.in_fd = pp.in[1];
+	c.out = (struct stream){ out[0], NULL, 0, 0, r->cfg->output_limit, false };
+	c.err = (struct stream){ errp[0], NULL, 0, 0, r->cfg->output_limit, false };
+	c.sess = (struct stream){ sess[0], NULL, 0, 0, SESSION_MAX, false };
+	c.in_fd = in[1];
 	c.in_data = q->stdin_data;
 	c.in_len = q->stdin_len;
-	pp.in[1] = -1;
-	fcntl(pp.out[0], F_SETFL, O_NONBLOCK);
-	fcntl(pp.err[0], F_SETFL, O_NONBLOCK);
-	fcntl(pp.sess[0], F_SETFL, O_NONBLOCK);
-	if (c.in_fd >= 0) {
+	c.conn = conn;
+	in[1] = -1;
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	fcntl(errp[0], F_SETFL, O_NONBLOCK);
+	fcntl(sess[0], F_SETFL, O_NONBLOCK);
+	if (c.in_fd >= 0)
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
-		if (c.in_len == 0) {
-			close(c.in_fd);
-			c.in_fd = -1;
-		}
+	collect(&c, r, q->timeout_ms);
+	if (c.lost) {
+		ERR("room %s: the room stopped while the command ran", r->id);
+	} else {
+		if (save && !c.timed_out && WIFEXITED(c.status))
+			save_session(r, &c.sess);
+		*result = make_result(&c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
+		rc = 0;
 	}
-	collect(&c, child_fd, child, r, cg, exec_id, q->timeout_ms);
-	if (save && !c.timed_out && WIFEXITED(c.status))
-		save_session(r, &c.sess);
-	*result = make_result(&c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
 	free(c.out.buf);
 	free(c.err.buf);
 	free(c.sess.buf);
-	rc = 0;
-out_pipes:
-	close_pipes(&pp);
 out:
-	if (child_fd >= 0)
-		close(child_fd);
-	if (keeper_fd >= 0)
-		close(keeper_fd);
+	close_fd(&conn);
+	close_fd(&blob);
+	for (int i = 0; i < 2; i++) {
+		close_fd(&in[i]);
+		close_fd(&out[i]);
+		close_fd(&errp[i]);
+		close_fd(&sess[i]);
+	}
 	free(ce.session);
 	if (ce.extra) {
 		for (size_t i = 0; ce.extra[i]; i++)

@@ -18,6 +18,7 @@
 #include "errbuf.h"
 #include "jail.h"
 #include "disk.h"
+#include "seccomp_filter.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,7 +33,9 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -359,27 +362,48 @@ static void __attribute__((noreturn)) report_fail(int fd, const char *msg)
 	_exit(2);
 }
 
+/* The exec socket, bound while the host's run directory is still visible;
+ * its root-only directory keeps everyone but root from connecting. */
+static int listen_exec_socket(const struct room *r, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", r->run) >= (int)sizeof(sa.sun_path))
+		return ERR("room %s: socket path too long", r->id);
+	unlink(sa.sun_path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0)
+		return ERR("room %s: exec socket: %s", r->id, strerror(errno));
+	return fd;
+}
+
 /* Become the room's PID 1: exec roombox-keeper (opened before pivot_root)
- * with only /dev/null and the report pipe (as fd 3, where it says "ok"). */
+ * with /dev/null, the report pipe (fd 3, where it says "ok"), the exec
+ * socket (fd 4) and the seccomp filter (fd 5). */
 static void __attribute__((noreturn))
-keeper_main(const struct room *r, const char *base, int keeper_exe, int report_fd)
+keeper_main(const struct room *r, const char *base, const int *keeper_fds, int report_fd)
 {
 	char err[512] = "";
-	if (keeper_build_root(r, base, err, sizeof(err)) < 0)
+	int sock = listen_exec_socket(r, err, sizeof(err));
+	if (sock < 0 || keeper_build_root(r, base, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
 	/* The helper's descriptors (its stdin/stdout pipes among them) must not
 	 * stay open for the life of the room. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-	    dup2(report_fd, 3) < 0 || dup2(keeper_exe, 4) < 0) {
+	int exe = fcntl(keeper_fds[0], F_DUPFD_CLOEXEC, 10);
+	int filter = fcntl(keeper_fds[1], F_DUPFD_CLOEXEC, 10);
+	int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 10);
+	sock = fcntl(sock, F_DUPFD_CLOEXEC, 10);
+	if (null < 0 || exe < 0 || filter < 0 || rep < 0 || sock < 0 ||
+	    dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	    dup2(rep, 3) < 0 || dup2(sock, 4) < 0 || dup2(filter, 5) < 0 || dup2(exe, 6) < 0) {
 		snprintf(err, sizeof(err), "room %s: keeper descriptors: %s", r->id, strerror(errno));
 		report_fail(report_fd, err);
 	}
-	syscall(SYS_close_range, 5, ~0U, 0);
-	fcntl(4, F_SETFD, FD_CLOEXEC);
+	syscall(SYS_close_range, 7, ~0U, 0);
+	fcntl(6, F_SETFD, FD_CLOEXEC);
 	char *argv[] = { "roombox-keeper", NULL };
 	char *envp[] = { NULL };
-	syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+	syscall(SYS_execveat, 6, "", argv, envp, AT_EMPTY_PATH);
 	snprintf(err, sizeof(err), "room %s: exec roombox-keeper: %s", r->id, strerror(errno));
 	report_fail(3, err);
 }
@@ -411,7 +435,7 @@ int jail_keeper_exe_open(char *err, size_t errlen)
  * the keeper and tell the helper the keeper's host pid on pid_fd. */
 static void __attribute__((noreturn))
 first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
-	    int keeper_exe, int pid_fd, int report_fd)
+	    const int *keeper_fds, int pid_fd, int report_fd)
 {
 	char err[512];
 	setsid();
@@ -428,7 +452,7 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	}
 	if (keeper == 0) {
 		close(pid_fd);
-		keeper_main(r, base, keeper_exe, report_fd);
+		keeper_main(r, base, keeper_fds, report_fd);
 	}
 	int32_t pid = keeper;
 	_exit(write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2);
@@ -453,39 +477,55 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 		return -1;
 	if (cgroup_room_setup(cg, r->id, &lim, err, errlen) < 0)
 		return -1;
-	int keeper_exe = jail_keeper_exe_open(err, errlen);
-	if (keeper_exe < 0)
+	/* [0] the keeper binary, [1] the seccomp filter as raw BPF */
+	int keeper_fds[2] = { jail_keeper_exe_open(err, errlen), -1 };
+	if (keeper_fds[0] < 0)
 		return -1;
-	int pid_pipe[2], report[2];
-	if (pipe2(pid_pipe, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
-		close(keeper_exe);
-		return ERR("room %s: pipe: %s", r->id, strerror(errno));
+	keeper_fds[1] = memfd_create("roombox-filter", MFD_CLOEXEC);
+	if (keeper_fds[1] < 0 || seccomp_export_room_filter(keeper_fds[1], err, errlen) < 0) {
+		if (keeper_fds[1] < 0)
+			ERR("room %s: memfd: %s", r->id, strerror(errno));
+		close(keeper_fds[0]);
+		if (keeper_fds[1] >= 0)
+			close(keeper_fds[1]);
+		return -1;
 	}
-	pid_t first = fork();
+	int pid_pipe[2] = { -1, -1 }, report[2] = { -1, -1 };
+	pid_t first = -1;
+	if (pipe2(pid_pipe, O_CLOEXEC) == 0 && pipe2(report, O_CLOEXEC) == 0)
+		first = fork();
 	if (first == 0) {
 		close(pid_pipe[0]);
 		close(report[0]);
-		first_child(r, cg, base, keeper_exe, pid_pipe[1], report[1]);
+		first_child(r, cg, base, keeper_fds, pid_pipe[1], report[1]);
 	}
-	close(keeper_exe);
+	int fork_errno = errno;
+	close(keeper_fds[0]);
+	close(keeper_fds[1]);
+	if (first < 0) {
+		for (int i = 0; i < 2; i++) {
+			if (pid_pipe[i] >= 0)
+				close(pid_pipe[i]);
+			if (report[i] >= 0)
+				close(report[i]);
+		}
+		return ERR("room %s: start keeper: %s", r->id, strerror(fork_errno));
+	}
 	close(pid_pipe[1]);
 	close(report[1]);
 	int status = 0;
 	int32_t pid = 0;
-	if (first > 0)
-		waitpid(first, &status, 0);
+	waitpid(first, &status, 0);
 	size_t got = read_all(pid_pipe[0], (char *)&pid, sizeof(pid));
 	char msg[512];
 	size_t n = read_all(report[0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
 	close(pid_pipe[0]);
 	close(report[0]);
-	if (first < 0)
-		return ERR("room %s: fork: %s", r->id, strerror(errno));
 	if (got != sizeof(pid) || strcmp(msg, "ok") != 0) {
 		if (got == sizeof(pid))
 			kill(pid, SIGKILL);
-		return ERR("%s", n ? msg : "starting the jail failed");
+		return n ? ERR("%s", msg) : ERR("room %s: the keeper died while starting", r->id);
 	}
 	if (room_keeper_record(r, pid, err, errlen) < 0) {
 		kill(pid, SIGKILL);

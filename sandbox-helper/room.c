@@ -139,8 +139,8 @@ static char *read_small(const char *dir, const char *name, size_t max, size_t *l
 	return buf;
 }
 
-/* Write a whole file atomically: temporary name, fsync, rename. */
-static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
+/* Write a whole file atomically: temporary name, (fsync,) rename. */
+static int write_file(const char *dir, const char *name, const char *data, size_t len, bool sync)
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
@@ -156,12 +156,17 @@ static int write_atomic(const char *dir, const char *name, const char *data, siz
 		}
 		off += (size_t)k;
 	}
-	if (fsync(fd) < 0 || close(fd) < 0)
+	if ((sync && fsync(fd) < 0) || close(fd) < 0)
 		return -1;
 	char a[PATH_MAX], b[PATH_MAX];
 	snprintf(a, sizeof(a), "%s/%s", dir, tmp);
 	snprintf(b, sizeof(b), "%s/%s", dir, name);
 	return rename(a, b);
+}
+
+static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
+{
+	return write_file(dir, name, data, len, true);
 }
 
 static void room_set_slot(struct room *r, int slot)
@@ -435,9 +440,10 @@ char *room_session_read(const struct room *r, size_t max)
 	return s ? s : strdup("");
 }
 
+/* Not fsync'd: the session is a convenience, and this runs on every exec. */
 int room_session_write(const struct room *r, const char *text, size_t len)
 {
-	return write_atomic(r->state, "session", text, len);
+	return write_file(r->state, "session", text, len, false);
 }
 
 static uint64_t du_total;

@@ -173,24 +173,37 @@ static scmp_filter_ctx room_filter_new(char *err, size_t errlen)
 	return ctx;
 }
 
-int seccomp_load_room_filter(char *err, size_t errlen)
+/* The whole filter, ready to load or export. */
+static scmp_filter_ctx room_filter_build(char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = room_filter_new(err, errlen);
 	if (!ctx)
-		return -1;
-
-	int rc = -1;
+		return NULL;
 	if (deny_always(ctx, err, errlen) < 0 ||
 	    deny_clone_namespaces(ctx, err, errlen) < 0 ||
-	    deny_personality_changes(ctx, err, errlen) < 0)
-		goto out;
-	int lrc = seccomp_load(ctx);
-	if (lrc < 0) {
-		fail(err, errlen, "load", NULL, lrc);
-		goto out;
+	    deny_personality_changes(ctx, err, errlen) < 0) {
+		seccomp_release(ctx);
+		return NULL;
 	}
-	rc = 0;
-out:
+	return ctx;
+}
+
+int seccomp_load_room_filter(char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = room_filter_build(err, errlen);
+	if (!ctx)
+		return -1;
+	int lrc = seccomp_load(ctx);
 	seccomp_release(ctx);
-	return rc;
+	return lrc < 0 ? fail(err, errlen, "load", NULL, lrc) : 0;
+}
+
+int seccomp_export_room_filter(int fd, char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = room_filter_build(err, errlen);
+	if (!ctx)
+		return -1;
+	int erc = seccomp_export_bpf(ctx, fd);
+	seccomp_release(ctx);
+	return erc < 0 ? fail(err, errlen, "export", NULL, erc) : 0;
 }

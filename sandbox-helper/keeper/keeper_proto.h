@@ -1,0 +1,46 @@
+/* Between roombox-helper and a room's roombox-keeper.
+ *
+ * The keeper listens on <run_dir>/rooms/<id>/sock (SOCK_SEQPACKET, in a
+ * root-only directory; it also checks the peer is uid 0).  One connection is
+ * one exec:
+ *
+ *   helper -> keeper   KP_EXEC, with descriptors [blob, stdin, stdout,
+ *                      stderr, session]; blob is a memfd holding a
+ *                      struct kp_blob followed by argc then envc
+ *                      NUL-terminated strings.
+ *   keeper forks a supervisor for the exec, which owns the connection:
+ *   sup -> helper      KP_STARTED (pid) or KP_FAILED (text)
+ *   sup -> helper      KP_EXITED (wait status, timed_out) when the shell ends;
+ *                      at the deadline the supervisor first kills every
+ *                      process descended from it (it is a child subreaper,
+ *                      so daemonised ones too).
+ *   helper -> sup      KP_DRAIN with descriptors [stdout, stderr] (read
+ *                      ends): keep reading them until they close; or just
+ *                      close the connection.  A connection closed before the
+ *                      shell ended kills the exec.
+ */
+#ifndef ROOMBOX_KEEPER_PROTO_H
+#define ROOMBOX_KEEPER_PROTO_H
+
+#include <stdint.h>
+
+#define KP_MAGIC 0x72626b31u  /* "rbk1" */
+
+enum kp_type { KP_EXEC = 1, KP_STARTED, KP_FAILED, KP_EXITED, KP_DRAIN };
+
+struct kp_msg {
+	uint32_t type;
+	int32_t pid;
+	int32_t status;
+	int32_t timed_out;
+	char text[200];
+};
+
+struct kp_blob {
+	uint32_t magic;
+	uint32_t uid, gid;
+	uint32_t argc, envc;
+	uint64_t timeout_ms;
+};
+
+#endif
