@@ -1,0 +1,69 @@
+/* roombox-fcgi: the state every request handler shares, one request, one
+ * response, and the handlers the route table (router.c) points at.
+ *
+ * Threads share exactly three mutable things: the atomic exec counter here,
+ * the token cache (auth.c, behind its own mutex) and nothing else; the
+ * configuration and the cached cgroup mode are written once before the
+ * worker threads start and only read afterwards. */
+#ifndef ROOMBOX_FCGI_APP_H
+#define ROOMBOX_FCGI_APP_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <json-c/json.h>
+
+#include "config.h"
+#include "helper_client.h"
+#include "roomid.h"
+
+#ifndef ROOMBOX_VERSION
+#define ROOMBOX_VERSION "0.0.0"
+#endif
+
+struct auth_tokens;
+
+struct app {
+	struct config cfg;
+	char config_path[PATH_MAX];   /* passed to the helper as -c */
+	struct auth_tokens *tokens;   /* NULL when auth = none */
+	atomic_int execs_running;     /* for max_concurrent_execs */
+	char cgroup_mode[16];         /* helper op "info" at start, or "unknown" */
+	bool log_requests;            /* one line per request on stderr */
+};
+
+static inline struct helper_target app_helper(const struct app *app)
+{
+	return (struct helper_target){ app->cfg.helper, app->config_path };
+}
+
+/* One HTTP request after routing. */
+struct request {
+	struct app *app;
+	const char *method;
+	const char *path;             /* request URI without its query string */
+	char room[ROOM_ID_MAX + 1];   /* the {roomId} segment, "" if none */
+	json_object *body;            /* parsed body (routes with ROUTE_BODY) */
+};
+
+/* One answer: always a JSON object (see http.c for how it is written). */
+struct response {
+	int status;
+	json_object *body;            /* owned; NULL until a handler sets it */
+	char allow[64];               /* Allow: for 405, "" otherwise */
+	int retry_after;              /* Retry-After: seconds, 0 = none */
+	bool www_authenticate;        /* WWW-Authenticate: Bearer */
+};
+
+typedef void route_handler(struct request *rq, struct response *rs);
+
+/* health.c */
+route_handler api_health_get;
+/* rooms.c */
+route_handler api_rooms_list, api_rooms_create, api_rooms_get, api_rooms_cleanup;
+/* exec.c */
+route_handler api_exec_post;
+/* messages.c */
+route_handler api_messages_list, api_messages_post;
+
+#endif

@@ -1,0 +1,15 @@
+/* Running one command in a room (SPEC §2.1), for the exec endpoint and,
+ * later, for the <run> tags of assistant messages. */
+#ifndef ROOMBOX_FCGI_EXEC_H
+#define ROOMBOX_FCGI_EXEC_H
+
+#include "app.h"
+#include "validate.h"
+
+/* Run ex in room's sandbox (the helper creates or restarts the room when
+ * needed).  Returns the helper's reply, or NULL with err set: 503 when
+ * max_concurrent_execs are already running, else the helper's error. */
+json_object *exec_in_room(struct app *app, const char *room,
+			  const struct exec_request *ex, struct helper_error *err);
+
+#endif

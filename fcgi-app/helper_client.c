@@ -1,0 +1,358 @@
+/* Spawn roombox-helper, talk JSON over two pipes: see helper_client.h.
+ *
+ * Why posix_spawn: glibc implements it with clone(CLONE_VM|CLONE_VFORK), so
+ * spawning from a process with many threads and a large heap stays cheap,
+ * and it is async-signal-safe in the child by construction.  The child gets
+ * only fds 0 and 1 (pipes) and 2 (our stderr, so the helper's own messages
+ * land in the service log): every other descriptor, including the FastCGI
+ * sockets libfcgi opens without O_CLOEXEC, is closed by closefrom(3) in the
+ * child.  All signals are reset to their default and unblocked, because the
+ * service ignores SIGPIPE and blocks SIGTERM/SIGINT in its threads, and both
+ * would otherwise be inherited by the helper and by every command it runs.
+ *
+ * The reply is complete when the helper exits (seen through a pidfd), not
+ * when its stdout reaches end-of-file: a process the helper leaves behind
+ * (a room's keeper) holding a copy of that pipe must not hang the request. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helper_client.h"
+#include "http.h"
+#include "protocol.h"
+
+int helper_code_status(const char *code)
+{
+	if (!code)
+		return 500;
+	if (strcmp(code, "invalid") == 0)
+		return 400;
+	if (strcmp(code, "not_found") == 0)
+		return 404;
+	if (strcmp(code, "limit") == 0)
+		return 429;
+	return 500;   /* denied, failed, anything new */
+}
+
+static void set_error(struct helper_error *err, int status, const char *code,
+		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void set_error(struct helper_error *err, int status, const char *code,
+		      const char *fmt, ...)
+{
+	va_list ap;
+
+	err->http_status = status;
+	snprintf(err->code, sizeof(err->code), "%s", code);
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* One child: its pid, a pidfd (or -1) and our ends of its stdin/stdout. */
+struct child {
+	pid_t pid;
+	int pidfd;
+	int to_child;      /* -1 once closed */
+	int from_child;
+};
+
+static int child_spawn(const struct helper_target *target, struct child *c,
+		       struct helper_error *err)
+{
+	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+	char *const argv[] = { (char *)target->helper, "-c",
+			       (char *)target->config_path, NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t all, none;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	int rc;
+
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+		rc = errno;
+		if (in[0] >= 0) {
+			close(in[0]);
+			close(in[1]);
+		}
+		set_error(err, 500, "spawn", "roombox-helper: pipe: %s", strerror(rc));
+		return -1;
+	}
+	sigfillset(&all);
+	sigemptyset(&none);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	rc = posix_spawn(&c->pid, target->helper, &fa, &attr, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(in[0]);
+	close(out[1]);
+	if (rc != 0) {
+		close(in[1]);
+		close(out[0]);
+		set_error(err, 500, "spawn", "roombox-helper: spawn %s: %s",
+			  target->helper, strerror(rc));
+		return -1;
+	}
+	c->to_child = in[1];
+	c->from_child = out[0];
+	fcntl(c->to_child, F_SETFL, O_NONBLOCK);
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);  /* CLOEXEC */
+	return 0;
+}
+
+/* write() that returns EPIPE instead of raising SIGPIPE, whatever the
+ * process's disposition (unit tests do not ignore it). */
+static ssize_t write_nosigpipe(int fd, const char *buf, size_t len)
+{
+	sigset_t pipe_set, old;
+	struct timespec zero = { 0, 0 };
+	ssize_t n;
+	int saved;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	n = write(fd, buf, len);
+	saved = errno;
+	if (n < 0 && errno == EPIPE)
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return n;
+}
+
+/* Append what the pipe holds to *buf; 1 at end-of-file, 0 when it would
+ * block, -1 with err set. */
+static int reply_read(int fd, char **buf, size_t *len, size_t *cap,
+		      struct helper_error *err)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (*len == *cap) {
+			char *nb;
+
+			if (*cap >= HELPER_REPLY_MAX) {
+				set_error(err, 500, "reply", "roombox-helper: reply larger than %u bytes",
+					  HELPER_REPLY_MAX);
+				return -1;
+			}
+			nb = realloc(*buf, *cap * 2 + 1);
+			if (!nb) {
+				set_error(err, 500, "reply", "roombox-helper: out of memory");
+				return -1;
+			}
+			*buf = nb;
+			*cap *= 2;
+		}
+		n = read(fd, *buf + *len, *cap - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0) {
+			set_error(err, 500, "reply", "roombox-helper: read: %s", strerror(errno));
+			return -1;
+		}
+		if (n == 0)
+			return 1;
+		*len += (size_t)n;
+	}
+}
+
+/* Feed the request and collect the reply at the same time, so neither side
+ * can block the other.  0, or -1 with err set (the child is then killed). */
+static int child_talk(struct child *c, const char *req, size_t req_len,
+		      char **reply, size_t *reply_len, long deadline,
+		      struct helper_error *err)
+{
+	size_t sent = 0, len = 0, cap = 65536;
+	char *buf = malloc(cap + 1);
+	bool exited = false;
+
+	if (!buf) {
+		set_error(err, 500, "spawn", "roombox-helper: out of memory");
+		return -1;
+	}
+	fcntl(c->from_child, F_SETFL, O_NONBLOCK);
+	for (;;) {
+		struct pollfd pfd[3];
+		int nfds = 0, rc, w = -1, p = -1;
+		long left = deadline - now_ms();
+
+		if (left <= 0) {
+			set_error(err, 500, "timeout", "roombox-helper: timed out");
+			goto fail;
+		}
+		pfd[nfds++] = (struct pollfd){ .fd = c->from_child, .events = POLLIN };
+		if (c->to_child >= 0) {
+			w = nfds;
+			pfd[nfds++] = (struct pollfd){ .fd = c->to_child, .events = POLLOUT };
+		}
+		if (c->pidfd >= 0 && !exited) {
+			p = nfds;
+			pfd[nfds++] = (struct pollfd){ .fd = c->pidfd, .events = POLLIN };
+		}
+		rc = poll(pfd, (nfds_t)nfds, left > 1000000 ? 1000000 : (int)left);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0) {
+			set_error(err, 500, "spawn", "roombox-helper: poll: %s", strerror(errno));
+			goto fail;
+		}
+		if (w >= 0 && pfd[w].revents) {
+			ssize_t n = write_nosigpipe(c->to_child, req + sent, req_len - sent);
+
+			if (n > 0)
+				sent += (size_t)n;
+			/* EPIPE: the helper stopped reading; its reply says why */
+			if ((n < 0 && errno != EAGAIN && errno != EINTR) || sent == req_len) {
+				close(c->to_child);
+				c->to_child = -1;
+			}
+		}
+		if (p >= 0 && pfd[p].revents)
+			exited = true;   /* all it wrote is in the pipe now */
+		if (pfd[0].revents || exited) {
+			rc = reply_read(c->from_child, &buf, &len, &cap, err);
+			if (rc < 0)
+				goto fail;
+			if (rc > 0 || exited)
+				break;
+		}
+	}
+	buf[len] = '\0';
+	*reply = buf;
+	*reply_len = len;
+	return 0;
+fail:
+	free(buf);
+	kill(c->pid, SIGKILL);
+	return -1;
+}
+
+static int child_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return status;
+}
+
+/* Turn exit status + stdout into the reply or an error. */
+static json_object *reply_decode(int status, const char *text, size_t len,
+				 struct helper_error *err)
+{
+	json_object *reply = NULL, *msg, *code;
+	char perr[128];
+
+	if (status == -1) {
+		set_error(err, 500, "spawn", "roombox-helper: waitpid: %s", strerror(errno));
+		return NULL;
+	}
+	if (WIFSIGNALED(status)) {
+		const char *name = sigdescr_np(WTERMSIG(status));  /* thread-safe */
+
+		set_error(err, 500, "reply", "roombox-helper: killed by signal %d (%s)",
+			  WTERMSIG(status), name ? name : "unknown");
+		return NULL;
+	}
+	if (json_parse_strict(text, len, &reply, perr, sizeof(perr)) < 0 ||
+	    !json_object_is_type(reply, json_type_object)) {
+		json_object_put(reply);
+		if (len == 0)
+			set_error(err, 500, "reply", "roombox-helper: exited with status %d and no reply",
+				  WEXITSTATUS(status));
+		else
+			set_error(err, 500, "reply", "roombox-helper: exited with status %d, reply is not a JSON object%s%s",
+				  WEXITSTATUS(status), reply ? "" : ": ", reply ? "" : perr);
+		return NULL;
+	}
+	if (WEXITSTATUS(status) == 0 && !json_object_object_get_ex(reply, "error", NULL))
+		return reply;
+	if (json_object_object_get_ex(reply, "error", &msg) &&
+	    json_object_is_type(msg, json_type_string)) {
+		const char *c = NULL;
+
+		if (json_object_object_get_ex(reply, "code", &code) &&
+		    json_object_is_type(code, json_type_string))
+			c = json_object_get_string(code);
+		set_error(err, helper_code_status(c), c ? c : "failed", "%s",
+			  json_object_get_string(msg));
+	} else {
+		set_error(err, 500, "reply", "roombox-helper: exited with status %d without an \"error\"",
+			  WEXITSTATUS(status));
+	}
+	json_object_put(reply);
+	return NULL;
+}
+
+json_object *helper_call(const struct helper_target *target, json_object *request,
+			 long deadline_ms, struct helper_error *err)
+{
+	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .from_child = -1 };
+	const char *req;
+	size_t req_len = 0, reply_len = 0;
+	char *reply = NULL;
+	long deadline = now_ms() + deadline_ms;
+	int talk, status;
+	json_object *out;
+
+	memset(err, 0, sizeof(*err));
+	req = json_write(request, &req_len);
+	if (!req) {
+		set_error(err, 500, "spawn", "roombox-helper: cannot serialise the request");
+		return NULL;
+	}
+	if (req_len > HELPER_REQUEST_MAX) {
+		set_error(err, 413, "invalid", "request body too large");
+		return NULL;
+	}
+	if (child_spawn(target, &c, err) < 0)
+		return NULL;
+	talk = child_talk(&c, req, req_len, &reply, &reply_len, deadline, err);
+	if (c.to_child >= 0)
+		close(c.to_child);
+	close(c.from_child);
+	if (c.pidfd >= 0)
+		close(c.pidfd);
+	status = child_wait(c.pid);
+	if (talk < 0) {
+		if (strcmp(err->code, "timeout") == 0)
+			snprintf(err->message, sizeof(err->message),
+				 "roombox-helper: no answer within %ld ms, killed", deadline_ms);
+		return NULL;
+	}
+	out = reply_decode(status, reply, reply_len, err);
+	free(reply);
+	return out;
+}

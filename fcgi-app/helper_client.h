@@ -1,0 +1,39 @@
+/* The one way roombox-fcgi touches a sandbox: run roombox-helper once per
+ * operation, JSON request on its stdin, JSON reply on its stdout (see
+ * common/protocol.h).  Thread-safe: every call has its own pipes and child. */
+#ifndef ROOMBOX_FCGI_HELPER_CLIENT_H
+#define ROOMBOX_FCGI_HELPER_CLIENT_H
+
+#include <stddef.h>
+#include <json-c/json.h>
+
+/* A reply bigger than this is cut off and the call fails (two streams of
+ * output_limit bytes, base64-encoded, fit many times over). */
+#define HELPER_REPLY_MAX (64u << 20)
+
+/* Wall-clock bound on operations other than exec (creating a room may have
+ * to make a file system); exec gets its own timeout plus HELPER_EXEC_GRACE_MS. */
+#define HELPER_DEFAULT_DEADLINE_MS (5 * 60 * 1000)
+#define HELPER_EXEC_GRACE_MS (60 * 1000)
+
+struct helper_error {
+	int http_status;     /* 400 invalid, 404 not_found, 429 limit, 500 else */
+	char code[16];       /* the helper's code, or "spawn"/"reply"/"timeout" */
+	char message[1024];  /* the helper's "error", or what went wrong here */
+};
+
+struct helper_target {
+	const char *helper;       /* path of roombox-helper */
+	const char *config_path;  /* passed as -c */
+};
+
+/* Run one operation.  Returns the reply object (the caller puts it), or
+ * NULL with *err filled.  deadline_ms bounds the whole call; past it the
+ * helper is killed. */
+json_object *helper_call(const struct helper_target *target, json_object *request,
+			 long deadline_ms, struct helper_error *err);
+
+/* The HTTP status for a helper error code ("limit" -> 429, ...). */
+int helper_code_status(const char *code);
+
+#endif

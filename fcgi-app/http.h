@@ -1,0 +1,67 @@
+/* The HTTP side of roombox-fcgi that does not depend on FastCGI: reading a
+ * bounded request body, parsing it as strict JSON, and writing the answer.
+ * main.c plugs libfcgi's streams in through struct http_input, so the whole
+ * request pipeline (router_serve) runs in unit tests without a web server. */
+#ifndef ROOMBOX_FCGI_HTTP_H
+#define ROOMBOX_FCGI_HTTP_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "app.h"
+
+/* Where a request comes from: CGI-style parameters and the body stream. */
+struct http_input {
+	/* The value of a parameter (REQUEST_METHOD, CONTENT_LENGTH, ...) or NULL. */
+	const char *(*param)(void *ctx, const char *name);
+	/* Up to n body bytes into buf; 0 at the end of the body, -1 on error. */
+	int (*read)(void *ctx, char *buf, int n);
+	void *ctx;
+};
+
+/* At most this much of an unwanted or oversized body is read and thrown away
+ * (so the web server is not cut off mid-write); past it the connection is
+ * simply closed when the request ends. */
+#define HTTP_DISCARD_MAX (64u << 20)
+
+/* Set the answer; both take ownership of / replace any previous body. */
+void response_json(struct response *rs, int status, json_object *body);
+void response_error(struct response *rs, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The one JSON writer: compact, "/" not escaped.  The string belongs to obj. */
+const char *json_write(json_object *obj, size_t *len);
+
+/* "404 Not Found" style reason phrase. */
+const char *http_reason(int status);
+
+/* The full FastCGI/CGI answer: Status, Content-Type, Content-Length, the
+ * optional Allow / WWW-Authenticate / Retry-After headers, a blank line and
+ * the JSON body followed by "\n".  malloc'd; NULL on allocation failure. */
+char *http_render(const struct response *rs, size_t *len);
+
+/* Read the body announced by CONTENT_LENGTH (or, without it, up to the end
+ * of the stream), at most max bytes.  Returns 0 with a malloc'd,
+ * NUL-terminated *buf, or -1 with rs set (413 too large, 400 bad or short
+ * Content-Length, 500 read error). */
+int http_read_body(const struct http_input *in, uint64_t max, char **buf,
+		   size_t *len, struct response *rs);
+/* Read and throw away what is left of the body, at most HTTP_DISCARD_MAX. */
+void http_discard_body(const struct http_input *in);
+
+/* Parse exactly one JSON value (RFC 8259: no comments, single quotes, NaN,
+ * trailing commas, raw control characters or trailing garbage; valid UTF-8).
+ * Returns 0 with *out set (NULL for a JSON null, json-c's convention), or -1
+ * with err set to json-c's reason.
+ *
+ * json-c keeps object keys as C strings, so a key holding "\u0000" would be
+ * silently cut short ({"cmd\u0000x":..} would read as "cmd").  Each such NUL
+ * is therefore turned into the byte JSON_KEY_NUL_MARK, which valid UTF-8 never
+ * holds: validate.c reports it, everything else sees an unknown key. */
+#define JSON_KEY_NUL_MARK '\xff'
+int json_parse_strict(const char *text, size_t len, json_object **out,
+		      char *err, size_t errlen);
+
+#endif

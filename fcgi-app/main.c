@@ -1,0 +1,481 @@
+/* roombox-fcgi: the HTTP side of roombox.
+ *
+ * Theory of operation
+ * -------------------
+ * One process, running as the unprivileged service user (roombox), speaks
+ * FastCGI to a web server (nginx or lighttpd) and never touches a namespace,
+ * a cgroup or a room's files.  Everything a sandbox needs is done by the
+ * setuid helper, which this process runs once per operation
+ * (helper_client.c): a JSON request on the helper's stdin, a JSON reply on
+ * its stdout (common/protocol.h).  That pipe is the only thing between the
+ * two programs.
+ *
+ * Threads:
+ *   main      loads the configuration, opens the socket, starts the others,
+ *             then waits in sigwait() for SIGTERM/SIGINT;
+ *   workers   (`workers` of them) each loop on FCGX_Accept_r with their own
+ *             FCGX_Request and serve one request at a time from start to
+ *             finish (router.c: route, authenticate, read the body, call a
+ *             handler which may spawn the helper, write the answer).  A slow
+ *             exec holds one worker; requests for other rooms go to the
+ *             others, so they are never delayed by it;
+ *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
+ *             min(idle_timeout / 4, 30 s), so idle rooms release their
+ *             processes and mounts (files are kept).
+ *
+ * Shared state: the configuration and the cached cgroup mode (written
+ * before the threads start, read-only after), the exec counter (atomic) and
+ * the token cache (auth.c, behind a mutex).  Each request's state lives in
+ * its own struct request / struct response.
+ *
+ * The socket: when started by spawn-fcgi or lighttpd's bin-path, fd 0 is
+ * already a listening socket and is used as is.  Otherwise the process
+ * listens on `socket` from the configuration: a stale socket file left by
+ * a crash is removed first (a live one, answering connect(), is an error:
+ * another instance runs), and the new one is created mode 0660 (umask set
+ * around bind, then chmod), owner the service user, group the process's
+ * group.  The web server must therefore share that group: run the service
+ * with a group the web server user belongs to (e.g. systemd
+ * Group=/SupplementaryGroups=), or make the socket's directory setgid to the
+ * web server's group so the socket inherits it.  Never put the web server
+ * in the helper's group (roombox): that group may run the setuid helper.
+ *
+ * Signals: SIGPIPE is ignored (a client gone mid-answer is not fatal).
+ * SIGTERM/SIGINT are blocked in every thread and taken by main with
+ * sigwait(): it stops accepting (the listening socket is shut down, which
+ * wakes every worker blocked in accept), runs helper op "stop-all" (rooms
+ * stop with the service, SPEC §3), gives running requests a few seconds,
+ * and exits 0.  The helper gets every signal back at its default, unblocked.
+ */
+#include <errno.h>
+#include <fcgiapp.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "store.h"
+#include "auth.h"
+#include "helper_client.h"
+#include "http.h"
+#include "router.h"
+
+#define LISTEN_BACKLOG 128
+#define STOP_ALL_DEADLINE_MS (75 * 1000)   /* inside systemd's default 90 s */
+#define WORKER_JOIN_SECONDS 5
+
+static struct app app;
+static int listen_fd = -1;
+static bool socket_created;
+
+/* Stopping: set once by main, read by the workers and the idle thread. */
+static atomic_bool stopping;
+static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cond;
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: roombox-fcgi [-f] [-c CONFIG]\n"
+		"  -c CONFIG  configuration file (default %s)\n"
+		"  -f         stay in the foreground (the only mode; accepted for init scripts)\n",
+		ROOMBOX_CONF);
+}
+
+/* ---- the listening socket ---- */
+
+static bool fd0_is_listening_socket(void)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	return getsockopt(0, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v;
+}
+
+/* Remove a socket file nobody listens on any more; refuse a live one. */
+static int remove_stale_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : (fprintf(stderr, "roombox-fcgi: %s: %s\n",
+						       path, strerror(errno)), -1);
+	if (!S_ISSOCK(st.st_mode)) {
+		fprintf(stderr, "roombox-fcgi: %s exists and is not a socket\n", path);
+		return -1;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "roombox-fcgi: socket path too long: %s\n", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "roombox-fcgi: socket: %s\n", strerror(errno));
+		return -1;
+	}
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (rc == 0) {
+		fprintf(stderr, "roombox-fcgi: %s: another process is listening there\n", path);
+		return -1;
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		fprintf(stderr, "roombox-fcgi: remove stale socket %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int open_listener(const char *path)
+{
+	mode_t old;
+	int fd;
+
+	if (fd0_is_listening_socket())
+		return 0;
+	if (path[0] != '/' || strchr(path, ':')) {
+		/* libfcgi would read "host:port" as TCP */
+		fprintf(stderr, "roombox-fcgi: socket must be an absolute path without ':': %s\n", path);
+		return -1;
+	}
+	if (remove_stale_socket(path) < 0)
+		return -1;
+	old = umask(0117);
+	fd = FCGX_OpenSocket(path, LISTEN_BACKLOG);
+	umask(old);
+	if (fd < 0) {
+		fprintf(stderr, "roombox-fcgi: cannot listen on %s\n", path);
+		return -1;
+	}
+	socket_created = true;
+	if (chmod(path, 0660) < 0)
+		fprintf(stderr, "roombox-fcgi: chmod 0660 %s: %s\n", path, strerror(errno));
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
+/* ---- workers ---- */
+
+static const char *fcgi_param(void *ctx, const char *name)
+{
+	return FCGX_GetParam(name, ((FCGX_Request *)ctx)->envp);
+}
+
+static int fcgi_read(void *ctx, char *buf, int n)
+{
+	FCGX_Request *req = ctx;
+	int got = FCGX_GetStr(buf, n, req->in);
+
+	if (got == 0 && FCGX_GetError(req->in))
+		return -1;
+	return got;
+}
+
+static void serve_one(FCGX_Request *req)
+{
+	struct http_input in = { fcgi_param, fcgi_read, req };
+	struct response rs = { .status = 500 };
+	size_t len = 0;
+	char *out;
+
+	router_serve(&app, &in, &rs);
+	out = http_render(&rs, &len);
+	if (out && len <= INT_MAX)
+		FCGX_PutStr(out, (int)len, req->out);
+	else
+		FCGX_PutS("Status: 500 Internal Server Error\r\n"
+			  "Content-Type: application/json\r\n\r\n"
+			  "{\"error\":\"out of memory\"}\n", req->out);
+	free(out);
+	json_object_put(rs.body);
+}
+
+static void *worker_main(void *arg)
+{
+	FCGX_Request req;
+
+	if (FCGX_InitRequest(&req, listen_fd, 0) != 0) {
+		fprintf(stderr, "roombox-fcgi: FCGX_InitRequest failed\n");
+		return NULL;
+	}
+	while (!atomic_load(&stopping)) {
+		int rc = FCGX_Accept_r(&req);
+
+		if (rc < 0) {
+			if (atomic_load(&stopping))
+				break;
+			fprintf(stderr, "roombox-fcgi: accept: %s\n", strerror(-rc));
+			usleep(100 * 1000);   /* EMFILE and friends: do not spin */
+			continue;
+		}
+		serve_one(&req);
+	}
+	FCGX_Finish_r(&req);
+	return NULL;
+}
+
+/* ---- helper calls of the service itself ---- */
+
+static json_object *service_op(const char *op, long deadline_ms)
+{
+	struct helper_target target = app_helper(&app);
+	struct helper_error err;
+	json_object *req = json_object_new_object(), *reply;
+
+	json_object_object_add(req, "op", json_object_new_string(op));
+	reply = helper_call(&target, req, deadline_ms, &err);
+	json_object_put(req);
+	if (!reply)
+		fprintf(stderr, "roombox-fcgi: %s: %s\n", op, err.message);
+	return reply;
+}
+
+/* Log the rooms a stop-idle / stop-all reply names. */
+static void log_stopped(const char *why, json_object *reply)
+{
+	json_object *list;
+	size_t i, n;
+
+	if (!json_object_object_get_ex(reply, "stopped", &list) ||
+	    !json_object_is_type(list, json_type_array))
+		return;
+	n = json_object_array_length(list);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, "roombox-fcgi: room %s: stopped (%s)\n",
+			json_object_get_string(json_object_array_get_idx(list, i)), why);
+}
+
+static void cache_cgroup_mode(void)
+{
+	json_object *reply = service_op("info", 30 * 1000), *mode;
+
+	snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "unknown");
+	if (reply && json_object_object_get_ex(reply, "cgroup", &mode) &&
+	    json_object_is_type(mode, json_type_string))
+		snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "%s",
+			 json_object_get_string(mode));
+	json_object_put(reply);
+	if (strcmp(app.cgroup_mode, "none") == 0 || strcmp(app.cgroup_mode, "unknown") == 0)
+		fprintf(stderr, "roombox-fcgi: warning: cgroup mode %s: room limits "
+			"(memory, pids, cpu) are not enforced\n", app.cgroup_mode);
+}
+
+static void *idle_main(void *arg)
+{
+	uint64_t period = app.cfg.idle_timeout_ms / 4;
+
+	if (period > 30000)
+		period = 30000;
+	if (period < 100)
+		period = 100;
+	pthread_mutex_lock(&stop_lock);
+	while (!atomic_load(&stopping)) {
+		struct timespec at;
+		json_object *reply;
+
+		clock_gettime(CLOCK_MONOTONIC, &at);
+		at.tv_sec += (time_t)(period / 1000);
+		at.tv_nsec += (long)(period % 1000) * 1000000L;
+		if (at.tv_nsec >= 1000000000L) {
+			at.tv_sec++;
+			at.tv_nsec -= 1000000000L;
+		}
+		while (!atomic_load(&stopping) &&
+		       pthread_cond_timedwait(&stop_cond, &stop_lock, &at) != ETIMEDOUT)
+			;
+		if (atomic_load(&stopping))
+			break;
+		pthread_mutex_unlock(&stop_lock);
+		reply = service_op("stop-idle", HELPER_DEFAULT_DEADLINE_MS);
+		log_stopped("idle", reply);
+		json_object_put(reply);
+		pthread_mutex_lock(&stop_lock);
+	}
+	pthread_mutex_unlock(&stop_lock);
+	return NULL;
+}
+
+/* ---- start and stop ---- */
+
+/* fds 0-2 closed by whoever started us would be taken by the first
+ * open()/pipe() and then mistaken for stdio (by us and by the helper). */
+static void ensure_stdio(void)
+{
+	int fd;
+
+	for (fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF &&
+		    open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
+			exit(1);
+}
+
+static int load_config(const char *path)
+{
+	char err[512];
+
+	if (config_load(&app.cfg, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
+	if (!realpath(path, app.config_path))
+		snprintf(app.config_path, sizeof(app.config_path), "%s", path);
+	if (app.cfg.workers < 1) {
+		fprintf(stderr, "roombox-fcgi: %s: workers must be at least 1\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+static void setup_auth(void)
+{
+	int n;
+
+	if (app.cfg.auth == AUTH_NONE) {
+		fprintf(stderr, "roombox-fcgi: warning: auth = none: the API is open to "
+			"anyone who can reach the web server (development only)\n");
+		return;
+	}
+	app.tokens = auth_tokens_new(app.cfg.tokens_file);
+	if (!app.tokens) {
+		fprintf(stderr, "roombox-fcgi: out of memory\n");
+		exit(1);
+	}
+	n = auth_tokens_count(app.tokens);
+	if (n > 0)
+		fprintf(stderr, "roombox-fcgi: %d token(s) in %s\n", n, app.cfg.tokens_file);
+	/* otherwise auth.c has said why every request will be refused */
+}
+
+static void join_workers(pthread_t *workers, int n)
+{
+	struct timespec deadline;
+	int i, left = 0;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += WORKER_JOIN_SECONDS;
+	for (i = 0; i < n; i++)
+		if (pthread_timedjoin_np(workers[i], NULL, &deadline) != 0)
+			left++;
+	if (left)
+		fprintf(stderr, "roombox-fcgi: %d request(s) still running at exit\n", left);
+}
+
+/* Room messages live in <state_dir>/messages, owned by this program's user
+ * (the helper owns the rest of the state directory). */
+static int open_message_store(void)
+{
+	char dir[PATH_MAX + 16], err[512];
+	/* a first start as root (make run, tests) may find no state directory
+	 * yet; the package makes it, root's, 0711 */
+	mkdir(app.cfg.state_dir, 0711);
+	snprintf(dir, sizeof(dir), "%s/messages", app.cfg.state_dir);
+	if (store_init(dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *config_path = ROOMBOX_CONF;
+	pthread_t *workers, idle;
+	pthread_condattr_t ca;
+	bool idle_started = false;
+	sigset_t stop_set;
+	json_object *reply;
+	int opt, sig, i;
+
+	ensure_stdio();
+	while ((opt = getopt(argc, argv, "c:fh")) != -1) {
+		switch (opt) {
+		case 'c': config_path = optarg; break;
+		case 'f': break;
+		case 'h': usage(stdout); return 0;
+		default:  usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (load_config(config_path) < 0)
+		return 2;
+	if (open_message_store() < 0)
+		return 1;
+	setup_auth();
+	app.log_requests = true;
+
+	if (FCGX_Init() != 0) {
+		fprintf(stderr, "roombox-fcgi: FCGX_Init failed\n");
+		return 1;
+	}
+	/* after FCGX_Init, which installs handlers of its own */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&stop_set);
+	sigaddset(&stop_set, SIGTERM);
+	sigaddset(&stop_set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&stop_cond, &ca);
+
+	listen_fd = open_listener(app.cfg.socket);
+	if (listen_fd < 0)
+		return 1;
+	cache_cgroup_mode();
+
+	workers = calloc((size_t)app.cfg.workers, sizeof(*workers));
+	if (!workers) {
+		fprintf(stderr, "roombox-fcgi: out of memory\n");
+		return 1;
+	}
+	for (i = 0; i < app.cfg.workers; i++) {
+		int rc = pthread_create(&workers[i], NULL, worker_main, NULL);
+
+		if (rc != 0) {
+			fprintf(stderr, "roombox-fcgi: start worker %d: %s\n", i, strerror(rc));
+			return 1;
+		}
+	}
+	if (app.cfg.idle_timeout_ms > 0)
+		idle_started = pthread_create(&idle, NULL, idle_main, NULL) == 0;
+	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers, auth %s, cgroup %s\n",
+		ROOMBOX_VERSION, listen_fd == 0 ? "fd 0" : app.cfg.socket,
+		app.cfg.workers, app.cfg.auth == AUTH_NONE ? "none" : "token",
+		app.cgroup_mode);
+
+	while (sigwait(&stop_set, &sig) != 0)
+		;
+	fprintf(stderr, "roombox-fcgi: %s: stopping\n", strsignal(sig));
+	atomic_store(&stopping, true);
+	FCGX_ShutdownPending();
+	shutdown(listen_fd, SHUT_RDWR);   /* wakes every accept() */
+	pthread_mutex_lock(&stop_lock);
+	pthread_cond_broadcast(&stop_cond);
+	pthread_mutex_unlock(&stop_lock);
+
+	reply = service_op("stop-all", STOP_ALL_DEADLINE_MS);
+	log_stopped("service stopping", reply);
+	json_object_put(reply);
+
+	join_workers(workers, app.cfg.workers);
+	if (idle_started)
+		join_workers(&idle, 1);
+	if (socket_created)
+		unlink(app.cfg.socket);
+	fflush(stderr);
+	_exit(0);   /* threads still busy past the deadline end here */
+}

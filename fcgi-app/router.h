@@ -1,0 +1,53 @@
+/* The route table (path pattern -> method -> handler) and the pipeline every
+ * request goes through:
+ *
+ *   match path (404) -> match method (405 + Allow) -> authenticate (401,
+ *   except public routes) -> check the {roomId} segment (400) -> read and
+ *   parse the body for routes that take one (413, 400) -> handler.
+ *
+ * 404/405 come first because the table is public knowledge (SPEC §2);
+ * authentication comes before anything that looks at client input. */
+#ifndef ROOMBOX_FCGI_ROUTER_H
+#define ROOMBOX_FCGI_ROUTER_H
+
+#include "app.h"
+#include "http.h"
+
+enum {
+	ROUTE_PUBLIC = 1 << 0,   /* no Authorization needed */
+	ROUTE_BODY   = 1 << 1,   /* the handler gets the parsed JSON body */
+};
+
+struct route_method {
+	const char *method;
+	route_handler *handler;
+	unsigned flags;
+};
+
+struct route {
+	const char *pattern;     /* segments; "{id}" is the room id */
+	struct route_method methods[3];
+};
+
+struct route_match {
+	const struct route_method *m;  /* NULL: rs holds the 404/405 */
+	bool has_room;                 /* the pattern has {id} */
+	char room[ROOM_ID_MAX + 2];    /* the {id} segment as sent, unchecked;
+					* cut at ROOM_ID_MAX + 1 bytes, which
+					* keeps an overlong one invalid */
+};
+
+/* Find the route and method for a request (first matching pattern in table
+ * order).  Without a match, rs gets 404, or 405 with rs->allow. */
+void router_match(const char *method, const char *path,
+		  struct route_match *match, struct response *rs);
+
+/* The request path: REQUEST_URI without its query string, or SCRIPT_NAME +
+ * PATH_INFO when the web server sends no REQUEST_URI.  malloc'd. */
+char *router_request_path(const struct http_input *in);
+
+/* Run one request from start to finish; rs gets the answer. */
+void router_serve(struct app *app, const struct http_input *in,
+		  struct response *rs);
+
+#endif

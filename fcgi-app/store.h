@@ -1,0 +1,41 @@
+/* The message store (SPEC §2.2, §2.3): each room's messages, oldest first,
+ * in one append-only file per room, durable before an append returns.
+ *
+ * A message is {"id":<uuid v4>,"role":...,"content":...,"createdAt":<ISO>}.
+ * Thread- and process-safe: every call locks the room's file with flock, so
+ * any number of threads and roombox-fcgi processes may share one directory.
+ *
+ * State: one directory descriptor, set by store_init before the worker
+ * threads start and only read afterwards.  Room ids must already be valid
+ * (roomid.h); the store checks again, because they become file names.
+ *
+ * Errors go to err as "room <id>: messages: <step>: <reason>". */
+#ifndef ROOMBOX_FCGI_STORE_H
+#define ROOMBOX_FCGI_STORE_H
+
+#include <stddef.h>
+#include <json-c/json.h>
+
+/* Use `dir` (created 0700 if missing) for every room's messages.  Call once
+ * at start, before any other store call; calling it again (tests) replaces
+ * the directory and must not race with other store calls.  0 or -1. */
+int store_init(const char *dir, char *err, size_t errlen);
+
+/* Append a message with a new id and createdAt = now; return only once it is
+ * on disk (file fsync'd, and the directory too when the file is new).
+ * content is content_len bytes of UTF-8 and may hold U+0000.  On success
+ * *message (if not NULL) gets the stored message (the caller puts it).
+ * 0 or -1. */
+int store_append(const char *room, const char *role, const char *content,
+		 size_t content_len, json_object **message, char *err, size_t errlen);
+
+/* The room's messages as a new JSON array, oldest first; [] when there are
+ * none.  A torn last record (a crash mid-append) is not listed.  NULL with
+ * err set on failure. */
+json_object *store_list(const char *room, char *err, size_t errlen);
+
+/* Delete the room's messages, durably.  0 when they are gone, also when
+ * there were none; -1 on failure. */
+int store_reset(const char *room, char *err, size_t errlen);
+
+#endif
