@@ -160,10 +160,15 @@ static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
 
 static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int errpipe)
 {
+	/* Every disposition back to default, glibc's internal real-time ones
+	 * too (an ignored signal stays ignored across execve, and glibc's
+	 * signal() refuses to touch 32 and 33). */
+	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } dfl = { 0 };
+	for (int s = 1; s <= 64; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof(dfl.mask));
 	sigset_t none;
 	sigemptyset(&none);
-	for (int s = 1; s < 32; s++)
-		signal(s, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
 	if (dup2(fds[1], 0) < 0 || dup2(fds[2], 1) < 0 || dup2(fds[3], 2) < 0 || dup2(fds[4], 9) < 0 ||
