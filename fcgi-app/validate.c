@@ -7,8 +7,11 @@
  *              timeout:  z.number().int().positive().max(exec_timeout_max).optional(),
  *              env:      z.record(z.string(), z.string()).optional(),
  *              cwd:      z.string().startsWith("/").optional(),
- *              stdin:    z.string().optional(),
- *              encoding: z.enum(["utf8", "base64"]).optional() })
+ *              encoding: z.enum(["utf8", "base64"]).optional(),
+ *              stdin:    z.string().optional() })
+ *
+ * (key order = the order of SPEC §2.1's validation table, which is the
+ * order several bad fields must come back in)
  *   message: z.object({
  *              role:     z.enum(["user", "assistant"]),
  *              content:  z.string().min(1, "Content cannot be empty") })
@@ -429,13 +432,13 @@ json_object *validate_exec_request(json_object *body, uint64_t timeout_max_ms,
 	zod_timeout(details, body, "timeout", timeout_max_ms, &out->timeout_ms);
 	zod_env(details, body, "env", &out->env);
 	zod_string(details, body, "cwd", true, &cwd_rules, &out->cwd, NULL);
-	zod_string(details, body, "stdin", true, &stdin_rules,
-		   &out->stdin_data, &out->stdin_len);
 	if (zod_enum(details, body, "encoding", true, encodings, &encoding) && encoding) {
 		out->has_encoding = true;
 		out->encoding = strcmp(encoding, "base64") == 0
 			? EXEC_ENCODING_BASE64 : EXEC_ENCODING_UTF8;
 	}
+	zod_string(details, body, "stdin", true, &stdin_rules,
+		   &out->stdin_data, &out->stdin_len);
 	if (json_object_object_length(details) > 0)
 		return details;
 	json_object_put(details);

@@ -249,15 +249,15 @@ static const struct vector exec_vectors[] = {
 	{ "{\"cmd\":\"x\",\"encoding\":[\"utf8\"]}",
 	  "{\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"]}" },
 	{ "{\"cmd\":\"\",\"timeout\":0,\"env\":1,\"cwd\":\"a\",\"stdin\":[],\"encoding\":\"x\"}",
-	  "{\"cmd\":[\"Command cannot be empty\"],\"timeout\":[\"Too small: expected number to be >0\"],\"env\":[\"Invalid input: expected record, received number\"],\"cwd\":[\"Invalid string: must start with \\\"/\\\"\"],\"stdin\":[\"Invalid input: expected string, received array\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"]}" },
+	  "{\"cmd\":[\"Command cannot be empty\"],\"timeout\":[\"Too small: expected number to be >0\"],\"env\":[\"Invalid input: expected record, received number\"],\"cwd\":[\"Invalid string: must start with \\\"/\\\"\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"],\"stdin\":[\"Invalid input: expected string, received array\"]}" },
 	{ "{\"encoding\":\"x\",\"stdin\":[],\"cwd\":\"a\",\"env\":1,\"timeout\":0,\"cmd\":\"\"}",
-	  "{\"cmd\":[\"Command cannot be empty\"],\"timeout\":[\"Too small: expected number to be >0\"],\"env\":[\"Invalid input: expected record, received number\"],\"cwd\":[\"Invalid string: must start with \\\"/\\\"\"],\"stdin\":[\"Invalid input: expected string, received array\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"]}" },
+	  "{\"cmd\":[\"Command cannot be empty\"],\"timeout\":[\"Too small: expected number to be >0\"],\"env\":[\"Invalid input: expected record, received number\"],\"cwd\":[\"Invalid string: must start with \\\"/\\\"\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"],\"stdin\":[\"Invalid input: expected string, received array\"]}" },
 	{ "{\"encoding\":\"x\",\"cmd\":5}",
 	  "{\"cmd\":[\"Invalid input: expected string, received number\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"]}" },
 	{ "{\"stdin\":1,\"timeout\":1.5}",
 	  "{\"cmd\":[\"Invalid input: expected string, received undefined\"],\"timeout\":[\"Invalid input: expected int, received number\"],\"stdin\":[\"Invalid input: expected string, received number\"]}" },
 	{ "{\"cmd\":\"x\",\"timeout\":null,\"env\":null,\"cwd\":null,\"stdin\":null,\"encoding\":null}",
-	  "{\"timeout\":[\"Invalid input: expected number, received null\"],\"env\":[\"Invalid input: expected record, received null\"],\"cwd\":[\"Invalid input: expected string, received null\"],\"stdin\":[\"Invalid input: expected string, received null\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"]}" },
+	  "{\"timeout\":[\"Invalid input: expected number, received null\"],\"env\":[\"Invalid input: expected record, received null\"],\"cwd\":[\"Invalid input: expected string, received null\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"],\"stdin\":[\"Invalid input: expected string, received null\"]}" },
 	{ "{\"cmd\":[],\"cwd\":[]}",
 	  "{\"cmd\":[\"Invalid input: expected string, received array\",\"Command cannot be empty\"],\"cwd\":[\"Invalid input: expected string, received array\"]}" },
 	{ "{\"cmd\":\"a\",\"cmd\":5}",
@@ -443,7 +443,7 @@ static void test_field_order(void **state)
 		"{\"encoding\":\"x\",\"stdin\":[],\"cwd\":\"a\",\"env\":1,\"timeout\":0,\"cmd\":\"\"}",
 		"{\"stdin\":[],\"encoding\":\"x\",\"cmd\":\"\",\"cwd\":\"a\",\"timeout\":0,\"env\":1}",
 	};
-	static const char *const order[] = { "cmd", "timeout", "env", "cwd", "stdin", "encoding" };
+	static const char *const order[] = { "cmd", "timeout", "env", "cwd", "encoding", "stdin" };
 	size_t i;
 
 	(void)state;
