@@ -1,0 +1,81 @@
+"""DELETE /api/rooms/{id}: the room's processes, mounts, loop devices,
+cgroups and files all go (SPEC §2.3).  Through nginx."""
+
+import os
+
+from conftest import (GONE_TIMEOUT, cgroup_dirs_named, host_mountinfo_lines,
+                      loop_devices_backed_by, ns_inode, paths_naming, pid_alive,
+                      procs_in_ns, procs_with_uid, wait_until)
+
+SERVERS = ("nginx",)
+
+
+def room_mounts_seen_by(pid):
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def test_delete_leaves_nothing_of_the_room(client, stack, room):
+    client.sh(room, "echo data > /workspace/f; cd /tmp; export A=1; "
+                    "sleep 300 >/dev/null 2>&1 & setsid sleep 301 >/dev/null 2>&1 & "
+                    "python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &")
+    uid = client.room_uid(room)
+    keeper = stack.keeper_pid(room)
+    state = str(stack.room_state_dir(room))
+
+    # what exists before: so that the checks below can fail
+    assert keeper and pid_alive(keeper)
+    pid_ns = ns_inode(keeper, "pid")
+    mnt_ns = ns_inode(keeper, "mnt")
+    assert pid_ns != ns_inode(os.getpid(), "pid")
+    assert len(procs_with_uid(uid)) >= 3, procs_with_uid(uid)
+    assert os.path.isdir(state)
+    assert paths_naming(stack.run_dir, room)
+
+    r = client.delete(f"/api/rooms/{room}")
+    assert r.status == 200, r.json
+    assert r.json == {"cleaned": True, "roomId": room}
+
+    wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
+               f"the room's processes to end: {procs_with_uid(uid)}")
+    wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, "the keeper to end")
+    wait_until(lambda: not procs_in_ns("pid", pid_ns), GONE_TIMEOUT,
+               "every process in the room's pid namespace to end")
+    assert not procs_in_ns("mnt", mnt_ns)
+    assert not host_mountinfo_lines(state, f"/{room}/", f"sandbox-{room}")
+    wait_until(lambda: not loop_devices_backed_by(state), GONE_TIMEOUT,
+               f"loop devices on {state} to be released: {loop_devices_backed_by(state)}")
+    assert not os.path.exists(state)
+    assert not paths_naming(stack.state_dir, room)
+    assert not paths_naming(stack.run_dir, room)
+    assert not cgroup_dirs_named(room)
+
+    # the room is gone for the API too; a new exec starts from scratch
+    assert client.get(f"/api/rooms/{room}").status == 404
+    res = client.exec(room, 'cat /workspace/f; pwd; echo "[$A]"')
+    assert res["stdout"] == "/workspace\n[]\n"
+    assert "No such file" in res["stderr"]
+    assert "sleep 30" not in client.sh(room, "ps -e -o args=")
+
+
+def test_delete_while_an_exec_runs(client, stack, room):
+    import threading
+    uid = client.room_uid(room)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(
+        r=client.exec_raw(room, {"cmd": "sleep 30", "timeout": 60000})))
+    t.start()
+    wait_until(lambda: [p for p in procs_with_uid(uid) if p[1] == "sleep 30"], 10,
+               "the exec's sleep to start")
+    r = client.delete(f"/api/rooms/{room}")
+    assert r.status == 200, r.json
+    assert r.json["cleaned"] is True
+    t.join(20)
+    assert not t.is_alive(), "the running exec did not end when its room was deleted"
+    wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
+               f"the room's processes to end: {procs_with_uid(uid)}")
+    # the interrupted exec answered, with JSON (checked by the client)
+    assert out["r"].status in (200, 500), out["r"]

@@ -1,0 +1,171 @@
+"""Isolation between rooms and from the host, and the keeper (SPEC §3
+Identity, Namespaces, Filesystem, Lifecycle).  Through nginx."""
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+
+from conftest import (GONE_TIMEOUT, pid_alive, procs_with_uid, unique_room,
+                      wait_until)
+
+SERVERS = ("nginx",)
+
+
+def test_rooms_do_not_see_each_others_files(client):
+    a, b = unique_room("a"), unique_room("b")
+    marker = f"marker-{a}"
+    client.sh(a, f"echo secret > /workspace/{marker}; echo secret > /tmp/{marker}; "
+                 f"echo secret > /home/user/{marker}")
+    assert client.sh(a, f"cat /workspace/{marker}") == "secret\n"
+    res = client.exec(b, f"cat /workspace/{marker} /tmp/{marker} /home/user/{marker}")
+    assert res["exitCode"] != 0
+    assert res["stdout"] == ""
+    assert res["stderr"].count("No such file") == 3, res["stderr"]
+    assert client.sh(b, "ls -A /workspace") == ""
+    # and nothing reached the host's own directories
+    assert not os.path.exists(f"/tmp/{marker}")
+    assert not os.path.exists(f"/home/user/{marker}")
+    assert not os.path.exists(f"/workspace/{marker}")
+
+
+def test_rooms_do_not_see_each_others_processes(client):
+    a, b = unique_room("a"), unique_room("b")
+    client.sh(a, "sleep 3001 >/dev/null 2>&1 &")
+    client.sh(b, "sleep 3002 >/dev/null 2>&1 &")
+    pa = client.sh(a, "ps -e -o args=").splitlines()
+    pb = client.sh(b, "ps -e -o args=").splitlines()
+    assert "sleep 3001" in pa and "sleep 3002" not in pa, pa
+    assert "sleep 3002" in pb and "sleep 3001" not in pb, pb
+    # the room's pid namespace: a handful of processes, its own PID 1
+    assert len(pa) < 10, pa
+    assert client.sh(a, "cat /proc/1/status | sed -n 's/^Pid:[[:space:]]*//p'") == "1\n"
+    # a room cannot signal the other room's process: it cannot even name it
+    # (the bracket keeps pkill from matching this shell's own command line)
+    res = client.exec(a, "pkill -f 'sleep 300[2]'; echo $?")
+    assert res["stdout"].strip() == "1"
+    assert "sleep 3002" in client.sh(b, "ps -e -o args=").splitlines()
+
+
+def test_uids_differ_are_unprivileged_and_named_user(client, stack):
+    a, b = unique_room("a"), unique_room("b")
+    ua, ub = client.room_uid(a), client.room_uid(b)
+    assert ua != ub
+    assert ua != 0 and ub != 0
+    for u in (ua, ub):
+        assert stack.uid_base <= u < stack.uid_base + stack.max_rooms
+    assert client.sh(a, "id -un") == "user\n"
+    assert client.sh(b, "id -un") == "user\n"
+    assert client.sh(a, "id -g").strip() != "0"
+    # the uid seen inside is the host uid of the room's processes
+    client.sh(a, "sleep 3003 >/dev/null 2>&1 &")
+    assert [p for p in procs_with_uid(ua) if p[1] == "sleep 3003"]
+    assert not [p for p in procs_with_uid(ub) if p[1] == "sleep 3003"]
+
+
+def test_hostname_is_the_sandbox_name(client, room):
+    assert client.sh(room, "uname -n") == f"sandbox-{room}\n"
+    assert client.sh(room, "cat /proc/sys/kernel/hostname") == f"sandbox-{room}\n"
+
+
+def test_hostname_of_a_64_character_room_id_is_cut_to_64_bytes(client):
+    rid = ("L" + unique_room("x") * 8)[:64]
+    assert len(rid) == 64
+    assert client.sh(rid, "uname -n") == ("sandbox-" + rid)[:64] + "\n"
+
+
+def test_network_is_loopback_only(client, room):
+    dev = client.sh(room, "cat /proc/net/dev").splitlines()[2:]
+    names = {line.split(":")[0].strip() for line in dev}
+    assert names == {"lo"}, dev
+    out = client.sh(room, "python3 -c 'import socket; print(sorted(n for _, n in socket.if_nameindex()))'")
+    assert out == "['lo']\n"
+
+
+def host_ipv4_addresses():
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
+                         text=True, check=True).stdout
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
+
+
+def test_nothing_on_the_host_answers(client, stack, room):
+    # a TCP server of the test on every host address
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", 0))
+    srv.listen(16)
+    port = srv.getsockname()[1]
+    accepted = []
+
+    def accept_loop():
+        while True:
+            try:
+                conn, peer = srv.accept()
+            except OSError:
+                return
+            accepted.append(peer)
+            conn.close()
+
+    t = threading.Thread(target=accept_loop, daemon=True)
+    t.start()
+    try:
+        addrs = host_ipv4_addresses()
+        assert "127.0.0.1" in addrs
+        # control: from the host it answers
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+        wait_until(lambda: len(accepted) == 1, 5, "the host's own connection")
+
+        targets = [(a, port) for a in addrs] + [("127.0.0.1", stack.port)]
+        script = ("import socket\n"
+                  f"for host, port in {targets!r}:\n"
+                  "    s = socket.socket(); s.settimeout(2)\n"
+                  "    try:\n"
+                  "        s.connect((host, port)); print(host, port, 'CONNECTED')\n"
+                  "    except OSError as e:\n"
+                  "        print(host, port, 'refused', e.errno)\n")
+        out = client.sh(room, "python3 -", stdin=script)
+        assert "CONNECTED" not in out, out
+        assert len(out.splitlines()) == len(targets), out
+        assert len(accepted) == 1, accepted
+    finally:
+        srv.close()
+
+
+def test_default_environment(client, room):
+    out = client.sh(room, 'pwd; echo "$HOME"; echo "$LANG"; echo "$PATH"')
+    cwd, home, lang, path = out.splitlines()
+    assert cwd == "/workspace"
+    assert home == "/home/user"
+    assert lang == "C.UTF-8"
+    assert "/usr/bin" in path.split(":") and "/bin" in path.split(":")
+
+
+def test_host_files_are_invisible(client, stack, room):
+    markers = [f"/root/.rbx-{room}", f"/run/rbx-{room}", f"/tmp/rbx-{room}"]
+    try:
+        for m in markers:
+            with open(m, "w") as f:
+                f.write("host secret\n")
+        paths = " ".join(markers + ["/etc/shadow", str(stack.state_dir), str(stack.conf_path),
+                                    str(stack.tokens_file)])
+        res = client.exec(room, f"for p in {paths}; do cat $p >/dev/null 2>&1 && echo $p; done; "
+                                "ls -A /home")
+        assert res["stdout"].split() == ["user"], res
+        assert stack.token not in client.exec(room, "grep -rs . /etc /run /tmp 2>/dev/null | head -c 100000")["stdout"]
+    finally:
+        for m in markers:
+            os.unlink(m)
+
+
+def test_keeper_killed_from_the_host(client, stack, room):
+    client.sh(room, "mkdir -p /workspace/d && cd /workspace/d && echo kept > f && export K=v")
+    keeper = stack.keeper_pid(room)
+    assert keeper, f"no live keeper recorded in {stack.run_dir}/rooms/{room}/keeper"
+    assert os.readlink(f"/proc/{keeper}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    os.kill(keeper, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, f"keeper {keeper} to die")
+    assert client.sh(room, 'pwd; cat f; echo "$K"') == "/workspace/d\nkept\nv\n"
+    new = stack.keeper_pid(room)
+    assert new and new != keeper

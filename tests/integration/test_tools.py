@@ -1,0 +1,108 @@
+"""The developer tools: `make run` (tools/run.sh) end to end, and the root
+checks of the scripts that need root."""
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from conftest import (FCGI, HELPER, REPO, free_port, ns_inode, pid_alive,
+                      proc_cmdline, proc_pids, procs_in_ns, unique_room, wait_until)
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def read_lines_into(stream, q):
+    for line in iter(stream.readline, ""):
+        q.put(line)
+    q.put(None)
+
+
+def test_make_run_prints_a_working_curl_line_and_stops_on_ctrl_c():
+    assert os.access(FCGI, os.X_OK) and os.access(HELPER, os.X_OK), "run make first"
+    port = free_port()
+    rundir = tempfile.mkdtemp(prefix="rbx-run-", dir="/tmp")
+    env = dict(os.environ, PORT=str(port), ROOMBOX_RUN_DIR=rundir)
+    p = subprocess.Popen([str(REPO / "tools" / "run.sh")], cwd=REPO, env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    q = queue.Queue()
+    threading.Thread(target=read_lines_into, args=(p.stdout, q), daemon=True).start()
+    seen = []
+    room = unique_room("run")
+    try:
+        curl = None
+        deadline = time.monotonic() + 30
+        while curl is None and time.monotonic() < deadline:
+            try:
+                line = q.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            seen.append(line)
+            if line.startswith("curl "):
+                curl = line.strip()
+        assert curl, "run.sh printed no curl line:\n" + "".join(seen)
+        assert curl == ('curl -H "Authorization: Bearer $(cat %s/tokens)" '
+                        '-d \'{"cmd":"echo hi"}\' '
+                        'localhost:%d/api/rooms/room-123/sandbox/exec' % (rundir, port)), curl
+
+        # the line works as printed (in a room of our own rather than room-123)
+        out = subprocess.run(["bash", "-c", curl.replace("room-123", room)], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout)
+        assert answer["sandboxName"] == f"sandbox-{room}"
+        assert answer["result"]["stdout"] == "hi\n"
+        assert answer["result"]["exitCode"] == 0
+
+        # the token was generated and is kept across restarts
+        token = open(f"{rundir}/tokens").read().strip()
+        assert re.fullmatch(r"[0-9a-f]{32,}", token), token
+
+        keeper = int(open(f"{rundir}/run/rooms/{room}/keeper").read().split()[0])
+        assert pid_alive(keeper)
+        room_pid_ns = ns_inode(keeper, "pid")
+        pids = [pid for pid in proc_pids() if rundir in proc_cmdline(pid)]
+        assert pids, "no process of the stack names its run directory"
+
+        # Ctrl-C: SIGINT to the whole foreground process group
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(timeout=30)
+        assert p.returncode == 0, "".join(seen)
+        assert not [pid for pid in pids if pid_alive(pid)], "run.sh left processes running"
+        wait_until(lambda: not procs_in_ns("pid", room_pid_ns), 10,
+                   "the room's processes to stop")
+        assert open(f"{rundir}/tokens").read().strip() == token
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        # remove the room for good, then the directory
+        conf = f"{rundir}/roombox.conf"
+        if os.path.exists(conf):
+            subprocess.run([str(HELPER), "-c", conf],
+                           input=json.dumps({"op": "destroy", "room": room}).encode(),
+                           capture_output=True, timeout=60)
+        shutil.rmtree(rundir, ignore_errors=True)
+
+
+def test_make_run_refuses_without_root():
+    r = subprocess.run(NOBODY + [str(REPO / "tools" / "run.sh")], capture_output=True,
+                       text=True, timeout=30, env=dict(os.environ, PORT="1"))
+    assert r.returncode == 1
+    assert "needs root" in r.stderr
+
+
+def test_integration_tests_refuse_without_root():
+    r = subprocess.run(NOBODY + [str(REPO / "tools" / "integration.sh"), "tests/integration"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "need root" in r.stderr

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Install, with apt-get, the Debian packages that roombox needs to build, test,
+# run and package itself -- only those that are missing.  When everything is
+# already there this is one dpkg-query and nothing else.
+set -euo pipefail
+
+packages=(
+	build-essential pkg-config
+	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
+	lighttpd spawn-fcgi
+	python3-pytest python3-requests
+	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
+	debhelper devscripts lintian fakeroot
+)
+# Any of these provides /usr/sbin/nginx; nginx-light is installed when none is.
+nginx_flavours=(nginx-light nginx nginx-core nginx-full nginx-extras)
+
+installed() {
+	# Prints the names (without :arch) of the given packages that are installed.
+	dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "$@" 2>/dev/null |
+		awk '$1 == "ii" { print $2 }'
+}
+
+mapfile -t have < <(installed "${packages[@]}" "${nginx_flavours[@]}")
+declare -A is_installed=()
+for p in "${have[@]}"; do is_installed[$p]=1; done
+
+missing=()
+for p in "${packages[@]}"; do
+	[ -n "${is_installed[$p]:-}" ] || missing+=("$p")
+done
+nginx_ok=
+for p in "${nginx_flavours[@]}"; do
+	[ -n "${is_installed[$p]:-}" ] && nginx_ok=1
+done
+[ -n "$nginx_ok" ] || missing+=(nginx-light)
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "tools/deps.sh: needs root to install missing Debian packages: ${missing[*]}" >&2
+	echo "tools/deps.sh: run as root, or: sudo apt-get install ${missing[*]}" >&2
+	exit 1
+fi
+
+echo "tools/deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+
+# nginx-light is gone from newer Debian releases; fall back to nginx.
+for i in "${!missing[@]}"; do
+	if [ "${missing[$i]}" = nginx-light ] &&
+	   ! apt-cache show nginx-light >/dev/null 2>&1; then
+		missing[$i]=nginx
+	fi
+done
+
+# Installing nginx or lighttpd would start the system's copy on port 80;
+# roombox starts its own instances, so keep maintainer scripts from starting
+# services (policy-rc.d, honoured by invoke-rc.d), unless one already exists.
+policy=/usr/sbin/policy-rc.d
+made_policy=
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\nexit 101\n' > "$policy"
+	chmod 0755 "$policy"
+	made_policy=1
+fi
+cleanup() { if [ -n "$made_policy" ]; then rm -f "$policy"; fi; }
+trap cleanup EXIT
+
+apt-get install -y -q --no-install-recommends "${missing[@]}"
