@@ -40,19 +40,22 @@ HELPER_LIBS := $(shell pkg-config --libs json-c libseccomp 2>/dev/null)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all check unit integration security run bench install clean deps
+.PHONY: all check unit integration security package-test run bench install clean deps
 all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper
 
-$(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h)
+$(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h sandbox-helper/keeper/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# the version is compiled in
+$(B)/fcgi-app/health.o $(B)/sandbox-helper/main.o: $(wildcard debian/changelog)
 
 $(LIB_COMMON): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(B); rm -f $@; ar rcs $@ $^
 $(LIB_FCGI): $(call obj,$(FCGI_SRC))
-	@mkdir -p $(B); rm -f $@; ar rcs $@ $^ $(if $^,,$(B)/common/config.o)
+	@mkdir -p $(B); rm -f $@; ar rcs $@ $^
 $(LIB_HELPER): $(call obj,$(HELPER_SRC))
-	@mkdir -p $(B); rm -f $@; ar rcs $@ $^ $(if $^,,$(B)/common/config.o)
+	@mkdir -p $(B); rm -f $@; ar rcs $@ $^
 
 $(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(FCGI_LIBS) -o $@
@@ -86,6 +89,12 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) integration
 	$(MAKE) security
+	$(MAKE) package-test
+
+# Builds the .deb, lints it, installs it, tests the service through nginx and
+# lighttpd, upgrades, purges (needs root; not beside an installed roombox).
+package-test: deps
+	@/usr/bin/python3 tests/package/test_deb.py
 
 run: deps
 	$(MAKE) all

@@ -831,13 +831,18 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room,
 	if (leaf_name(leaf, sizeof(leaf), exec_id) < 0)
 		return op_fail(&op, "exec id");
 	snprintf(num, sizeof(num), "%ld", (long)pid);
+	/* Moving a whole process takes the global threadgroup rwsem for
+	 * writing: an RCU grace period, ~10 ms, per call.  v1 moves the calling
+	 * thread alone ("0" into tasks) without it; callers that pass pid 0 are
+	 * single-threaded, so that thread is the whole process. */
+	const char *file = pid == 0 && sys->mode == CG_V1 ? "tasks" : "cgroup.procs";
 	size_t n = cg_roots(sys, roots);
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
 		if (room_path(dir, sizeof(dir), roots[i], room, leaf) < 0)
 			return op_fail(&op, "path %s", roots[i]);
 		if (make_dir(&op, dir) < 0 ||
-		    write_value(&op, dir, "cgroup.procs", num) < 0)
+		    write_value(&op, dir, file, num) < 0)
 			return -1;
 	}
 	return 0;

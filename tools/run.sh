@@ -59,7 +59,7 @@ chmod 0600 "$tokens"
 # roombox-fcgi of make run runs as root and so owns its socket).
 sed -e "s|^user[[:space:]].*;|user root;|" \
     -e "s|listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$port;|" \
-    -e "s|unix:/run/roombox/fcgi\.sock|unix:$socket|" \
+    -e "s|unix:/run/roombox/fcgi/fcgi\.sock|unix:$socket|" \
     -e "s|^pid[[:space:]].*;|pid $run/nginx/nginx.pid;|" \
     -e "s|^error_log[[:space:]][^[:space:];]*|error_log $run/nginx/error.log|" \
     -e "s|access_log[[:space:]][^;]*;|access_log $run/nginx/access.log;|" \

@@ -336,7 +336,7 @@ def nginx_config(text, port, socket_path, d, tmp):
         (r"^error_log\s+\S+", f"error_log {d}/nginx-error.log"),
         (r"^(\s*)access_log\s+[^;]*;", f"    access_log {d}/nginx-access.log;"),
         (r"listen\s+127\.0\.0\.1:8080;", f"listen 127.0.0.1:{port};"),
-        (r"unix:/run/roombox/fcgi\.sock", f"unix:{socket_path}"),
+        (r"unix:/run/roombox/fcgi/fcgi\.sock", f"unix:{socket_path}"),
     ]
     text = _substitute(text, reps, NGINX_EXAMPLE)
     text, n = re.subn(r"^(\s*)(\w+)_temp_path(\s+)\S+;",
