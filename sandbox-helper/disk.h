@@ -8,8 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Make a sparse image of `bytes` at path with an empty ext4 on it. */
-int disk_image_create(const char *path, uint64_t bytes, char *err, size_t errlen);
+/* Make a sparse image of `bytes` at path with an empty ext4 on it: a sparse
+ * copy (or reflink) of <template_dir>/.disk-<bytes>.img, which is made with
+ * mkfs.ext4 the first time.  The caller serialises calls (state lock). */
+int disk_image_create(const char *path, const char *template_dir, uint64_t bytes,
+		      char *err, size_t errlen);
 
 /* Attach the image to a free loop device (auto-clearing, so it is released
  * with the last mount) and mount it on dir, nosuid,nodev.  Runs in the

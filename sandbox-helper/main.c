@@ -391,11 +391,15 @@ static json_object *verb_destroy(struct helper *h, json_object *req)
 	struct room r;
 	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
 		return NULL;
+	char err[256];
+	room_load(&r, err, sizeof(err));   /* for its slot; absent is fine */
 	int rc = stop_room(h, &r);
 	if (rc == 0)
 		rc = cgroup_room_remove(&h->cg, r.id, h->err, sizeof(h->err));
 	if (rc == 0)
 		rc = room_remove_files(&r, h->err, sizeof(h->err));
+	if (rc == 0)
+		room_slot_release(&r);
 	room_unlock(&r);
 	if (rc < 0) {
 		fail(h, "failed");

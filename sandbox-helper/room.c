@@ -202,22 +202,56 @@ int room_load(struct room *r, char *err, size_t errlen)
 	return 1;
 }
 
-struct slot_scan {
-	const struct config *cfg;
-	unsigned char *used;
-	int count;
-};
-
-static int mark_slot(const char *id, void *arg)
+/* <state_dir>/slots/<n> is a symlink to the id of the room whose uid is
+ * uid_base + n, made with symlink()'s create-exclusive semantics under the
+ * state lock: finding a free slot costs one failed symlink per used slot
+ * below it, not a read of every room.  A slot whose room has no meta (its
+ * creation crashed) is taken over on a second pass. */
+static bool slot_stale(const struct config *cfg, const char *slots, int n)
 {
-	struct slot_scan *s = arg;
-	struct room r;
-	char err[256];
+	char link[PATH_MAX], owner[ROOM_ID_MAX + 2], meta[PATH_MAX];
+	snprintf(link, sizeof(link), "%s/%d", slots, n);
+	ssize_t k = readlink(link, owner, sizeof(owner) - 1);
+	if (k <= 0)
+		return false;
+	owner[k] = '\0';
+	snprintf(meta, sizeof(meta), "%s/rooms/%s/meta", cfg->state_dir, owner);
+	return !room_id_valid(owner) || access(meta, F_OK) < 0;
+}
 
-	s->count++;
-	if (room_init(&r, s->cfg, id) == 0 && room_load(&r, err, sizeof(err)) == 1)
-		s->used[r.slot] = 1;
-	return 0;
+static int slot_claim(struct room *r, char *err, size_t errlen)
+{
+	char slots[PATH_MAX], link[PATH_MAX];
+	snprintf(slots, sizeof(slots), "%s/slots", r->cfg->state_dir);
+	if (mkdir(slots, 0700) < 0 && errno != EEXIST)
+		return ERR("room %s: mkdir slots: %s", r->id, strerror(errno));
+	for (int pass = 0; pass < 2; pass++) {
+		for (int n = 0; n < r->cfg->max_rooms; n++) {
+			snprintf(link, sizeof(link), "%s/%d", slots, n);
+			if (pass == 1 && slot_stale(r->cfg, slots, n))
+				unlink(link);
+			if (symlink(r->id, link) == 0)
+				return n;
+			if (errno != EEXIST)
+				return ERR("room %s: claim uid slot %d: %s", r->id, n, strerror(errno));
+		}
+	}
+	ERR("room limit reached");
+	return ROOM_ELIMIT;
+}
+
+void room_slot_release(const struct room *r)
+{
+	char link[PATH_MAX], owner[ROOM_ID_MAX + 2];
+	if (r->slot < 0)
+		return;
+	snprintf(link, sizeof(link), "%s/slots/%d", r->cfg->state_dir, r->slot);
+	ssize_t k = readlink(link, owner, sizeof(owner) - 1);
+	if (k <= 0)
+		return;
+	owner[k] = '\0';
+	if (strcmp(owner, r->id) == 0)
+		unlink(link);
 }
 
 /* The writable layer's skeleton, made once (marked by .ready, written
@@ -257,17 +291,17 @@ int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 		 "user:x:%u:%u:sandbox user:/home/user:/bin/sh\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		 (unsigned)r->uid, (unsigned)r->gid);
-	if (write_atomic(dir, "passwd", text, strlen(text)) < 0)
+	if (write_file(dir, "passwd", text, strlen(text), false) < 0)
 		return ERR("room %s: write /etc/passwd: %s", r->id, strerror(errno));
 	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n",
 		 (unsigned)r->gid);
-	if (write_atomic(dir, "group", text, strlen(text)) < 0)
+	if (write_file(dir, "group", text, strlen(text), false) < 0)
 		return ERR("room %s: write /etc/group: %s", r->id, strerror(errno));
 	snprintf(p, sizeof(p), "%s/passwd", dir);
 	chmod(p, 0644);
 	snprintf(p, sizeof(p), "%s/group", dir);
 	chmod(p, 0644);
-	if (write_atomic(disk, ".ready", "", 0) < 0)
+	if (write_file(disk, ".ready", "", 0, false) < 0)
 		return ERR("room %s: mark disk ready: %s", r->id, strerror(errno));
 	return 0;
 }
@@ -282,23 +316,9 @@ int room_create(struct room *r, char *err, size_t errlen)
 	if (gfd < 0 || flock(gfd, LOCK_EX) < 0)
 		return ERR("room %s: state lock: %s", r->id, strerror(errno));
 
-	struct slot_scan s = { r->cfg, calloc((size_t)r->cfg->max_rooms, 1), 0 };
-	if (!s.used) {
-		ERR("room %s: out of memory", r->id);
-		goto out;
-	}
-	room_foreach(r->cfg, mark_slot, &s);
-	if (s.count >= r->cfg->max_rooms) {
-		ERR("room limit reached");
-		rc = ROOM_ELIMIT;
-		goto out;
-	}
-	int slot = 0;
-	while (slot < r->cfg->max_rooms && s.used[slot])
-		slot++;
-	if (slot == r->cfg->max_rooms) {
-		ERR("room limit reached");
-		rc = ROOM_ELIMIT;
+	int slot = slot_claim(r, err, errlen);
+	if (slot < 0) {
+		rc = slot;
 		goto out;
 	}
 	room_set_slot(r, slot);
@@ -313,7 +333,7 @@ int room_create(struct room *r, char *err, size_t errlen)
 	}
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
 	unlink(p);  /* left by a creation that crashed before meta */
-	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->disk_limit, err, errlen) < 0)
+	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->state_dir, r->cfg->disk_limit, err, errlen) < 0)
 		goto out;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -329,7 +349,10 @@ int room_create(struct room *r, char *err, size_t errlen)
 	room_touch_active(r);
 	rc = 0;
 out:
-	free(s.used);
+	if (rc < 0 && r->slot >= 0) {
+		room_slot_release(r);
+		r->slot = -1;
+	}
 	close(gfd);
 	return rc;
 }

@@ -11,6 +11,9 @@
  *                                      upper/<dir> and work/<dir> for each
  *                                      overlay (root, usr, ...) and .ready
  *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
+ *   <state_dir>/slots/<n>              symlink to the id of the room with uid
+ *                                      uid_base + n
+ *   <state_dir>/.disk-<bytes>.img      empty ext4 image each room disk is copied from
  *   <run_dir>/rooms/<id>/lock          serialises start/stop/destroy of a room
  *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
  *   <run_dir>/rooms/<id>/keeper        "<pid> <starttime>" of the keeper
@@ -59,6 +62,9 @@ int room_load(struct room *r, char *err, size_t errlen);
  * ROOM_ELIMIT when max_rooms rooms exist.  Caller holds the room lock. */
 #define ROOM_ELIMIT (-2)
 int room_create(struct room *r, char *err, size_t errlen);
+
+/* Free the room's uid slot (its files are gone or going). */
+void room_slot_release(const struct room *r);
 
 /* Make the writable layer's skeleton on the mounted disk (once). */
 int room_upper_prepare(const struct room *r, char *err, size_t errlen);
