@@ -59,8 +59,10 @@ $(LIB_HELPER): $(call obj,$(HELPER_SRC))
 
 $(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(FCGI_LIBS) -o $@
+# Static: a setuid program runs once per operation, and a dynamic one spends
+# most of its start-up in the loader (and must distrust its environment).
 $(B)/roombox-helper: $(B)/sandbox-helper/main.o $(LIB_HELPER) $(LIB_COMMON)
-	$(CC) $(LDFLAGS) $^ $(HELPER_LIBS) -o $@
+	$(CC) -static-pie -Wl,-z,relro -Wl,-z,now $^ $(HELPER_LIBS) -o $@
 
 # PID 1 of every room: static and libc-only, so an idle room costs a few pages.
 $(B)/roombox-keeper: sandbox-helper/keeper/keeper.c sandbox-helper/keeper/keeper_proto.h

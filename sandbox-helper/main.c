@@ -19,8 +19,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +37,6 @@
 #include "room.h"
 #include "roomid.h"
 #include "textenc.h"
-
-#ifndef ROOMBOX_GROUP
-#define ROOMBOX_GROUP "roombox"
-#endif
 
 struct caller {
 	uid_t uid;
@@ -81,19 +75,22 @@ static void sanitize_process(void)
 	signal(SIGCHLD, SIG_DFL);
 }
 
+/* The service group is the group that owns this program (installed
+ * root:roombox 4754): no name lookup, so no NSS code runs in a setuid
+ * binary, and the binary can be static. */
 static bool caller_in_service_group(const struct caller *c)
 {
+	struct stat st;
 	if (c->uid == 0)
 		return true;
-	struct group *g = getgrnam(ROOMBOX_GROUP);
-	if (!g)
+	if (stat("/proc/self/exe", &st) < 0 || st.st_gid == 0)
 		return false;
-	if (c->gid == g->gr_gid)
+	if (c->gid == st.st_gid)
 		return true;
 	gid_t groups[256];
 	int n = getgroups(256, groups);
 	for (int i = 0; i < n; i++)
-		if (groups[i] == g->gr_gid)
+		if (groups[i] == st.st_gid)
 			return true;
 	return false;
 }
@@ -529,8 +526,8 @@ int main(int argc, char **argv)
 		return finish(&h, (fail(&h, "denied"), NULL));
 	}
 	if (!caller_in_service_group(&h.caller)) {
-		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in group %s",
-			 (unsigned)h.caller.uid, ROOMBOX_GROUP);
+		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in the service group "
+			 "(the group that owns roombox-helper)", (unsigned)h.caller.uid);
 		return finish(&h, (fail(&h, "denied"), NULL));
 	}
 	const char *conf = ROOMBOX_CONF;
