@@ -1,0 +1,198 @@
+/* spawnbench -- the bare references of `make bench` (SPEC §7).
+ *
+ *   spawnbench lat  [-f|-p] [-i FILE] N WARMUP -- ARGV...
+ *        run ARGV N times one after another (after WARMUP unmeasured runs),
+ *        each time fork+execve (-f, default) or posix_spawn (-p) + waitpid,
+ *        with standard input from FILE and standard output to /dev/null
+ *        (-i, fork+execve only; without it the child inherits both);
+ *        prints "n=N p50_ms=.. p90_ms=.. p99_ms=.. mean_ms=.. max_ms=.. fail=K"
+ *        (fail: runs that did not exit 0).
+ *   spawnbench tput LOOPS SECONDS -- ARGV...
+ *        LOOPS processes, each running ARGV in a loop (fork+execve+waitpid)
+ *        for SECONDS; prints "loops=L seconds=S spawns=N per_s=R fail=K".
+ *
+ * ARGV[0] is a path (execve, no PATH search); the environment is passed on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+static const char *stdin_file;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* 0 when the child exited 0. */
+static int run_once(char **argv, int use_spawn)
+{
+	pid_t pid;
+	int st;
+
+	if (use_spawn) {
+		if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0)
+			return -1;
+	} else {
+		pid = fork();
+		if (pid < 0)
+			return -1;
+		if (pid == 0) {
+			if (stdin_file) {
+				int fd = open(stdin_file, O_RDONLY);
+				if (fd < 0 || dup2(fd, 0) < 0)
+					_exit(126);
+				if (fd != 0)
+					close(fd);
+				fd = open("/dev/null", O_WRONLY);
+				if (fd < 0 || dup2(fd, 1) < 0)
+					_exit(126);
+				if (fd != 1)
+					close(fd);
+			}
+			execve(argv[0], argv, environ);
+			_exit(127);
+		}
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *v, int n, double p)
+{
+	int k = (int)(p / 100.0 * n + 0.999999) - 1;
+	if (k < 0)
+		k = 0;
+	if (k >= n)
+		k = n - 1;
+	return v[k];
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: spawnbench lat [-f|-p] [-i FILE] N WARMUP -- ARGV...\n"
+			"       spawnbench tput LOOPS SECONDS -- ARGV...\n");
+	exit(2);
+}
+
+static int lat(int argc, char **argv)
+{
+	int use_spawn = 0, i = 0;
+	if (i < argc && strcmp(argv[i], "-p") == 0)
+		use_spawn = 1, i++;
+	else if (i < argc && strcmp(argv[i], "-f") == 0)
+		i++;
+	if (i + 1 < argc && strcmp(argv[i], "-i") == 0) {
+		stdin_file = argv[i + 1];
+		i += 2;
+	}
+	if (use_spawn && stdin_file)
+		usage();
+	if (argc - i < 4 || strcmp(argv[i + 2], "--") != 0)
+		usage();
+	int n = atoi(argv[i]), warm = atoi(argv[i + 1]);
+	char **cmd = argv + i + 3;
+	if (n <= 0 || warm < 0)
+		usage();
+	double *v = calloc((size_t)n, sizeof(*v)), sum = 0;
+	int fail = 0;
+	for (int k = 0; k < warm; k++)
+		run_once(cmd, use_spawn);
+	for (int k = 0; k < n; k++) {
+		double t0 = now_s();
+		if (run_once(cmd, use_spawn) != 0)
+			fail++;
+		v[k] = (now_s() - t0) * 1e3;
+		sum += v[k];
+	}
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	printf("n=%d p50_ms=%.4f p90_ms=%.4f p99_ms=%.4f mean_ms=%.4f max_ms=%.4f fail=%d\n",
+	       n, pct(v, n, 50), pct(v, n, 90), pct(v, n, 99), sum / n, v[n - 1], fail);
+	return 0;
+}
+
+static int tput(int argc, char **argv)
+{
+	if (argc < 4 || strcmp(argv[2], "--") != 0)
+		usage();
+	int loops = atoi(argv[0]);
+	double secs = atof(argv[1]);
+	char **cmd = argv + 3;
+	if (loops <= 0 || secs <= 0)
+		usage();
+	int fds[2];
+	if (pipe(fds) < 0) {
+		perror("pipe");
+		return 1;
+	}
+	/* Every loop starts at the same moment and stops at the same deadline. */
+	double start = now_s() + 0.1, end = start + secs;
+	for (int l = 0; l < loops; l++) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0) {
+			close(fds[0]);
+			while (now_s() < start)
+				;
+			long ok = 0, bad = 0;
+			while (now_s() < end) {
+				if (run_once(cmd, 0) == 0)
+					ok++;
+				else
+					bad++;
+			}
+			long rec[2] = { ok, bad };
+			if (write(fds[1], rec, sizeof(rec)) != sizeof(rec))
+				_exit(1);
+			_exit(0);
+		}
+	}
+	close(fds[1]);
+	long total = 0, bad = 0, rec[2];
+	for (int l = 0; l < loops; l++) {
+		if (read(fds[0], rec, sizeof(rec)) != sizeof(rec))
+			break;
+		total += rec[0];
+		bad += rec[1];
+	}
+	while (wait(NULL) > 0)
+		;
+	double took = now_s() - start;
+	printf("loops=%d seconds=%.2f spawns=%ld per_s=%.1f fail=%ld\n",
+	       loops, took, total, total / took, bad);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		usage();
+	if (strcmp(argv[1], "lat") == 0)
+		return lat(argc - 2, argv + 2);
+	if (strcmp(argv[1], "tput") == 0)
+		return tput(argc - 2, argv + 2);
+	usage();
+	return 2;
+}
