@@ -128,6 +128,7 @@ struct child_env {
 	char *envp[16];
 	char **extra;            /* names the shell cannot export: passed as is */
 	char cwdvar[PATH_MAX + 32];
+	size_t old_len;          /* the saved session: session + 13, old_len bytes */
 };
 
 static int build_env(const struct room *r, const struct exec_request *q, bool save,
@@ -141,6 +142,7 @@ static int build_env(const struct room *r, const struct exec_request *q, bool sa
 	append(&s, &len, &cap, "__RB_SESSION=");
 	char *old = room_session_read(r, SESSION_MAX);
 	append(&s, &len, &cap, old ? old : "");
+	ce->old_len = len - strlen("__RB_SESSION=");
 	free(old);
 	size_t nextra = 0;
 	if (q->env) {
@@ -273,13 +275,17 @@ static json_object *make_result(const struct stream *out, const struct stream *e
 	return res;
 }
 
-/* Keep the session only when the shell wrote it to the end. */
-static void save_session(const struct room *r, const struct stream *s)
+/* Keep the session only when the shell wrote it to the end, and write it
+ * only when it changed (most commands change nothing). */
+static void save_session(const struct room *r, const struct stream *s, const struct child_env *ce)
 {
 	size_t m = strlen(SESSION_END);
 	if (s->truncated || s->len < m || memcmp(s->buf + s->len - m, SESSION_END, m) != 0)
 		return;
-	room_session_write(r, s->buf, s->len - m);
+	size_t n = s->len - m;
+	if (n == ce->old_len && memcmp(s->buf, ce->session + strlen("__RB_SESSION="), n) == 0)
+		return;
+	room_session_write(r, s->buf, n);
 }
 
 /* ---- talking to the keeper ---------------------------------------------- */
@@ -541,7 +547,7 @@ int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
 		ERR("room %s: the room stopped while the command ran", r->id);
 	} else {
 		if (save && !c.timed_out && WIFEXITED(c.status))
-			save_session(r, &c.sess);
+			save_session(r, &c.sess, &ce);
 		*result = make_result(&c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
 		rc = 0;
 	}

@@ -46,10 +46,22 @@ struct caller {
 struct helper {
 	struct caller caller;
 	struct config cfg;
-	struct cgroup_sys cg;
+	struct cgroup_sys cg;     /* use cgroups(h): detected on first use */
+	bool cg_known;
 	char err[1024];
 	const char *code;        /* protocol error code */
 };
+
+/* A warm exec never touches a cgroup (the keeper's children inherit the
+ * room's), so the hierarchy is only looked at when a verb needs it. */
+static const struct cgroup_sys *cgroups(struct helper *h)
+{
+	if (!h->cg_known) {
+		cgroup_detect(&h->cg, "/sys/fs/cgroup");
+		h->cg_known = true;
+	}
+	return &h->cg;
+}
 
 static int fail(struct helper *h, const char *code)
 {
@@ -206,7 +218,7 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0)
 		return keeper;
-	keeper = jail_start(r, &h->cg, h->err, sizeof(h->err));
+	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
 	return keeper < 0 ? fail(h, "failed") : keeper;
 }
 
@@ -226,7 +238,7 @@ static json_object *room_status(struct helper *h, struct room *r)
 	json_object_object_add(o, "lastActiveAt", json_object_new_string(stamp));
 	uint64_t mem = 0, procs = 0;
 	if (running)
-		cgroup_room_usage(&h->cg, r->id, &mem, &procs);
+		cgroup_room_usage(cgroups(h), r->id, &mem, &procs);
 	json_object *u = json_object_new_object();
 	json_object_object_add(u, "diskBytes", json_object_new_int64((int64_t)room_disk_usage(r)));
 	json_object_object_add(u, "memoryBytes", json_object_new_int64((int64_t)mem));
@@ -290,7 +302,7 @@ static json_object *verb_exec(struct helper *h, json_object *req)
 		}
 		pid_t keeper = ensure_running(h, &r, true);
 		int busy = keeper > 0 ? room_busy_enter(&r) : -1;
-		if (keeper > 0 && attempt > 0 && jail_stop(&r, &h->cg, keeper, h->err, sizeof(h->err)) == 0)
+		if (keeper > 0 && attempt > 0 && jail_stop(&r, cgroups(h), keeper, h->err, sizeof(h->err)) == 0)
 			keeper = ensure_running(h, &r, true);
 		room_unlock(&r);
 		if (keeper <= 0) {
@@ -298,8 +310,7 @@ static json_object *verb_exec(struct helper *h, json_object *req)
 				close(busy);
 			return NULL;
 		}
-		room_touch_active(&r);
-		int rc = exec_run(&r, &h->cg, keeper, &q, &res, h->err, sizeof(h->err));
+		int rc = exec_run(&r, cgroups(h), keeper, &q, &res, h->err, sizeof(h->err));
 		room_touch_active(&r);
 		if (busy >= 0)
 			close(busy);
@@ -364,7 +375,7 @@ static int stop_room(struct helper *h, struct room *r)
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
 		return 0;
-	return jail_stop(r, &h->cg, keeper, h->err, sizeof(h->err));
+	return jail_stop(r, cgroups(h), keeper, h->err, sizeof(h->err));
 }
 
 static json_object *verb_stop(struct helper *h, json_object *req)
@@ -392,7 +403,7 @@ static json_object *verb_destroy(struct helper *h, json_object *req)
 	room_load(&r, err, sizeof(err));   /* for its slot; absent is fine */
 	int rc = stop_room(h, &r);
 	if (rc == 0)
-		rc = cgroup_room_remove(&h->cg, r.id, h->err, sizeof(h->err));
+		rc = cgroup_room_remove(cgroups(h), r.id, h->err, sizeof(h->err));
 	if (rc == 0)
 		rc = room_remove_files(&r, h->err, sizeof(h->err));
 	if (rc == 0)
@@ -448,7 +459,7 @@ static json_object *verb_stop_many(struct helper *h, bool idle_only)
 static json_object *verb_info(struct helper *h, json_object *req)
 {
 	json_object *o = json_object_new_object();
-	json_object_object_add(o, "cgroup", json_object_new_string(cgroup_mode_name(h->cg.mode)));
+	json_object_object_add(o, "cgroup", json_object_new_string(cgroup_mode_name(cgroups(h)->mode)));
 	json_object_object_add(o, "version", json_object_new_string(ROOMBOX_VERSION));
 	return o;
 }
@@ -554,7 +565,6 @@ int main(int argc, char **argv)
 	json_object *req = read_request(&h);
 	if (!req)
 		return finish(&h, NULL);
-	cgroup_detect(&h.cg, "/sys/fs/cgroup");
 	if (room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0) {
 		json_object_put(req);
 		return finish(&h, (fail(&h, "failed"), NULL));
