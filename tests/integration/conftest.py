@@ -21,6 +21,9 @@ Fixtures:
           checks that no process of that room is left on the host.
   room    a fresh, unique room id (not created yet)
 
+stack.restart_fcgi(sig) sends sig (default SIGKILL) to roombox-fcgi and
+returns once a new roombox-fcgi with the same configuration answers.
+
 Nothing here sleeps to synchronise: every wait is a bounded poll.
 """
 
@@ -436,7 +439,8 @@ class Stack:
 
     def _spawn(self, argv, log_name):
         log = self.dir / log_name
-        self.logs.append(log)
+        if log not in self.logs:
+            self.logs.append(log)
         f = open(log, "ab")
         p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL,
                              stdout=f, stderr=subprocess.STDOUT,
@@ -449,7 +453,7 @@ class Stack:
         for b in (FCGI, HELPER):
             assert os.access(b, os.X_OK), f"{b} is not built (run make)"
         if self.server == "nginx":
-            fcgi = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            fcgi = self.fcgi_proc = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
             wait_until(lambda: self.socket.exists() or fcgi.poll() is not None,
                        STARTUP_TIMEOUT, f"roombox-fcgi to create {self.socket}")
             assert fcgi.poll() is None, \
@@ -507,6 +511,35 @@ class Stack:
                 continue
             out.append(f"--- {log}\n" + "\n".join(text))
         return "\n".join(out)
+
+    # -- roombox-fcgi itself
+
+    def fcgi_pids(self):
+        """Host pids of this stack's live roombox-fcgi processes."""
+        conf = str(self.conf_path)
+        return [pid for pid in proc_pids()
+                if (cmd := proc_cmdline(pid)).startswith(f"{FCGI} ")
+                and conf in cmd and pid_alive(pid)]
+
+    def restart_fcgi(self, sig=signal.SIGKILL, timeout=30):
+        """Send `sig` to roombox-fcgi (only to it: not to its process group),
+        wait until it is gone, and have it running again with the same
+        configuration: behind nginx we start it again ourselves, lighttpd
+        spawns it again by itself.  Returns the new pid."""
+        old = self.fcgi_pids()
+        assert len(old) == 1, f"expected one roombox-fcgi, found {old}"
+        os.kill(old[0], sig)
+        if self.server == "nginx":
+            self.fcgi_proc.wait(timeout=timeout)
+            self.procs.remove(self.fcgi_proc)
+        wait_until(lambda: not pid_alive(old[0]), timeout,
+                   f"roombox-fcgi (pid {old[0]}) to end after signal {sig}")
+        if self.server == "nginx":
+            self.fcgi_proc = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+        self.wait_healthy()
+        new = self.fcgi_pids()
+        assert len(new) == 1 and new != old, f"roombox-fcgi before {old}, after {new}"
+        return new[0]
 
     # -- helper, for the safety net and for white-box views
 
