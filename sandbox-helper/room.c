@@ -406,7 +406,8 @@ int room_keeper_record(const struct room *r, pid_t pid, char *err, size_t errlen
 {
 	char text[64];
 	int n = snprintf(text, sizeof(text), "%d %llu\n", (int)pid, proc_starttime(pid));
-	if (write_atomic(r->run, "keeper", text, (size_t)n) < 0)
+	/* run_dir is a tmpfs: nothing to sync, and a reboot forgets keepers */
+	if (write_file(r->run, "keeper", text, (size_t)n, false) < 0)
 		return ERR("room %s: record keeper: %s", r->id, strerror(errno));
 	return 0;
 }
