@@ -309,7 +309,8 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	struct kp_blob h = { KP_MAGIC, (uint32_t)r->uid, (uint32_t)r->gid, 0, 0, timeout_ms };
+	struct kp_blob h = { KP_MAGIC, (uint32_t)r->uid, (uint32_t)r->gid, 0, 0, timeout_ms,
+			     (uint32_t)r->cfg->pids_limit, 0 };
 	while (argv[h.argc])
 		h.argc++;
 	while (envp[h.envc])

@@ -251,7 +251,8 @@ static int setup_dev(const char *root)
 	char p[PATH_MAX], q[PATH_MAX];
 
 	snprintf(p, sizeof(p), "%s/dev", root);
-	if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+	/* nodev: the nodes below are bind mounts, each with its own flags */
+	if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
 		if (bind_dev(root, nodes[i]) < 0)
@@ -272,7 +273,8 @@ static int setup_dev(const char *root)
 			return -1;
 	}
 	snprintf(p, sizeof(p), "%s/dev", root);
-	return mount(NULL, p, NULL, MS_REMOUNT | MS_NOSUID | MS_NOEXEC | MS_RDONLY, "mode=0755,size=64k,nr_inodes=64");
+	return mount(NULL, p, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+		     "mode=0755,size=64k,nr_inodes=64");
 }
 
 static int setup_proc(const char *root)

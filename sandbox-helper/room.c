@@ -176,8 +176,23 @@ static void room_set_slot(struct room *r, int slot)
 	r->gid = r->uid;
 }
 
+/* The room's own directories must be real, root-owned directories: every
+ * open below them uses O_NOFOLLOW on the last component only, so a symlink
+ * standing in for the directory itself must be refused here. */
+static int room_dir_check(const struct room *r, const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : ERR("room %s: stat %s: %s", r->id, dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0)
+		return ERR("room %s: %s is not a root-owned directory (refusing)", r->id, dir);
+	return 0;
+}
+
 int room_load(struct room *r, char *err, size_t errlen)
 {
+	if (room_dir_check(r, r->state, err, errlen) < 0)
+		return -1;
 	char *text = read_small(r->state, "meta", 4096, NULL);
 	if (!text) {
 		if (errno == ENOENT)
@@ -326,6 +341,8 @@ int room_create(struct room *r, char *err, size_t errlen)
 		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
 		goto out;
 	}
+	if (room_dir_check(r, r->state, err, errlen) < 0)
+		goto out;
 	snprintf(p, sizeof(p), "%s/disk", r->state);
 	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
 		ERR("room %s: mkdir disk: %s", r->id, strerror(errno));

@@ -34,6 +34,7 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,23 +282,110 @@ static int64_t now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static void drain(int sigfd, int a, int b)
+/* Live processes in the room (its /proc), up to `stop`. */
+static int room_processes(int stop)
 {
-	struct pollfd p[3] = { { a, POLLIN, 0 }, { b, POLLIN, 0 }, { sigfd, POLLIN, 0 } };
+	DIR *d = opendir("/proc");
+	int n = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)) && n < stop)
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+			n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* What a supervisor is doing; it exits when nothing is left to do. */
+struct supervision {
+	int conn;                 /* -1 once the helper has hung up */
+	int drain[2];             /* output pipes handed back, -1 when closed */
+	int64_t deadline;
+	int timed_out, reported, lingering_done;
+	uint32_t pids_limit;
+};
+
+static bool supervision_done(const struct supervision *sv)
+{
+	if (!shell_exited || sv->drain[0] >= 0 || sv->drain[1] >= 0 || sv->conn >= 0)
+		return false;
+	/* stay the subreaper of what the exec left running until its
+	 * deadline, so a runaway background job can still be stopped */
+	return sv->lingering_done || waitpid(-1, NULL, WNOHANG | __WNOTHREAD) < 0;
+}
+
+/* The deadline: a shell still running is killed with its whole tree
+ * (timed out); after the shell, what it left behind keeps running — unless
+ * it holds the room at its process limit (a fork bomb run in the
+ * background), which would leave the room unusable. */
+static void supervision_deadline(struct supervision *sv)
+{
+	if (!shell_exited) {
+		sv->timed_out = 1;
+		kill_descendants();
+		return;
+	}
+	if (sv->pids_limit && room_processes((int)sv->pids_limit) >= (int)sv->pids_limit * 9 / 10)
+		kill_descendants();
+	sv->lingering_done = 1;
+}
+
+static void supervision_message(struct supervision *sv)
+{
+	struct kp_msg m;
+	int got, dfd[2];
+	ssize_t k = recv_msg(sv->conn, &m, dfd, 2, &got);
+	if (k <= 0) {
+		/* the helper is gone: an unfinished exec dies with it */
+		if (!shell_exited)
+			kill_descendants();
+		close(sv->conn);
+		sv->conn = -1;
+		return;
+	}
+	if (m.type == KP_DRAIN && got == 2 && shell_exited) {
+		sv->drain[0] = dfd[0];
+		sv->drain[1] = dfd[1];
+		close(sv->conn);
+		sv->conn = -1;
+		return;
+	}
+	for (int i = 0; i < got; i++)
+		close(dfd[i]);
+}
+
+static void __attribute__((noreturn)) supervision_loop(struct supervision *sv, int sigfd, pid_t shell)
+{
 	char buf[65536];
-	while (p[0].fd >= 0 || p[1].fd >= 0) {
-		if (poll(p, 3, -1) < 0)
+	while (!supervision_done(sv)) {
+		if (shell_exited && !sv->reported && sv->conn >= 0) {
+			send_msg(sv->conn, KP_EXITED, shell, shell_status, sv->timed_out, NULL);
+			sv->reported = 1;
+		}
+		int64_t left = sv->lingering_done ? -1 : sv->deadline - now_ms();
+		if (!sv->lingering_done && left <= 0) {
+			supervision_deadline(sv);
 			continue;
-		for (int i = 0; i < 2; i++)
-			if (p[i].fd >= 0 && p[i].revents && read(p[i].fd, buf, sizeof(buf)) <= 0)
-				p[i].fd = -1;
-		if (p[2].revents) {
+		}
+		struct pollfd p[4] = { { sigfd, POLLIN, 0 }, { sv->conn, POLLIN, 0 },
+				       { sv->drain[0], POLLIN, 0 }, { sv->drain[1], POLLIN, 0 } };
+		if (poll(p, 4, left < 0 ? -1 : (int)left) < 0)
+			continue;
+		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) > 0)
 				;
 			reap();
 		}
+		if (sv->conn >= 0 && p[1].revents)
+			supervision_message(sv);
+		for (int i = 0; i < 2; i++)
+			if (sv->drain[i] >= 0 && p[2 + i].revents && read(sv->drain[i], buf, sizeof(buf)) <= 0) {
+				close(sv->drain[i]);
+				sv->drain[i] = -1;
+			}
 	}
+	_exit(0);
 }
 
 static void __attribute__((noreturn)) supervise(int conn, int *fds)
@@ -314,64 +402,28 @@ static void __attribute__((noreturn)) supervise(int conn, int *fds)
 		send_msg(conn, KP_FAILED, 0, 0, 0, "pipe failed");
 		_exit(1);
 	}
-	int64_t deadline = now_ms() + (int64_t)plan.hdr.timeout_ms;
+	struct supervision sv = { conn, { -1, -1 }, now_ms() + (int64_t)plan.hdr.timeout_ms,
+				  0, 0, 0, plan.hdr.pids_limit };
 	pid_t shell = fork();
 	if (shell == 0)
 		shell_main(&plan, fds, ep[1]);
+	int fork_errno = errno;
 	shell_pid = shell;
 	close(ep[1]);
 	for (int i = 0; i < EXEC_FDS; i++)
 		close(fds[i]);
-	char why[160];
+	char why[160] = "";
 	ssize_t n = shell < 0 ? -1 : read(ep[0], why, sizeof(why) - 1);
 	close(ep[0]);
 	if (n != 0) {
-		snprintf(why + (n > 0 ? n : 0), sizeof(why) - (size_t)(n > 0 ? n : 0), "%s", n > 0 ? "" : "fork failed");
+		if (n < 0)
+			snprintf(why, sizeof(why), "fork the shell: %s%s", strerror(fork_errno),
+				 fork_errno == EAGAIN ? " (the room is at its process limit)" : "");
 		send_msg(conn, KP_FAILED, 0, 0, 0, why);
 		_exit(1);
 	}
 	send_msg(conn, KP_STARTED, shell, 0, 0, NULL);
-
-	int timed_out = 0, reported = 0;
-	for (;;) {
-		if (shell_exited && !reported) {
-			send_msg(conn, KP_EXITED, shell, shell_status, timed_out, NULL);
-			reported = 1;
-		}
-		struct pollfd p[2] = { { conn, POLLIN, 0 }, { sigfd, POLLIN, 0 } };
-		int64_t left = shell_exited || timed_out ? -1 : deadline - now_ms();
-		if (!shell_exited && !timed_out && left <= 0) {
-			timed_out = 1;
-			kill_descendants();
-			continue;
-		}
-		if (poll(p, 2, left < 0 ? -1 : (int)left) < 0)
-			continue;
-		if (p[1].revents) {
-			struct signalfd_siginfo si;
-			while (read(sigfd, &si, sizeof(si)) > 0)
-				;
-			reap();
-		}
-		if (p[0].revents) {
-			struct kp_msg m;
-			int got, dfd[2];
-			ssize_t k = recv_msg(conn, &m, dfd, 2, &got);
-			if (k <= 0) {
-				/* the helper is gone: an unfinished exec dies with it */
-				if (!shell_exited)
-					kill_descendants();
-				_exit(0);
-			}
-			if (m.type == KP_DRAIN && got == 2 && shell_exited) {
-				close(conn);
-				drain(sigfd, dfd[0], dfd[1]);
-				_exit(0);
-			}
-			for (int i = 0; i < got; i++)
-				close(dfd[i]);
-		}
-	}
+	supervision_loop(&sv, sigfd, shell);
 }
 
 /* ---- the keeper --------------------------------------------------------- */
@@ -394,7 +446,8 @@ static void accept_exec(int sigfd)
 			supervise(conn, fds);
 		}
 		if (pid < 0)
-			send_msg(conn, KP_FAILED, 0, 0, 0, "fork failed");
+			send_msg(conn, KP_FAILED, 0, 0, 0, errno == EAGAIN
+				 ? "fork: the room is at its process limit (pids_limit)" : "fork failed");
 	}
 	for (int i = 0; i < got; i++)
 		close(fds[i]);

@@ -18,13 +18,16 @@
  *                      ends): keep reading them until they close; or just
  *                      close the connection.  A connection closed before the
  *                      shell ended kills the exec.
+ *   After the shell, the supervisor stays the subreaper of what it left
+ *   running until the exec's deadline; if the room is then at its process
+ *   limit, that is a background fork bomb and is killed.
  */
 #ifndef ROOMBOX_KEEPER_PROTO_H
 #define ROOMBOX_KEEPER_PROTO_H
 
 #include <stdint.h>
 
-#define KP_MAGIC 0x72626b31u  /* "rbk1" */
+#define KP_MAGIC 0x72626b32u  /* "rbk2" */
 
 enum kp_type { KP_EXEC = 1, KP_STARTED, KP_FAILED, KP_EXITED, KP_DRAIN };
 
@@ -41,6 +44,8 @@ struct kp_blob {
 	uint32_t uid, gid;
 	uint32_t argc, envc;
 	uint64_t timeout_ms;
+	uint32_t pids_limit;      /* to tell a fork bomb from a background job */
+	uint32_t reserved;
 };
 
 #endif

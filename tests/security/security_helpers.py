@@ -1,0 +1,113 @@
+"""Helpers of the security suite (the shared fixtures and host views come
+from tests/integration/conftest.py, through tests/security/conftest.py)."""
+
+import hashlib
+import json
+import os
+import shlex
+import stat
+import threading
+
+
+def room_python(client, room, script, *args, **fields):
+    """Run a python3 script (given on stdin, with args) in the room; the
+    exec result."""
+    cmd = " ".join(["python3", "-"] + [shlex.quote(str(a)) for a in args])
+    return client.exec(room, cmd, stdin=script, **fields)
+
+
+def room_python_json(client, room, script, *args, **fields):
+    """Run a python3 script that prints one JSON document; return it."""
+    res = room_python(client, room, script, *args, **fields)
+    assert res["exitCode"] == 0, f"script failed in {room}: {res}"
+    try:
+        return json.loads(res["stdout"])
+    except ValueError:
+        raise AssertionError(f"script in {room} printed no JSON: {res}")
+
+
+def file_fingerprint(path):
+    """What must not change about a host file: type, mode, owner, size,
+    mtime and content hash (or link target).  None if it does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    fp = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+          st.st_size, st.st_mtime_ns, st.st_ino)
+    if stat.S_ISLNK(st.st_mode):
+        return fp + (os.readlink(path),)
+    if stat.S_ISREG(st.st_mode):
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return fp + (h.hexdigest(),)
+    if stat.S_ISDIR(st.st_mode):
+        return fp + (tuple(sorted(os.listdir(path))),)
+    return fp
+
+
+def tree_fingerprint(top):
+    """{relative path: file_fingerprint} of every entry below top (symlinks
+    not followed)."""
+    out = {".": file_fingerprint(top)}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, top)] = file_fingerprint(p)
+    return out
+
+
+def room_ps(client, room):
+    """[(pid, ppid, user, comm)] of every process the room's `ps` shows,
+    the ps itself and its shell included."""
+    rows = []
+    for line in client.sh(room, "ps -e -o pid=,ppid=,user=,comm=").splitlines():
+        pid, ppid, user, comm = line.split(None, 3)
+        rows.append((int(pid), int(ppid), user, comm))
+    return rows
+
+
+def assert_room_holds_only_keeper_and_this_exec(client, room):
+    """The room's ps shows PID 1 (the keeper), the supervisor of this exec
+    (root, child of PID 1), this exec's shell and its ps: nothing else."""
+    rows = room_ps(client, room)
+    by_pid = {r[0]: r for r in rows}
+    ps = [r for r in rows if r[3] == "ps"]
+    assert len(ps) == 1, rows
+    shell = by_pid.get(ps[0][1])
+    assert shell and shell[2] == "user", rows
+    supervisor = by_pid.get(shell[1])
+    assert supervisor and supervisor[2] == "root" and supervisor[1] == 1, rows
+    keeper = by_pid.get(1)
+    assert keeper and keeper[2] == "root", rows
+    expected = {1, supervisor[0], shell[0], ps[0][0]}
+    assert set(by_pid) == expected, f"processes left in room {room}: " + \
+        repr([r for r in rows if r[0] not in expected])
+
+
+class Background:
+    """An exec running in a thread; .response once it answered."""
+
+    def __init__(self, client, room, body, http_timeout=120):
+        self.response = None
+        self.error = None
+
+        def run():
+            try:
+                self.response = client.exec_raw(room, body, timeout=http_timeout)
+            except BaseException as e:       # reported by join()
+                self.error = e
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def running(self):
+        return self.thread.is_alive()
+
+    def join(self, timeout):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the exec did not answer within {timeout} s"
+        if self.error:
+            raise self.error
+        return self.response

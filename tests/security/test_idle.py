@@ -1,0 +1,80 @@
+"""Idle stop (SPEC §3, Lifecycle): an idle room releases every process,
+mount and loop device it held on the host, and comes back with its files
+and session on the next exec; a room whose exec is still running is not
+idle.  roombox-fcgi's idle thread runs "stop-idle" every idle_timeout / 4.
+Through nginx."""
+
+from conftest import (GONE_TIMEOUT, host_mountinfo_lines, loop_devices_backed_by, ns_inode,
+                      pid_alive, procs_in_ns, procs_with_uid, unique_room, wait_until)
+from security_helpers import Background
+
+SERVERS = ("nginx",)
+ROOMBOX_CONFIG = {"idle_timeout": "2s"}
+STOP_WAIT = 20      # seconds: 2 s of idleness + a 0.5 s cadence, with room to spare
+
+
+def state_of(client, room):
+    r = client.get(f"/api/rooms/{room}")
+    assert r.status == 200, r.json
+    return r.json["state"]
+
+
+def wait_stopped(client, room):
+    wait_until(lambda: state_of(client, room) == "stopped", STOP_WAIT,
+               f"room {room} to be stopped as idle", interval=0.1)
+
+
+def test_idle_room_releases_everything_and_comes_back(client, stack):
+    room = unique_room("idle")
+    client.sh(room, "cd /tmp; echo kept > /workspace/f; sleep 3600 >/dev/null 2>&1 &")
+    uid = client.room_uid(room)
+    keeper = stack.keeper_pid(room)
+    state = str(stack.room_state_dir(room))
+    assert keeper and pid_alive(keeper)
+    pid_ns, mnt_ns = ns_inode(keeper, "pid"), ns_inode(keeper, "mnt")
+    # what there is while it runs, so that the checks below can fail
+    assert [p for p in procs_with_uid(uid) if p[1] == "sleep 3600"]
+    assert loop_devices_backed_by(state), "a running room has its disk image attached"
+    assert state_of(client, room) == "running"
+
+    wait_stopped(client, room)
+
+    wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, "the keeper to end")
+    assert stack.keeper_pid(room) is None
+    wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
+               f"the room's processes to end: {procs_with_uid(uid)}")
+    assert not procs_in_ns("pid", pid_ns)
+    assert not procs_in_ns("mnt", mnt_ns)
+    assert not host_mountinfo_lines(state, f"/{room}/")
+    wait_until(lambda: not loop_devices_backed_by(state), GONE_TIMEOUT,
+               f"the room's loop device to be released: {loop_devices_backed_by(state)}")
+
+    # the next exec brings it back, files and session intact
+    assert client.sh(room, "pwd; cat /workspace/f") == "/tmp\nkept\n"
+    assert state_of(client, room) == "running"
+    new = stack.keeper_pid(room)
+    assert new and new != keeper
+    assert "sleep 3600" not in client.sh(room, "ps -e -o args=")
+
+
+def test_a_room_with_a_running_exec_is_not_idle(client, stack):
+    busy, idle = unique_room("busy"), unique_room("idle")
+    uid = client.room_uid(busy)
+    # the exec waits for a file that only a later exec creates
+    waiter = Background(client, busy, {
+        "cmd": "while [ ! -e /workspace/go ]; do sleep 0.05; done; echo done",
+        "timeout": 120000})
+    wait_until(lambda: [p for p in procs_with_uid(uid) if p[1].startswith("sleep")]
+               or not waiter.running(), 10, "the busy room's exec to run")
+    assert waiter.running(), waiter.join(1).json
+    # a room made after the busy exec started: once the idle thread has
+    # stopped it, the busy room has been idle as long and was passed over
+    client.sh(idle, "true")
+    wait_stopped(client, idle)
+    assert waiter.running(), "the busy room's exec ended before anyone let it"
+    assert state_of(client, busy) == "running"
+    client.sh(busy, "touch /workspace/go")
+    r = waiter.join(30)
+    assert r.status == 200, r.json
+    res = r.json["result"]
+    assert res["stdout"] == "done\n" and res["exitCode"] == 0 and res["timedOut"] is False, res

@@ -1,0 +1,233 @@
+"""What a room's processes are allowed to be and do (SPEC §3, Identity and
+privilege): no capabilities, no_new_privs, the seccomp filter, and no way to
+the keeper.  Through nginx.
+
+The probes are python3 ctypes calls made inside the room (the room's /usr is
+the host's, so python3 is there; gcc may not be).  Each probe runs in a
+child process of its own, so that a call that unexpectedly succeeds
+(unshare, clone) cannot change what the next one sees; the arguments are
+chosen so that, without the filter, the call would succeed or fail with
+another errno than EPERM for an unprivileged user on this host (checked by
+test_probes_are_not_denied_without_the_filter).
+"""
+
+import json
+import subprocess
+
+import pytest
+
+SERVERS = ("nginx",)
+
+PROBE = r'''
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+keep = []
+def ptr(x):
+    """Address of a zeroed buffer of x bytes, or of a copy of the bytes x."""
+    b = ctypes.create_string_buffer(x)
+    keep.append(b)
+    return ctypes.addressof(b)
+CALLS = {
+    # name: (syscall number on x86-64, arguments)
+    "unshare(CLONE_NEWUSER)": (272, lambda: [0x10000000]),
+    "unshare(CLONE_NEWUSER|CLONE_NEWNS)": (272, lambda: [0x10000000 | 0x00020000]),
+    "clone(CLONE_NEWUSER)": (56, lambda: [0x10000000 | 17, 0, 0, 0, 0]),
+    "userfaultfd(UFFD_USER_MODE_ONLY)": (323, lambda: [1]),
+    "io_uring_setup": (425, lambda: [8, ptr(256)]),
+    "io_uring_enter": (426, lambda: [-1, 0, 0, 0, 0, 0]),
+    "keyctl(GET_KEYRING_ID)": (250, lambda: [0, -3, 0]),
+    "add_key": (248, lambda: [ptr(b"user"), ptr(b"rbx"), ptr(b"v"), 1, -3]),
+    "request_key": (249, lambda: [ptr(b"user"), ptr(b"rbx"), 0, 0]),
+    "bpf(BPF_MAP_CREATE)": (321, lambda: [0, ptr(128), 128]),
+    "perf_event_open": (298, lambda: [ptr(128), 0, -1, -1, 0]),
+    "mount(tmpfs)": (165, lambda: [ptr(b"none"), ptr(b"/tmp"), ptr(b"tmpfs"), 0, 0]),
+    "umount2(/proc)": (166, lambda: [ptr(b"/proc"), 2]),
+    "setns(own net ns)": (308, lambda: [os.open("/proc/self/ns/net", os.O_RDONLY), 0]),
+    "fsopen(tmpfs)": (430, lambda: [ptr(b"tmpfs"), 0]),
+    "fsmount": (432, lambda: [-1, 0, 0]),
+    "fspick": (433, lambda: [-100, ptr(b"/tmp"), 0]),
+    "move_mount": (429, lambda: [-100, ptr(b"/tmp"), -100, ptr(b"/workspace"), 0]),
+    "open_tree(/tmp, 0)": (428, lambda: [-100, ptr(b"/tmp"), 0]),
+    "mount_setattr": (442, lambda: [-100, ptr(b"/tmp"), 0, ptr(32), 32]),
+    "chroot(/tmp)": (161, lambda: [ptr(b"/tmp")]),
+    "pivot_root": (155, lambda: [ptr(b"/tmp"), ptr(b"/tmp")]),
+    "ptrace(PTRACE_ATTACH, 1)": (101, lambda: [16, 1, 0, 0]),
+    "open_by_handle_at": (304, lambda: [-100, ptr(64), 0]),
+    "name_to_handle_at": (303, lambda: [-100, ptr(b"/tmp"), ptr(128), ptr(8), 0]),
+    "personality(PER_LINUX32)": (135, lambda: [0x0008]),
+    "syslog(SYSLOG_ACTION_SIZE_BUFFER)": (103, lambda: [10, 0, 0]),
+    "acct": (163, lambda: [0]),
+    "swapoff": (168, lambda: [ptr(b"/tmp")]),
+    "settimeofday": (164, lambda: [0, 0]),
+    "clock_settime": (227, lambda: [99, ptr(16)]),       # no such clock: EINVAL unfiltered
+    "adjtimex": (159, lambda: [ptr(512)]),               # modes 0: a read unfiltered
+    "kexec_load": (246, lambda: [0, 0, 0, 0]),
+    "init_module": (175, lambda: [0, 0, ptr(b"")]),
+    "delete_module": (176, lambda: [ptr(b"rbxnone"), 0]),
+    "reboot(query)": (169, lambda: [0, 0, 0, 0]),
+    "quotactl": (179, lambda: [0, 0, 0, 0]),
+    "iopl(3)": (172, lambda: [3]),
+    "ioperm": (173, lambda: [0x80, 1, 1]),
+}
+out = {}
+for name in json.loads(sys.argv[1]):
+    nr, args = CALLS[name]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        ctypes.set_errno(0)
+        ret = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args()])
+        if ret == 0 and name.startswith("clone"):
+            os._exit(0)          # the child of a clone that went through
+        e = ctypes.get_errno()
+        os.write(w, json.dumps([ret, errno.errorcode.get(e, str(e)) if ret < 0 else None]).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    out[name] = json.loads(data) if data else ["no answer", status]
+print(json.dumps(out))
+'''
+
+DENIED = [
+    "unshare(CLONE_NEWUSER)", "unshare(CLONE_NEWUSER|CLONE_NEWNS)", "clone(CLONE_NEWUSER)",
+    "userfaultfd(UFFD_USER_MODE_ONLY)", "io_uring_setup", "io_uring_enter",
+    "keyctl(GET_KEYRING_ID)", "add_key", "request_key", "bpf(BPF_MAP_CREATE)",
+    "perf_event_open", "mount(tmpfs)", "umount2(/proc)", "setns(own net ns)",
+    "fsopen(tmpfs)", "fsmount", "fspick", "move_mount", "open_tree(/tmp, 0)",
+    "mount_setattr", "chroot(/tmp)", "pivot_root", "ptrace(PTRACE_ATTACH, 1)",
+    "open_by_handle_at", "name_to_handle_at", "personality(PER_LINUX32)",
+    "syslog(SYSLOG_ACTION_SIZE_BUFFER)", "acct", "swapoff", "settimeofday",
+    "clock_settime", "adjtimex", "kexec_load", "init_module", "delete_module",
+    "reboot(query)", "quotactl", "iopl(3)", "ioperm",
+]
+
+# Probes that an unprivileged process outside any filter gets through (or
+# fails with another errno than EPERM): for these an EPERM in the room can
+# only come from the filter.  Checked on the host by the control test.
+FILTER_ONLY = ["unshare(CLONE_NEWUSER)", "unshare(CLONE_NEWUSER|CLONE_NEWNS)",
+               "clone(CLONE_NEWUSER)", "userfaultfd(UFFD_USER_MODE_ONLY)", "io_uring_setup",
+               "keyctl(GET_KEYRING_ID)", "add_key", "open_tree(/tmp, 0)", "clock_settime", "adjtimex", "perf_event_open",
+               "name_to_handle_at"]
+
+
+def probe_in_room(client, room, names):
+    res = client.exec(room, "python3 - " + "'" + json.dumps(names) + "'", stdin=PROBE)
+    assert res["exitCode"] == 0, res
+    return json.loads(res["stdout"])
+
+
+def test_no_capabilities_no_new_privs_and_a_seccomp_filter(client, room):
+    out = client.sh(room, "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status")
+    fields = dict(line.split(":\t") for line in out.splitlines())
+    assert fields["CapEff"] == "0000000000000000", fields
+    assert fields["CapPrm"] == "0000000000000000", fields
+    assert fields["CapInh"] == "0000000000000000", fields
+    assert fields["CapAmb"] == "0000000000000000", fields
+    assert fields["CapBnd"] == "0000000000000000", fields
+    assert fields["NoNewPrivs"] == "1", fields
+    assert fields["Seccomp"] == "2", fields
+    # and so is every process the room's user starts, background ones too
+    client.sh(room, "sleep 3600 >/dev/null 2>&1 &")
+    out = client.sh(room, "for p in $(pgrep -x sleep); do grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/$p/status; done")
+    assert out.split() == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1", "Seccomp:", "2"], out
+
+
+@pytest.mark.parametrize("name", DENIED)
+def test_syscall_is_denied_in_the_room(client, room, name):
+    ret, err = probe_in_room(client, room, [name])[name]
+    assert ret == -1 and err == "EPERM", f"{name} in the room: returned {ret}, errno {err}"
+
+
+def test_probes_are_not_denied_without_the_filter():
+    """Control for FILTER_ONLY: the same probes as an unprivileged host user
+    (nobody, no filter) are not refused with EPERM, so the room's EPERM is
+    the filter's doing and the probes themselves work."""
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        "/usr/bin/python3", "-c", PROBE, json.dumps(FILTER_ONLY)],
+                       capture_output=True, timeout=60, cwd="/")
+    assert r.returncode == 0, r
+    out = json.loads(r.stdout)
+    refused = {k: v for k, v in out.items() if v[1] == "EPERM"}
+    assert not refused, f"these probes are refused even without the room's filter: {refused}"
+
+
+INT80 = r'''
+import ctypes, mmap, sys
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(bytes.fromhex("b814000000" "cd80" "c3"))   # mov eax,20 (getpid); int 0x80; ret
+call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+print("calling", flush=True)
+print("i386 getpid returned", call(), flush=True)
+'''
+
+
+def test_i386_syscall_through_int_0x80_kills_the_process(client, room):
+    res = client.exec(room, "exec python3 -", stdin=INT80)
+    assert res["stdout"] == "calling\n", res
+    assert res["exitCode"] == 159, res
+    assert res["signal"] == "SIGSYS", res
+    assert res["timedOut"] is False
+    # the room is fine afterwards
+    assert client.sh(room, "echo ok") == "ok\n"
+
+
+def test_int_0x80_probe_works_without_the_filter():
+    """Control: outside the room the same machine code does return."""
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        "/usr/bin/python3", "-c", INT80], capture_output=True, text=True,
+                       timeout=60, cwd="/")
+    assert r.returncode == 0, r
+    assert "i386 getpid returned" in r.stdout, r
+
+
+def test_x32_syscall_kills_the_process(client, room):
+    res = client.exec(room, "exec python3 -c 'import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 + 39), flush=True)'")
+    assert res["stdout"] == "", res
+    assert res["exitCode"] == 159 and res["signal"] == "SIGSYS", res
+
+
+def test_su_and_mount_fail(client, room):
+    res = client.exec(room, "su -c id root </dev/null; echo \"su=$?\"; "
+                            "mount -t tmpfs none /tmp; echo \"mount=$?\"; "
+                            "umount /proc; echo \"umount=$?\"; id -u")
+    lines = res["stdout"].splitlines()
+    assert lines[0] != "su=0" and lines[0].startswith("su="), res
+    assert lines[1] != "mount=0" and lines[1].startswith("mount="), res
+    assert lines[2] != "umount=0" and lines[2].startswith("umount="), res
+    assert lines[3] != "0", res
+    assert "uid=0" not in res["stdout"]
+    # nothing was mounted or unmounted: /tmp is still the root overlay's
+    points = client.sh(room, "awk '{print $5}' /proc/self/mountinfo").split()
+    assert "/tmp" not in points and "/proc" in points, points
+
+
+def test_keeper_cannot_be_read_signalled_or_traced(client, stack, room):
+    res = client.exec(room, "cat /proc/1/environ; echo \"environ=$?\"; "
+                            "head -c 16 /proc/1/mem; echo \"mem=$?\"; "
+                            "ls /proc/1/root/ >/dev/null; echo \"root=$?\"; "
+                            "ls /proc/1/fd/ >/dev/null; echo \"fd=$?\"; "
+                            "cat /proc/1/maps >/dev/null; echo \"maps=$?\"; "
+                            "kill -9 1; echo \"kill1=$?\"; "
+                            "kill -9 $PPID; echo \"killsup=$?\"; "
+                            "kill -STOP 1; echo \"stop1=$?\"")
+    keeper = stack.keeper_pid(room)
+    values = dict(l.split("=") for l in res["stdout"].splitlines() if "=" in l)
+    assert set(values) == {"environ", "mem", "root", "fd", "maps", "kill1", "killsup", "stop1"}, res
+    for k, v in values.items():
+        assert v != "0", f"{k} succeeded from inside the room: {res}"
+    assert "PATH=" not in res["stdout"]
+    assert keeper, "the keeper is not running any more"
+    st = open(f"/proc/{keeper}/status").read()
+    assert "\nState:\tS" in st or "\nState:\tR" in st, st
+    # same keeper, still serving
+    assert client.sh(room, "echo alive") == "alive\n"
+    assert stack.keeper_pid(room) == keeper

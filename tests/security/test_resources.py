@@ -1,0 +1,216 @@
+"""Abuse of a room's resources stays in that room (SPEC §3, Limits): fork
+bombs, memory, process count, disk, kill -9 -1.  Through nginx, with small
+limits so that each is crossed quickly."""
+
+import os
+
+from conftest import GONE_TIMEOUT, procs_with_uid, unique_room, wait_until
+from security_helpers import (Background, assert_room_holds_only_keeper_and_this_exec,
+                              room_python_json)
+
+SERVERS = ("nginx",)
+MEMORY_LIMIT = 64 << 20
+PIDS_LIMIT = 64
+DISK_LIMIT = 64 << 20
+ROOMBOX_CONFIG = {"memory_limit": "64M", "pids_limit": str(PIDS_LIMIT), "disk_limit": "64M"}
+
+
+def live_count(uid):
+    return len(procs_with_uid(uid))
+
+
+def check_other_room_answers_while(client, b, busy_uid, minimum):
+    """Room B (already made) answers an echo while at least `minimum`
+    processes of the busy room are alive, before and after B's exec
+    (ordering, not time)."""
+    before = live_count(busy_uid)
+    out = client.sh(b, "echo B answers")
+    after = live_count(busy_uid)
+    assert out == "B answers\n"
+    assert before >= minimum and after >= minimum, \
+        f"the bomb was not running around B's exec ({before} and {after} processes)"
+
+
+FOREGROUND_BOMB = ("exec python3 -c 'import os\n"
+                   "while True:\n"
+                   "    try:\n"
+                   "        os.fork()\n"
+                   "    except OSError:\n"
+                   "        pass\n'")
+
+
+def test_fork_bomb_is_killed_at_its_timeout_and_other_rooms_answer(client):
+    a, b = unique_room("a"), unique_room("b")
+    uid = client.room_uid(a)
+    client.sh(b, "true")
+    bomb = Background(client, a, {"cmd": FOREGROUND_BOMB, "timeout": 6000})
+    wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2 or not bomb.running(), 20,
+               "the fork bomb to fill the room")
+    assert bomb.running(), f"the bomb ended early: {bomb.response}"
+    check_other_room_answers_while(client, b, uid, PIDS_LIMIT // 2)
+    assert bomb.running(), "room A's exec answered while B ran: the ordering check proves nothing"
+    # the limit held: never more processes than pids_limit
+    assert live_count(uid) <= PIDS_LIMIT
+    r = bomb.join(30)
+    assert r.status == 200, r.json
+    res = r.json["result"]
+    assert res["timedOut"] is True and res["exitCode"] == 124, res
+    wait_until(lambda: live_count(uid) == 0, GONE_TIMEOUT,
+               f"the bomb's processes to end: {live_count(uid)} left")
+    assert_room_holds_only_keeper_and_this_exec(client, a)
+
+
+def test_fork_bomb_in_the_background_is_contained_and_ends(client):
+    """The classic bomb: bash returns at once and the bomb lives on in the
+    background.  It must stay within pids_limit, other rooms must answer,
+    and the exec's timeout (3 s) must be the end of it: within 15 s of the
+    exec the room answers again and holds nothing of the bomb."""
+    a, b = unique_room("a"), unique_room("b")
+    uid = client.room_uid(a)
+    client.sh(b, "true")
+    bomb = Background(client, a, {"cmd": "bash -c ':(){ :|:& };:'", "timeout": 3000})
+    try:
+        wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2, 20, "the fork bomb to fill the room")
+        check_other_room_answers_while(client, b, uid, PIDS_LIMIT // 2)
+        assert live_count(uid) <= PIDS_LIMIT
+        r = bomb.join(30)
+        assert r.status == 200, r.json
+
+        last = {}
+
+        def room_a_clean():
+            resp = client.exec_raw(a, {"cmd": "ps -e -o pid=", "timeout": 5000})
+            if resp.status != 200:
+                last["answer"] = f"{resp.status} {resp.json}"
+                return False
+            n = len(resp.json["result"]["stdout"].split())
+            last["answer"] = f"200, with {n} processes in the room's ps"
+            # the keeper, this exec's supervisor, its shell and ps
+            return n == 4
+        try:
+            wait_until(room_a_clean, 15, "room A to be usable and empty again", interval=0.5)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: 15 s after a fork bomb run with timeout 3000 ms, "
+                                 f"{live_count(uid)} processes of the room are still alive "
+                                 f"and an exec in it answers {last.get('answer')}")
+        assert_room_holds_only_keeper_and_this_exec(client, a)
+    finally:
+        if live_count(uid):
+            client.destroy(a)        # leave no bomb running for the next test
+
+
+def test_memory_hog_is_killed_alone(client, stack):
+    a, b = unique_room("a"), unique_room("b")
+    client.sh(b, "sleep 3602 >/dev/null 2>&1 &")
+    client.sh(a, "sleep 3601 >/dev/null 2>&1 &")
+    keeper_a = stack.keeper_pid(a)
+    hog = f"python3 -c 'a = b\"x\" * {3 * MEMORY_LIMIT}; print(\"allocated\", len(a))'"
+    # the shell goes on: only the command was killed
+    res = client.exec(a, f"{hog}; echo \"status=$?\"")
+    assert res["stdout"] == "status=137\n", res
+    assert res["exitCode"] == 0
+    # and as the exec's own process: 137 / SIGKILL
+    res = client.exec(a, "exec " + hog)
+    assert res["exitCode"] == 137 and res["signal"] == "SIGKILL", res
+    assert res["timedOut"] is False and "allocated" not in res["stdout"]
+    # the room works, its other process and its keeper are untouched
+    assert "sleep 3601" in client.sh(a, "ps -e -o args=").splitlines()
+    assert stack.keeper_pid(a) == keeper_a
+    assert "sleep 3602" in client.sh(b, "ps -e -o args=").splitlines()
+    # a smaller allocation still works
+    assert client.sh(a, "python3 -c 'a = b\"x\" * (16 << 20); print(len(a))'") == f"{16 << 20}\n"
+
+
+SPAWN_SLEEPS = r'''
+import json, subprocess
+procs, errors = [], []
+for i in range(600):
+    try:
+        procs.append(subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    except OSError as e:
+        errors.append((e.errno, e.strerror))
+out = {"started": len(procs), "failed": len(errors), "errors": sorted(set(errors))}
+for p in procs:
+    p.kill()
+for p in procs:
+    p.wait()
+print(json.dumps(out))
+'''
+
+
+def test_600_sleeps_stop_at_pids_limit(client, room):
+    uid = client.room_uid(room)
+    out = room_python_json(client, room, SPAWN_SLEEPS, timeout=60000)
+    assert out["started"] + out["failed"] == 600, out
+    # the keeper, the supervisor, the shell and python take 4 of the slots
+    assert PIDS_LIMIT - 8 <= out["started"] <= PIDS_LIMIT - 4, out
+    assert out["errors"] == [[11, "Resource temporarily unavailable"]], out
+    wait_until(lambda: not [p for p in procs_with_uid(uid) if p[1].startswith("sleep")],
+               GONE_TIMEOUT, "the sleeps to end")
+    assert client.sh(room, "echo still fine") == "still fine\n"
+
+
+def host_free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def test_filling_the_disk_stops_at_disk_limit(client, stack):
+    a, b = unique_room("a"), unique_room("b")
+    client.sh(a, "true")
+    client.sh(b, "true")
+    free_before = host_free_bytes(stack.state_dir)
+    res = client.exec(a, "dd if=/dev/zero of=/workspace/big bs=1M count=3072; echo \"dd=$?\"; "
+                         "stat -c %s /workspace/big", timeout=120000, http_timeout=180)
+    free_after = host_free_bytes(stack.state_dir)
+    assert "No space left on device" in res["stderr"], res
+    lines = res["stdout"].splitlines()
+    assert lines[0] != "dd=0", res
+    assert int(lines[1]) <= DISK_LIMIT, res
+    lost = free_before - free_after
+    assert lost <= DISK_LIMIT + (8 << 20), f"the host lost {lost >> 20} MiB of free space"
+    image = os.stat(stack.room_state_dir(a) / "disk.img")
+    assert image.st_blocks * 512 <= DISK_LIMIT, f"room image uses {image.st_blocks * 512} bytes"
+    # the other room can still write, and so can A once it made room
+    assert client.sh(b, "dd if=/dev/zero of=/workspace/f bs=1M count=8 2>/dev/null; stat -c %s /workspace/f") \
+        == f"{8 << 20}\n"
+    assert client.sh(a, "rm /workspace/big; echo again > /workspace/g; cat /workspace/g") == "again\n"
+
+
+def test_kill_minus_one_harms_neither_the_keeper_nor_other_rooms(client, stack):
+    a, b = unique_room("a"), unique_room("b")
+    client.sh(a, "sleep 3601 >/dev/null 2>&1 &")
+    client.sh(b, "sleep 3602 >/dev/null 2>&1 &")
+    keeper_a, keeper_b = stack.keeper_pid(a), stack.keeper_pid(b)
+    uid_b = client.room_uid(b)
+    b_sleeps = [p for p, args in procs_with_uid(uid_b) if args == "sleep 3602"]
+    assert keeper_a and keeper_b and len(b_sleeps) == 1
+    # kill(-1) spares the caller (the shell, kill is a builtin) and PID 1
+    res = client.exec(a, "kill -9 -1; echo \"kill=$?\"")
+    assert res["stdout"] == "kill=0\n" and res["exitCode"] == 0, res
+    assert "sleep 3601" not in client.sh(a, "ps -e -o args=")   # it did kill
+    assert stack.keeper_pid(a) == keeper_a
+    assert stack.keeper_pid(b) == keeper_b
+    assert [p for p, args in procs_with_uid(uid_b) if args == "sleep 3602"] == b_sleeps
+    assert "sleep 3602" in client.sh(b, "ps -e -o args=").splitlines()
+    assert client.sh(a, "echo a works") == "a works\n"
+    assert stack.health()
+
+
+def test_filling_dev_shm_is_bounded_by_the_room(client, stack):
+    """/dev/shm is memory: what a room puts there counts against the room,
+    never the host's memory at large."""
+    a = unique_room("a")
+    client.sh(a, "sleep 3601 >/dev/null 2>&1 &")
+    keeper = stack.keeper_pid(a)
+    res = client.exec(a, "dd if=/dev/zero of=/dev/shm/fill bs=1M count=3072; echo \"dd=$?\"; "
+                         "stat -c %s /dev/shm/fill", timeout=60000)
+    lines = res["stdout"].splitlines()
+    assert lines and lines[0] != "dd=0", res
+    assert int(lines[-1]) <= MEMORY_LIMIT, res
+    # with its memory full of /dev/shm the room still runs commands
+    assert client.sh(a, "echo still; ls /dev/shm") == "still\nfill\n"
+    assert client.sh(a, "rm -f /dev/shm/fill; echo ok") == "ok\n"
+    assert stack.keeper_pid(a) == keeper
+    assert "sleep 3601" in client.sh(a, "ps -e -o args=").splitlines()
