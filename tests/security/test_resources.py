@@ -19,6 +19,12 @@ def live_count(uid):
     return len(procs_with_uid(uid))
 
 
+# A bomb held at pids_limit keeps losing and regaining processes, so "it is
+# running" is judged on a quarter of the limit, not on the half it first
+# reached (a dip to 31 of 64 right after B answered was seen).
+BOMB_ALIVE = PIDS_LIMIT // 4
+
+
 def check_other_room_answers_while(client, b, busy_uid, minimum):
     """Room B (already made) answers an echo while at least `minimum`
     processes of the busy room are alive, before and after B's exec
@@ -47,7 +53,7 @@ def test_fork_bomb_is_killed_at_its_timeout_and_other_rooms_answer(client):
     wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2 or not bomb.running(), 20,
                "the fork bomb to fill the room")
     assert bomb.running(), f"the bomb ended early: {bomb.response}"
-    check_other_room_answers_while(client, b, uid, PIDS_LIMIT // 2)
+    check_other_room_answers_while(client, b, uid, BOMB_ALIVE)
     assert bomb.running(), "room A's exec answered while B ran: the ordering check proves nothing"
     # the limit held: never more processes than pids_limit
     assert live_count(uid) <= PIDS_LIMIT
@@ -71,7 +77,7 @@ def test_fork_bomb_in_the_background_is_contained_and_ends(client):
     bomb = Background(client, a, {"cmd": "bash -c ':(){ :|:& };:'", "timeout": 3000})
     try:
         wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2, 20, "the fork bomb to fill the room")
-        check_other_room_answers_while(client, b, uid, PIDS_LIMIT // 2)
+        check_other_room_answers_while(client, b, uid, BOMB_ALIVE)
         assert live_count(uid) <= PIDS_LIMIT
         r = bomb.join(30)
         assert r.status == 200, r.json
