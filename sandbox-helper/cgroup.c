@@ -2,7 +2,9 @@
  *
  * Why it looks like this:
  *
- * - A room's limits sit on roombox/<room>/ and its processes live in leaves
+ * - A room's limits sit on <group>/<room>/ and its processes live in leaves
+ *   (<group> is "roombox", or "roombox-<hash of state_dir>" for another
+ *   instance on the same host, so two instances never share a room cgroup)
  *   below it (keeper/ for the keeper and whatever execs leave running,
  *   exec-<id>/ for one exec).  v2 demands processes only in leaves; v1 does
  *   not, but using the same shape on both keeps one set of callers, and on
@@ -237,6 +239,7 @@ void cgroup_detect(struct cgroup_sys *sys, const char *fsroot)
 
 	memset(sys, 0, sizeof(*sys));
 	sys->mode = CG_NONE;
+	snprintf(sys->group, sizeof(sys->group), "roombox");
 	if (v2_pick(sys, fsroot))
 		return;
 	/* A hybrid host whose unified tree was given the controllers. */
@@ -248,10 +251,24 @@ void cgroup_detect(struct cgroup_sys *sys, const char *fsroot)
 	v1_find(fsroot, "pids", sys->pids_root, sizeof(sys->pids_root));
 	v1_find(fsroot, "cpu", sys->cpu_root, sizeof(sys->cpu_root));
 	v1_find(fsroot, "freezer", sys->freezer_root, sizeof(sys->freezer_root));
-	if (sys->memory_root[0] && sys->pids_root[0])
+	if (sys->memory_root[0] && sys->pids_root[0]) {
 		sys->mode = CG_V1;
-	else
+	} else {
 		memset(sys, 0, sizeof(*sys));
+		snprintf(sys->group, sizeof(sys->group), "roombox");
+	}
+}
+
+void cgroup_set_instance(struct cgroup_sys *sys, const char *state_dir, const char *default_state_dir)
+{
+	if (strcmp(state_dir, default_state_dir) == 0) {
+		snprintf(sys->group, sizeof(sys->group), "roombox");
+		return;
+	}
+	uint32_t h = 2166136261u;  /* FNV-1a */
+	for (const char *c = state_dir; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	snprintf(sys->group, sizeof(sys->group), "roombox-%08x", h);
 }
 
 const char *cgroup_mode_name(enum cgroup_mode m)
@@ -282,13 +299,13 @@ static size_t cg_roots(const struct cgroup_sys *sys, const char *roots[MAX_ROOTS
 	return n;
 }
 
-/* <root>/roombox/<room>[/<leaf>] */
-static int room_path(char *buf, size_t len, const char *root, const char *room,
-		     const char *leaf)
+/* <root>/<group>/<room>[/<leaf>] */
+static int room_path(char *buf, size_t len, const struct cgroup_sys *sys, const char *root,
+		     const char *room, const char *leaf)
 {
 	if (leaf)
-		return path_fmt(buf, len, "%s/roombox/%s/%s", root, room, leaf);
-	return path_fmt(buf, len, "%s/roombox/%s", root, room);
+		return path_fmt(buf, len, "%s/%s/%s/%s", root, sys->group, room, leaf);
+	return path_fmt(buf, len, "%s/%s/%s", root, sys->group, room);
 }
 
 /* "keeper", "exec-<id>", or NULL for the room itself. */
@@ -369,7 +386,7 @@ static int remove_everywhere(struct cg_op *op, const char *leaf)
 
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), roots[i], op->room, leaf) < 0)
+		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, leaf) < 0)
 			return op_fail(op, "path %s", roots[i]);
 		if (remove_tree(op, dir, 0) < 0)
 			return -1;
@@ -448,13 +465,13 @@ static bool freeze_file(const struct cgroup_sys *sys, const char *rel,
 {
 	if (sys->mode == CG_V1 && sys->freezer_root[0]) {
 		*value = on ? "FROZEN" : "THAWED";
-		return path_fmt(path, len, "%s/roombox/%s/freezer.state",
-				sys->freezer_root, rel) == 0;
+		return path_fmt(path, len, "%s/%s/%s/freezer.state",
+				sys->freezer_root, sys->group, rel) == 0;
 	}
 	if (sys->mode == CG_V2) {
 		*value = on ? "1" : "0";
-		return path_fmt(path, len, "%s/roombox/%s/cgroup.freeze",
-				sys->v2_root, rel) == 0 && file_exists(path);
+		return path_fmt(path, len, "%s/%s/%s/cgroup.freeze",
+				sys->v2_root, sys->group, rel) == 0 && file_exists(path);
 	}
 	return false;
 }
@@ -465,7 +482,7 @@ static bool is_frozen(const struct cgroup_sys *sys, const char *rel)
 	const char *root = sys->mode == CG_V1 ? sys->freezer_root : sys->v2_root;
 	const char *file = sys->mode == CG_V1 ? "freezer.state" : "cgroup.events";
 
-	if (path_fmt(path, sizeof(path), "%s/roombox/%s/%s", root, rel, file) < 0 ||
+	if (path_fmt(path, sizeof(path), "%s/%s/%s/%s", root, sys->group, rel, file) < 0 ||
 	    read_file(path, buf, sizeof(buf)) < 0)
 		return false;
 	if (sys->mode == CG_V1)
@@ -505,8 +522,8 @@ static bool kill_by_kernel(const struct cgroup_sys *sys, const char *rel)
 	char path[PATH_MAX];
 
 	if (sys->mode != CG_V2 ||
-	    path_fmt(path, sizeof(path), "%s/roombox/%s/cgroup.kill",
-		     sys->v2_root, rel) < 0)
+	    path_fmt(path, sizeof(path), "%s/%s/%s/cgroup.kill",
+		     sys->v2_root, sys->group, rel) < 0)
 		return false;
 	return write_file(path, "1") == 0;
 }
@@ -523,8 +540,8 @@ static int kill_pass(struct cg_op *op, const char *rel)
 
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (path_fmt(dir, sizeof(dir), "%s/roombox/%s", roots[i], rel) < 0) {
-			left = op_fail(op, "path %s/roombox/%s", roots[i], rel);
+		if (path_fmt(dir, sizeof(dir), "%s/%s/%s", roots[i], op->sys->group, rel) < 0) {
+			left = op_fail(op, "path %s/%s/%s", roots[i], op->sys->group, rel);
 			break;
 		}
 		int c = for_each_pid(dir, true, 0, sigkill_pid, NULL);
@@ -565,7 +582,7 @@ static int remove_exec_leaves(struct cg_op *op)
 
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), roots[i], op->room, NULL) < 0)
+		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, NULL) < 0)
 			return op_fail(op, "path %s", roots[i]);
 		DIR *d = opendir(dir);
 		if (!d) {
@@ -667,12 +684,12 @@ static int v1_set_limits(struct cg_op *op, const struct cgroup_limits *lim)
 	const struct cgroup_sys *sys = op->sys;
 	char dir[PATH_MAX], value[32];
 
-	if (room_path(dir, sizeof(dir), sys->memory_root, op->room, NULL) < 0 ||
+	if (room_path(dir, sizeof(dir), op->sys, sys->memory_root, op->room, NULL) < 0 ||
 	    v1_set_memory(op, dir, lim->memory_bytes) < 0)
 		return -1;
 
 	snprintf(value, sizeof(value), "%d", lim->pids);
-	if (room_path(dir, sizeof(dir), sys->pids_root, op->room, NULL) < 0 ||
+	if (room_path(dir, sizeof(dir), op->sys, sys->pids_root, op->room, NULL) < 0 ||
 	    write_value(op, dir, "pids.max", lim->pids > 0 ? value : "max") < 0)
 		return -1;
 
@@ -680,7 +697,7 @@ static int v1_set_limits(struct cg_op *op, const struct cgroup_limits *lim)
 		return 0;
 	snprintf(value, sizeof(value), "%ld",
 		 lim->cpus > 0 ? cpu_quota_us(lim->cpus) : -1L);
-	if (room_path(dir, sizeof(dir), sys->cpu_root, op->room, NULL) < 0 ||
+	if (room_path(dir, sizeof(dir), op->sys, sys->cpu_root, op->room, NULL) < 0 ||
 	    write_value(op, dir, "cpu.cfs_period_us", "100000") < 0 ||
 	    write_value(op, dir, "cpu.cfs_quota_us", value) < 0)
 		return -1;
@@ -752,9 +769,9 @@ static int v2_setup(struct cg_op *op, const struct cgroup_limits *lim)
 	const char *root = op->sys->v2_root;
 	char base[PATH_MAX], dir[PATH_MAX], leaf[PATH_MAX];
 
-	if (path_fmt(base, sizeof(base), "%s/roombox", root) < 0 ||
-	    room_path(dir, sizeof(dir), root, op->room, NULL) < 0 ||
-	    room_path(leaf, sizeof(leaf), root, op->room, "keeper") < 0)
+	if (path_fmt(base, sizeof(base), "%s/%s", root, op->sys->group) < 0 ||
+	    room_path(dir, sizeof(dir), op->sys, root, op->room, NULL) < 0 ||
+	    room_path(leaf, sizeof(leaf), op->sys, root, op->room, "keeper") < 0)
 		return op_fail(op, "path %s", root);
 	if (v2_enable(op, root) < 0 ||
 	    make_dir(op, base) < 0 || v2_enable(op, base) < 0 ||
@@ -769,9 +786,9 @@ static int v1_make_dirs(struct cg_op *op, const char *root)
 {
 	char base[PATH_MAX], dir[PATH_MAX], leaf[PATH_MAX];
 
-	if (path_fmt(base, sizeof(base), "%s/roombox", root) < 0 ||
-	    room_path(dir, sizeof(dir), root, op->room, NULL) < 0 ||
-	    room_path(leaf, sizeof(leaf), root, op->room, "keeper") < 0)
+	if (path_fmt(base, sizeof(base), "%s/%s", root, op->sys->group) < 0 ||
+	    room_path(dir, sizeof(dir), op->sys, root, op->room, NULL) < 0 ||
+	    room_path(leaf, sizeof(leaf), op->sys, root, op->room, "keeper") < 0)
 		return op_fail(op, "path %s", root);
 	if (make_dir(op, base) < 0 || make_dir(op, dir) < 0)
 		return -1;
@@ -839,7 +856,7 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room,
 	size_t n = cg_roots(sys, roots);
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), roots[i], room, leaf) < 0)
+		if (room_path(dir, sizeof(dir), sys, roots[i], room, leaf) < 0)
 			return op_fail(&op, "path %s", roots[i]);
 		if (make_dir(&op, dir) < 0 ||
 		    write_value(&op, dir, file, num) < 0)
@@ -879,8 +896,8 @@ static int release_pass(struct cg_op *op, const char *leaf)
 	for (size_t i = 0; i < n; i++) {
 		char src[PATH_MAX], dst[PATH_MAX], keeper[PATH_MAX];
 		const char *root = roots[i];
-		if (room_path(src, sizeof(src), root, op->room, leaf) < 0 ||
-		    room_path(keeper, sizeof(keeper), root, op->room, "keeper") < 0 ||
+		if (room_path(src, sizeof(src), op->sys, root, op->room, leaf) < 0 ||
+		    room_path(keeper, sizeof(keeper), op->sys, root, op->room, "keeper") < 0 ||
 		    path_fmt(dst, sizeof(dst), "%s/cgroup.procs", keeper) < 0)
 			return op_fail(op, "path %s", roots[i]);
 		if (make_dir(op, keeper) < 0)
@@ -932,6 +949,17 @@ int cgroup_exec_release(const struct cgroup_sys *sys, const char *room,
 	return remove_everywhere(&op, leaf);
 }
 
+void cgroup_group_remove_if_empty(const struct cgroup_sys *sys)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(sys, roots);
+	char dir[PATH_MAX];
+
+	for (size_t i = 0; i < n; i++)
+		if (path_fmt(dir, sizeof(dir), "%s/%s", roots[i], sys->group) == 0)
+			rmdir(dir);   /* EBUSY or ENOTEMPTY: rooms are left */
+}
+
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen)
 {
@@ -959,11 +987,11 @@ void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 	*processes = 0;
 	if (sys->mode == CG_NONE || !component_ok(room))
 		return;
-	if (room_path(dir, sizeof(dir), mem_root, room, NULL) == 0 &&
+	if (room_path(dir, sizeof(dir), sys, mem_root, room, NULL) == 0 &&
 	    path_fmt(path, sizeof(path), "%s/%s", dir, mem_file) == 0 &&
 	    read_u64(path, memory_bytes) < 0)
 		*memory_bytes = 0;
-	if (room_path(dir, sizeof(dir), pids_root, room, NULL) == 0 &&
+	if (room_path(dir, sizeof(dir), sys, pids_root, room, NULL) == 0 &&
 	    path_fmt(path, sizeof(path), "%s/pids.current", dir) == 0 &&
 	    read_u64(path, processes) < 0)
 		*processes = 0;

@@ -4,10 +4,10 @@
  * usable, mode is CG_NONE and every call succeeds doing nothing, so the
  * service still runs (and says so in /api/health).
  *
- * Layout: <controller root>/roombox/<room>/           the room (limits)
- *         <controller root>/roombox/<room>/exec-<id>/ one exec (to kill its
+ * Layout: <controller root>/<group>/<room>/           the room (limits)
+ *         <controller root>/<group>/<room>/exec-<id>/ one exec (to kill its
  *                                                     whole tree on timeout)
- *         <controller root>/roombox/<room>/keeper/    the keeper and the
+ *         <controller root>/<group>/<room>/keeper/    the keeper and the
  *                                                     processes left behind
  * (v2 needs processes only in leaves, hence keeper/.)
  */
@@ -31,6 +31,7 @@ struct cgroup_sys {
 	/* v2: unified mount; v1: one mount per controller ("" if absent). */
 	char v2_root[256];
 	char memory_root[256], pids_root[256], cpu_root[256], freezer_root[256];
+	char group[32];           /* "roombox" or "roombox-<hash>": see below */
 };
 
 /* Look at `fsroot` (normally "/sys/fs/cgroup"; tests pass a scratch tree laid
@@ -38,6 +39,13 @@ struct cgroup_sys {
  * pids, else v1 if memory and pids hierarchies are mounted, else none. */
 void cgroup_detect(struct cgroup_sys *sys, const char *fsroot);
 const char *cgroup_mode_name(enum cgroup_mode m);
+
+/* Rooms live under <root>/roombox/ for the instance whose state_dir is the
+ * default one, and under <root>/roombox-<8 hex digits of a hash of
+ * state_dir>/ for any other (make run or a test stack next to the service),
+ * so that two instances never touch each other's room cgroups. */
+void cgroup_set_instance(struct cgroup_sys *sys, const char *state_dir,
+			 const char *default_state_dir);
 
 /* Create (or reuse) the room's cgroup and its keeper/ leaf, applying limits.
  * 0, or -1 with err "cgroup <room>: <step>: <strerror>". */
@@ -59,6 +67,9 @@ int cgroup_exec_release(const struct cgroup_sys *sys, const char *room,
 /* Kill everything and remove the room's cgroups (all hierarchies). */
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen);
+/* Remove the instance's <group> directories once they hold no room.  The
+ * caller serialises this with cgroup_room_setup (the state lock). */
+void cgroup_group_remove_if_empty(const struct cgroup_sys *sys);
 /* Memory in bytes and number of processes of the room; 0 when unknown. */
 void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 		       uint64_t *memory_bytes, uint64_t *processes);

@@ -477,7 +477,13 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 
 	if (strcmp(r->cfg->rootfs, "host") == 0 && base_prepare(r->cfg, base, sizeof(base), err, errlen) < 0)
 		return -1;
-	if (cgroup_room_setup(cg, r->id, &lim, err, errlen) < 0)
+	/* under the state lock: the last destroy may be removing the
+	 * instance's cgroup directory right now */
+	int lock = room_state_lock(r->cfg);
+	int rc = cgroup_room_setup(cg, r->id, &lim, err, errlen);
+	if (lock >= 0)
+		close(lock);
+	if (rc < 0)
 		return -1;
 	/* [0] the keeper binary, [1] the seccomp filter as raw BPF */
 	int keeper_fds[2] = { jail_keeper_exe_open(err, errlen), -1 };

@@ -58,6 +58,7 @@ static const struct cgroup_sys *cgroups(struct helper *h)
 {
 	if (!h->cg_known) {
 		cgroup_detect(&h->cg, "/sys/fs/cgroup");
+		cgroup_set_instance(&h->cg, h->cfg.state_dir, "/var/lib/roombox");
 		h->cg_known = true;
 	}
 	return &h->cg;
@@ -404,6 +405,12 @@ static json_object *verb_destroy(struct helper *h, json_object *req)
 	int rc = stop_room(h, &r);
 	if (rc == 0)
 		rc = cgroup_room_remove(cgroups(h), r.id, h->err, sizeof(h->err));
+	if (rc == 0) {
+		int lock = room_state_lock(&h->cfg);
+		cgroup_group_remove_if_empty(cgroups(h));
+		if (lock >= 0)
+			close(lock);
+	}
 	if (rc == 0)
 		rc = room_remove_files(&r, h->err, sizeof(h->err));
 	if (rc == 0)

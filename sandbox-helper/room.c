@@ -321,14 +321,25 @@ int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 	return 0;
 }
 
+int room_state_lock(const struct config *cfg)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/lock", cfg->state_dir);
+	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0 && flock(fd, LOCK_EX) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int room_create(struct room *r, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
 	int rc = -1;
 
-	snprintf(p, sizeof(p), "%s/lock", r->cfg->state_dir);
-	int gfd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (gfd < 0 || flock(gfd, LOCK_EX) < 0)
+	int gfd = room_state_lock(r->cfg);
+	if (gfd < 0)
 		return ERR("room %s: state lock: %s", r->id, strerror(errno));
 
 	int slot = slot_claim(r, err, errlen);

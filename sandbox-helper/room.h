@@ -56,6 +56,10 @@ int room_dirs_prepare(const struct config *cfg, char *err, size_t errlen);
 int room_lock(struct room *r, bool exclusive, char *err, size_t errlen);
 void room_unlock(struct room *r);
 
+/* Take the state lock (room creation, the instance's cgroup directory):
+ * an fd to close, or -1. */
+int room_state_lock(const struct config *cfg);
+
 /* Load meta; 1 if the room exists, 0 if not, -1 on error. */
 int room_load(struct room *r, char *err, size_t errlen);
 /* Create the room's state (slot, meta, upper layout); fails with

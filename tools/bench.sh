@@ -168,9 +168,9 @@ mem_available_kib() { awk '/^MemAvailable:/ { print $2 }' /proc/meminfo; }
 # The room's memory cgroup usage in bytes (v1 or v2), empty if none.
 cgroup_mem() {
 	local f
-	for f in /sys/fs/cgroup/memory/roombox/$1/memory.usage_in_bytes \
-		 /sys/fs/cgroup/roombox/$1/memory.current \
-		 /sys/fs/cgroup/unified/roombox/$1/memory.current; do
+	for f in /sys/fs/cgroup/memory/roombox*/$1/memory.usage_in_bytes \
+		 /sys/fs/cgroup/roombox*/$1/memory.current \
+		 /sys/fs/cgroup/unified/roombox*/$1/memory.current; do
 		[ -r "$f" ] && { cat "$f"; return; }
 	done
 }
@@ -411,7 +411,7 @@ sleep 0.5
 keepers=()
 for d in /proc/[0-9]*; do
 	[ "$(cat "$d/comm" 2>/dev/null)" = roombox-keeper ] || continue
-	if grep -q "/roombox/$prefix" "$d/cgroup" 2>/dev/null ||
+	if grep -q "/roombox[^/]*/$prefix" "$d/cgroup" 2>/dev/null ||
 	   grep -q "$tmp" "$d/mountinfo" 2>/dev/null; then
 		keepers+=("${d#/proc/}")
 	fi
@@ -422,7 +422,7 @@ loops=$(for f in /sys/block/loop*/loop/backing_file; do
 [ "$loops" -eq 0 ] || leak+=("$loops loop devices backed by $tmp")
 uprocs=$(ps -eo uid= | awk -v lo="$uid_base" -v hi=$((uid_base + span)) '$1 >= lo && $1 < hi' | wc -l)
 [ "$uprocs" -eq 0 ] || leak+=("$uprocs processes with a room uid")
-cgs=$(ls -d /sys/fs/cgroup/*/roombox/"$prefix"* /sys/fs/cgroup/roombox/"$prefix"* 2>/dev/null | wc -l)
+cgs=$(ls -d /sys/fs/cgroup/*/roombox*/"$prefix"* /sys/fs/cgroup/roombox*/"$prefix"* 2>/dev/null | wc -l)
 [ "$cgs" -eq 0 ] || leak+=("$cgs room cgroups")
 mnts=$(grep -c "$tmp" /proc/self/mountinfo)
 [ "$mnts" -eq 0 ] || leak+=("$mnts host mounts under $tmp")

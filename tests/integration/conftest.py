@@ -181,10 +181,11 @@ def cgroup_dirs_named(name):
     assert ROOM_ID.fullmatch(name), f"not a room id: {name!r}"
     found = []
     root = Path("/sys/fs/cgroup")
-    candidates = [root / "roombox" / name]
+    # "roombox" for the default state_dir, "roombox-<hash>" for any other
+    # (every test stack): the helper's cgroup_set_instance
+    candidates = list(root.glob(f"roombox*/{name}"))
     if root.is_dir():
-        for h in root.iterdir():
-            candidates.append(h / "roombox" / name)
+        candidates += list(root.glob(f"*/roombox*/{name}"))
     for c in candidates:
         if c.is_dir():
             found.append(str(c))

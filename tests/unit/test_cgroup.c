@@ -532,6 +532,7 @@ static bool unified_sys(struct cgroup_sys *sys)
 		return false;
 	sys->mode = CG_V2;
 	snprintf(sys->v2_root, sizeof(sys->v2_root), "/sys/fs/cgroup/unified");
+	snprintf(sys->group, sizeof(sys->group), "roombox");
 	return true;
 }
 
@@ -1113,12 +1114,34 @@ static int real_teardown(void **state)
 	return 0;
 }
 
+/* Two instances on one host never share a room cgroup: the default
+ * state_dir gets "roombox", any other its own "roombox-<hash>". */
+static void test_instance_group(void **state)
+{
+	struct cgroup_sys sys;
+	char other[32];
+
+	(void)state;
+	memset(&sys, 0, sizeof(sys));
+	cgroup_set_instance(&sys, "/var/lib/roombox", "/var/lib/roombox");
+	assert_string_equal(sys.group, "roombox");
+	cgroup_set_instance(&sys, "/srv/rb/state", "/var/lib/roombox");
+	assert_int_equal(strlen(sys.group), strlen("roombox-") + 8);
+	assert_memory_equal(sys.group, "roombox-", 8);
+	snprintf(other, sizeof(other), "%s", sys.group);
+	cgroup_set_instance(&sys, "/srv/rb/state2", "/var/lib/roombox");
+	assert_string_not_equal(sys.group, other);
+	cgroup_set_instance(&sys, "/srv/rb/state", "/var/lib/roombox");
+	assert_string_equal(sys.group, other);
+}
+
 int main(void)
 {
 	snprintf(room_prefix, sizeof(room_prefix), "unit-cg-%d", (int)getpid());
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	const struct CMUnitTest scratch[] = {
+		cmocka_unit_test(test_instance_group),
 		cmocka_unit_test(test_detect_pure_v2),
 		cmocka_unit_test(test_detect_v1),
 		cmocka_unit_test(test_detect_hybrid),
