@@ -71,34 +71,29 @@ json_object *exec_in_room(struct app *app, const char *room,
 	return reply;
 }
 
-/* The seed's `result`, key order as in SPEC §2.1, `command` from the request. */
+/* The seed's `result`, key order as in SPEC §2.1, `command` (from the
+ * request) between truncated and duration. */
 static json_object *exec_result(json_object *reply, const struct exec_request *ex,
 				char *missing, size_t missing_len)
 {
-	static const char *const before[] = { "stdout", "stderr", "exitCode", "success",
-					      "signal", "timedOut", "truncated" };
-	static const char *const after[] = { "duration", "timestamp" };
+	static const char *const keys[] = { "stdout", "stderr", "exitCode", "success",
+					    "signal", "timedOut", "truncated", "command",
+					    "duration", "timestamp" };
 	json_object *result = json_object_new_object(), *v;
-	size_t i;
 
-	for (i = 0; i < sizeof(before) / sizeof(before[0]); i++) {
-		if (!json_object_object_get_ex(reply, before[i], &v))
-			goto lacks;
-		json_object_object_add(result, before[i], json_object_get(v));
-	}
-	json_object_object_add(result, "command",
-			       json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
-	for (i = 0; i < sizeof(after) / sizeof(after[0]); i++) {
-		if (!json_object_object_get_ex(reply, after[i], &v))
-			goto lacks;
-		json_object_object_add(result, after[i], json_object_get(v));
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (strcmp(keys[i], "command") == 0) {
+			v = json_object_new_string_len(ex->cmd, (int)ex->cmd_len);
+		} else if (json_object_object_get_ex(reply, keys[i], &v)) {
+			json_object_get(v);
+		} else {
+			snprintf(missing, missing_len, "roombox-helper: exec reply lacks \"%s\"", keys[i]);
+			json_object_put(result);
+			return NULL;
+		}
+		json_object_object_add(result, keys[i], v);
 	}
 	return result;
-lacks:
-	snprintf(missing, missing_len, "roombox-helper: exec reply lacks \"%s\"",
-		 i < sizeof(before) / sizeof(before[0]) ? before[i] : after[i]);
-	json_object_put(result);
-	return NULL;
 }
 
 void api_exec_post(struct request *rq, struct response *rs)
