@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stats.h"
+
 static int port, nreq = 1, nwarm, nconn = 1, offset, want_status = 200;
 static const char *method = "POST", *body, *tmpl, *must_contain;
 static char token[512];
@@ -270,22 +272,6 @@ static void *worker(void *arg)
 	conn_close(&c);
 	free(c.resp);
 	return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, int n, double p)
-{
-	int k = (int)(p / 100.0 * n + 0.999999) - 1;
-	if (k < 0)
-		k = 0;
-	if (k >= n)
-		k = n - 1;
-	return v[k];
 }
 
 static void usage(void)

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stats.h"
+
 extern char **environ;
 static const char *stdin_file;
 
@@ -68,23 +70,6 @@ static int run_once(char **argv, int use_spawn)
 		if (errno != EINTR)
 			return -1;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of a sorted array. */
-static double pct(const double *v, int n, double p)
-{
-	int k = (int)(p / 100.0 * n + 0.999999) - 1;
-	if (k < 0)
-		k = 0;
-	if (k >= n)
-		k = n - 1;
-	return v[k];
 }
 
 static void usage(void)
