@@ -5,8 +5,9 @@
  * service still runs (and says so in /api/health).
  *
  * Layout: <controller root>/<group>/<room>/           the room (limits)
- *         <controller root>/<group>/<room>/exec-<id>/ one exec (to kill its
- *                                                     whole tree on timeout)
+ *         <controller root>/<group>/<room>/exec-<id>/ one exec (unused by the
+ *                                                     product since execs are
+ *                                                     forked by the keeper)
  *         <controller root>/<group>/<room>/keeper/    the keeper and the
  *                                                     processes left behind
  * (v2 needs processes only in leaves, hence keeper/.)

@@ -7,7 +7,7 @@
 #include "room.h"
 #include "cgroup.h"
 
-/* Namespaces every room has, and that every exec joins. */
+/* The namespaces every room has, held by its keeper. */
 #define JAIL_NS_FLAGS (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | \
 		       CLONE_NEWPID | CLONE_NEWCGROUP)
 

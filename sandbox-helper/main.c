@@ -13,9 +13,11 @@
  *   create / status / list / destroy / stop / stop-idle / stop-all / info.
  *
  * A room's processes live in namespaces held by its keeper (PID 1 of the
- * room); the helper joins them per exec and never keeps any privilege past
- * the fork of the room's shell.  It prints one JSON object and exits 0, or
- * prints {"error","code"} and exits 1.
+ * room, keeper/keeper.c).  The helper enters none of them: it hands each
+ * exec to the keeper over the room's root-only socket, and the keeper forks
+ * the shell, already inside the room, which drops to the room's uid.  The
+ * helper prints one JSON object and exits 0, or prints {"error","code"} and
+ * exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>
