@@ -404,7 +404,10 @@ static void __attribute__((noreturn)) supervise(int conn, int *fds)
 	}
 	struct supervision sv = { conn, { -1, -1 }, now_ms() + (int64_t)plan.hdr.timeout_ms,
 				  0, 0, 0, plan.hdr.pids_limit };
-	pid_t shell = fork();
+	/* vfork: the shell borrows our memory until it execs (shell_main only
+	 * makes system calls and never returns), which saves copying the
+	 * supervisor's page tables on every exec */
+	pid_t shell = vfork();
 	if (shell == 0)
 		shell_main(&plan, fds, ep[1]);
 	int fork_errno = errno;
