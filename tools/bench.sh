@@ -28,6 +28,8 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 me="make bench"
 die() { echo "$me: $*" >&2; exit 1; }
+# shellcheck source=tools/stack.sh
+. "$repo/tools/stack.sh"
 say() { echo "$me: $*" >&2; }
 
 N_ROOMS=${BENCH_ROOMS:-1000}
@@ -70,17 +72,8 @@ prefix=bx$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')-
 fcgi_pid= nginx_pid= cleaned= stack_up=
 
 stop_stack() {
-	for pid in $nginx_pid $fcgi_pid; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in $nginx_pid $fcgi_pid; do
-		for _ in $(seq 200); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.05
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086  # empty when not started
+	stop_pids 200 $nginx_pid $fcgi_pid
 	nginx_pid= fcgi_pid= stack_up=
 }
 
@@ -224,19 +217,8 @@ EOF
 chmod 0644 "$conf"
 (umask 077; od -An -N24 -tx1 /dev/urandom | tr -d ' \n' > "$tokens"; echo >> "$tokens")
 
-# nginx.conf.example with the same substitutions as tools/run.sh.
-sed -e "s|^user[[:space:]].*;|user root;|" \
-    -e "s|listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$port;|" \
-    -e "s|unix:/run/roombox/fcgi/fcgi\.sock|unix:$socket|" \
-    -e "s|^pid[[:space:]].*;|pid $tmp/nginx/nginx.pid;|" \
-    -e "s|^error_log[[:space:]][^[:space:];]*|error_log $tmp/nginx/error.log|" \
-    -e "s|access_log[[:space:]][^;]*;|access_log $tmp/nginx/access.log;|" \
-    -e "s|\(_temp_path[[:space:]]*\)/var/lib/nginx/\([a-z]*\);|\1$tmp/nginx/tmp/\2;|" \
-    "$repo/nginx.conf.example" > "$tmp/nginx/nginx.conf"
-if grep -n '/var/\|/run/roombox\|127\.0\.0\.1:8080;' "$tmp/nginx/nginx.conf" |
-   grep -v '^[0-9]*:[[:space:]]*#' | grep -q .; then
-	die "nginx.conf.example has a path or port that tools/bench.sh does not rewrite"
-fi
+nginx_conf_from_example "$repo" "$port" "$socket" "$tmp/nginx" > "$tmp/nginx/nginx.conf" ||
+	die "could not make the bench's nginx.conf from nginx.conf.example (see above)"
 nginx_cmd=(nginx -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf")
 "${nginx_cmd[@]}" -t -q || die "nginx rejects $tmp/nginx/nginx.conf"
 

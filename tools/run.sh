@@ -16,6 +16,8 @@ run=${ROOMBOX_RUN_DIR:-$repo/.run}
 me="make run"
 
 die() { echo "$me: $*" >&2; exit 1; }
+# shellcheck source=tools/stack.sh
+. "$repo/tools/stack.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
 	die "needs root: rooms are namespace jails (mount, pid and network namespaces, cgroups, loop-mounted disks) set up by the setuid helper. Run it as root, e.g. sudo make run"
@@ -54,21 +56,8 @@ if [ ! -s "$tokens" ]; then
 fi
 chmod 0600 "$tokens"
 
-# nginx.conf.example with only the port, the socket, the worker user and the
-# files nginx writes changed (its workers run as root here because the
-# roombox-fcgi of make run runs as root and so owns its socket).
-sed -e "s|^user[[:space:]].*;|user root;|" \
-    -e "s|listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$port;|" \
-    -e "s|unix:/run/roombox/fcgi/fcgi\.sock|unix:$socket|" \
-    -e "s|^pid[[:space:]].*;|pid $run/nginx/nginx.pid;|" \
-    -e "s|^error_log[[:space:]][^[:space:];]*|error_log $run/nginx/error.log|" \
-    -e "s|access_log[[:space:]][^;]*;|access_log $run/nginx/access.log;|" \
-    -e "s|\(_temp_path[[:space:]]*\)/var/lib/nginx/\([a-z]*\);|\1$run/nginx/tmp/\2;|" \
-    "$repo/nginx.conf.example" > "$run/nginx/nginx.conf"
-if grep -n '/var/\|/run/roombox\|127\.0\.0\.1:8080;' "$run/nginx/nginx.conf" |
-   grep -v '^[0-9]*:[[:space:]]*#' | grep -q .; then
-	die "nginx.conf.example has a path or port that tools/run.sh does not rewrite; update tools/run.sh"
-fi
+nginx_conf_from_example "$repo" "$port" "$socket" "$run/nginx" > "$run/nginx/nginx.conf" ||
+	die "could not make $run/nginx/nginx.conf from nginx.conf.example (see above)"
 nginx_cmd=(nginx -e "$run/nginx/error.log" -c "$run/nginx/nginx.conf")
 "${nginx_cmd[@]}" -t -q || die "nginx rejects $run/nginx/nginx.conf (see above)"
 
@@ -81,17 +70,8 @@ stop_all() {
 	[ -z "$stopping" ] || return 0
 	stopping=1
 	echo "$me: stopping" >&2
-	for pid in $nginx_pid $fcgi_pid; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in $nginx_pid $fcgi_pid; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.05
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086  # empty when not started
+	stop_pids 100 $nginx_pid $fcgi_pid
 	# The rooms' keepers outlive roombox-fcgi by design: stop them (their
 	# files and sessions stay in $run/state for the next make run).
 	echo '{"op":"stop-all"}' |
