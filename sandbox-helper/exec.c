@@ -120,40 +120,72 @@ static bool shell_name(const char *s)
 	return true;
 }
 
+/* execve takes no single argument or environment string longer than this
+ * (MAX_ARG_STRLEN, 32 pages): the command and the session travel as one. */
+#define ARG_STRLEN_MAX (32 * 4096 - 1)
+
 /* The environment of the shell: fixed defaults, the session text and, for a
  * one-off scope, the request's variables appended as export lines (so they
- * win over the session's). */
+ * win over the session's).  Every string is owned by envp (freed by
+ * child_env_free). */
 struct child_env {
-	char *session;           /* "__RB_SESSION=..." */
-	char *envp[16];
-	char **extra;            /* names the shell cannot export: passed as is */
-	char cwdvar[PATH_MAX + 32];
-	size_t old_len;          /* the saved session: session + 13, old_len bytes */
+	char **envp;
+	size_t n;
+	size_t old_len;          /* the saved session: envp[session] + 13, old_len bytes */
+	const char *session;     /* "__RB_SESSION=..." */
 };
+
+static const char *const ENV_FIXED[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/home/user", "USER=user", "LOGNAME=user", "SHELL=/bin/sh",
+	"LANG=C.UTF-8", "TERM=dumb",
+};
+#define N_ENV_FIXED (sizeof(ENV_FIXED) / sizeof(ENV_FIXED[0]))
+
+static void child_env_add(struct child_env *ce, char *s)
+{
+	if (s)
+		ce->envp[ce->n++] = s;
+}
+
+static void child_env_free(struct child_env *ce)
+{
+	for (size_t i = 0; ce->envp && i < ce->n; i++)
+		free(ce->envp[i]);
+	free(ce->envp);
+}
 
 static int build_env(const struct room *r, const struct exec_request *q, bool save,
 		     struct child_env *ce, char *err, size_t errlen)
 {
+	ce->envp = calloc(N_ENV_FIXED + 5, sizeof(char *));
 	size_t len = 0, cap = 256;
 	char *s = malloc(cap);
-	if (!s)
+	if (!ce->envp || !s) {
+		free(s);
 		return ERR("room %s: out of memory", r->id);
+	}
+	for (size_t i = 0; i < N_ENV_FIXED; i++)
+		child_env_add(ce, strdup(ENV_FIXED[i]));
+	child_env_add(ce, strdup(WRAPPER));
+	if (save)
+		child_env_add(ce, strdup("__RB_SAVE=1"));
+	if (q->cwd && asprintf(&ce->envp[ce->n], "__RB_ONEOFF_CWD=%s", q->cwd) > 0)
+		ce->n++;
+
 	s[0] = '\0';
 	append(&s, &len, &cap, "__RB_SESSION=");
 	char *old = room_session_read(r, SESSION_MAX);
 	append(&s, &len, &cap, old ? old : "");
 	ce->old_len = len - strlen("__RB_SESSION=");
 	free(old);
-	size_t nextra = 0;
 	if (q->env) {
-		ce->extra = calloc((size_t)json_object_object_length(q->env) + 1, sizeof(char *));
 		json_object_object_foreach(q->env, k, v) {
 			const char *val = json_object_get_string(v);
-			if (!shell_name(k)) {
-				if (asprintf(&ce->extra[nextra], "%s=%s", k, val) > 0)
-					nextra++;
+			/* /bin/sh (dash) drops such names from the environment
+			 * of everything it runs, so they cannot be passed on */
+			if (!shell_name(k))
 				continue;
-			}
 			append(&s, &len, &cap, "\nexport ");
 			append(&s, &len, &cap, k);
 			append(&s, &len, &cap, "=");
@@ -162,23 +194,14 @@ static int build_env(const struct room *r, const struct exec_request *q, bool sa
 	}
 	append(&s, &len, &cap, "\n");
 	ce->session = s;
-	int i = 0;
-	ce->envp[i++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-	ce->envp[i++] = "HOME=/home/user";
-	ce->envp[i++] = "USER=user";
-	ce->envp[i++] = "LOGNAME=user";
-	ce->envp[i++] = "SHELL=/bin/sh";
-	ce->envp[i++] = "LANG=C.UTF-8";
-	ce->envp[i++] = "TERM=dumb";
-	ce->envp[i++] = ce->session;
-	ce->envp[i++] = (char *)WRAPPER;
-	if (save)
-		ce->envp[i++] = "__RB_SAVE=1";
-	if (q->cwd) {
-		snprintf(ce->cwdvar, sizeof(ce->cwdvar), "__RB_ONEOFF_CWD=%s", q->cwd);
-		ce->envp[i++] = ce->cwdvar;
-	}
-	ce->envp[i] = NULL;
+	child_env_add(ce, s);
+	for (size_t i = 0; i < ce->n; i++)
+		if (strlen(ce->envp[i]) > ARG_STRLEN_MAX)
+			return ERR("room %s: the environment (session and env) is larger than "
+				   "a shell can take (%d bytes in one variable)", r->id, ARG_STRLEN_MAX);
+	if (strlen(q->cmd) > ARG_STRLEN_MAX)
+		return ERR("room %s: the command is %zu bytes; a shell takes at most %d",
+			   r->id, strlen(q->cmd), ARG_STRLEN_MAX);
 	return 0;
 }
 
@@ -485,8 +508,8 @@ static int exec_start(const struct room *r, int blob, const int *child_fds, char
 	return conn;
 }
 
-int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
-	     const struct exec_request *q, json_object **result, char *err, size_t errlen)
+int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
+	     json_object **result, char *err, size_t errlen)
 {
 	struct timespec t0, wall;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -496,20 +519,15 @@ int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
 
 	bool save = !q->cwd && !q->env;
 	struct child_env ce = { 0 };
-	if (build_env(r, q, save, &ce, err, errlen) < 0)
+	if (build_env(r, q, save, &ce, err, errlen) < 0) {
+		child_env_free(&ce);
 		return -1;
+	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-	char *allenv[16 + 64];
-	size_t j = 0;
-	for (size_t i = 0; ce.envp[i]; i++)
-		allenv[j++] = ce.envp[i];
-	for (size_t i = 0; ce.extra && ce.extra[i] && j < sizeof(allenv) / sizeof(allenv[0]) - 1; i++)
-		allenv[j++] = ce.extra[i];
-	allenv[j] = NULL;
 
 	int rc = -1, conn = -1;
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, sess[2] = { -1, -1 };
-	int blob = blob_make(r, argv, allenv, q->timeout_ms);
+	int blob = blob_make(r, argv, ce.envp, q->timeout_ms);
 	if (blob < 0 || pipe_pair(out) < 0 || pipe_pair(errp) < 0 || pipe_pair(sess) < 0 ||
 	    (q->stdin_data && q->stdin_len ? pipe_pair(in) : (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC))) < 0) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
@@ -564,11 +582,6 @@ out:
 		close_fd(&errp[i]);
 		close_fd(&sess[i]);
 	}
-	free(ce.session);
-	if (ce.extra) {
-		for (size_t i = 0; ce.extra[i]; i++)
-			free(ce.extra[i]);
-		free(ce.extra);
-	}
+	child_env_free(&ce);
 	return rc;
 }

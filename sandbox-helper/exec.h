@@ -23,8 +23,8 @@ struct exec_request {
  * when the sandbox could not run it at all, or EXEC_KEEPER_GONE when the
  * keeper died under us (the caller restarts the jail and retries). */
 #define EXEC_KEEPER_GONE (-2)
-int exec_run(const struct room *r, const struct cgroup_sys *cg, pid_t keeper,
-	     const struct exec_request *q, json_object **result, char *err, size_t errlen);
+int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
+	     json_object **result, char *err, size_t errlen);
 
 /* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */
 int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n);

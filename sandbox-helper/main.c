@@ -313,7 +313,7 @@ static json_object *verb_exec(struct helper *h, json_object *req)
 				close(busy);
 			return NULL;
 		}
-		int rc = exec_run(&r, cgroups(h), keeper, &q, &res, h->err, sizeof(h->err));
+		int rc = exec_run(&r, keeper, &q, &res, h->err, sizeof(h->err));
 		room_touch_active(&r);
 		if (busy >= 0)
 			close(busy);
