@@ -447,15 +447,6 @@ static int sigkill_pid(pid_t pid, void *arg)
 	return 0;
 }
 
-static int move_pid(pid_t pid, void *arg)
-{
-	char num[32];
-	snprintf(num, sizeof(num), "%ld", (long)pid);
-	if (write_file(arg, num) < 0)
-		return errno == ESRCH ? -1 : 0;	/* gone, or still there */
-	return 0;
-}
-
 /* --- freezing ------------------------------------------------------------ */
 
 /* The freezer file and values of the back end, for the cgroup `rel`
@@ -883,70 +874,6 @@ int cgroup_kill(const struct cgroup_sys *sys, const char *room,
 	if (kill_until_empty(&op, rel) < 0)
 		return -1;
 	return exec_id ? remove_everywhere(&op, leaf) : remove_exec_leaves(&op);
-}
-
-/* One pass of moving exec-<id>'s processes to keeper/ in every tree;
- * returns how many were found. */
-static int release_pass(struct cg_op *op, const char *leaf)
-{
-	const char *roots[MAX_ROOTS];
-	size_t n = cg_roots(op->sys, roots);
-	int found = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char src[PATH_MAX], dst[PATH_MAX], keeper[PATH_MAX];
-		const char *root = roots[i];
-		if (room_path(src, sizeof(src), op->sys, root, op->room, leaf) < 0 ||
-		    room_path(keeper, sizeof(keeper), op->sys, root, op->room, "keeper") < 0 ||
-		    path_fmt(dst, sizeof(dst), "%s/cgroup.procs", keeper) < 0)
-			return op_fail(op, "path %s", roots[i]);
-		if (make_dir(op, keeper) < 0)
-			return -1;
-		int c = for_each_pid(src, false, 0, move_pid, dst);
-		if (c < 0)
-			return op_fail(op, "move %s to %s", src, keeper);
-		found += c;
-	}
-	return found;
-}
-
-/* Frozen while moving, so a process cannot fork a child into exec-<id>
- * behind the mover's back; moved processes thaw in keeper/. */
-int cgroup_exec_release(const struct cgroup_sys *sys, const char *room,
-			const char *exec_id, char *err, size_t errlen)
-{
-	struct cg_op op;
-	char leaf[80], rel[PATH_MAX];
-
-	if (sys->mode == CG_NONE)
-		return 0;
-	if (op_begin(&op, sys, room, err, errlen) < 0)
-		return -1;
-	if (!exec_id)
-		errno = EINVAL;
-	if (!exec_id || leaf_name(leaf, sizeof(leaf), exec_id) < 0)
-		return op_fail(&op, "exec id");
-	if (path_fmt(rel, sizeof(rel), "%s/%s", room, leaf) < 0)
-		return op_fail(&op, "path");
-
-	uint64_t deadline = now_ms() + KILL_DEADLINE_MS;
-	for (;;) {
-		bool frozen = freeze(sys, rel);
-		int found = release_pass(&op, leaf);
-		if (frozen)
-			thaw(sys, rel);
-		if (found < 0)
-			return -1;
-		if (found == 0)
-			break;
-		if (now_ms() >= deadline) {
-			errno = EBUSY;
-			return op_fail(&op, "move %s to keeper: processes left "
-				       "after %d ms", leaf, KILL_DEADLINE_MS);
-		}
-		sleep_ms(1);
-	}
-	return remove_everywhere(&op, leaf);
 }
 
 void cgroup_group_remove_if_empty(const struct cgroup_sys *sys)

@@ -61,10 +61,6 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room,
  * NULL) with SIGKILL until none is left, then remove the exec's cgroup. */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
 		const char *exec_id, char *err, size_t errlen);
-/* An exec ended normally: move what it left running into keeper/ and
- * remove exec-<exec_id>. */
-int cgroup_exec_release(const struct cgroup_sys *sys, const char *room,
-			const char *exec_id, char *err, size_t errlen);
 /* Kill everything and remove the room's cgroups (all hierarchies). */
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen);

@@ -377,7 +377,7 @@ static void end_sleeper(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-static void test_v2_enter_release_remove(void **state)
+static void test_v2_enter_kill_remove(void **state)
 {
 	struct scratch_v2 *s = *state;
 	const char *r = s->root;
@@ -394,13 +394,13 @@ static void test_v2_enter_release_remove(void **state)
 	snprintf(num, sizeof(num), "%d", b);
 	assert_string_equal(get("%s/roombox/r1/keeper/cgroup.procs", r), num);
 
-	/* the stand-in does not move processes; as if the kernel had, the
-	 * lists are emptied (test_v2_release_moves_pid checks the write) */
-	put("", "%s/roombox/r1/keeper/cgroup.procs", r);
+	/* the stand-in does not kill processes; as if the kernel had, the
+	 * exec's list is emptied, and the kill removes its directory */
 	put("", "%s/roombox/r1/exec-7/cgroup.procs", r);
-	if (cgroup_exec_release(&s->sys, "r1", "7", err, sizeof(err)))
+	if (cgroup_kill(&s->sys, "r1", "7", err, sizeof(err)))
 		fail_msg("%s", err);
 	assert_false(is_dir("%s/roombox/r1/exec-7", r));
+	put("", "%s/roombox/r1/keeper/cgroup.procs", r);
 
 	put("123456789", "%s/roombox/r1/memory.current", r);
 	put("3\n", "%s/roombox/r1/pids.current", r);
@@ -421,29 +421,6 @@ static void test_v2_enter_release_remove(void **state)
 	assert_int_equal(cgroup_kill(&s->sys, "r1", "7", err, sizeof(err)), 0);
 	end_sleeper(a);
 	end_sleeper(b);
-}
-
-static void test_v2_release_moves_pid(void **state)
-{
-	struct scratch_v2 *s = *state;
-	char err[512] = "", num[32];
-	pid_t a = sleeper();
-
-	assert_int_equal(cgroup_room_setup(&s->sys, "r2", &default_limits, err,
-					   sizeof(err)), 0);
-	assert_int_equal(cgroup_enter(&s->sys, "r2", "1", a, err, sizeof(err)), 0);
-	/* the stand-in keeps listing the pid in exec-1, so release can only
-	 * give up -- after writing it into keeper/ */
-	int rc = cgroup_exec_release(&s->sys, "r2", "1", err, sizeof(err));
-	assert_int_equal(rc, -1);
-	snprintf(num, sizeof(num), "%d", a);
-	assert_string_equal(get("%s/roombox/r2/keeper/cgroup.procs", s->root), num);
-	assert_non_null(strstr(err, "cgroup r2: move exec-1 to keeper: "));
-	assert_non_null(strstr(err, ": Device or resource busy"));
-	end_sleeper(a);
-	put("", "%s/roombox/r2/keeper/cgroup.procs", s->root);
-	put("", "%s/roombox/r2/exec-1/cgroup.procs", s->root);
-	assert_int_equal(cgroup_room_remove(&s->sys, "r2", err, sizeof(err)), 0);
 }
 
 static void test_errors_name_room_and_step(void **state)
@@ -495,7 +472,6 @@ static void test_none_does_nothing(void **state)
 	assert_int_equal(cgroup_room_setup(&sys, "r", &default_limits, err, sizeof(err)), 0);
 	assert_int_equal(cgroup_enter(&sys, "r", "1", getpid(), err, sizeof(err)), 0);
 	assert_int_equal(cgroup_kill(&sys, "r", "1", err, sizeof(err)), 0);
-	assert_int_equal(cgroup_exec_release(&sys, "r", "1", err, sizeof(err)), 0);
 	assert_int_equal(cgroup_room_remove(&sys, "r", err, sizeof(err)), 0);
 	cgroup_room_usage(&sys, "r", &mem, &procs);
 	assert_int_equal(mem, 0);
@@ -868,7 +844,7 @@ static void test_real_kill_leaves_none_alive(void **state)
 	kill_exec_scenario(&sys, room, &default_limits);
 }
 
-static void release_scenario(const struct cgroup_sys *sys, const char *room,
+static void keeper_leaf_scenario(const struct cgroup_sys *sys, const char *room,
 			     const struct cgroup_limits *lim)
 {
 	char err[512];
@@ -876,17 +852,11 @@ static void release_scenario(const struct cgroup_sys *sys, const char *room,
 	uint64_t mem, procs;
 
 	setup_room(sys, room, lim);
-	pid_t top = spawn_in_exec(sys, room, "2", body_daemons, &report);
+	pid_t top = spawn_in_exec(sys, room, NULL, body_daemons, &report);
 	assert_int_equal(read_ints(report, pids, 2), 2);
 	close(report);
 	assert_int_equal(waitpid(top, &status, 0), top);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	for (int i = 0; i < 2; i++)
-		assert_in_leaf(sys, pids[i], room, "exec-2");
-
-	if (cgroup_exec_release(sys, room, "2", err, sizeof(err)) < 0)
-		fail_msg("%s", err);
-	assert_dirs(sys, room, "exec-2", false);
 	for (int i = 0; i < 2; i++) {
 		assert_true(alive(pids[i]));
 		assert_in_leaf(sys, pids[i], room, "keeper");
@@ -907,15 +877,15 @@ static void release_scenario(const struct cgroup_sys *sys, const char *room,
 	reap_all();
 }
 
-static void test_real_release_moves_to_keeper(void **state)
+static void test_real_daemons_in_keeper_leaf_die_with_room(void **state)
 {
 	(void)state;
 	struct cgroup_sys sys;
 	char room[96];
 
 	real_sys(&sys);
-	room_name(room, sizeof(room), "release");
-	release_scenario(&sys, room, &default_limits);
+	room_name(room, sizeof(room), "keeperleaf");
+	keeper_leaf_scenario(&sys, room, &default_limits);
 }
 
 /* Forks until refused; reports how many worked and the errno of the
@@ -1073,8 +1043,8 @@ static void test_real_v2_unified_processes(void **state)
 	struct cgroup_limits none = { 0, 0, 0 };
 	room_name(room, sizeof(room), "v2kill");
 	kill_exec_scenario(&sys, room, &none);
-	room_name(room, sizeof(room), "v2release");
-	release_scenario(&sys, room, &none);
+	room_name(room, sizeof(room), "v2keeper");
+	keeper_leaf_scenario(&sys, room, &none);
 }
 
 /* Whatever a failed test left: our rooms, then roombox/ if empty. */
@@ -1151,9 +1121,7 @@ int main(void)
 						scratch_v2_setup, scratch_v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_setup_again_changes_limits,
 						scratch_v2_setup, scratch_v2_teardown),
-		cmocka_unit_test_setup_teardown(test_v2_enter_release_remove,
-						scratch_v2_setup, scratch_v2_teardown),
-		cmocka_unit_test_setup_teardown(test_v2_release_moves_pid,
+		cmocka_unit_test_setup_teardown(test_v2_enter_kill_remove,
 						scratch_v2_setup, scratch_v2_teardown),
 		cmocka_unit_test_setup_teardown(test_errors_name_room_and_step,
 						scratch_v2_setup, scratch_v2_teardown),
@@ -1161,7 +1129,7 @@ int main(void)
 	const struct CMUnitTest real[] = {
 		cmocka_unit_test(test_real_setup_applies_limits),
 		cmocka_unit_test(test_real_kill_leaves_none_alive),
-		cmocka_unit_test(test_real_release_moves_to_keeper),
+		cmocka_unit_test(test_real_daemons_in_keeper_leaf_die_with_room),
 		cmocka_unit_test(test_real_pids_limit_stops_forks),
 		cmocka_unit_test(test_real_kill_contains_fork_bomb),
 		cmocka_unit_test(test_real_room_kill),
