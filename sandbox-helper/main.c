@@ -291,6 +291,8 @@ static int exec_request_parse(struct helper *h, json_object *req, struct exec_re
 	return 0;
 }
 
+static int stop_room(struct helper *h, struct room *r);
+
 static json_object *verb_exec(struct helper *h, json_object *req)
 {
 	struct room r;
@@ -303,10 +305,12 @@ static json_object *verb_exec(struct helper *h, json_object *req)
 			fail(h, "failed");
 			return NULL;
 		}
+		/* a second attempt: the keeper died under the first one;
+		 * make sure it is gone before starting another */
+		if (attempt > 0)
+			stop_room(h, &r);
 		pid_t keeper = ensure_running(h, &r, true);
 		int busy = keeper > 0 ? room_busy_enter(&r) : -1;
-		if (keeper > 0 && attempt > 0 && jail_stop(&r, cgroups(h), keeper, h->err, sizeof(h->err)) == 0)
-			keeper = ensure_running(h, &r, true);
 		room_unlock(&r);
 		if (keeper <= 0) {
 			if (busy >= 0)
