@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-	build-essential pkg-config
+	build-essential pkg-config musl-tools
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests

@@ -54,18 +54,33 @@
 #define FD_FILTER 5
 #define EXEC_FDS 5   /* blob, stdin, stdout, stderr, session */
 
-static struct sock_fprog filter;
-
-static void load_filter(void)
+/* What every exec would otherwise repeat, done once for the whole room:
+ * the seccomp filter (the kernel converts and JIT-compiles a classic BPF
+ * program on every load) and the capability bounding set are inherited by
+ * every supervisor and shell, and the keeper itself needs none of what they
+ * forbid.  Signal dispositions go back to default (an ignored signal stays
+ * ignored across execve), so a shell only has to clear its mask. */
+static void confine_room(void)
 {
 	struct stat st;
-	if (fstat(FD_FILTER, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter))
+	if (fstat(FD_FILTER, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
+	    st.st_size > 65535 * (off_t)sizeof(struct sock_filter))
 		_exit(2);
-	filter.filter = malloc((size_t)st.st_size);
+	struct sock_fprog filter = { (unsigned short)(st.st_size / sizeof(struct sock_filter)),
+				     malloc((size_t)st.st_size) };
 	if (!filter.filter || pread(FD_FILTER, filter.filter, (size_t)st.st_size, 0) != st.st_size)
 		_exit(2);
-	filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
 	close(FD_FILTER);
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			_exit(2);
+	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } dfl = { 0 };
+	for (int s = 1; s <= 64; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof(dfl.mask));
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) < 0)
+		_exit(2);
+	free(filter.filter);
 }
 
 static int signal_fd(void)
@@ -159,15 +174,10 @@ static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
 	_exit(126);
 }
 
+/* In the vforked child: the room's uid, no capabilities (the bounding set
+ * and the filter are the keeper's, inherited), a session of its own. */
 static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int errpipe)
 {
-	/* Every disposition back to default, glibc's internal real-time ones
-	 * too (an ignored signal stays ignored across execve, and glibc's
-	 * signal() refuses to touch 32 and 33). */
-	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } dfl = { 0 };
-	for (int s = 1; s <= 64; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof(dfl.mask));
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -179,9 +189,6 @@ static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, cons
 		close(fd);
 	syscall(SYS_close_range, 11, ~0U, 0);
 	fcntl(10, F_SETFD, FD_CLOEXEC);
-	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			shell_fail(10, "drop capabilities");
 	if (setgroups(0, NULL) < 0 || setresgid(p->hdr.gid, p->hdr.gid, p->hdr.gid) < 0 ||
 	    setresuid(p->hdr.uid, p->hdr.uid, p->hdr.uid) < 0)
 		shell_fail(10, "drop to the room's uid");
@@ -189,8 +196,6 @@ static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, cons
 		shell_fail(10, "no_new_privs");
 	if (chdir("/") < 0)
 		shell_fail(10, "chdir /");
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) < 0)
-		shell_fail(10, "load seccomp filter");
 	execve(p->argv[0], p->argv, p->envp);
 	shell_fail(10, "exec the shell");
 }
@@ -459,8 +464,8 @@ static void accept_exec(int sigfd)
 
 int main(void)
 {
+	confine_room();
 	int sigfd = signal_fd();
-	load_filter();
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
