@@ -97,7 +97,11 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 		set_error(err, 500, "spawn", "roombox-helper: pipe: %s", strerror(rc));
 		return -1;
 	}
-	sigfillset(&all);
+	/* Handlers are reset by execve; only an ignored signal would reach the
+	 * helper, and roombox-fcgi ignores SIGPIPE alone.  Naming just it saves
+	 * the spawned child a sigaction for each of the 64 signals. */
+	sigemptyset(&all);
+	sigaddset(&all, SIGPIPE);
 	sigemptyset(&none);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);

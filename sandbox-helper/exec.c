@@ -179,18 +179,16 @@ static int build_env(const struct room *r, const struct exec_request *q, bool sa
 	append(&s, &len, &cap, old ? old : "");
 	ce->old_len = len - strlen("__RB_SESSION=");
 	free(old);
-	if (q->env) {
-		json_object_object_foreach(q->env, k, v) {
-			const char *val = json_object_get_string(v);
-			/* /bin/sh (dash) drops such names from the environment
-			 * of everything it runs, so they cannot be passed on */
-			if (!shell_name(k))
-				continue;
-			append(&s, &len, &cap, "\nexport ");
-			append(&s, &len, &cap, k);
-			append(&s, &len, &cap, "=");
-			shell_quote_append(&s, &len, &cap, val, (size_t)json_object_get_string_len(v));
-		}
+	for (size_t i = 0; q->env && i < q->env->len; i++) {
+		const struct mj_member *m = &q->env->members[i];
+		/* /bin/sh (dash) drops such names from the environment of
+		 * everything it runs, so they cannot be passed on */
+		if (!shell_name(m->key) || strlen(m->key) != m->key_len)
+			continue;
+		append(&s, &len, &cap, "\nexport ");
+		append(&s, &len, &cap, m->key);
+		append(&s, &len, &cap, "=");
+		shell_quote_append(&s, &len, &cap, m->value.str, m->value.len);
 	}
 	append(&s, &len, &cap, "\n");
 	ce->session = s;
@@ -246,56 +244,85 @@ static bool stream_read(struct stream *s)
 	}
 }
 
-static json_object *encode_stream(const struct stream *s, bool b64)
+static void encode_stream(struct mj_writer *w, const struct stream *s, bool b64)
 {
 	const char *data = s->buf ? s->buf : "";
 	if (b64) {
 		char *e = base64_encode((const unsigned char *)data, s->len);
-		json_object *o = json_object_new_string(e ? e : "");
+		mjw_cstring(w, e ? e : "");
 		free(e);
-		return o;
+		return;
 	}
 	size_t n;
 	char *t = utf8_sanitize(data, s->len, &n);
-	json_object *o = json_object_new_string_len(t ? t : "", t ? (int)n : 0);
+	mjw_string(w, t ? t : "", t ? n : 0);
 	free(t);
-	return o;
 }
 
-static json_object *make_result(const struct stream *out, const struct stream *err_s, int status,
-				bool timed_out, double duration, const char *stamp, bool b64)
+/* "SIGKILL" etc.; libc has no portable table of abbreviations. */
+static const char *signal_name(int sig, char *buf, size_t len)
 {
-	json_object *res = json_object_new_object();
+	static const char *const names[] = {
+		[SIGHUP] = "HUP", [SIGINT] = "INT", [SIGQUIT] = "QUIT", [SIGILL] = "ILL",
+		[SIGTRAP] = "TRAP", [SIGABRT] = "ABRT", [SIGBUS] = "BUS", [SIGFPE] = "FPE",
+		[SIGKILL] = "KILL", [SIGUSR1] = "USR1", [SIGSEGV] = "SEGV", [SIGUSR2] = "USR2",
+		[SIGPIPE] = "PIPE", [SIGALRM] = "ALRM", [SIGTERM] = "TERM", [SIGSTKFLT] = "STKFLT",
+		[SIGCHLD] = "CHLD", [SIGCONT] = "CONT", [SIGSTOP] = "STOP", [SIGTSTP] = "TSTP",
+		[SIGTTIN] = "TTIN", [SIGTTOU] = "TTOU", [SIGURG] = "URG", [SIGXCPU] = "XCPU",
+		[SIGXFSZ] = "XFSZ", [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF", [SIGWINCH] = "WINCH",
+		[SIGIO] = "IO", [SIGPWR] = "PWR", [SIGSYS] = "SYS",
+	};
+	if (sig > 0 && (size_t)sig < sizeof(names) / sizeof(names[0]) && names[sig])
+		snprintf(buf, len, "SIG%s", names[sig]);
+	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+		snprintf(buf, len, "SIGRT%d", sig - SIGRTMIN);
+	else
+		snprintf(buf, len, "SIGUNKNOWN");
+	return buf;
+}
+
+static void make_result(struct mj_writer *w, const struct stream *out, const struct stream *err_s,
+			int status, bool timed_out, double duration, const char *stamp, bool b64)
+{
 	int code;
 	const char *sig = NULL;
 	char signame[32];
 	if (timed_out) {
 		code = 124;
-		snprintf(signame, sizeof(signame), "SIGKILL");
-		sig = signame;
+		sig = "SIGKILL";
 	} else if (WIFSIGNALED(status)) {
 		code = 128 + WTERMSIG(status);
-		const char *ab = sigabbrev_np(WTERMSIG(status));
-		snprintf(signame, sizeof(signame), "SIG%s", ab ? ab : "UNKNOWN");
-		sig = signame;
+		sig = signal_name(WTERMSIG(status), signame, sizeof(signame));
 	} else {
 		code = WEXITSTATUS(status);
 	}
-	json_object_object_add(res, "stdout", encode_stream(out, b64));
-	json_object_object_add(res, "stderr", encode_stream(err_s, b64));
-	json_object_object_add(res, "exitCode", json_object_new_int(code));
-	json_object_object_add(res, "success", json_object_new_boolean(code == 0));
-	json_object_object_add(res, "signal", sig ? json_object_new_string(sig) : NULL);
-	json_object_object_add(res, "timedOut", json_object_new_boolean(timed_out));
-	json_object *tr = json_object_new_object();
-	json_object_object_add(tr, "stdout", json_object_new_boolean(out->truncated));
-	json_object_object_add(tr, "stderr", json_object_new_boolean(err_s->truncated));
-	json_object_object_add(res, "truncated", tr);
 	char dur[32];
 	snprintf(dur, sizeof(dur), "%.3f", duration);
-	json_object_object_add(res, "duration", json_object_new_double_s(duration, dur));
-	json_object_object_add(res, "timestamp", json_object_new_string(stamp));
-	return res;
+	mjw_object_begin(w);
+	mjw_key(w, "stdout");
+	encode_stream(w, out, b64);
+	mjw_key(w, "stderr");
+	encode_stream(w, err_s, b64);
+	mjw_key(w, "exitCode");
+	mjw_int(w, code);
+	mjw_key(w, "success");
+	mjw_bool(w, code == 0);
+	mjw_key(w, "signal");
+	mjw_cstring(w, sig);
+	mjw_key(w, "timedOut");
+	mjw_bool(w, timed_out);
+	mjw_key(w, "truncated");
+	mjw_object_begin(w);
+	mjw_key(w, "stdout");
+	mjw_bool(w, out->truncated);
+	mjw_key(w, "stderr");
+	mjw_bool(w, err_s->truncated);
+	mjw_object_end(w);
+	mjw_key(w, "duration");
+	mjw_number_text(w, dur);
+	mjw_key(w, "timestamp");
+	mjw_cstring(w, stamp);
+	mjw_object_end(w);
 }
 
 /* Keep the session only when the shell wrote it to the end, and write it
@@ -313,40 +340,40 @@ static void save_session(const struct room *r, const struct stream *s, const str
 
 /* ---- talking to the keeper ---------------------------------------------- */
 
-static int blob_write(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t k = write(fd, c, n);
-		if (k <= 0)
-			return -1;
-		c += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-/* argv and envp for the shell, in a memfd (a command may be megabytes). */
+/* argv and envp for the shell, in a memfd (a command may be megabytes),
+ * written with one write. */
 static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms)
 {
-	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
-	if (fd < 0)
-		return -1;
 	struct kp_blob h = { KP_MAGIC, (uint32_t)r->uid, (uint32_t)r->gid, 0, 0, timeout_ms,
 			     (uint32_t)r->cfg->pids_limit, 0 };
+	size_t size = sizeof(h);
 	while (argv[h.argc])
-		h.argc++;
+		size += strlen(argv[h.argc++]) + 1;
 	while (envp[h.envc])
-		h.envc++;
-	int rc = blob_write(fd, &h, sizeof(h));
-	for (uint32_t i = 0; rc == 0 && i < h.argc; i++)
-		rc = blob_write(fd, argv[i], strlen(argv[i]) + 1);
-	for (uint32_t i = 0; rc == 0 && i < h.envc; i++)
-		rc = blob_write(fd, envp[i], strlen(envp[i]) + 1);
-	if (rc < 0) {
-		close(fd);
+		size += strlen(envp[h.envc++]) + 1;
+	char *buf = malloc(size), *p = buf;
+	int fd = buf ? memfd_create("roombox-exec", MFD_CLOEXEC) : -1;
+	if (fd < 0) {
+		free(buf);
 		return -1;
 	}
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	for (uint32_t i = 0; i < h.argc; i++)
+		p = stpcpy(p, argv[i]) + 1;
+	for (uint32_t i = 0; i < h.envc; i++)
+		p = stpcpy(p, envp[i]) + 1;
+	size_t off = 0;
+	while (off < size) {
+		ssize_t k = write(fd, buf + off, size - off);
+		if (k <= 0) {
+			free(buf);
+			close(fd);
+			return -1;
+		}
+		off += (size_t)k;
+	}
+	free(buf);
 	return fd;
 }
 
@@ -509,7 +536,7 @@ static int exec_start(const struct room *r, int blob, const int *child_fds, char
 }
 
 int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
-	     json_object **result, char *err, size_t errlen)
+	     struct mj_writer *result, char *err, size_t errlen)
 {
 	struct timespec t0, wall;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -567,7 +594,7 @@ int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
 	} else {
 		if (save && !c.timed_out && WIFEXITED(c.status))
 			save_session(r, &c.sess, &ce);
-		*result = make_result(&c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
+		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
 		rc = 0;
 	}
 	free(c.out.buf);

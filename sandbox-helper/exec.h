@@ -4,14 +4,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <json-c/json.h>
+#include "minijson.h"
 #include "room.h"
 #include "cgroup.h"
 
 struct exec_request {
 	const char *cmd;
 	uint64_t timeout_ms;
-	json_object *env;        /* object of string -> string, or NULL */
+	const struct mj_value *env;  /* object of string -> string, or NULL */
 	const char *cwd;         /* absolute path, or NULL */
 	const char *stdin_data;  /* NULL = /dev/null */
 	size_t stdin_len;
@@ -19,12 +19,12 @@ struct exec_request {
 };
 
 /* Run one command in the room whose keeper is `keeper` (alive, checked by
- * the caller).  *result gets the protocol's exec object.  0, or -1 with err
+ * the caller).  The protocol's exec object is written to out.  0, or -1 with err
  * when the sandbox could not run it at all, or EXEC_KEEPER_GONE when the
  * keeper died under us (the caller restarts the jail and retries). */
 #define EXEC_KEEPER_GONE (-2)
 int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
-	     json_object **result, char *err, size_t errlen);
+	     struct mj_writer *out, char *err, size_t errlen);
 
 /* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */
 int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n);

@@ -29,12 +29,12 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <json-c/json.h>
 
 #include "cgroup.h"
 #include "config.h"
 #include "exec.h"
 #include "jail.h"
+#include "minijson.h"
 #include "protocol.h"
 #include "room.h"
 #include "roomid.h"
@@ -139,11 +139,14 @@ static int load_config(struct helper *h, const char *path)
 	return rc < 0 ? fail(h, "denied") : 0;
 }
 
-static json_object *read_request(struct helper *h)
+/* The request document; *doc owns it.  NULL (error set) unless it is one
+ * JSON object of at most HELPER_REQUEST_MAX bytes. */
+static const struct mj_value *read_request(struct helper *h, struct mj_doc **doc)
 {
 	size_t cap = 65536, len = 0;
 	char *buf = malloc(cap);
 	ssize_t n;
+	*doc = NULL;
 	while (buf && (n = read(0, buf + len, cap - len)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
@@ -167,31 +170,22 @@ static json_object *read_request(struct helper *h)
 		fail(h, "invalid");
 		return NULL;
 	}
-	json_tokener *tok = json_tokener_new();
-	json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
-	if (!o || json_tokener_get_error(tok) != json_tokener_success || !json_object_is_type(o, json_type_object)) {
-		json_object_put(o);
-		o = NULL;
-		snprintf(h->err, sizeof(h->err), "request is not a JSON object");
-		fail(h, "invalid");
-	}
-	json_tokener_free(tok);
+	char why[128];
+	*doc = mj_parse(buf, len, why, sizeof(why));
 	free(buf);
-	return o;
+	if (!*doc || mj_root(*doc)->type != MJ_OBJECT) {
+		snprintf(h->err, sizeof(h->err), "request is not a JSON object%s%s", *doc ? "" : ": ", *doc ? "" : why);
+		fail(h, "invalid");
+		return NULL;
+	}
+	return mj_root(*doc);
 }
 
 /* ---- verbs ------------------------------------------------------------- */
 
-static const char *get_str(json_object *o, const char *key)
+static int open_room(struct helper *h, const struct mj_value *req, struct room *r)
 {
-	json_object *v;
-	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-		? json_object_get_string(v) : NULL;
-}
-
-static int open_room(struct helper *h, json_object *req, struct room *r)
-{
-	const char *id = get_str(req, "room");
+	const char *id = mj_get_str(req, "room");
 	if (!id || !room_id_valid(id)) {
 		snprintf(h->err, sizeof(h->err), "invalid room id");
 		return fail(h, "invalid");
@@ -225,86 +219,94 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 	return keeper < 0 ? fail(h, "failed") : keeper;
 }
 
-static json_object *room_status(struct helper *h, struct room *r)
+static void room_status(struct helper *h, struct room *r, struct mj_writer *out)
 {
-	json_object *o = json_object_new_object();
 	char sandbox[80], stamp[40];
 	snprintf(sandbox, sizeof(sandbox), "sandbox-%s", r->id);
-	json_object_object_add(o, "roomId", json_object_new_string(r->id));
-	json_object_object_add(o, "sandboxName", json_object_new_string(sandbox));
 	bool running = room_keeper_pid(r) > 0;
-	json_object_object_add(o, "state", json_object_new_string(running ? "running" : "stopped"));
-	json_object_object_add(o, "createdAt", json_object_new_string(r->created_at));
 	int64_t ms = room_last_active_ms(r);
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 	iso8601_utc(&ts, stamp, sizeof(stamp));
-	json_object_object_add(o, "lastActiveAt", json_object_new_string(stamp));
 	uint64_t mem = 0, procs = 0;
 	if (running)
 		cgroup_room_usage(cgroups(h), r->id, &mem, &procs);
-	json_object *u = json_object_new_object();
-	json_object_object_add(u, "diskBytes", json_object_new_int64((int64_t)room_disk_usage(r)));
-	json_object_object_add(u, "memoryBytes", json_object_new_int64((int64_t)mem));
-	json_object_object_add(u, "processes", json_object_new_int64((int64_t)procs));
-	json_object_object_add(o, "usage", u);
-	return o;
+	mjw_object_begin(out);
+	mjw_key(out, "roomId");
+	mjw_cstring(out, r->id);
+	mjw_key(out, "sandboxName");
+	mjw_cstring(out, sandbox);
+	mjw_key(out, "state");
+	mjw_cstring(out, running ? "running" : "stopped");
+	mjw_key(out, "createdAt");
+	mjw_cstring(out, r->created_at);
+	mjw_key(out, "lastActiveAt");
+	mjw_cstring(out, stamp);
+	mjw_key(out, "usage");
+	mjw_object_begin(out);
+	mjw_key(out, "diskBytes");
+	mjw_int(out, (int64_t)room_disk_usage(r));
+	mjw_key(out, "memoryBytes");
+	mjw_int(out, (int64_t)mem);
+	mjw_key(out, "processes");
+	mjw_int(out, (int64_t)procs);
+	mjw_object_end(out);
+	mjw_object_end(out);
 }
 
-static int exec_request_parse(struct helper *h, json_object *req, struct exec_request *q)
+static int exec_request_parse(struct helper *h, const struct mj_value *req, struct exec_request *q)
 {
-	json_object *v;
+	const struct mj_value *v;
 	memset(q, 0, sizeof(*q));
-	q->cmd = get_str(req, "cmd");
+	q->cmd = mj_get_str(req, "cmd");
 	if (!q->cmd || !*q->cmd) {
 		snprintf(h->err, sizeof(h->err), "cmd missing");
 		return fail(h, "invalid");
 	}
 	q->timeout_ms = h->cfg.exec_timeout_ms;
-	if (json_object_object_get_ex(req, "timeout_ms", &v)) {
-		int64_t t = json_object_get_int64(v);
-		if (t <= 0 || (uint64_t)t > h->cfg.exec_timeout_max_ms) {
+	if ((v = mj_get(req, "timeout_ms"))) {
+		if (v->type != MJ_NUMBER || !v->is_int || v->integer <= 0 ||
+		    (uint64_t)v->integer > h->cfg.exec_timeout_max_ms) {
 			snprintf(h->err, sizeof(h->err), "timeout_ms out of range");
 			return fail(h, "invalid");
 		}
-		q->timeout_ms = (uint64_t)t;
+		q->timeout_ms = (uint64_t)v->integer;
 	}
-	if (json_object_object_get_ex(req, "env", &v) && json_object_is_type(v, json_type_object)) {
-		json_object_object_foreach(v, k, val) {
-			if (!json_object_is_type(val, json_type_string) || !*k) {
+	if ((v = mj_get(req, "env")) && v->type == MJ_OBJECT) {
+		for (size_t i = 0; i < v->len; i++)
+			if (v->members[i].value.type != MJ_STRING || !v->members[i].key_len) {
 				snprintf(h->err, sizeof(h->err), "env values must be strings");
 				return fail(h, "invalid");
 			}
-		}
 		q->env = v;
 	}
-	q->cwd = get_str(req, "cwd");
+	q->cwd = mj_get_str(req, "cwd");
 	if (q->cwd && q->cwd[0] != '/') {
 		snprintf(h->err, sizeof(h->err), "cwd must be absolute");
 		return fail(h, "invalid");
 	}
-	if (json_object_object_get_ex(req, "stdin", &v) && json_object_is_type(v, json_type_string)) {
-		q->stdin_data = json_object_get_string(v);
-		q->stdin_len = (size_t)json_object_get_string_len(v);
+	if ((v = mj_get(req, "stdin")) && v->type == MJ_STRING) {
+		q->stdin_data = v->str;
+		q->stdin_len = v->len;
 	}
-	const char *enc = get_str(req, "encoding");
+	const char *enc = mj_get_str(req, "encoding");
 	q->base64 = enc && strcmp(enc, "base64") == 0;
 	return 0;
 }
 
 static int stop_room(struct helper *h, struct room *r);
 
-static json_object *verb_exec(struct helper *h, json_object *req)
+/* Every verb writes its answer object to out and returns 0, or returns -1
+ * with h->err and h->code set (whatever it wrote is then dropped). */
+
+static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
 	struct exec_request q;
 	if (open_room(h, req, &r) < 0 || exec_request_parse(h, req, &q) < 0)
-		return NULL;
-	json_object *res = NULL;
+		return -1;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (room_lock(&r, true, h->err, sizeof(h->err)) < 0) {
-			fail(h, "failed");
-			return NULL;
-		}
+		if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
+			return fail(h, "failed");
 		/* a second attempt: the keeper died under the first one;
 		 * make sure it is gone before starting another */
 		if (attempt > 0)
@@ -315,65 +317,72 @@ static json_object *verb_exec(struct helper *h, json_object *req)
 		if (keeper <= 0) {
 			if (busy >= 0)
 				close(busy);
-			return NULL;
+			return -1;
 		}
-		int rc = exec_run(&r, keeper, &q, &res, h->err, sizeof(h->err));
+		int rc = exec_run(&r, keeper, &q, out, h->err, sizeof(h->err));
 		room_touch_active(&r);
 		if (busy >= 0)
 			close(busy);
 		if (rc == 0)
-			return res;
+			return 0;
 		if (rc != EXEC_KEEPER_GONE)
 			break;
 	}
-	fail(h, "failed");
-	return NULL;
+	return fail(h, "failed");
 }
 
-static json_object *verb_create(struct helper *h, json_object *req)
+static int verb_create(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
 	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-		return NULL;
-	json_object *o = ensure_running(h, &r, true) > 0 ? room_status(h, &r) : NULL;
+		return -1;
+	int rc = ensure_running(h, &r, true) > 0 ? 0 : -1;
+	if (rc == 0)
+		room_status(h, &r, out);
 	room_unlock(&r);
-	return o;
+	return rc;
 }
 
-static json_object *verb_status(struct helper *h, json_object *req)
+static int verb_status(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
 	if (open_room(h, req, &r) < 0)
-		return NULL;
+		return -1;
 	int found = room_load(&r, h->err, sizeof(h->err));
 	if (found <= 0) {
 		if (found == 0)
 			snprintf(h->err, sizeof(h->err), "room not found");
-		fail(h, found == 0 ? "not_found" : "failed");
-		return NULL;
+		return fail(h, found == 0 ? "not_found" : "failed");
 	}
-	return room_status(h, &r);
-}
-
-static int add_status(const char *id, void *arg)
-{
-	void **a = arg;
-	struct helper *h = a[0];
-	struct room r;
-	char err[256];
-	if (room_init(&r, &h->cfg, id) == 0 && room_load(&r, err, sizeof(err)) == 1)
-		json_object_array_add(a[1], room_status(h, &r));
+	room_status(h, &r, out);
 	return 0;
 }
 
-static json_object *verb_list(struct helper *h, json_object *req)
+struct list_walk {
+	struct helper *h;
+	struct mj_writer *out;
+};
+
+static int add_status(const char *id, void *arg)
 {
-	json_object *arr = json_object_new_array();
-	void *a[2] = { h, arr };
-	room_foreach(&h->cfg, add_status, a);
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "rooms", arr);
-	return o;
+	struct list_walk *l = arg;
+	struct room r;
+	char err[256];
+	if (room_init(&r, &l->h->cfg, id) == 0 && room_load(&r, err, sizeof(err)) == 1)
+		room_status(l->h, &r, l->out);
+	return 0;
+}
+
+static int verb_list(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+{
+	struct list_walk l = { h, out };
+	mjw_object_begin(out);
+	mjw_key(out, "rooms");
+	mjw_array_begin(out);
+	room_foreach(&h->cfg, add_status, &l);
+	mjw_array_end(out);
+	mjw_object_end(out);
+	return 0;
 }
 
 /* Stop one room (locked by the caller); files and session stay. */
@@ -385,27 +394,32 @@ static int stop_room(struct helper *h, struct room *r)
 	return jail_stop(r, cgroups(h), keeper, h->err, sizeof(h->err));
 }
 
-static json_object *verb_stop(struct helper *h, json_object *req)
+static void answer_flag(struct mj_writer *out, const char *key)
 {
-	struct room r;
-	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-		return NULL;
-	int rc = stop_room(h, &r);
-	room_unlock(&r);
-	if (rc < 0) {
-		fail(h, "failed");
-		return NULL;
-	}
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "stopped", json_object_new_boolean(1));
-	return o;
+	mjw_object_begin(out);
+	mjw_key(out, key);
+	mjw_bool(out, true);
+	mjw_object_end(out);
 }
 
-static json_object *verb_destroy(struct helper *h, json_object *req)
+static int verb_stop(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
 	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-		return NULL;
+		return -1;
+	int rc = stop_room(h, &r);
+	room_unlock(&r);
+	if (rc < 0)
+		return fail(h, "failed");
+	answer_flag(out, "stopped");
+	return 0;
+}
+
+static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+{
+	struct room r;
+	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
+		return -1;
 	char err[256];
 	room_load(&r, err, sizeof(err));   /* for its slot; absent is fine */
 	int rc = stop_room(h, &r);
@@ -422,18 +436,15 @@ static json_object *verb_destroy(struct helper *h, json_object *req)
 	if (rc == 0)
 		room_slot_release(&r);
 	room_unlock(&r);
-	if (rc < 0) {
-		fail(h, "failed");
-		return NULL;
-	}
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "destroyed", json_object_new_boolean(1));
-	return o;
+	if (rc < 0)
+		return fail(h, "failed");
+	answer_flag(out, "destroyed");
+	return 0;
 }
 
 struct stop_many {
 	struct helper *h;
-	json_object *stopped;
+	struct mj_writer *out;
 	bool idle_only;
 };
 
@@ -454,92 +465,108 @@ static int stop_if_due(const char *id, void *arg)
 	if (room_lock(&r, true, err, sizeof(err)) < 0)
 		return 0;
 	if (room_load(&r, err, sizeof(err)) == 1 && stop_room(s->h, &r) == 0)
-		json_object_array_add(s->stopped, json_object_new_string(id));
+		mjw_cstring(s->out, id);
 	room_unlock(&r);
 	return 0;
 }
 
-static json_object *verb_stop_many(struct helper *h, bool idle_only)
+static int verb_stop_many(struct helper *h, bool idle_only, struct mj_writer *out)
 {
-	struct stop_many s = { h, json_object_new_array(), idle_only };
+	struct stop_many s = { h, out, idle_only };
+	mjw_object_begin(out);
+	mjw_key(out, "stopped");
+	mjw_array_begin(out);
 	if (!idle_only || h->cfg.idle_timeout_ms > 0)
 		room_foreach(&h->cfg, stop_if_due, &s);
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "stopped", s.stopped);
-	return o;
+	mjw_array_end(out);
+	mjw_object_end(out);
+	return 0;
 }
 
-static json_object *verb_info(struct helper *h, json_object *req)
+static int verb_info(struct helper *h, struct mj_writer *out)
 {
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "cgroup", json_object_new_string(cgroup_mode_name(cgroups(h)->mode)));
-	json_object_object_add(o, "version", json_object_new_string(ROOMBOX_VERSION));
-	return o;
+	mjw_object_begin(out);
+	mjw_key(out, "cgroup");
+	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));
+	mjw_key(out, "version");
+	mjw_cstring(out, ROOMBOX_VERSION);
+	mjw_object_end(out);
+	return 0;
 }
 
-static json_object *dispatch(struct helper *h, json_object *req)
+static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
-	const char *op = get_str(req, "op");
+	const char *op = mj_get_str(req, "op");
 	if (!op) {
 		snprintf(h->err, sizeof(h->err), "request has no op");
-		fail(h, "invalid");
-		return NULL;
+		return fail(h, "invalid");
 	}
 	if (!strcmp(op, "exec"))
-		return verb_exec(h, req);
+		return verb_exec(h, req, out);
 	if (!strcmp(op, "create"))
-		return verb_create(h, req);
+		return verb_create(h, req, out);
 	if (!strcmp(op, "status"))
-		return verb_status(h, req);
+		return verb_status(h, req, out);
 	if (!strcmp(op, "list"))
-		return verb_list(h, req);
+		return verb_list(h, req, out);
 	if (!strcmp(op, "destroy"))
-		return verb_destroy(h, req);
+		return verb_destroy(h, req, out);
 	if (!strcmp(op, "stop"))
-		return verb_stop(h, req);
+		return verb_stop(h, req, out);
 	if (!strcmp(op, "stop-idle"))
-		return verb_stop_many(h, true);
+		return verb_stop_many(h, true, out);
 	if (!strcmp(op, "stop-all"))
-		return verb_stop_many(h, false);
+		return verb_stop_many(h, false, out);
 	if (!strcmp(op, "info"))
-		return verb_info(h, req);
+		return verb_info(h, out);
 	snprintf(h->err, sizeof(h->err), "unknown op '%.40s'", op);
-	fail(h, "invalid");
-	return NULL;
+	return fail(h, "invalid");
 }
 
-static void emit(json_object *o)
+static void emit(const char *s, size_t len)
 {
-	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	size_t len = strlen(s), off = 0;
+	size_t off = 0;
 	while (off < len) {
 		ssize_t n = write(1, s + off, len - off);
 		if (n <= 0)
 			break;
 		off += (size_t)n;
 	}
-	if (write(1, "\n", 1) < 0)
-		return;
 }
 
-static int finish(struct helper *h, json_object *out)
+/* Print the answer (rc 0) or the error object; the exit status. */
+static int finish(struct helper *h, struct mj_writer *out, int rc)
 {
-	if (out) {
-		emit(out);
-		json_object_put(out);
-		return 0;
+	size_t len = 0;
+	char *text = rc == 0 ? mjw_finish(out, &len) : NULL;
+	if (rc == 0 && !text) {
+		snprintf(h->err, sizeof(h->err), "answer could not be built (out of memory)");
+		fail(h, "failed");
 	}
-	json_object *e = json_object_new_object();
-	json_object_object_add(e, "error", json_object_new_string(h->err[0] ? h->err : "unknown failure"));
-	json_object_object_add(e, "code", json_object_new_string(h->code ? h->code : "failed"));
-	emit(e);
-	json_object_put(e);
-	return 1;
+	mjw_free(out);
+	if (!text) {
+		mjw_object_begin(out);
+		mjw_key(out, "error");
+		mjw_cstring(out, h->err[0] ? h->err : "unknown failure");
+		mjw_key(out, "code");
+		mjw_cstring(out, h->code ? h->code : "failed");
+		mjw_object_end(out);
+		text = mjw_finish(out, &len);
+		rc = -1;
+	}
+	if (text) {
+		emit(text, len);
+		emit("\n", 1);
+	}
+	free(text);
+	return rc == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
 {
 	static struct helper h;
+	static struct mj_writer out;
+	mjw_init(&out);
 	h.caller.uid = getuid();
 	h.caller.gid = getgid();
 	sanitize_process();
@@ -547,12 +574,12 @@ int main(int argc, char **argv)
 	if (geteuid() != 0) {
 		snprintf(h.err, sizeof(h.err), "roombox-helper must be setuid root (effective uid is %u)",
 			 (unsigned)geteuid());
-		return finish(&h, (fail(&h, "denied"), NULL));
+		return finish(&h, &out, fail(&h, "denied"));
 	}
 	if (!caller_in_service_group(&h.caller)) {
 		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in the service group "
 			 "(the group that owns roombox-helper)", (unsigned)h.caller.uid);
-		return finish(&h, (fail(&h, "denied"), NULL));
+		return finish(&h, &out, fail(&h, "denied"));
 	}
 	const char *conf = ROOMBOX_CONF;
 	for (int i = 1; i < argc; i++) {
@@ -561,28 +588,25 @@ int main(int argc, char **argv)
 			continue;
 		}
 		snprintf(h.err, sizeof(h.err), "usage: roombox-helper [-c CONFIG] < request.json");
-		return finish(&h, (fail(&h, "invalid"), NULL));
+		return finish(&h, &out, fail(&h, "invalid"));
 	}
 	if (strcmp(conf, ROOMBOX_CONF) != 0 && h.caller.uid != 0) {
 		snprintf(h.err, sizeof(h.err), "-c %s: only root may name another configuration", conf);
-		return finish(&h, (fail(&h, "denied"), NULL));
+		return finish(&h, &out, fail(&h, "denied"));
 	}
 	/* Everything below runs with real uid 0 so the kernel treats the
 	 * helper's children as root's, not the caller's. */
 	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
 		snprintf(h.err, sizeof(h.err), "setresuid: %s", strerror(errno));
-		return finish(&h, (fail(&h, "denied"), NULL));
+		return finish(&h, &out, fail(&h, "denied"));
 	}
 	if (load_config(&h, conf) < 0)
-		return finish(&h, NULL);
-	json_object *req = read_request(&h);
-	if (!req)
-		return finish(&h, NULL);
-	if (room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0) {
-		json_object_put(req);
-		return finish(&h, (fail(&h, "failed"), NULL));
-	}
-	json_object *out = dispatch(&h, req);
-	json_object_put(req);
-	return finish(&h, out);
+		return finish(&h, &out, -1);
+	struct mj_doc *doc;
+	const struct mj_value *req = read_request(&h, &doc);
+	int rc = !req ? -1
+		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, "failed")
+		: dispatch(&h, req, &out);
+	mj_free(doc);
+	return finish(&h, &out, rc);
 }

@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <json-c/json.h>
 
 #include "disk.h"
+#include "minijson.h"
 #include "errbuf.h"
 #include "textenc.h"
 
@@ -199,21 +199,24 @@ int room_load(struct room *r, char *err, size_t errlen)
 			return 0;
 		return ERR("room %s: read meta: %s", r->id, strerror(errno));
 	}
-	json_object *o = json_tokener_parse(text), *v;
+	char why[128];
+	struct mj_doc *d = mj_parse(text, strlen(text), why, sizeof(why));
 	free(text);
-	if (!o || !json_object_object_get_ex(o, "slot", &v)) {
-		json_object_put(o);
+	const struct mj_value *v = d ? mj_get(mj_root(d), "slot") : NULL;
+	if (!v || v->type != MJ_NUMBER || !v->is_int) {
+		mj_free(d);
 		return ERR("room %s: meta is damaged", r->id);
 	}
-	int slot = json_object_get_int(v);
-	if (slot < 0 || slot >= r->cfg->max_rooms) {
-		json_object_put(o);
-		return ERR("room %s: meta: slot %d out of range", r->id, slot);
+	if (v->integer < 0 || v->integer >= r->cfg->max_rooms) {
+		int64_t slot = v->integer;
+		mj_free(d);
+		return ERR("room %s: meta: slot %lld out of range", r->id, (long long)slot);
 	}
-	room_set_slot(r, slot);
-	if (json_object_object_get_ex(o, "createdAt", &v))
-		snprintf(r->created_at, sizeof(r->created_at), "%s", json_object_get_string(v));
-	json_object_put(o);
+	room_set_slot(r, (int)v->integer);
+	const char *created = mj_get_str(mj_root(d), "createdAt");
+	if (created)
+		snprintf(r->created_at, sizeof(r->created_at), "%s", created);
+	mj_free(d);
 	return 1;
 }
 

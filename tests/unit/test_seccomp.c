@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +27,7 @@
 #include <cmocka.h>
 
 #include "seccomp_filter.h"
+#include "room_filter.h"
 
 #ifndef SYS_open_tree_attr
 #define SYS_open_tree_attr 467
@@ -423,9 +426,31 @@ static void test_x32_syscall_kills_process(void **state)
 	assert_child_signal(do_x32_getpid, 1, SIGSYS);
 }
 
+/* The helper carries the filter generated at build time (room_filter.h);
+ * it must be byte for byte what libseccomp builds from seccomp_filter.c on
+ * this machine, or the rooms run a stale filter. */
+static void test_compiled_in_filter_matches_libseccomp(void **state)
+{
+	(void)state;
+	char err[256];
+	int fd = memfd_create("filter", 0);
+	assert_true(fd >= 0);
+	assert_int_equal(seccomp_export_room_filter(fd, err, sizeof(err)), 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal((size_t)st.st_size, room_filter_bpf_size);
+	unsigned char *b = malloc(room_filter_bpf_size);
+	assert_non_null(b);
+	assert_int_equal(pread(fd, b, room_filter_bpf_size, 0), (ssize_t)room_filter_bpf_size);
+	assert_memory_equal(b, room_filter_bpf, room_filter_bpf_size);
+	free(b);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_compiled_in_filter_matches_libseccomp),
 		cmocka_unit_test(test_filter_is_installed),
 		cmocka_unit_test(test_denied_syscalls_return_eperm),
 		cmocka_unit_test(test_clone3_returns_enosys),
