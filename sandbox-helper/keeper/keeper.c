@@ -6,25 +6,31 @@
  *   fd 3  a pipe on which it says "ok" once it runs,
  *   fd 4  a listening SOCK_SEQPACKET socket (<run_dir>/rooms/<id>/sock on
  *         the host, in a root-only directory),
- *   fd 5  the room's seccomp filter as raw BPF, built by the helper with
+ *   fd 5  the room's seccomp filter as raw BPF, built at build time with
  *         libseccomp.
- * It is static and libc-only, so an idle room costs a few pages and `ps` in
- * the room shows nothing of the host.
+ * It is static (musl) and libc-only, so an idle room costs a few pages and
+ * `ps` in the room shows nothing of the host.
  *
- * The keeper reaps orphans and accepts one connection per exec (protocol in
- * keeper_proto.h).  For each it forks a supervisor, which is already in all
- * of the room's namespaces and in its cgroup — so an exec costs no setns and
- * no cgroup migration.  The supervisor is a child subreaper: every process
- * the exec starts, daemonised or not, stays below it while it lives, so at
- * the deadline it can kill the whole tree.  It forks the shell, which drops
- * to the room's uid with no capabilities, no_new_privs and the filter, and
- * execs.  When the shell ends the supervisor reports its status; it then
- * either exits (what the exec left running moves to the keeper) or drains
- * output pipes still held by background processes, so they never die of
- * SIGPIPE.
+ * The keeper loads the filter and drops the capability bounding set once,
+ * for itself and so for every process of the room.  Then it is one event
+ * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap), and
+ * per running exec its connection to the helper and any output pipes it
+ * drains.  An exec (protocol in keeper_proto.h) is one vfork: the child,
+ * already in all of the room's namespaces and its cgroup, drops to the
+ * room's uid with no capabilities and no_new_privs, becomes a child
+ * subreaper and execs the shell.  Being a subreaper, the shell adopts
+ * whatever its descendants orphan, so while it runs the exec's whole tree,
+ * daemonised or not, is below it: at the deadline the keeper stops that
+ * tree (SIGSTOP, round after round until it stops growing) and kills it.
+ * What an exec leaves running when its shell ends moves to the keeper and
+ * stays, unless at the exec's deadline the room is at its process limit (a
+ * fork bomb run in the background): then every process of the room that
+ * belongs to no running exec is stopped and killed.  Output pipes still held
+ * by background processes are drained after the helper is done with them,
+ * so those never die of SIGPIPE.
  *
- * Signals from inside the room cannot reach the keeper or a supervisor:
- * both are root and the room is not.  SIGTERM from the host ends the room.
+ * Signals from inside the room cannot reach the keeper: it is root and the
+ * room is not.  SIGTERM from the host ends the room.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -57,7 +63,7 @@
 /* What every exec would otherwise repeat, done once for the whole room:
  * the seccomp filter (the kernel converts and JIT-compiles a classic BPF
  * program on every load) and the capability bounding set are inherited by
- * every supervisor and shell, and the keeper itself needs none of what they
+ * every shell, and the keeper itself needs none of what they
  * forbid.  Signal dispositions go back to default (an ignored signal stays
  * ignored across execve), so a shell only has to clear its mask. */
 static void confine_room(void)
@@ -175,7 +181,8 @@ static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
 }
 
 /* In the vforked child: the room's uid, no capabilities (the bounding set
- * and the filter are the keeper's, inherited), a session of its own. */
+ * and the filter are the keeper's, inherited), a session of its own, and
+ * subreaper of its own descendants. */
 static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int errpipe)
 {
 	sigset_t none;
@@ -194,28 +201,25 @@ static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, cons
 		shell_fail(10, "drop to the room's uid");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		shell_fail(10, "no_new_privs");
+	/* the shell adopts what its children orphan, so while it runs every
+	 * process of the exec, daemonised or not, is in its subtree */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		shell_fail(10, "child subreaper");
 	if (chdir("/") < 0)
 		shell_fail(10, "chdir /");
 	execve(p->argv[0], p->argv, p->envp);
 	shell_fail(10, "exec the shell");
 }
 
-/* ---- the supervisor ----------------------------------------------------- */
+/* ---- stopping and killing sets of processes ------------------------------- */
 
-static pid_t shell_pid;
-static int shell_status, shell_exited;
+#define MAX_PROCS 32768
 
-/* Reap every child that ended; remember the shell's status. */
-static void reap(void)
-{
-	int st;
-	pid_t w;
-	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
-		if (w == shell_pid) {
-			shell_status = st;
-			shell_exited = 1;
-		}
-}
+struct proc_table {
+	int n;
+	int pid[MAX_PROCS], ppid[MAX_PROCS];
+	bool pick[MAX_PROCS];
+};
 
 /* ppid of pid from /proc/<pid>/stat; -1 if gone or a zombie. */
 static int parent_of(int pid)
@@ -236,55 +240,77 @@ static int parent_of(int pid)
 	return atoi(s + 4);
 }
 
-/* Kill every live process below us, until none is left.  A process is
- * below us if following ppid from it reaches us; being a subreaper, we are
- * on that chain for everything the exec started. */
-static void kill_descendants(void)
+static void proc_snapshot(struct proc_table *t)
 {
-	int self = getpid();
-	for (int round = 0; round < 200; round++) {
-		static int pids[32768], ppids[32768];
-		int n = 0;
-		DIR *d = opendir("/proc");
-		if (!d)
-			return;
-		struct dirent *e;
-		while ((e = readdir(d)) && n < 32768) {
-			int pid = atoi(e->d_name);
-			if (pid <= 1 || pid == self)
-				continue;
-			int pp = parent_of(pid);
-			if (pp > 0) {
-				pids[n] = pid;
-				ppids[n++] = pp;
-			}
+	t->n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d)) && t->n < MAX_PROCS) {
+		int pid = atoi(e->d_name);
+		int pp = pid > 1 ? parent_of(pid) : -1;
+		if (pp > 0) {
+			t->pid[t->n] = pid;
+			t->ppid[t->n] = pp;
+			t->pick[t->n++] = false;
 		}
-		closedir(d);
-		int killed = 0;
-		for (int i = 0; i < n; i++) {
-			int p = ppids[i];
-			for (int depth = 0; depth < 4096 && p > 1 && p != self; depth++) {
-				int j = 0;
-				while (j < n && pids[j] != p)
-					j++;
-				p = j < n ? ppids[j] : -1;
-			}
-			if (p == self) {
-				kill(pids[i], SIGKILL);
-				killed++;
-			}
-		}
-		reap();
-		if (!killed)
-			return;
 	}
+	if (d)
+		closedir(d);
 }
 
-static int64_t now_ms(void)
+/* Is pid `root` or below it (following ppid)? */
+static bool below(const struct proc_table *t, int i, pid_t root)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	int p = t->pid[i];
+	for (int depth = 0; depth < 4096 && p > 1; depth++) {
+		if (p == root)
+			return true;
+		int j = 0;
+		while (j < t->n && t->pid[j] != p)
+			j++;
+		if (j == t->n)
+			return false;
+		p = t->ppid[j];
+	}
+	return false;
+}
+
+struct exec;
+static bool in_running_exec(const struct proc_table *t, int i);
+
+/* Stop the chosen processes (the tree below `root`, or with root 0 every
+ * process of the room outside running execs), round after round until the
+ * set stops growing -- a stopped process neither forks nor orphans
+ * anything -- then kill them all. */
+static void kill_set(pid_t root)
+{
+	/* allocated for the occasion (and given back: musl unmaps a block
+	 * this large), so an idle room does not keep it */
+	struct proc_table *t = malloc(sizeof(*t));
+	if (!t) {
+		if (root > 0)
+			kill(root, SIGKILL);
+		return;
+	}
+	int last = -1;
+	for (int round = 0; round < 100; round++) {
+		proc_snapshot(t);
+		int count = 0;
+		for (int i = 0; i < t->n; i++) {
+			t->pick[i] = root > 0 ? below(t, i, root) : !in_running_exec(t, i);
+			if (t->pick[i]) {
+				kill(t->pid[i], SIGSTOP);
+				count++;
+			}
+		}
+		if (count == last)
+			break;
+		last = count;
+	}
+	for (int i = 0; i < t->n; i++)
+		if (t->pick[i])
+			kill(t->pid[i], SIGKILL);
+	free(t);
 }
 
 /* Live processes in the room (its /proc), up to `stop`. */
@@ -301,142 +327,230 @@ static int room_processes(int stop)
 	return n;
 }
 
-/* What a supervisor is doing; it exits when nothing is left to do. */
-struct supervision {
+static int64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ---- execs ------------------------------------------------------------------ */
+
+#define MAX_EXECS 256
+#define MAX_LINGER 1024
+
+struct exec {
+	bool used;
 	int conn;                 /* -1 once the helper has hung up */
+	pid_t shell;              /* 0 once reaped */
+	int status;
+	bool timed_out, reported;
 	int drain[2];             /* output pipes handed back, -1 when closed */
 	int64_t deadline;
-	int timed_out, reported, lingering_done;
-	uint32_t pids_limit;
 };
 
-static bool supervision_done(const struct supervision *sv)
+static struct exec execs[MAX_EXECS];
+/* deadlines of execs that left processes behind: then, if the room is at
+ * its process limit, those are a background fork bomb */
+static int64_t linger[MAX_LINGER];
+static int n_linger;
+static uint32_t pids_limit;
+
+static bool in_running_exec(const struct proc_table *t, int i)
 {
-	if (!shell_exited || sv->drain[0] >= 0 || sv->drain[1] >= 0 || sv->conn >= 0)
-		return false;
-	/* stay the subreaper of what the exec left running until its
-	 * deadline, so a runaway background job can still be stopped */
-	return sv->lingering_done || waitpid(-1, NULL, WNOHANG | __WNOTHREAD) < 0;
+	for (int k = 0; k < MAX_EXECS; k++)
+		if (execs[k].used && execs[k].shell > 0 && below(t, i, execs[k].shell))
+			return true;
+	return false;
 }
 
-/* The deadline: a shell still running is killed with its whole tree
- * (timed out); after the shell, what it left behind keeps running — unless
- * it holds the room at its process limit (a fork bomb run in the
- * background), which would leave the room unusable. */
-static void supervision_deadline(struct supervision *sv)
+static int running_shells(void)
 {
-	if (!shell_exited) {
-		sv->timed_out = 1;
-		kill_descendants();
-		return;
+	int n = 0;
+	for (int k = 0; k < MAX_EXECS; k++)
+		n += execs[k].used && execs[k].shell > 0;
+	return n;
+}
+
+static void exec_close(struct exec *x)
+{
+	if (x->conn >= 0)
+		close(x->conn);
+	for (int i = 0; i < 2; i++)
+		if (x->drain[i] >= 0)
+			close(x->drain[i]);
+	x->used = false;
+}
+
+/* Done when the shell is reaped, reported or unheard, and nothing is left
+ * to drain. */
+static void exec_maybe_done(struct exec *x)
+{
+	if (x->used && !x->shell && x->conn < 0 && x->drain[0] < 0 && x->drain[1] < 0)
+		exec_close(x);
+}
+
+static void exec_report(struct exec *x)
+{
+	if (!x->reported && !x->shell && x->conn >= 0) {
+		send_msg(x->conn, KP_EXITED, 0, x->status, x->timed_out, NULL);
+		x->reported = true;
 	}
-	if (sv->pids_limit && room_processes((int)sv->pids_limit) >= (int)sv->pids_limit * 9 / 10)
-		kill_descendants();
-	sv->lingering_done = 1;
 }
 
-static void supervision_message(struct supervision *sv)
+/* The shell ended: its orphans are now the keeper's children.  Remember the
+ * deadline if anything of the exec may still run. */
+static void exec_reaped(struct exec *x, int status)
+{
+	x->shell = 0;
+	x->status = status;
+	siginfo_t si = { 0 };
+	bool orphans = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		(si.si_pid != 0 || running_shells() == 0);
+	if ((orphans || running_shells() > 0) && !x->timed_out && n_linger < MAX_LINGER &&
+	    x->deadline > now_ms())
+		linger[n_linger++] = x->deadline;
+	exec_report(x);
+	exec_maybe_done(x);
+}
+
+static void reap(void)
+{
+	int st;
+	pid_t w;
+	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+		for (int k = 0; k < MAX_EXECS; k++)
+			if (execs[k].used && execs[k].shell == w) {
+				exec_reaped(&execs[k], st);
+				break;
+			}
+}
+
+static void exec_message(struct exec *x)
 {
 	struct kp_msg m;
 	int got, dfd[2];
-	ssize_t k = recv_msg(sv->conn, &m, dfd, 2, &got);
+	ssize_t k = recv_msg(x->conn, &m, dfd, 2, &got);
 	if (k <= 0) {
 		/* the helper is gone: an unfinished exec dies with it */
-		if (!shell_exited)
-			kill_descendants();
-		close(sv->conn);
-		sv->conn = -1;
-		return;
+		if (x->shell > 0)
+			kill_set(x->shell);
+		close(x->conn);
+		x->conn = -1;
+	} else if (m.type == KP_DRAIN && got == 2 && !x->shell) {
+		x->drain[0] = dfd[0];
+		x->drain[1] = dfd[1];
+		close(x->conn);
+		x->conn = -1;
+	} else {
+		for (int i = 0; i < got; i++)
+			close(dfd[i]);
 	}
-	if (m.type == KP_DRAIN && got == 2 && shell_exited) {
-		sv->drain[0] = dfd[0];
-		sv->drain[1] = dfd[1];
-		close(sv->conn);
-		sv->conn = -1;
-		return;
-	}
-	for (int i = 0; i < got; i++)
-		close(dfd[i]);
+	exec_maybe_done(x);
 }
 
-static void __attribute__((noreturn)) supervision_loop(struct supervision *sv, int sigfd, pid_t shell)
+static void drain(struct exec *x, int i)
 {
-	char buf[65536];
-	while (!supervision_done(sv)) {
-		if (shell_exited && !sv->reported && sv->conn >= 0) {
-			send_msg(sv->conn, KP_EXITED, shell, shell_status, sv->timed_out, NULL);
-			sv->reported = 1;
-		}
-		int64_t left = sv->lingering_done ? -1 : sv->deadline - now_ms();
-		if (!sv->lingering_done && left <= 0) {
-			supervision_deadline(sv);
-			continue;
-		}
-		struct pollfd p[4] = { { sigfd, POLLIN, 0 }, { sv->conn, POLLIN, 0 },
-				       { sv->drain[0], POLLIN, 0 }, { sv->drain[1], POLLIN, 0 } };
-		if (poll(p, 4, left < 0 ? -1 : (int)left) < 0)
-			continue;
-		if (p[0].revents) {
-			struct signalfd_siginfo si;
-			while (read(sigfd, &si, sizeof(si)) > 0)
-				;
-			reap();
-		}
-		if (sv->conn >= 0 && p[1].revents)
-			supervision_message(sv);
-		for (int i = 0; i < 2; i++)
-			if (sv->drain[i] >= 0 && p[2 + i].revents && read(sv->drain[i], buf, sizeof(buf)) <= 0) {
-				close(sv->drain[i]);
-				sv->drain[i] = -1;
-			}
+	char buf[16384];
+	if (read(x->drain[i], buf, sizeof(buf)) <= 0) {
+		close(x->drain[i]);
+		x->drain[i] = -1;
+		exec_maybe_done(x);
 	}
-	_exit(0);
 }
 
-static void __attribute__((noreturn)) supervise(int conn, int *fds)
+/* Deadlines due now: running shells are killed with their tree; a passed
+ * lingering deadline checks the room for a background fork bomb. */
+static void deadlines(int64_t now)
 {
+	for (int k = 0; k < MAX_EXECS; k++) {
+		struct exec *x = &execs[k];
+		if (x->used && x->shell > 0 && !x->timed_out && now >= x->deadline) {
+			x->timed_out = true;
+			kill_set(x->shell);
+		}
+	}
+	bool check = false;
+	for (int i = 0; i < n_linger;)
+		if (now >= linger[i]) {
+			linger[i] = linger[--n_linger];
+			check = true;
+		} else {
+			i++;
+		}
+	if (check && pids_limit && room_processes((int)pids_limit) >= (int)pids_limit * 9 / 10)
+		kill_set(0);
+}
+
+static int next_timeout(int64_t now)
+{
+	int64_t next = -1;
+	for (int k = 0; k < MAX_EXECS; k++)
+		if (execs[k].used && execs[k].shell > 0 && !execs[k].timed_out &&
+		    (next < 0 || execs[k].deadline < next))
+			next = execs[k].deadline;
+	for (int i = 0; i < n_linger; i++)
+		if (next < 0 || linger[i] < next)
+			next = linger[i];
+	if (next < 0)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
+}
+
+/* One exec: read the plan, vfork the shell, answer STARTED or FAILED. */
+static void exec_start(int conn, int *fds)
+{
+	struct exec *x = NULL;
+	for (int k = 0; k < MAX_EXECS && !x; k++)
+		if (!execs[k].used)
+			x = &execs[k];
 	struct exec_plan plan = { 0 };
-	int sigfd = signal_fd();
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	if (plan_read(fds[0], &plan) < 0) {
-		send_msg(conn, KP_FAILED, 0, 0, 0, "bad exec request");
-		_exit(1);
+	int ep[2] = { -1, -1 };
+	const char *why = NULL;
+	if (!x)
+		why = "too many execs at once in this room";
+	else if (plan_read(fds[0], &plan) < 0)
+		why = "bad exec request";
+	else if (pipe2(ep, O_CLOEXEC) < 0)
+		why = "pipe failed";
+	if (why) {
+		send_msg(conn, KP_FAILED, 0, 0, 0, why);
+		close(conn);
+		free(plan.data);
+		free(plan.argv);
+		free(plan.envp);
+		return;
 	}
-	int ep[2];
-	if (pipe2(ep, O_CLOEXEC) < 0) {
-		send_msg(conn, KP_FAILED, 0, 0, 0, "pipe failed");
-		_exit(1);
-	}
-	struct supervision sv = { conn, { -1, -1 }, now_ms() + (int64_t)plan.hdr.timeout_ms,
-				  0, 0, 0, plan.hdr.pids_limit };
+	pids_limit = plan.hdr.pids_limit;
 	/* vfork: the shell borrows our memory until it execs (shell_main only
-	 * makes system calls and never returns), which saves copying the
-	 * supervisor's page tables on every exec */
+	 * makes system calls and never returns) */
 	pid_t shell = vfork();
 	if (shell == 0)
 		shell_main(&plan, fds, ep[1]);
 	int fork_errno = errno;
-	shell_pid = shell;
 	close(ep[1]);
-	for (int i = 0; i < EXEC_FDS; i++)
-		close(fds[i]);
-	char why[160] = "";
-	ssize_t n = shell < 0 ? -1 : read(ep[0], why, sizeof(why) - 1);
+	free(plan.data);
+	free(plan.argv);
+	free(plan.envp);
+	char text[160] = "";
+	ssize_t n = shell < 0 ? -1 : read(ep[0], text, sizeof(text) - 1);
 	close(ep[0]);
 	if (n != 0) {
 		if (n < 0)
-			snprintf(why, sizeof(why), "fork the shell: %s%s", strerror(fork_errno),
+			snprintf(text, sizeof(text), "fork the shell: %s%s", strerror(fork_errno),
 				 fork_errno == EAGAIN ? " (the room is at its process limit)" : "");
-		send_msg(conn, KP_FAILED, 0, 0, 0, why);
-		_exit(1);
+		if (shell > 0)
+			waitpid(shell, NULL, 0);
+		send_msg(conn, KP_FAILED, 0, 0, 0, text);
+		close(conn);
+		return;
 	}
+	*x = (struct exec){ true, conn, shell, 0, false, false, { -1, -1 },
+			    now_ms() + (int64_t)plan.hdr.timeout_ms };
 	send_msg(conn, KP_STARTED, shell, 0, 0, NULL);
-	supervision_loop(&sv, sigfd, shell);
 }
 
-/* ---- the keeper --------------------------------------------------------- */
-
-static void accept_exec(int sigfd)
+static void accept_exec(void)
 {
 	int conn = accept4(FD_LISTEN, NULL, NULL, SOCK_CLOEXEC);
 	if (conn < 0)
@@ -446,21 +560,15 @@ static void accept_exec(int sigfd)
 	struct kp_msg m;
 	int fds[EXEC_FDS], got = 0;
 	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0 &&
-	    recv_msg(conn, &m, fds, EXEC_FDS, &got) > 0 && m.type == KP_EXEC && got == EXEC_FDS) {
-		pid_t pid = fork();
-		if (pid == 0) {
-			close(FD_LISTEN);
-			close(sigfd);
-			supervise(conn, fds);
-		}
-		if (pid < 0)
-			send_msg(conn, KP_FAILED, 0, 0, 0, errno == EAGAIN
-				 ? "fork: the room is at its process limit (pids_limit)" : "fork failed");
-	}
+	    recv_msg(conn, &m, fds, EXEC_FDS, &got) > 0 && m.type == KP_EXEC && got == EXEC_FDS)
+		exec_start(conn, fds);
+	else
+		close(conn);
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
-	close(conn);
 }
+
+/* ---- the keeper ------------------------------------------------------------- */
 
 int main(void)
 {
@@ -469,19 +577,49 @@ int main(void)
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
+	static struct pollfd p[2 + 3 * MAX_EXECS];
+	static struct { struct exec *x; int what; } owner[2 + 3 * MAX_EXECS];
 	for (;;) {
-		struct pollfd p[2] = { { FD_LISTEN, POLLIN, 0 }, { sigfd, POLLIN, 0 } };
-		if (poll(p, 2, -1) < 0)
+		int n = 0;
+		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
+		p[n++] = (struct pollfd){ sigfd, POLLIN, 0 };
+		for (int k = 0; k < MAX_EXECS; k++) {
+			struct exec *x = &execs[k];
+			if (!x->used)
+				continue;
+			if (x->conn >= 0) {
+				owner[n].x = x;
+				owner[n].what = 2;
+				p[n++] = (struct pollfd){ x->conn, POLLIN, 0 };
+			}
+			for (int i = 0; i < 2; i++)
+				if (x->drain[i] >= 0) {
+					owner[n].x = x;
+					owner[n].what = i;
+					p[n++] = (struct pollfd){ x->drain[i], POLLIN, 0 };
+				}
+		}
+		int timeout = next_timeout(now_ms());
+		if (poll(p, (nfds_t)n, timeout) < 0)
 			continue;
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) == sizeof(si))
 				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
 					return 0;
-			while (waitpid(-1, NULL, WNOHANG) > 0)
-				;
+			reap();
 		}
+		for (int i = 2; i < n; i++) {
+			struct exec *x = owner[i].x;
+			if (!p[i].revents || !x->used)
+				continue;
+			if (owner[i].what == 2 && x->conn == p[i].fd)
+				exec_message(x);
+			else if (owner[i].what < 2 && x->drain[owner[i].what] == p[i].fd)
+				drain(x, owner[i].what);
+		}
+		deadlines(now_ms());
 		if (p[0].revents)
-			accept_exec(sigfd);
+			accept_exec();
 	}
 }

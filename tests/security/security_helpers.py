@@ -70,19 +70,17 @@ def room_ps(client, room):
 
 
 def assert_room_holds_only_keeper_and_this_exec(client, room):
-    """The room's ps shows PID 1 (the keeper), the supervisor of this exec
-    (root, child of PID 1), this exec's shell and its ps: nothing else."""
+    """The room's ps shows PID 1 (the keeper, root), this exec's shell (the
+    room's user, child of PID 1) and its ps: nothing else."""
     rows = room_ps(client, room)
     by_pid = {r[0]: r for r in rows}
     ps = [r for r in rows if r[3] == "ps"]
     assert len(ps) == 1, rows
     shell = by_pid.get(ps[0][1])
-    assert shell and shell[2] == "user", rows
-    supervisor = by_pid.get(shell[1])
-    assert supervisor and supervisor[2] == "root" and supervisor[1] == 1, rows
+    assert shell and shell[2] == "user" and shell[1] == 1, rows
     keeper = by_pid.get(1)
     assert keeper and keeper[2] == "root", rows
-    expected = {1, supervisor[0], shell[0], ps[0][0]}
+    expected = {1, shell[0], ps[0][0]}
     assert set(by_pid) == expected, f"processes left in room {room}: " + \
         repr([r for r in rows if r[0] not in expected])
 

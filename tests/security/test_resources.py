@@ -91,8 +91,8 @@ def test_fork_bomb_in_the_background_is_contained_and_ends(client):
                 return False
             n = len(resp.json["result"]["stdout"].split())
             last["answer"] = f"200, with {n} processes in the room's ps"
-            # the keeper, this exec's supervisor, its shell and ps
-            return n == 4
+            # the keeper, this exec's shell and ps
+            return n == 3
         try:
             wait_until(room_a_clean, 15, "room A to be usable and empty again", interval=0.5)
         except AssertionError as e:
@@ -149,8 +149,8 @@ def test_600_sleeps_stop_at_pids_limit(client, room):
     uid = client.room_uid(room)
     out = room_python_json(client, room, SPAWN_SLEEPS, timeout=60000)
     assert out["started"] + out["failed"] == 600, out
-    # the keeper, the supervisor, the shell and python take 4 of the slots
-    assert PIDS_LIMIT - 8 <= out["started"] <= PIDS_LIMIT - 4, out
+    # the keeper, the shell and python take 3 of the slots
+    assert PIDS_LIMIT - 7 <= out["started"] <= PIDS_LIMIT - 3, out
     assert out["errors"] == [[11, "Resource temporarily unavailable"]], out
     wait_until(lambda: not [p for p in procs_with_uid(uid) if p[1].startswith("sleep")],
                GONE_TIMEOUT, "the sleeps to end")
