@@ -70,9 +70,21 @@ static int mkdir_parents(const char *path, mode_t mode, char *err, size_t errlen
 	return safe_mkdir(buf, mode, err, errlen);
 }
 
+static bool root_dir(const char *dir, const char *leaf)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", dir, leaf);
+	return lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0;
+}
+
 int room_dirs_prepare(const struct config *cfg, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
+
+	/* the usual case, three system calls: all there already */
+	if (root_dir(cfg->state_dir, "rooms") && root_dir(cfg->run_dir, "rooms") && root_dir(cfg->run_dir, "mnt"))
+		return 0;
 
 	if (mkdir_parents(cfg->state_dir, 0711, err, errlen) < 0)
 		return -1;
