@@ -498,6 +498,11 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 			close(keeper_fds[1]);
 		return -1;
 	}
+	/* roombox-fcgi starts the helper pinned to one CPU (see
+	 * helper_client.c); the room must not inherit that */
+	cpu_set_t all;
+	memset(&all, 0xff, sizeof(all));
+	sched_setaffinity(0, sizeof(all), &all);
 	int pid_pipe[2] = { -1, -1 }, report[2] = { -1, -1 };
 	pid_t first = -1;
 	if (pipe2(pid_pipe, O_CLOEXEC) == 0 && pipe2(report, O_CLOEXEC) == 0)

@@ -169,3 +169,22 @@ def test_keeper_killed_from_the_host(client, stack, room):
     assert client.sh(room, 'pwd; cat f; echo "$K"') == "/workspace/d\nkept\nv\n"
     new = stack.keeper_pid(room)
     assert new and new != keeper
+
+
+def test_room_processes_may_run_on_every_cpu(client):
+    """roombox-fcgi starts the helper pinned to its current CPU (a latency
+    choice); neither the keeper nor the commands of a new room may inherit
+    that: they may run on every CPU the service may use."""
+    room = unique_room("cpus")
+    want = sorted(os.sched_getaffinity(0))
+    out = client.sh(room, "grep Cpus_allowed_list /proc/self/status; "
+                          "grep Cpus_allowed_list /proc/1/status")
+    lists = [line.split(":", 1)[1].strip() for line in out.splitlines()]
+
+    def cpus(text):
+        got = set()
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            got.update(range(int(lo), int(hi or lo) + 1))
+        return sorted(got)
+    assert [cpus(t) for t in lists] == [want, want], out
