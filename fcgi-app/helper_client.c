@@ -1,14 +1,19 @@
 /* Spawn roombox-helper, talk JSON over two pipes: see helper_client.h.
  *
- * Why posix_spawn: glibc implements it with clone(CLONE_VM|CLONE_VFORK), so
- * spawning from a process with many threads and a large heap stays cheap,
- * and it is async-signal-safe in the child by construction.  The child gets
- * only fds 0 and 1 (pipes) and 2 (our stderr, so the helper's own messages
- * land in the service log): every other descriptor, including the FastCGI
- * sockets libfcgi opens without O_CLOEXEC, is closed by closefrom(3) in the
- * child.  All signals are reset to their default and unblocked, because the
- * service ignores SIGPIPE and blocks SIGTERM/SIGINT in its threads, and both
- * would otherwise be inherited by the helper and by every command it runs.
+ * Why vfork: the child borrows this thread's memory and stack until it
+ * execs, so spawning from a process with many threads and a large heap
+ * copies no page tables -- and, unlike glibc's posix_spawn, maps and unmaps
+ * no stack for it (an unmap in a threaded process is a TLB shootdown, an
+ * IPI to every CPU running one of our threads) and issues no 128 sigaction
+ * calls.  The child makes system calls only: every signal back to its
+ * default (it has its own copy of the dispositions; a signal arriving
+ * before execve must not run one of our handlers on our stack), fds 0 and 1
+ * from the pipes and 2 left as our stderr (the helper's own messages land
+ * in the service log), every other descriptor closed (libfcgi opens its
+ * sockets without O_CLOEXEC), the signal mask cleared (the service blocks
+ * SIGTERM/SIGINT in its threads), and exec.  It reports an exec failure by
+ * writing errno into this thread's frame, which vfork makes safe: we run
+ * again only once it has exec'd or exited.
  *
  * The reply is complete when the helper exits (seen through a pidfd), not
  * when its stdout reaches end-of-file: a process the helper leaves behind
@@ -19,7 +24,6 @@
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,16 +81,37 @@ struct child {
 	int from_child;
 };
 
+static void __attribute__((noreturn)) child_exec(const struct helper_target *target,
+						 int in, int out, volatile int *exec_errno)
+{
+	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+	char *const argv[] = { (char *)target->helper, "-c", (char *)target->config_path, NULL };
+	struct sigaction dfl;
+	sigset_t none;
+
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL);
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0) {
+		*exec_errno = errno;
+		_exit(127);
+	}
+	syscall(SYS_close_range, 3, ~0U, 0);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(target->helper, argv, envp);
+	*exec_errno = errno;
+	_exit(127);
+}
+
 static int child_spawn(const struct helper_target *target, struct child *c,
 		       struct helper_error *err)
 {
-	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-	char *const argv[] = { (char *)target->helper, "-c",
-			       (char *)target->config_path, NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t all, none;
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	volatile int exec_errno = 0;
+	sigset_t all, old;
 	int rc;
 
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
@@ -98,20 +123,6 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 		set_error(err, 500, "spawn", "roombox-helper: pipe: %s", strerror(rc));
 		return -1;
 	}
-	/* Handlers are reset by execve; only an ignored signal would reach the
-	 * helper, and roombox-fcgi ignores SIGPIPE alone.  Naming just it saves
-	 * the spawned child a sigaction for each of the 64 signals. */
-	sigemptyset(&all);
-	sigaddset(&all, SIGPIPE);
-	sigemptyset(&none);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
 	/* The child starts on this thread's CPU (we wait for it anyway)
 	 * rather than on an idle one: on a VM, waking a halted vCPU costs more
 	 * than the helper's whole start.  The helper widens its affinity again
@@ -124,13 +135,22 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 		CPU_SET(cpu, &here);
 		pinned = pthread_setaffinity_np(pthread_self(), sizeof(here), &here) == 0;
 	}
-	rc = posix_spawn(&c->pid, target->helper, &fa, &attr, argv, envp);
+	/* no signal handler may run in the child before it has reset them */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	c->pid = vfork();
+	if (c->pid == 0)
+		child_exec(target, in[0], out[1], &exec_errno);
+	rc = c->pid < 0 ? errno : exec_errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pinned)
 		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
 	close(in[0]);
 	close(out[1]);
+	if (c->pid > 0 && rc != 0) {
+		waitpid(c->pid, NULL, 0);
+		c->pid = -1;
+	}
 	if (rc != 0) {
 		close(in[1]);
 		close(out[0]);

@@ -344,8 +344,7 @@ static void save_session(const struct room *r, const struct stream *s, const str
  * written with one write. */
 static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms)
 {
-	struct kp_blob h = { KP_MAGIC, (uint32_t)r->uid, (uint32_t)r->gid, 0, 0, timeout_ms,
-			     (uint32_t)r->cfg->pids_limit, 0 };
+	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, timeout_ms };
 	size_t size = sizeof(h);
 	while (argv[h.argc])
 		size += strlen(argv[h.argc++]) + 1;
@@ -392,7 +391,7 @@ static int send_fds(int conn, uint32_t type, const int *fds, int n)
 	return sendmsg(conn, &mh, MSG_NOSIGNAL) == sizeof(m) ? 0 : -1;
 }
 
-static int keeper_connect(const struct room *r)
+int exec_connect(const struct room *r)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", r->run);
@@ -513,29 +512,24 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* Hand the exec to the keeper; returns the connection, or -1 (keeper gone:
+/* Hand the exec to the keeper over conn: 0, or -1 (keeper gone:
  * EXEC_KEEPER_GONE) or -2 (the room could not start it, err set). */
-static int exec_start(const struct room *r, int blob, const int *child_fds, char *err, size_t errlen)
+static int exec_start(const struct room *r, int conn, int blob, const int *child_fds, int nfds,
+		      char *err, size_t errlen)
 {
-	int conn = keeper_connect(r);
-	if (conn < 0)
-		return -1;
 	int fds[5] = { blob, child_fds[0], child_fds[1], child_fds[2], child_fds[3] };
 	struct kp_msg m;
-	if (send_fds(conn, KP_EXEC, fds, 5) < 0 || recv(conn, &m, sizeof(m), 0) != (ssize_t)sizeof(m)) {
-		close(conn);
+	if (send_fds(conn, KP_EXEC, fds, 1 + nfds) < 0 || recv(conn, &m, sizeof(m), 0) != (ssize_t)sizeof(m))
 		return -1;
-	}
 	if (m.type != KP_STARTED) {
 		m.text[sizeof(m.text) - 1] = '\0';
 		ERR("room %s: start the shell: %s", r->id, m.text);
-		close(conn);
 		return -2;
 	}
-	return conn;
+	return 0;
 }
 
-int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
+int exec_run(const struct room *r, int conn, const struct exec_request *q,
 	     struct mj_writer *result, char *err, size_t errlen)
 {
 	struct timespec t0, wall;
@@ -552,19 +546,21 @@ int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
 	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 
-	int rc = -1, conn = -1;
+	int rc = -1;
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, sess[2] = { -1, -1 };
+	bool input = q->stdin_data && q->stdin_len;
 	int blob = blob_make(r, argv, ce.envp, q->timeout_ms);
 	if (blob < 0 || pipe_pair(out) < 0 || pipe_pair(errp) < 0 || pipe_pair(sess) < 0 ||
-	    (q->stdin_data && q->stdin_len ? pipe_pair(in) : (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC))) < 0) {
+	    (input && pipe_pair(in) < 0)) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
 		goto out;
 	}
-	int child_fds[4] = { in[0], out[1], errp[1], sess[1] };
-	conn = exec_start(r, blob, child_fds, err, errlen);
-	if (conn < 0) {
-		if (conn == -1) {
-			ERR("room %s: keeper %d is gone", r->id, (int)keeper);
+	/* no input: the shell reads the keeper's /dev/null */
+	int child_fds[4] = { out[1], errp[1], sess[1], in[0] };
+	int started = exec_start(r, conn, blob, child_fds, input ? 4 : 3, err, errlen);
+	if (started < 0) {
+		if (started == -1) {
+			ERR("room %s: the room's keeper is gone", r->id);
 			rc = EXEC_KEEPER_GONE;
 		}
 		goto out;

@@ -18,12 +18,16 @@ struct exec_request {
 	bool base64;
 };
 
-/* Run one command in the room whose keeper is `keeper` (alive, checked by
- * the caller).  The protocol's exec object is written to out.  0, or -1 with err
+/* Connect to the room's keeper: the socket, or -1 when no keeper listens
+ * (none was started, or it died). */
+int exec_connect(const struct room *r);
+
+/* Run one command in the room whose keeper is connected on conn (closed
+ * here).  The protocol's exec object is written to out.  0, or -1 with err
  * when the sandbox could not run it at all, or EXEC_KEEPER_GONE when the
  * keeper died under us (the caller restarts the jail and retries). */
 #define EXEC_KEEPER_GONE (-2)
-int exec_run(const struct room *r, pid_t keeper, const struct exec_request *q,
+int exec_run(const struct room *r, int conn, const struct exec_request *q,
 	     struct mj_writer *out, char *err, size_t errlen);
 
 /* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */

@@ -404,7 +404,10 @@ keeper_main(const struct room *r, const char *base, const int *keeper_fds, int r
 	syscall(SYS_close_range, 7, ~0U, 0);
 	fcntl(6, F_SETFD, FD_CLOEXEC);
 	char *argv[] = { "roombox-keeper", NULL };
-	char *envp[] = { NULL };
+	char uid[32], gid[32];
+	snprintf(uid, sizeof(uid), "ROOMBOX_UID=%u", (unsigned)r->uid);
+	snprintf(gid, sizeof(gid), "ROOMBOX_GID=%u", (unsigned)r->gid);
+	char *envp[] = { uid, gid, NULL };
 	syscall(SYS_execveat, 6, "", argv, envp, AT_EMPTY_PATH);
 	snprintf(err, sizeof(err), "room %s: exec roombox-keeper: %s", r->id, strerror(errno));
 	report_fail(3, err);

@@ -298,6 +298,10 @@ static int stop_room(struct helper *h, struct room *r);
 /* Every verb writes its answer object to out and returns 0, or returns -1
  * with h->err and h->code set (whatever it wrote is then dropped). */
 
+/* A warm room is one whose keeper answers on its socket: then the exec
+ * needs nothing else of the room's state (the keeper knows the room's uid),
+ * so no meta, keeper record or /proc is read.  Otherwise the room is
+ * loaded, created if new, and its keeper started. */
 static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
@@ -311,15 +315,30 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 		 * make sure it is gone before starting another */
 		if (attempt > 0)
 			stop_room(h, &r);
-		pid_t keeper = ensure_running(h, &r, true);
-		int busy = keeper > 0 ? room_busy_enter(&r) : -1;
-		room_unlock(&r);
-		if (keeper <= 0) {
-			if (busy >= 0)
-				close(busy);
-			return -1;
+		int conn = -1;
+		if (attempt == 0) {
+			if (room_state_check(&r, h->err, sizeof(h->err)) < 0) {
+				room_unlock(&r);
+				return fail(h, "failed");
+			}
+			conn = exec_connect(&r);
 		}
-		int rc = exec_run(&r, keeper, &q, out, h->err, sizeof(h->err));
+		if (conn < 0) {
+			if (ensure_running(h, &r, true) <= 0) {
+				room_unlock(&r);
+				return -1;
+			}
+			conn = exec_connect(&r);
+		}
+		if (conn < 0) {
+			/* alive but not answering: the next attempt replaces it */
+			snprintf(h->err, sizeof(h->err), "room %s: its keeper does not answer", r.id);
+			room_unlock(&r);
+			continue;
+		}
+		int busy = room_busy_enter(&r);
+		room_unlock(&r);
+		int rc = exec_run(&r, conn, &q, out, h->err, sizeof(h->err));
 		room_touch_active(&r);
 		if (busy >= 0)
 			close(busy);

@@ -201,6 +201,11 @@ static int room_dir_check(const struct room *r, const char *dir, char *err, size
 	return 0;
 }
 
+int room_state_check(const struct room *r, char *err, size_t errlen)
+{
+	return room_dir_check(r, r->state, err, errlen);
+}
+
 int room_load(struct room *r, char *err, size_t errlen)
 {
 	if (room_dir_check(r, r->state, err, errlen) < 0)

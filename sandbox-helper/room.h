@@ -60,6 +60,10 @@ void room_unlock(struct room *r);
  * an fd to close, or -1. */
 int room_state_lock(const struct config *cfg);
 
+/* The room's state directory, if it exists, is a real root-owned
+ * directory (not a symlink): 0, or -1 with err. */
+int room_state_check(const struct room *r, char *err, size_t errlen);
+
 /* Load meta; 1 if the room exists, 0 if not, -1 on error. */
 int room_load(struct room *r, char *err, size_t errlen);
 /* Create the room's state (slot, meta, upper layout); fails with

@@ -58,7 +58,10 @@
 #define FD_REPORT 3
 #define FD_LISTEN 4
 #define FD_FILTER 5
-#define EXEC_FDS 5   /* blob, stdin, stdout, stderr, session */
+#define EXEC_FDS 5   /* blob, stdout, stderr, session, [stdin] */
+
+static uid_t room_uid;
+static gid_t room_gid;
 
 /* What every exec would otherwise repeat, done once for the whole room:
  * the seccomp filter (the kernel converts and JIT-compiles a classic BPF
@@ -168,7 +171,7 @@ static int plan_read(int blob_fd, struct exec_plan *p)
 			p->envp[i - p->hdr.argc] = s;
 		s += strlen(s) + 1;
 	}
-	return p->hdr.uid == 0 || p->hdr.gid == 0 ? -1 : 0;
+	return 0;
 }
 
 static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
@@ -183,21 +186,28 @@ static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
 /* In the vforked child: the room's uid, no capabilities (the bounding set
  * and the filter are the keeper's, inherited), a session of its own, and
  * subreaper of its own descendants. */
-static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int errpipe)
+static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int nfds, int errpipe)
 {
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
-	if (dup2(fds[1], 0) < 0 || dup2(fds[2], 1) < 0 || dup2(fds[3], 2) < 0 || dup2(fds[4], 9) < 0 ||
-	    dup2(errpipe, 10) < 0)
+	/* fds: blob, stdout, stderr, session, [stdin]; without stdin the
+	 * keeper's own fd 0, /dev/null, stays.  Everything is first moved out
+	 * of the way (any of them may sit on 0-2, 9 or 10), then into place. */
+	int src[5] = { errpipe, fds[1], fds[2], fds[3], nfds > 4 ? fds[4] : -1 };
+	for (int i = 0; i < 5; i++)
+		if (src[i] >= 0 && (src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 20)) < 0)
+			shell_fail(errpipe, "set up descriptors");
+	if (dup2(src[0], 10) < 0 || (src[4] >= 0 && dup2(src[4], 0) < 0) || dup2(src[1], 1) < 0 ||
+	    dup2(src[2], 2) < 0 || dup2(src[3], 9) < 0)
 		shell_fail(errpipe, "set up descriptors");
 	for (int fd = 3; fd < 9; fd++)
 		close(fd);
 	syscall(SYS_close_range, 11, ~0U, 0);
 	fcntl(10, F_SETFD, FD_CLOEXEC);
-	if (setgroups(0, NULL) < 0 || setresgid(p->hdr.gid, p->hdr.gid, p->hdr.gid) < 0 ||
-	    setresuid(p->hdr.uid, p->hdr.uid, p->hdr.uid) < 0)
+	if (setgroups(0, NULL) < 0 || setresgid(room_gid, room_gid, room_gid) < 0 ||
+	    setresuid(room_uid, room_uid, room_uid) < 0)
 		shell_fail(10, "drop to the room's uid");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		shell_fail(10, "no_new_privs");
@@ -498,7 +508,7 @@ static int next_timeout(int64_t now)
 }
 
 /* One exec: read the plan, vfork the shell, answer STARTED or FAILED. */
-static void exec_start(int conn, int *fds)
+static void exec_start(int conn, int *fds, int nfds)
 {
 	struct exec *x = NULL;
 	for (int k = 0; k < MAX_EXECS && !x; k++)
@@ -526,7 +536,7 @@ static void exec_start(int conn, int *fds)
 	 * makes system calls and never returns) */
 	pid_t shell = vfork();
 	if (shell == 0)
-		shell_main(&plan, fds, ep[1]);
+		shell_main(&plan, fds, nfds, ep[1]);
 	int fork_errno = errno;
 	close(ep[1]);
 	free(plan.data);
@@ -560,8 +570,8 @@ static void accept_exec(void)
 	struct kp_msg m;
 	int fds[EXEC_FDS], got = 0;
 	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0 &&
-	    recv_msg(conn, &m, fds, EXEC_FDS, &got) > 0 && m.type == KP_EXEC && got == EXEC_FDS)
-		exec_start(conn, fds);
+	    recv_msg(conn, &m, fds, EXEC_FDS, &got) > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1)
+		exec_start(conn, fds, got);
 	else
 		close(conn);
 	for (int i = 0; i < got; i++)
@@ -570,8 +580,20 @@ static void accept_exec(void)
 
 /* ---- the keeper ------------------------------------------------------------- */
 
+/* The room's uid and gid, from the helper that started us. */
+static void room_identity(void)
+{
+	const char *u = getenv("ROOMBOX_UID"), *g = getenv("ROOMBOX_GID");
+	long uid = u ? strtol(u, NULL, 10) : 0, gid = g ? strtol(g, NULL, 10) : 0;
+	if (uid <= 0 || gid <= 0 || uid > 0x7fffffff || gid > 0x7fffffff)
+		_exit(2);
+	room_uid = (uid_t)uid;
+	room_gid = (gid_t)gid;
+}
+
 int main(void)
 {
+	room_identity();
 	confine_room();
 	int sigfd = signal_fd();
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)

@@ -4,10 +4,13 @@
  * root-only directory; it also checks the peer is uid 0).  One connection is
  * one exec:
  *
- *   helper -> keeper   KP_EXEC, with descriptors [blob, stdin, stdout,
- *                      stderr, session]; blob is a memfd holding a
- *                      struct kp_blob followed by argc then envc
- *                      NUL-terminated strings.
+ *   helper -> keeper   KP_EXEC, with descriptors [blob, stdout, stderr,
+ *                      session] and, when the exec has input, [stdin]
+ *                      (else the shell reads the keeper's /dev/null); blob
+ *                      is a memfd holding a struct kp_blob followed by argc
+ *                      then envc NUL-terminated strings.  The uid and gid
+ *                      the shell runs as are the keeper's own (given at its
+ *                      start, ROOMBOX_UID/ROOMBOX_GID), never the request's.
  *   keeper forks a supervisor for the exec, which owns the connection:
  *   sup -> helper      KP_STARTED (pid) or KP_FAILED (text)
  *   sup -> helper      KP_EXITED (wait status, timed_out) when the shell ends;
@@ -27,7 +30,7 @@
 
 #include <stdint.h>
 
-#define KP_MAGIC 0x72626b32u  /* "rbk2" */
+#define KP_MAGIC 0x72626b33u  /* "rbk3" */
 
 enum kp_type { KP_EXEC = 1, KP_STARTED, KP_FAILED, KP_EXITED, KP_DRAIN };
 
@@ -41,11 +44,9 @@ struct kp_msg {
 
 struct kp_blob {
 	uint32_t magic;
-	uint32_t uid, gid;
 	uint32_t argc, envc;
-	uint64_t timeout_ms;
 	uint32_t pids_limit;      /* to tell a fork bomb from a background job */
-	uint32_t reserved;
+	uint64_t timeout_ms;
 };
 
 #endif
