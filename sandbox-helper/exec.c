@@ -1,11 +1,11 @@
 /* One exec in a room: ask the keeper, collect, save the session.
  *
  * The helper does not fork or join anything per exec.  It writes the shell's
- * argv and environment into a memfd, makes pipes for stdin, stdout, stderr
- * and the session record, and hands them to the room's keeper over its exec
- * socket (keeper/keeper_proto.h).  The keeper's supervisor, already inside
- * the room's namespaces and cgroup, runs the shell as the room's user and
- * enforces the deadline by killing the whole process tree it started.
+ * argv and environment into a memfd, makes pipes for stdout, stderr, the
+ * session record and (only with input) stdin, and hands them to the room's
+ * keeper over its exec socket (keeper/keeper_proto.h).  The keeper, already
+ * inside the room's namespaces and cgroup, runs the shell as the room's user
+ * and enforces the deadline by killing the whole process tree it started.
  *
  * The session: the helper keeps the room's exported variables and working
  * directory as the text of `export -p` in the state directory, outside the
@@ -17,8 +17,8 @@
  * Output: stdout and stderr are read up to output_limit each, the rest read
  * and dropped.  The exec ends when the shell exits, plus at most drain_ms to
  * collect what is already written.  If a background process still holds a
- * pipe, the supervisor takes over the read ends and discards until they
- * close, so that process never dies of SIGPIPE.
+ * pipe, the keeper takes over the read ends and discards until they close,
+ * so that process never dies of SIGPIPE.
  */
 #include "exec.h"
 
@@ -445,7 +445,7 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 }
 
 /* poll until the shell ended, then at most drain_ms for its output.  The
- * supervisor enforces the deadline; ours is a second line, in case the room
+ * keeper enforces the deadline; ours is a second line, in case the room
  * is frozen. */
 static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms)
 {
