@@ -171,6 +171,20 @@ def test_keeper_killed_from_the_host(client, stack, room):
     assert new and new != keeper
 
 
+def test_keeper_alive_but_not_answering_is_replaced(client, stack, room):
+    """A warm exec trusts a keeper that answers on its socket.  One that is
+    alive but does not answer (here: its socket file is gone) is stopped and
+    replaced by the next exec; files and session survive."""
+    client.sh(room, "mkdir -p /workspace/e && cd /workspace/e && echo kept > f && export K=w")
+    keeper = stack.keeper_pid(room)
+    assert keeper
+    os.unlink(stack.run_dir / "rooms" / room / "sock")
+    assert client.sh(room, 'pwd; cat f; echo "$K"') == "/workspace/e\nkept\nw\n"
+    wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, f"old keeper {keeper} to end")
+    new = stack.keeper_pid(room)
+    assert new and new != keeper
+
+
 def test_room_processes_may_run_on_every_cpu(client):
     """roombox-fcgi starts the helper pinned to its current CPU (a latency
     choice); neither the keeper nor the commands of a new room may inherit
