@@ -11,19 +11,19 @@
  *                      then envc NUL-terminated strings.  The uid and gid
  *                      the shell runs as are the keeper's own (given at its
  *                      start, ROOMBOX_UID/ROOMBOX_GID), never the request's.
- *   keeper forks a supervisor for the exec, which owns the connection:
- *   sup -> helper      KP_STARTED (pid) or KP_FAILED (text)
- *   sup -> helper      KP_EXITED (wait status, timed_out) when the shell ends;
- *                      at the deadline the supervisor first kills every
- *                      process descended from it (it is a child subreaper,
- *                      so daemonised ones too).
- *   helper -> sup      KP_DRAIN with descriptors [stdout, stderr] (read
+ *   keeper -> helper   KP_STARTED (pid) once the shell runs, or KP_FAILED
+ *                      (text)
+ *   keeper -> helper   KP_EXITED (wait status, timed_out) when the shell
+ *                      ends; at the deadline the keeper first stops and
+ *                      kills the shell's whole tree (the shell is a child
+ *                      subreaper, so daemonised processes stay in it).
+ *   helper -> keeper   KP_DRAIN with descriptors [stdout, stderr] (read
  *                      ends): keep reading them until they close; or just
  *                      close the connection.  A connection closed before the
  *                      shell ended kills the exec.
- *   After the shell, the supervisor stays the subreaper of what it left
- *   running until the exec's deadline; if the room is then at its process
- *   limit, that is a background fork bomb and is killed.
+ *   What the exec leaves running becomes the keeper's; if at the exec's
+ *   deadline the room is at its process limit, that is a background fork
+ *   bomb, and every process outside running execs is killed.
  */
 #ifndef ROOMBOX_KEEPER_PROTO_H
 #define ROOMBOX_KEEPER_PROTO_H
