@@ -396,7 +396,13 @@ int exec_connect(const struct room *r)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", r->run);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	/* bounded waits: connecting (a full backlog), sending, and the
+	 * keeper's STARTED; a keeper that does not answer in time is treated
+	 * as gone (the exec stops and restarts it) */
+	struct timeval tv = { 10, 0 };
+	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+			connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)) {
 		close(fd);
 		return -1;
 	}

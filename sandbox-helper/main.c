@@ -88,6 +88,7 @@ static void sanitize_process(void)
 	syscall(SYS_close_range, 3, ~0U, 0);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
+	signal(SIGALRM, SIG_DFL);
 }
 
 /* The service group is the group that owns this program (installed
@@ -308,21 +309,22 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	struct exec_request q;
 	if (open_room(h, req, &r) < 0 || exec_request_parse(h, req, &q) < 0)
 		return -1;
+	/* The last line of defence against waiting forever (the exec's own
+	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
+	alarm((unsigned)(q.timeout_ms / 1000) + 120);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
 			return fail(h, "failed");
-		/* a second attempt: the keeper died under the first one;
-		 * make sure it is gone before starting another */
-		if (attempt > 0)
-			stop_room(h, &r);
-		int conn = -1;
-		if (attempt == 0) {
-			if (room_state_check(&r, h->err, sizeof(h->err)) < 0) {
-				room_unlock(&r);
-				return fail(h, "failed");
-			}
-			conn = exec_connect(&r);
+		if (attempt == 0 && room_state_check(&r, h->err, sizeof(h->err)) < 0) {
+			room_unlock(&r);
+			return fail(h, "failed");
 		}
+		int conn = exec_connect(&r);
+		/* a second attempt: the keeper died or hung under the first one.
+		 * If another exec has not replaced it meanwhile (it answers),
+		 * make sure it is gone before starting another. */
+		if (attempt > 0 && conn < 0)
+			stop_room(h, &r);
 		if (conn < 0) {
 			if (ensure_running(h, &r, true) <= 0) {
 				room_unlock(&r);

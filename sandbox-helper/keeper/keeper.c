@@ -183,9 +183,14 @@ static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
 	_exit(126);
 }
 
-/* In the vforked child: the room's uid, no capabilities (the bounding set
- * and the filter are the keeper's, inherited), a session of its own, and
- * subreaper of its own descendants. */
+/* In the forked child: every privileged step first, then the drop to the
+ * room's uid (no capabilities: the bounding set and the filter are the
+ * keeper's, inherited) and at once execve.  The child has its own memory
+ * (fork, not vfork: once it runs as the room's uid a room process may stop
+ * or, with fs.suid_dumpable set, trace it, and must reach nothing of the
+ * keeper), and it is not dumpable before the drop.  A new audit session
+ * (loginuid) tags every process the exec will start, daemonised or not;
+ * the room cannot change it (CAP_AUDIT_CONTROL). */
 static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int nfds, int errpipe)
 {
 	sigset_t none;
@@ -206,9 +211,8 @@ static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, cons
 		close(fd);
 	syscall(SYS_close_range, 11, ~0U, 0);
 	fcntl(10, F_SETFD, FD_CLOEXEC);
-	if (setgroups(0, NULL) < 0 || setresgid(room_gid, room_gid, room_gid) < 0 ||
-	    setresuid(room_uid, room_uid, room_uid) < 0)
-		shell_fail(10, "drop to the room's uid");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		shell_fail(10, "not dumpable");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		shell_fail(10, "no_new_privs");
 	/* the shell adopts what its children orphan, so while it runs every
@@ -217,6 +221,17 @@ static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, cons
 		shell_fail(10, "child subreaper");
 	if (chdir("/") < 0)
 		shell_fail(10, "chdir /");
+	int lfd = open("/proc/self/loginuid", O_WRONLY | O_CLOEXEC);
+	if (lfd >= 0) {
+		char u[16];
+		int k = snprintf(u, sizeof(u), "%u", (unsigned)room_uid);
+		if (write(lfd, u, (size_t)k) < 0)
+			(void)0;   /* no audit tag: the keeper falls back to the room */
+		close(lfd);
+	}
+	if (setgroups(0, NULL) < 0 || setresgid(room_gid, room_gid, room_gid) < 0 ||
+	    setresuid(room_uid, room_uid, room_uid) < 0)
+		shell_fail(10, "drop to the room's uid");
 	execve(p->argv[0], p->argv, p->envp);
 	shell_fail(10, "exec the shell");
 }
@@ -224,6 +239,7 @@ static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, cons
 /* ---- stopping and killing sets of processes ------------------------------- */
 
 #define MAX_PROCS 32768
+#define NO_SESSION 0xffffffffu   /* audit session unknown or unset */
 
 struct proc_table {
 	int n;
@@ -248,6 +264,22 @@ static int parent_of(int pid)
 	if (!s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X')
 		return -1;
 	return atoi(s + 4);
+}
+
+/* The audit session of pid (see shell_main), NO_SESSION if unknown. */
+static uint32_t session_of(int pid)
+{
+	char path[64], buf[32];
+	snprintf(path, sizeof(path), "/proc/%d/sessionid", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NO_SESSION;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NO_SESSION;
+	buf[n] = '\0';
+	return (uint32_t)strtoul(buf, NULL, 10);
 }
 
 static void proc_snapshot(struct proc_table *t)
@@ -285,41 +317,57 @@ static bool below(const struct proc_table *t, int i, pid_t root)
 	return false;
 }
 
-struct exec;
 static bool in_running_exec(const struct proc_table *t, int i);
 
-/* Stop the chosen processes (the tree below `root`, or with root 0 every
- * process of the room outside running execs), round after round until the
- * set stops growing -- a stopped process neither forks nor orphans
- * anything -- then kill them all. */
-static void kill_set(pid_t root)
+/* Which processes kill_set takes: the tree below `root` and/or the audit
+ * session `session` -- or, with neither, every process of the room outside
+ * running execs. */
+struct victims {
+	pid_t root;
+	uint32_t session;
+};
+
+static bool picked(const struct proc_table *t, int i, const struct victims *v)
+{
+	if (v->root <= 0 && v->session == NO_SESSION)
+		return !in_running_exec(t, i);
+	return (v->root > 0 && below(t, i, v->root)) ||
+		(v->session != NO_SESSION && session_of(t->pid[i]) == v->session);
+}
+
+/* Stop the chosen processes round after round until the set stops growing
+ * (a stopped process neither forks nor orphans anything), kill them all,
+ * and start over until none is left alive. */
+static void kill_set(struct victims v)
 {
 	/* allocated for the occasion (and given back: musl unmaps a block
 	 * this large), so an idle room does not keep it */
 	struct proc_table *t = malloc(sizeof(*t));
 	if (!t) {
-		if (root > 0)
-			kill(root, SIGKILL);
+		if (v.root > 0)
+			kill(v.root, SIGKILL);
 		return;
 	}
 	int last = -1;
-	for (int round = 0; round < 100; round++) {
+	for (int round = 0; round < 200; round++) {
 		proc_snapshot(t);
 		int count = 0;
-		for (int i = 0; i < t->n; i++) {
-			t->pick[i] = root > 0 ? below(t, i, root) : !in_running_exec(t, i);
-			if (t->pick[i]) {
+		for (int i = 0; i < t->n; i++)
+			if ((t->pick[i] = picked(t, i, &v))) {
 				kill(t->pid[i], SIGSTOP);
 				count++;
 			}
-		}
-		if (count == last)
+		if (count == 0)
 			break;
+		if (count == last) {
+			for (int i = 0; i < t->n; i++)
+				if (t->pick[i])
+					kill(t->pid[i], SIGKILL);
+			last = -1;
+			continue;
+		}
 		last = count;
 	}
-	for (int i = 0; i < t->n; i++)
-		if (t->pick[i])
-			kill(t->pid[i], SIGKILL);
 	free(t);
 }
 
@@ -348,22 +396,28 @@ static int64_t now_ms(void)
 
 #define MAX_EXECS 256
 #define MAX_LINGER 1024
+#define MAX_DRAINS 1024
 
 struct exec {
 	bool used;
 	int conn;                 /* -1 once the helper has hung up */
+	int start;                /* the child's error pipe until it has exec'd, else -1 */
 	pid_t shell;              /* 0 once reaped */
+	uint32_t session;         /* its audit session, NO_SESSION if unknown */
 	int status;
 	bool timed_out, reported;
-	int drain[2];             /* output pipes handed back, -1 when closed */
 	int64_t deadline;
 };
 
 static struct exec execs[MAX_EXECS];
-/* deadlines of execs that left processes behind: then, if the room is at
- * its process limit, those are a background fork bomb */
-static int64_t linger[MAX_LINGER];
+/* Execs that left processes behind: at the deadline, if the room is at its
+ * process limit, those processes are a background fork bomb. */
+static struct { int64_t deadline; uint32_t session; } linger[MAX_LINGER];
 static int n_linger;
+/* Output pipes handed back while background processes still hold them:
+ * read and dropped until they close (no exec slot is kept for them). */
+static int drains[MAX_DRAINS];
+static int n_drains;
 static uint32_t pids_limit;
 
 static bool in_running_exec(const struct proc_table *t, int i)
@@ -382,22 +436,34 @@ static int running_shells(void)
 	return n;
 }
 
-static void exec_close(struct exec *x)
-{
-	if (x->conn >= 0)
-		close(x->conn);
-	for (int i = 0; i < 2; i++)
-		if (x->drain[i] >= 0)
-			close(x->drain[i]);
-	x->used = false;
-}
-
-/* Done when the shell is reaped, reported or unheard, and nothing is left
- * to drain. */
 static void exec_maybe_done(struct exec *x)
 {
-	if (x->used && !x->shell && x->conn < 0 && x->drain[0] < 0 && x->drain[1] < 0)
-		exec_close(x);
+	if (x->used && !x->shell && x->conn < 0 && x->start < 0)
+		x->used = false;
+}
+
+/* The child reported on its error pipe: nothing (it exec'd: STARTED) or
+ * why it could not (FAILED, and the helper hears nothing more). */
+static void exec_started(struct exec *x)
+{
+	char text[160] = "";
+	ssize_t n = read(x->start, text, sizeof(text) - 1);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	close(x->start);
+	x->start = -1;
+	if (n == 0) {
+		x->session = session_of(x->shell);
+		if (x->conn >= 0)
+			send_msg(x->conn, KP_STARTED, x->shell, 0, 0, NULL);
+	} else {
+		if (x->conn >= 0)
+			send_msg(x->conn, KP_FAILED, 0, 0, 0, n > 0 ? text : "the shell did not start");
+		x->reported = true;
+		if (x->conn >= 0)
+			close(x->conn);
+		x->conn = -1;
+	}
 }
 
 static void exec_report(struct exec *x)
@@ -408,18 +474,24 @@ static void exec_report(struct exec *x)
 	}
 }
 
-/* The shell ended: its orphans are now the keeper's children.  Remember the
- * deadline if anything of the exec may still run. */
+/* The shell ended: its orphans are now the keeper's children.  Remember
+ * the deadline (and the audit session) if anything of the exec may still
+ * run. */
 static void exec_reaped(struct exec *x, int status)
 {
+	if (x->start >= 0)
+		exec_started(x);   /* its pipe is closed: this does not block */
 	x->shell = 0;
 	x->status = status;
 	siginfo_t si = { 0 };
 	bool orphans = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
 		(si.si_pid != 0 || running_shells() == 0);
-	if ((orphans || running_shells() > 0) && !x->timed_out && n_linger < MAX_LINGER &&
-	    x->deadline > now_ms())
-		linger[n_linger++] = x->deadline;
+	if ((orphans || running_shells() > 0) && !x->timed_out && x->deadline > now_ms()) {
+		if (n_linger == MAX_LINGER)   /* keep the latest deadlines */
+			linger[0] = linger[--n_linger];
+		linger[n_linger].deadline = x->deadline;
+		linger[n_linger++].session = x->session;
+	}
 	exec_report(x);
 	exec_maybe_done(x);
 }
@@ -441,55 +513,63 @@ static void exec_message(struct exec *x)
 	struct kp_msg m;
 	int got, dfd[2];
 	ssize_t k = recv_msg(x->conn, &m, dfd, 2, &got);
+	if (k > 0 && m.type == KP_DRAIN && got == 2 && !x->shell) {
+		for (int i = 0; i < 2; i++) {
+			if (n_drains < MAX_DRAINS) {
+				fcntl(dfd[i], F_SETFL, O_NONBLOCK);
+				drains[n_drains++] = dfd[i];
+			} else {
+				close(dfd[i]);
+			}
+		}
+		got = 0;
+		k = 0;
+	}
+	for (int i = 0; i < got; i++)
+		close(dfd[i]);
 	if (k <= 0) {
 		/* the helper is gone: an unfinished exec dies with it */
 		if (x->shell > 0)
-			kill_set(x->shell);
+			kill_set((struct victims){ x->shell, x->session });
 		close(x->conn);
 		x->conn = -1;
-	} else if (m.type == KP_DRAIN && got == 2 && !x->shell) {
-		x->drain[0] = dfd[0];
-		x->drain[1] = dfd[1];
-		close(x->conn);
-		x->conn = -1;
-	} else {
-		for (int i = 0; i < got; i++)
-			close(dfd[i]);
 	}
 	exec_maybe_done(x);
 }
 
-static void drain(struct exec *x, int i)
+static void drain(int i)
 {
 	char buf[16384];
-	if (read(x->drain[i], buf, sizeof(buf)) <= 0) {
-		close(x->drain[i]);
-		x->drain[i] = -1;
-		exec_maybe_done(x);
+	ssize_t n = read(drains[i], buf, sizeof(buf));
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		close(drains[i]);
+		drains[i] = drains[--n_drains];
 	}
 }
 
 /* Deadlines due now: running shells are killed with their tree; a passed
- * lingering deadline checks the room for a background fork bomb. */
+ * lingering deadline checks the room for a background fork bomb and kills
+ * what that exec left (all the room outside running execs when the exec
+ * has no audit session). */
 static void deadlines(int64_t now)
 {
 	for (int k = 0; k < MAX_EXECS; k++) {
 		struct exec *x = &execs[k];
 		if (x->used && x->shell > 0 && !x->timed_out && now >= x->deadline) {
 			x->timed_out = true;
-			kill_set(x->shell);
+			kill_set((struct victims){ x->shell, x->session });
 		}
 	}
-	bool check = false;
-	for (int i = 0; i < n_linger;)
-		if (now >= linger[i]) {
-			linger[i] = linger[--n_linger];
-			check = true;
-		} else {
+	for (int i = 0; i < n_linger;) {
+		if (now < linger[i].deadline) {
 			i++;
+			continue;
 		}
-	if (check && pids_limit && room_processes((int)pids_limit) >= (int)pids_limit * 9 / 10)
-		kill_set(0);
+		uint32_t session = linger[i].session;
+		linger[i] = linger[--n_linger];
+		if (pids_limit && room_processes((int)pids_limit) >= (int)pids_limit * 9 / 10)
+			kill_set((struct victims){ 0, session });
+	}
 }
 
 static int next_timeout(int64_t now)
@@ -500,14 +580,15 @@ static int next_timeout(int64_t now)
 		    (next < 0 || execs[k].deadline < next))
 			next = execs[k].deadline;
 	for (int i = 0; i < n_linger; i++)
-		if (next < 0 || linger[i] < next)
-			next = linger[i];
+		if (next < 0 || linger[i].deadline < next)
+			next = linger[i].deadline;
 	if (next < 0)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
 
-/* One exec: read the plan, vfork the shell, answer STARTED or FAILED. */
+/* One exec: read the plan, fork the shell.  STARTED or FAILED follows when
+ * the child's error pipe speaks (exec_started), never blocking the loop. */
 static void exec_start(int conn, int *fds, int nfds)
 {
 	struct exec *x = NULL;
@@ -523,41 +604,34 @@ static void exec_start(int conn, int *fds, int nfds)
 		why = "bad exec request";
 	else if (pipe2(ep, O_CLOEXEC) < 0)
 		why = "pipe failed";
-	if (why) {
-		send_msg(conn, KP_FAILED, 0, 0, 0, why);
-		close(conn);
-		free(plan.data);
-		free(plan.argv);
-		free(plan.envp);
-		return;
+	pid_t shell = -1;
+	int fork_errno = 0;
+	if (!why) {
+		pids_limit = plan.hdr.pids_limit;
+		shell = fork();
+		if (shell == 0)
+			shell_main(&plan, fds, nfds, ep[1]);
+		fork_errno = errno;
+		close(ep[1]);
 	}
-	pids_limit = plan.hdr.pids_limit;
-	/* vfork: the shell borrows our memory until it execs (shell_main only
-	 * makes system calls and never returns) */
-	pid_t shell = vfork();
-	if (shell == 0)
-		shell_main(&plan, fds, nfds, ep[1]);
-	int fork_errno = errno;
-	close(ep[1]);
 	free(plan.data);
 	free(plan.argv);
 	free(plan.envp);
-	char text[160] = "";
-	ssize_t n = shell < 0 ? -1 : read(ep[0], text, sizeof(text) - 1);
-	close(ep[0]);
-	if (n != 0) {
-		if (n < 0)
-			snprintf(text, sizeof(text), "fork the shell: %s%s", strerror(fork_errno),
-				 fork_errno == EAGAIN ? " (the room is at its process limit)" : "");
-		if (shell > 0)
-			waitpid(shell, NULL, 0);
-		send_msg(conn, KP_FAILED, 0, 0, 0, text);
+	char text[160];
+	if (!why && shell < 0) {
+		close(ep[0]);
+		snprintf(text, sizeof(text), "fork the shell: %s%s", strerror(fork_errno),
+			 fork_errno == EAGAIN ? " (the room is at its process limit)" : "");
+		why = text;
+	}
+	if (why) {
+		send_msg(conn, KP_FAILED, 0, 0, 0, why);
 		close(conn);
 		return;
 	}
-	*x = (struct exec){ true, conn, shell, 0, false, false, { -1, -1 },
+	fcntl(ep[0], F_SETFL, O_NONBLOCK);
+	*x = (struct exec){ true, conn, ep[0], shell, NO_SESSION, 0, false, false,
 			    now_ms() + (int64_t)plan.hdr.timeout_ms };
-	send_msg(conn, KP_STARTED, shell, 0, 0, NULL);
 }
 
 static void accept_exec(void)
@@ -565,6 +639,10 @@ static void accept_exec(void)
 	int conn = accept4(FD_LISTEN, NULL, NULL, SOCK_CLOEXEC);
 	if (conn < 0)
 		return;
+	/* the helper sends its request at once; a stuck one must not stall
+	 * the room */
+	struct timeval tv = { 2, 0 };
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct kp_msg m;
@@ -599,8 +677,8 @@ int main(void)
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
-	static struct pollfd p[2 + 3 * MAX_EXECS];
-	static struct { struct exec *x; int what; } owner[2 + 3 * MAX_EXECS];
+	static struct pollfd p[2 + 2 * MAX_EXECS + MAX_DRAINS];
+	static struct { struct exec *x; int what; } owner[2 + 2 * MAX_EXECS + MAX_DRAINS];
 	for (;;) {
 		int n = 0;
 		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
@@ -609,18 +687,20 @@ int main(void)
 			struct exec *x = &execs[k];
 			if (!x->used)
 				continue;
+			if (x->start >= 0) {
+				owner[n].x = x;
+				owner[n].what = 0;
+				p[n++] = (struct pollfd){ x->start, POLLIN, 0 };
+			}
 			if (x->conn >= 0) {
 				owner[n].x = x;
-				owner[n].what = 2;
+				owner[n].what = 1;
 				p[n++] = (struct pollfd){ x->conn, POLLIN, 0 };
 			}
-			for (int i = 0; i < 2; i++)
-				if (x->drain[i] >= 0) {
-					owner[n].x = x;
-					owner[n].what = i;
-					p[n++] = (struct pollfd){ x->drain[i], POLLIN, 0 };
-				}
 		}
+		int first_drain = n;
+		for (int i = 0; i < n_drains; i++)
+			p[n++] = (struct pollfd){ drains[i], POLLIN, 0 };
 		int timeout = next_timeout(now_ms());
 		if (poll(p, (nfds_t)n, timeout) < 0)
 			continue;
@@ -631,15 +711,20 @@ int main(void)
 					return 0;
 			reap();
 		}
-		for (int i = 2; i < n; i++) {
+		for (int i = 2; i < first_drain; i++) {
 			struct exec *x = owner[i].x;
 			if (!p[i].revents || !x->used)
 				continue;
-			if (owner[i].what == 2 && x->conn == p[i].fd)
+			if (owner[i].what == 0 && x->start == p[i].fd)
+				exec_started(x);
+			else if (owner[i].what == 1 && x->conn == p[i].fd)
 				exec_message(x);
-			else if (owner[i].what < 2 && x->drain[owner[i].what] == p[i].fd)
-				drain(x, owner[i].what);
+			exec_maybe_done(x);
 		}
+		/* from the end: drain() moves the last entry into a closed slot */
+		for (int i = n - 1; i >= first_drain; i--)
+			if (p[i].revents && i - first_drain < n_drains && drains[i - first_drain] == p[i].fd)
+				drain(i - first_drain);
 		deadlines(now_ms());
 		if (p[0].revents)
 			accept_exec();

@@ -220,3 +220,52 @@ def test_filling_dev_shm_is_bounded_by_the_room(client, stack):
     assert client.sh(a, "rm -f /dev/shm/fill; echo ok") == "ok\n"
     assert stack.keeper_pid(a) == keeper
     assert "sleep 3601" in client.sh(a, "ps -e -o args=").splitlines()
+
+
+def sleeps_of(uid, marker):
+    return [p for p in procs_with_uid(uid) if p[1] == f"sleep {marker}"]
+
+
+def test_fork_bomb_check_kills_only_what_that_exec_left(client, room):
+    """When an exec's deadline finds the room at its process limit, what
+    *that* exec left running is killed -- not another exec's background
+    service, and not a still-running exec's processes."""
+    uid = client.room_uid(room)
+    client.sh(room, "setsid sleep 3701 >/dev/null 2>&1 &")
+    # B keeps the room near its limit while it runs
+    fill = PIDS_LIMIT * 9 // 10
+    b = Background(client, room, {"cmd": f"i=0; while [ $i -lt {fill} ]; do sleep 3702 & "
+                                         "i=$((i+1)); done; wait", "timeout": 60000})
+    wait_until(lambda: len(sleeps_of(uid, 3702)) >= fill - 4 or not b.running(), 20,
+               "exec B to fill the room")
+    assert b.running(), b.response and b.response.json
+    # C leaves one process behind; at C's deadline the room is at its limit
+    r = client.exec_raw(room, {"cmd": "sleep 3703 >/dev/null 2>&1 &", "timeout": 1000})
+    assert r.status == 200, r.json
+    wait_until(lambda: not sleeps_of(uid, 3703), GONE_TIMEOUT,
+               "what exec C left to be killed at its deadline")
+    assert sleeps_of(uid, 3701), "exec A's background service was killed with C's leftovers"
+    assert len(sleeps_of(uid, 3702)) >= fill - 4, "running exec B lost processes"
+    client.destroy(room)
+
+
+def test_room_stopping_everything_cannot_hang_the_service(client, room):
+    """A room process that SIGSTOPs every process of the room in a loop
+    (kill -STOP -1) catches each new shell too, even before it runs the
+    command.  The exec still answers at its timeout, the keeper is never
+    stopped, other rooms answer, and DELETE works."""
+    other = unique_room("other")
+    client.sh(other, "true")
+    client.sh(room, "setsid sh -c 'while :; do kill -STOP -1; done' >/dev/null 2>&1 &")
+    keeper = client.stack.keeper_pid(room)
+    for _ in range(2):
+        r = client.exec_raw(room, {"cmd": "echo never", "timeout": 1500}, timeout=60)
+        assert r.status in (200, 500), r.json
+        if r.status == 200:
+            assert r.json["result"]["timedOut"] is True, r.json
+        with open(f"/proc/{keeper}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        assert state not in ("T", "t"), f"the keeper is stopped ({state})"
+    assert client.sh(other, "echo other answers") == "other answers\n"
+    client.destroy(room)
+    client.destroy(other)
