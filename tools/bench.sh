@@ -126,7 +126,7 @@ kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
 # calc "<awk expression>"  (empty or non-numeric inputs give "n/a")
 calc() { awk "BEGIN { printf \"%s\", ($1) }" 2>/dev/null; }
 num() { case ${1:-} in ''|n/a|*[!0-9.e+-]*) return 1 ;; esac; }
-ratio() { if num "$1" && num "$2" && [ "$(calc "$2 != 0")" = 1 ]; then calc "sprintf(\"%.2f\", $1 / $2)"; else echo n/a; fi; }
+ratio() { if num "$1" && num "$2" && [ "$(calc "$2 != 0")" = 1 ]; then calc "sprintf(\"%.3f\", $1 / $2)"; else echo n/a; fi; }
 # verdict <ok-expression using values>  -> MET / MISSED / n/a
 verdict() {
 	local e=$1; shift
