@@ -13,19 +13,21 @@
  *
  * The keeper loads the filter and drops the capability bounding set once,
  * for itself and so for every process of the room.  Then it is one event
- * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap), and
- * per running exec its connection to the helper and any output pipes it
- * drains.  An exec (protocol in keeper_proto.h) is one vfork: the child,
- * already in all of the room's namespaces and its cgroup, drops to the
- * room's uid with no capabilities and no_new_privs, becomes a child
- * subreaper and execs the shell.  Being a subreaper, the shell adopts
- * whatever its descendants orphan, so while it runs the exec's whole tree,
- * daemonised or not, is below it: at the deadline the keeper stops that
- * tree (SIGSTOP, round after round until it stops growing) and kills it.
- * What an exec leaves running when its shell ends moves to the keeper and
- * stays, unless at the exec's deadline the room is at its process limit (a
- * fork bomb run in the background): then every process of the room that
- * belongs to no running exec is stopped and killed.  Output pipes still held
+ * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap), per
+ * running exec its connection to the helper and, until its shell runs, the
+ * child's error pipe, and the output pipes it drains.  An exec
+ * (protocol in keeper_proto.h) is one fork: the child, already in all of
+ * the room's namespaces and its cgroup, becomes non-dumpable, a child
+ * subreaper and the leader of a new audit session, drops to the room's uid
+ * with no capabilities and no_new_privs, and execs the shell.  Being a
+ * subreaper, the shell adopts whatever its descendants orphan; the audit
+ * session follows every process the exec starts and the room cannot change
+ * it.  At the deadline the keeper stops the shell's tree and session
+ * (SIGSTOP, round after round until the set stops growing), kills them, and
+ * looks again until none is left.  What an exec leaves running when its
+ * shell ends moves to the keeper and stays, unless at the exec's deadline
+ * the room is at its process limit (a fork bomb run in the background):
+ * then that exec's session is stopped and killed.  Output pipes still held
  * by background processes are drained after the helper is done with them,
  * so those never die of SIGPIPE.
  *
