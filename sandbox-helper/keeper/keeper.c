@@ -249,19 +249,28 @@ struct proc_table {
 	bool pick[MAX_PROCS];
 };
 
-/* ppid of pid from /proc/<pid>/stat; -1 if gone or a zombie. */
-static int parent_of(int pid)
+/* /proc/<pid>/<name> as text in buf; its length, or -1. */
+static ssize_t proc_read(int pid, const char *name, char *buf, size_t len)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
+	return n;
+}
+
+/* ppid of pid from /proc/<pid>/stat; -1 if gone or a zombie. */
+static int parent_of(int pid)
+{
+	char buf[512];
+	if (proc_read(pid, "stat", buf, sizeof(buf)) < 0)
+		return -1;
 	char *s = strrchr(buf, ')');
 	if (!s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X')
 		return -1;
@@ -271,17 +280,9 @@ static int parent_of(int pid)
 /* The audit session of pid (see shell_main), NO_SESSION if unknown. */
 static uint32_t session_of(int pid)
 {
-	char path[64], buf[32];
-	snprintf(path, sizeof(path), "/proc/%d/sessionid", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NO_SESSION;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return NO_SESSION;
-	buf[n] = '\0';
-	return (uint32_t)strtoul(buf, NULL, 10);
+	char buf[32];
+	return proc_read(pid, "sessionid", buf, sizeof(buf)) < 0 ? NO_SESSION
+		: (uint32_t)strtoul(buf, NULL, 10);
 }
 
 static void proc_snapshot(struct proc_table *t)
@@ -430,14 +431,6 @@ static bool in_running_exec(const struct proc_table *t, int i)
 	return false;
 }
 
-static int running_shells(void)
-{
-	int n = 0;
-	for (int k = 0; k < MAX_EXECS; k++)
-		n += execs[k].used && execs[k].shell > 0;
-	return n;
-}
-
 static void exec_maybe_done(struct exec *x)
 {
 	if (x->used && !x->shell && x->conn < 0 && x->start < 0)
@@ -485,10 +478,11 @@ static void exec_reaped(struct exec *x, int status)
 		exec_started(x);   /* its pipe is closed: this does not block */
 	x->shell = 0;
 	x->status = status;
+	/* children left: orphans of this exec, or other execs' shells (then
+	 * they may be orphans too: remember the deadline to be safe) */
 	siginfo_t si = { 0 };
-	bool orphans = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-		(si.si_pid != 0 || running_shells() == 0);
-	if ((orphans || running_shells() > 0) && !x->timed_out && x->deadline > now_ms()) {
+	bool children = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+	if (children && !x->timed_out && x->deadline > now_ms()) {
 		if (n_linger == MAX_LINGER)   /* keep the latest deadlines */
 			linger[0] = linger[--n_linger];
 		linger[n_linger].deadline = x->deadline;
