@@ -188,16 +188,6 @@ static scmp_filter_ctx room_filter_build(char *err, size_t errlen)
 	return ctx;
 }
 
-int seccomp_load_room_filter(char *err, size_t errlen)
-{
-	scmp_filter_ctx ctx = room_filter_build(err, errlen);
-	if (!ctx)
-		return -1;
-	int lrc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return lrc < 0 ? fail(err, errlen, "load", NULL, lrc) : 0;
-}
-
 int seccomp_export_room_filter(int fd, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = room_filter_build(err, errlen);
