@@ -8,31 +8,27 @@ children ignoring SIGTERM at a timeout, a body over max_body (413)."""
 
 import base64
 import hashlib
+import inspect
 
 from conftest import procs_with_uid
 
 ROOMBOX_CONFIG = {"max_body": "1M"}     # stdin larger than a pipe buffer
 
-PSEUDO_RANDOM = r'''
-import hashlib, sys
+
 def stream(seed, n):
     out, i = bytearray(), 0
     while len(out) < n:
         out += hashlib.sha256(b"%s-%d" % (seed, i)).digest()
         i += 1
     return bytes(out[:n])
+
+
+# the room runs the same stream() as the test compares with
+PSEUDO_RANDOM = "import hashlib, sys\n" + inspect.getsource(stream) + r'''
 sys.stdout.buffer.write(stream(b"out", 300000))
 sys.stdout.buffer.flush()
 sys.stderr.buffer.write(stream(b"err", 100000) + bytes(range(256)))
 '''
-
-
-def stream(seed, n):
-    out, i = bytearray(), 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%s-%d" % (seed, i)).digest()
-        i += 1
-    return bytes(out[:n])
 
 
 def test_binary_output_on_both_streams_round_trips_in_base64(client, room):
