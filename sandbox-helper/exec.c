@@ -67,17 +67,23 @@ static double ms_since(const struct timespec *a)
 	return (double)(b.tv_sec - a->tv_sec) * 1e3 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
 }
 
+/* Room for `need` bytes in the growing buffer *buf (capacity *cap). */
+static int reserve(char **buf, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return 0;
+	char *p = realloc(*buf, need * 2);
+	if (!p)
+		return -1;
+	*buf = p;
+	*cap = need * 2;
+	return 0;
+}
+
 int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
-	size_t need = *len + 4 * n + 3;
-	if (need > *cap) {
-		size_t c = need * 2;
-		char *p = realloc(*buf, c);
-		if (!p)
-			return -1;
-		*buf = p;
-		*cap = c;
-	}
+	if (reserve(buf, cap, *len + 4 * n + 3) < 0)
+		return -1;
 	char *o = *buf + *len;
 	*o++ = '\'';
 	for (size_t i = 0; i < n; i++) {
@@ -97,14 +103,8 @@ int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size
 static int append(char **buf, size_t *len, size_t *cap, const char *s)
 {
 	size_t n = strlen(s);
-	if (*len + n + 1 > *cap) {
-		size_t c = (*len + n + 1) * 2;
-		char *p = realloc(*buf, c);
-		if (!p)
-			return -1;
-		*buf = p;
-		*cap = c;
-	}
+	if (reserve(buf, cap, *len + n + 1) < 0)
+		return -1;
 	memcpy(*buf + *len, s, n + 1);
 	*len += n;
 	return 0;
