@@ -16,8 +16,9 @@
  * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap), per
  * running exec its connection to the helper and, until its shell runs, the
  * child's error pipe, and the output pipes it drains.  An exec
- * (protocol in keeper_proto.h) is one fork: the child, already in all of
- * the room's namespaces and its cgroup, becomes non-dumpable, a child
+ * (protocol in keeper_proto.h) is one child (spawn.c: sharing the keeper's
+ * memory until its execve, not a copy of it): already in all of the
+ * room's namespaces and its cgroup, it becomes non-dumpable, a child
  * subreaper and the leader of a new audit session, drops to the room's uid
  * with no capabilities and no_new_privs, and execs the shell.  Being a
  * subreaper, the shell adopts whatever its descendants orphan; the audit
@@ -56,6 +57,7 @@
 #include <unistd.h>
 
 #include "keeper_proto.h"
+#include "spawn.h"
 
 #define FD_REPORT 3
 #define FD_LISTEN 4
@@ -174,68 +176,6 @@ static int plan_read(int blob_fd, struct exec_plan *p)
 		s += strlen(s) + 1;
 	}
 	return 0;
-}
-
-static void __attribute__((noreturn)) shell_fail(int fd, const char *step)
-{
-	char msg[160];
-	int n = snprintf(msg, sizeof(msg), "%s: %s", step, strerror(errno));
-	if (write(fd, msg, (size_t)n) < 0)
-		_exit(126);
-	_exit(126);
-}
-
-/* In the forked child: every privileged step first, then the drop to the
- * room's uid (no capabilities: the bounding set and the filter are the
- * keeper's, inherited) and at once execve.  The child has its own memory
- * (fork, not vfork: once it runs as the room's uid a room process may stop
- * or, with fs.suid_dumpable set, trace it, and must reach nothing of the
- * keeper), and it is not dumpable before the drop.  A new audit session
- * (loginuid) tags every process the exec will start, daemonised or not;
- * the room cannot change it (CAP_AUDIT_CONTROL). */
-static void __attribute__((noreturn)) shell_main(const struct exec_plan *p, const int *fds, int nfds, int errpipe)
-{
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	setsid();
-	/* fds: blob, stdout, stderr, session, [stdin]; without stdin the
-	 * keeper's own fd 0, /dev/null, stays.  Everything is first moved out
-	 * of the way (any of them may sit on 0-2, 9 or 10), then into place. */
-	int src[5] = { errpipe, fds[1], fds[2], fds[3], nfds > 4 ? fds[4] : -1 };
-	for (int i = 0; i < 5; i++)
-		if (src[i] >= 0 && (src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 20)) < 0)
-			shell_fail(errpipe, "set up descriptors");
-	if (dup2(src[0], 10) < 0 || (src[4] >= 0 && dup2(src[4], 0) < 0) || dup2(src[1], 1) < 0 ||
-	    dup2(src[2], 2) < 0 || dup2(src[3], 9) < 0)
-		shell_fail(errpipe, "set up descriptors");
-	for (int fd = 3; fd < 9; fd++)
-		close(fd);
-	syscall(SYS_close_range, 11, ~0U, 0);
-	fcntl(10, F_SETFD, FD_CLOEXEC);
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		shell_fail(10, "not dumpable");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		shell_fail(10, "no_new_privs");
-	/* the shell adopts what its children orphan, so while it runs every
-	 * process of the exec, daemonised or not, is in its subtree */
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-		shell_fail(10, "child subreaper");
-	if (chdir("/") < 0)
-		shell_fail(10, "chdir /");
-	int lfd = open("/proc/self/loginuid", O_WRONLY | O_CLOEXEC);
-	if (lfd >= 0) {
-		char u[16];
-		int k = snprintf(u, sizeof(u), "%u", (unsigned)room_uid);
-		if (write(lfd, u, (size_t)k) < 0)
-			(void)0;   /* no audit tag: the keeper falls back to the room */
-		close(lfd);
-	}
-	if (setgroups(0, NULL) < 0 || setresgid(room_gid, room_gid, room_gid) < 0 ||
-	    setresuid(room_uid, room_uid, room_uid) < 0)
-		shell_fail(10, "drop to the room's uid");
-	execve(p->argv[0], p->argv, p->envp);
-	shell_fail(10, "exec the shell");
 }
 
 /* ---- stopping and killing sets of processes ------------------------------- */
@@ -410,9 +350,12 @@ struct exec {
 	int status;
 	bool timed_out, reported;
 	int64_t deadline;
+	struct exec_plan plan;    /* the child reads it until it has exec'd */
+	struct spawn_plan spawn;
 };
 
 static struct exec execs[MAX_EXECS];
+static void *stacks[MAX_EXECS];   /* each slot's child stack, kept */
 /* Execs that left processes behind: at the deadline, if the room is at its
  * process limit, those processes are a background fork bomb. */
 static struct { int64_t deadline; uint32_t session; } linger[MAX_LINGER];
@@ -431,10 +374,22 @@ static bool in_running_exec(const struct proc_table *t, int i)
 	return false;
 }
 
+static void plan_free(struct exec_plan *p)
+{
+	free(p->data);
+	free(p->argv);
+	free(p->envp);
+	*p = (struct exec_plan){ 0 };
+}
+
+/* The slot is free once its shell is reaped (so the child no longer reads
+ * the plan or uses the slot's stack) and the helper has hung up. */
 static void exec_maybe_done(struct exec *x)
 {
-	if (x->used && !x->shell && x->conn < 0 && x->start < 0)
+	if (x->used && !x->shell && x->conn < 0 && x->start < 0) {
+		plan_free(&x->plan);
 		x->used = false;
+	}
 }
 
 /* The child reported on its error pipe: nothing (it exec'd: STARTED) or
@@ -492,16 +447,27 @@ static void exec_reaped(struct exec *x, int status)
 	exec_maybe_done(x);
 }
 
+/* Each exited child is looked at before it is reaped: a shell that ends
+ * before its error pipe was read still has its audit session readable
+ * while it is a zombie (what it left running is found by that session). */
 static void reap(void)
 {
-	int st;
-	pid_t w;
-	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
-		for (int k = 0; k < MAX_EXECS; k++)
-			if (execs[k].used && execs[k].shell == w) {
-				exec_reaped(&execs[k], st);
-				break;
-			}
+	for (;;) {
+		siginfo_t si = { 0 };
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
+			return;
+		struct exec *x = NULL;
+		for (int k = 0; k < MAX_EXECS && !x; k++)
+			if (execs[k].used && execs[k].shell == si.si_pid)
+				x = &execs[k];
+		if (x && x->start >= 0)
+			exec_started(x);
+		int st;
+		if (waitpid(si.si_pid, &st, WNOHANG) != si.si_pid)
+			return;
+		if (x)
+			exec_reaped(x, st);
+	}
 }
 
 static void exec_message(struct exec *x)
@@ -583,14 +549,15 @@ static int next_timeout(int64_t now)
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
 
-/* One exec: read the plan, fork the shell.  STARTED or FAILED follows when
- * the child's error pipe speaks (exec_started), never blocking the loop. */
+/* One exec: read the plan, start the shell (spawn.c).  STARTED or FAILED
+ * follows when the child's error pipe speaks (exec_started), never
+ * blocking the loop. */
 static void exec_start(int conn, int *fds, int nfds)
 {
-	struct exec *x = NULL;
-	for (int k = 0; k < MAX_EXECS && !x; k++)
-		if (!execs[k].used)
-			x = &execs[k];
+	int k = 0;
+	while (k < MAX_EXECS && execs[k].used)
+		k++;
+	struct exec *x = k < MAX_EXECS ? &execs[k] : NULL;
 	struct exec_plan plan = { 0 };
 	int ep[2] = { -1, -1 };
 	const char *why = NULL;
@@ -601,33 +568,37 @@ static void exec_start(int conn, int *fds, int nfds)
 	else if (pipe2(ep, O_CLOEXEC) < 0)
 		why = "pipe failed";
 	pid_t shell = -1;
-	int fork_errno = 0;
 	if (!why) {
 		pids_limit = plan.hdr.pids_limit;
-		shell = fork();
-		if (shell == 0)
-			shell_main(&plan, fds, nfds, ep[1]);
-		fork_errno = errno;
+		x->plan = plan;
+		x->spawn = (struct spawn_plan){ plan.argv, plan.envp, fds[1], fds[2], fds[3],
+						nfds > 4 ? fds[4] : -1, ep[1], room_uid, room_gid };
+		shell = spawn_shell(&x->spawn, &stacks[k]);
 		close(ep[1]);
 	}
-	free(plan.data);
-	free(plan.argv);
-	free(plan.envp);
 	char text[160];
 	if (!why && shell < 0) {
 		close(ep[0]);
-		snprintf(text, sizeof(text), "fork the shell: %s%s", strerror(fork_errno),
-			 fork_errno == EAGAIN ? " (the room is at its process limit)" : "");
+		x->plan = (struct exec_plan){ 0 };
+		snprintf(text, sizeof(text), "fork: %s", shell == -EAGAIN
+			 ? "the room is at its process limit (pids_limit)" : strerror((int)-shell));
 		why = text;
 	}
 	if (why) {
+		plan_free(&plan);
 		send_msg(conn, KP_FAILED, 0, 0, 0, why);
 		close(conn);
 		return;
 	}
 	fcntl(ep[0], F_SETFL, O_NONBLOCK);
-	*x = (struct exec){ true, conn, ep[0], shell, NO_SESSION, 0, false, false,
-			    now_ms() + (int64_t)plan.hdr.timeout_ms };
+	x->used = true;
+	x->conn = conn;
+	x->start = ep[0];
+	x->shell = shell;
+	x->session = NO_SESSION;
+	x->status = 0;
+	x->timed_out = x->reported = false;
+	x->deadline = now_ms() + (int64_t)plan.hdr.timeout_ms;
 }
 
 static void accept_exec(void)
@@ -669,6 +640,7 @@ int main(void)
 {
 	room_identity();
 	confine_room();
+	spawn_init();
 	int sigfd = signal_fd();
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;

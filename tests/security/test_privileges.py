@@ -15,6 +15,8 @@ import json
 import subprocess
 
 import pytest
+from conftest import wait_until
+from security_helpers import Background
 
 SERVERS = ("nginx",)
 
@@ -231,3 +233,95 @@ def test_keeper_cannot_be_read_signalled_or_traced(client, stack, room):
     # same keeper, still serving
     assert client.sh(room, "echo alive") == "alive\n"
     assert stack.keeper_pid(room) == keeper
+
+
+# A room process that opens /proc/<pid>/mem of each new process of the room
+# the moment it may be opened -- for a starting shell that is between the
+# keeper's child dropping to the room's uid and its execve -- and, when the
+# memory it got is still the keeper's image (its maps name roombox-keeper),
+# overwrites every writable mapping of it.  Prints its counts as JSON.
+MEM_RACE = r'''
+import json, os, sys, time
+end = time.monotonic() + float(sys.argv[1])
+opened = caught = 0
+def last_pid():
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        return int(f.read())
+while time.monotonic() < end:
+    base = last_pid()
+    paths = [(p, "/proc/%d/mem" % p) for p in range(base + 1, base + 4)]
+    hit = None
+    for _ in range(20000):
+        for p, path in paths:
+            try:
+                hit = (p, os.open(path, os.O_RDWR))
+                break
+            except OSError:
+                pass
+        if hit:
+            break
+    if not hit:
+        continue
+    p, fd = hit
+    opened += 1
+    try:
+        mfd = os.open("/proc/%d/maps" % p, os.O_RDONLY)
+        maps = os.read(mfd, 1 << 16).decode(errors="replace")
+        os.close(mfd)
+    except OSError:
+        maps = ""
+    if "roombox-keeper" in maps:
+        caught += 1
+        for line in maps.splitlines():
+            f = line.split()
+            if len(f) >= 2 and f[1].startswith("rw"):
+                lo, hi = (int(x, 16) for x in f[0].split("-"))
+                try:
+                    os.pwrite(fd, b"\x41" * (hi - lo), lo)
+                except OSError:
+                    pass
+    os.close(fd)
+print(json.dumps({"opened": opened, "caught": caught}))
+'''
+
+
+@pytest.mark.parametrize("suid_dumpable", ["0", "1"])
+def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, suid_dumpable):
+    """Until its execve an exec's child runs in the keeper's memory (spawn.c
+    shares it instead of copying it), and for a moment as the room's uid.
+    A room process racing to open that child's /proc/<pid>/mem must not
+    reach the keeper.  With fs.suid_dumpable 0 (the default) it never gets
+    a starting shell's memory; with 1 (debug: a process that changed uid may
+    be traced by that uid) the keeper forks instead, so the attacker gets --
+    and overwrites -- only copies: the keeper and the attacker's own exec
+    carry on, and an exec whose copy was overwritten before its execve at
+    worst dies of SIGSEGV."""
+    path = "/proc/sys/fs/suid_dumpable"
+    old = open(path).read().strip()
+    client.sh(room, "true")
+    keeper = stack.keeper_pid(room)
+    try:
+        with open(path, "w") as f:
+            f.write(suid_dumpable)
+        attacker = Background(client, room, {"cmd": 'python3 -c "$RB_RACE" 6',
+                                             "env": {"RB_RACE": MEM_RACE}, "timeout": 30000})
+        wait_until(lambda: "python3 -c" in client.sh(room, "ps -e -o args="), 20,
+                   "the attacker to run")
+        results = [client.exec(room, "echo ok") for _ in range(150)]
+        r = attacker.join(60)
+    finally:
+        with open(path, "w") as f:
+            f.write(old)
+    assert r.status == 200, r.json
+    counts = json.loads(r.json["result"]["stdout"])
+    assert stack.keeper_pid(room) == keeper, "the keeper was replaced: it died"
+    assert client.sh(room, "echo alive") == "alive\n"
+    bad = [res for res in results if res["stdout"] != "ok\n"]
+    if suid_dumpable == "0":
+        assert counts["caught"] == 0, counts
+        assert not bad, bad[:3]
+    else:
+        # the race was really run: copies of the keeper were caught, and
+        # overwriting one may crash that exec's own child, nothing else
+        assert counts["caught"] > 0, counts
+        assert all(res["signal"] == "SIGSEGV" for res in bad), bad[:3]

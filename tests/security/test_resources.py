@@ -157,6 +157,43 @@ def test_600_sleeps_stop_at_pids_limit(client, room):
     assert client.sh(room, "echo still fine") == "still fine\n"
 
 
+FILL_ROOM = r'''
+import errno, os, subprocess, time
+os.setsid()
+held = []
+while True:
+    try:
+        held.append(subprocess.Popen(["sleep", "3711"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    except OSError as e:
+        if e.errno != errno.EAGAIN:
+            raise
+        time.sleep(0.002)
+'''
+
+
+def test_exec_in_a_room_at_its_process_limit_says_so(client, room):
+    """A background job that takes every free process slot of the room (and
+    keeps taking them): an exec that cannot get a process answers 500 with a
+    clear error, never hangs; at that job's deadline the room is at its
+    limit, so the job is killed and the room works again."""
+    uid = client.room_uid(room)
+    r = client.exec_raw(room, {"cmd": 'python3 -c "$RB_FILL" >/dev/null 2>&1 &',
+                               "env": {"RB_FILL": FILL_ROOM}, "timeout": 6000})
+    assert r.status == 200, r.json
+    wait_until(lambda: len(sleeps_of(uid, 3711)) >= PIDS_LIMIT - 6, 20, "the room to fill up")
+    answers = [client.exec_raw(room, {"cmd": "echo in", "timeout": 2000}) for _ in range(10)]
+    full = [a for a in answers if a.status == 500]
+    assert full, [(a.status, a.json) for a in answers]
+    for a in answers:
+        assert a.status in (200, 500), a.json
+        if a.status == 500:
+            assert a.json["error"] == (f"sandbox execution failed: room {room}: start the shell: "
+                                       "fork: the room is at its process limit (pids_limit)"), a.json
+    wait_until(lambda: not sleeps_of(uid, 3711), 6 + GONE_TIMEOUT, "the filler to be killed at its deadline")
+    assert client.sh(room, "echo works again") == "works again\n"
+
+
 def host_free_bytes(path):
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize

@@ -1,0 +1,191 @@
+/* Starting one exec's shell as the room's user.
+ *
+ * fork() copies the keeper's address space, and that was most of what an
+ * exec cost the keeper: the page tables are copied, every writable page is
+ * write-protected (a TLB flush, on a VM an inter-processor interrupt to
+ * each CPU that recently ran the keeper), each page either side then
+ * writes is copied, and the child's execve throws the copy away.  So the
+ * child is started with clone(CLONE_VM) on a stack of its own: it uses the
+ * keeper's memory until its execve and copies nothing.  Unlike vfork, the
+ * keeper does not wait for it: a room process may stop the child, which
+ * must not stop the keeper (it kills the child at the deadline like any
+ * shell).
+ *
+ * A child that shares the keeper's memory and turns into the room's uid
+ * needs care:
+ *  - it reads only its spawn_plan (which the keeper keeps unchanged until
+ *    the child has exec'd or died) and writes only its own stack, and it
+ *    makes raw system calls: libc's wrappers set errno, which lives in the
+ *    keeper's thread area;
+ *  - between its setresuid() and execve() a room process may signal it
+ *    (harmless, see above) but must not trace it or open its
+ *    /proc/<pid>/mem.  Changing uid sets the memory's "dumpable" mode to
+ *    fs.suid_dumpable, and only 1 (debug) lets a process of the same uid
+ *    attach; 0 and 2 need CAP_SYS_PTRACE.  So the sysctl is read on every
+ *    spawn, and with 1 (or unreadable, or on an architecture without raw
+ *    calls here) the child is forked as before.
+ *
+ * In the child: every privileged step first (descriptors, not dumpable, no
+ * new privileges, child subreaper, a new audit session), then the drop to
+ * the room's uid (no capabilities: the bounding set and the seccomp filter
+ * are the keeper's, inherited) and at once execve.  Failures are written
+ * on the error pipe (fd 10, close-on-exec: the keeper sees end-of-file once
+ * the shell runs).
+ */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define STACK_SIZE (32 * 1024)
+#define GUARD_SIZE 4096
+
+#if defined(__x86_64__)
+#define SPAWN_CAN_SHARE 1
+static long ksys(long n, long a, long b, long c, long d, long e)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	long ret;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+#elif defined(__aarch64__)
+#define SPAWN_CAN_SHARE 1
+static long ksys(long n, long a, long b, long c, long d, long e)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory", "cc");
+	return x0;
+}
+#else
+#define SPAWN_CAN_SHARE 0   /* forked children only: errno is their own */
+static long ksys(long n, long a, long b, long c, long d, long e)
+{
+	long r = syscall(n, a, b, c, d, e);
+	return r < 0 ? -errno : r;
+}
+#endif
+
+static int suid_dumpable = -1;   /* fd of /proc/sys/fs/suid_dumpable */
+
+void spawn_init(void)
+{
+	suid_dumpable = open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
+}
+
+static bool may_share_memory(void)
+{
+	char c;
+	return SPAWN_CAN_SHARE && suid_dumpable >= 0 && pread(suid_dumpable, &c, 1, 0) == 1 &&
+	       (c == '0' || c == '2');
+}
+
+/* "<step>: <error>" on fd, and exit. */
+static void __attribute__((noreturn)) child_fail(int fd, const char *step, long rc)
+{
+	char msg[160];
+	size_t n = 0;
+	const char *parts[] = { step, ": ", strerror((int)-rc) };
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		for (const char *s = parts[i]; *s && n < sizeof(msg); s++)
+			msg[n++] = *s;
+	ksys(SYS_write, fd, (long)msg, (long)n, 0, 0);
+	for (;;)
+		ksys(SYS_exit_group, 126, 0, 0, 0, 0);
+}
+
+static int child_main(void *arg)
+{
+	const struct spawn_plan *p = arg;
+	uint64_t none = 0;
+	long rc;
+	ksys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&none, 0, sizeof(none), 0);
+	/* its own process group, so `kill 0` in one exec reaches no other
+	 * exec's shell; not setsid(), which with sched autogroups makes (and
+	 * later frees) a scheduler task group per exec, ~0.1 ms */
+	ksys(SYS_setpgid, 0, 0, 0, 0, 0);
+	/* any of the descriptors may sit on 0-2, 9 or 10: all are first moved
+	 * out of the way, then into place */
+	int src[5] = { p->report, p->out, p->err, p->session, p->in };
+	const int to[5] = { 10, 1, 2, 9, 0 };
+	for (int i = 0; i < 5; i++)
+		if (src[i] >= 0 && (src[i] = (int)(rc = ksys(SYS_fcntl, src[i], F_DUPFD_CLOEXEC, 20, 0, 0))) < 0)
+			child_fail(p->report, "set up descriptors", rc);
+	for (int i = 0; i < 5; i++)
+		if (src[i] >= 0 && (rc = ksys(SYS_dup3, src[i], to[i], 0, 0, 0)) < 0)
+			child_fail(src[0], "set up descriptors", rc);
+	for (int fd = 3; fd < 9; fd++)
+		ksys(SYS_close, fd, 0, 0, 0, 0);
+	ksys(SYS_close_range, 11, ~0U, 0, 0, 0);
+	ksys(SYS_fcntl, 10, F_SETFD, FD_CLOEXEC, 0, 0);
+	if ((rc = ksys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0)) < 0)
+		child_fail(10, "not dumpable", rc);
+	if ((rc = ksys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)
+		child_fail(10, "no_new_privs", rc);
+	/* the shell adopts what its children orphan, so while it runs every
+	 * process of the exec, daemonised or not, is in its subtree */
+	if ((rc = ksys(SYS_prctl, PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) < 0)
+		child_fail(10, "child subreaper", rc);
+	if ((rc = ksys(SYS_chdir, (long)"/", 0, 0, 0, 0)) < 0)
+		child_fail(10, "chdir /", rc);
+	/* a new audit session tags every process the exec starts; the room
+	 * cannot change it (CAP_AUDIT_CONTROL).  Without audit the keeper
+	 * falls back to the whole room. */
+	long lfd = ksys(SYS_openat, AT_FDCWD, (long)"/proc/self/loginuid", O_WRONLY | O_CLOEXEC, 0, 0);
+	if (lfd >= 0) {
+		char u[16];
+		size_t k = sizeof(u);
+		unsigned v = (unsigned)p->uid;
+		do
+			u[--k] = (char)('0' + v % 10);
+		while ((v /= 10) && k > 0);
+		ksys(SYS_write, lfd, (long)(u + k), (long)(sizeof(u) - k), 0, 0);
+		ksys(SYS_close, lfd, 0, 0, 0, 0);
+	}
+	if ((rc = ksys(SYS_setgroups, 0, 0, 0, 0, 0)) < 0 ||
+	    (rc = ksys(SYS_setresgid, p->gid, p->gid, p->gid, 0, 0)) < 0 ||
+	    (rc = ksys(SYS_setresuid, p->uid, p->uid, p->uid, 0, 0)) < 0)
+		child_fail(10, "drop to the room's uid", rc);
+	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)p->envp, 0, 0);
+	child_fail(10, "exec the shell", rc);
+}
+
+pid_t spawn_shell(const struct spawn_plan *p, void **stack)
+{
+	if (may_share_memory()) {
+		if (!*stack) {
+			char *m = mmap(NULL, GUARD_SIZE + STACK_SIZE, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+			if (m != MAP_FAILED && mprotect(m, GUARD_SIZE, PROT_NONE) == 0)
+				*stack = m;
+			else if (m != MAP_FAILED)
+				munmap(m, GUARD_SIZE + STACK_SIZE);
+		}
+		if (*stack) {
+			pid_t pid = clone(child_main, (char *)*stack + GUARD_SIZE + STACK_SIZE,
+					  CLONE_VM | SIGCHLD, (void *)p, NULL, NULL, NULL);
+			return pid < 0 ? -errno : pid;
+		}
+	}
+	pid_t pid = fork();
+	if (pid == 0)
+		child_main((void *)p);
+	return pid < 0 ? -errno : pid;
+}

@@ -1,0 +1,29 @@
+/* Starting one exec's shell as the room's user: see spawn.c. */
+#ifndef ROOMBOX_KEEPER_SPAWN_H
+#define ROOMBOX_KEEPER_SPAWN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* What the child needs, in memory that stays put (and unchanged) until the
+ * child has exec'd or died: with a shared address space it reads this
+ * while the keeper goes on. */
+struct spawn_plan {
+	char **argv, **envp;
+	int out, err, session;    /* placed on 1, 2 and 9 */
+	int in;                   /* placed on 0, or -1: the keeper's fd 0 stays */
+	int report;               /* error pipe (write end), placed on 10 */
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Once, before any spawn: whether sharing memory with a child is safe is
+ * read from /proc/sys/fs/suid_dumpable on every spawn. */
+void spawn_init(void);
+
+/* Starts the shell.  *stack is the exec slot's child stack (mapped on
+ * first use, kept for the slot's next exec; only reused once the child has
+ * exec'd or died).  Returns the pid, or -errno. */
+pid_t spawn_shell(const struct spawn_plan *p, void **stack);
+
+#endif
