@@ -232,7 +232,7 @@ static int child_talk(struct child *c, const char *req, size_t req_len,
 		      char **reply, size_t *reply_len, long deadline,
 		      struct helper_error *err)
 {
-	size_t sent = 0, len = 0, cap = 65536;
+	size_t sent = 0, len = 0, cap = 4096;   /* most replies are small */
 	char *buf = malloc(cap + 1);
 	bool exited = false;
 
