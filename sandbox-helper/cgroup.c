@@ -2,14 +2,20 @@
  *
  * Why it looks like this:
  *
- * - A room's limits sit on <group>/<room>/ and its processes live in leaves
- *   (<group> is "roombox", or "roombox-<hash of state_dir>" for another
- *   instance on the same host, so two instances never share a room cgroup)
- *   below it (keeper/ for the keeper and whatever execs leave running,
- *   exec-<id>/ for one exec).  v2 demands processes only in leaves; v1 does
- *   not, but using the same shape on both keeps one set of callers, and on
- *   v1 the limits still cover the leaves because memory.use_hierarchy is 1
+ * - A room's limits sit on <group>/<room>/ and its processes live in one
+ *   leaf below it, keeper/: the keeper, which forks every exec, and whatever
+ *   the execs leave running (<group> is "roombox", or "roombox-<hash of
+ *   state_dir>" for another instance on the same host, so two instances
+ *   never share a room cgroup).  v2 demands processes only in leaves; v1
+ *   does not, but using the same shape on both keeps one set of callers, and
+ *   on v1 the limits still cover the leaf because memory.use_hierarchy is 1
  *   (checked) and pids and cpu are hierarchical by design.
+ *
+ * - keeper/ is the only cgroup made below a room, but not necessarily the
+ *   only one there: older versions made a leaf per exec, and a stopped room
+ *   keeps its directories across an upgrade.  So nothing assumes the shape
+ *   below <room>/: a kill covers the room's whole subtree and removing a
+ *   room removes the whole subtree.
  *
  * - v1 has one tree per controller (memory, pids, cpu, freezer), so every
  *   directory operation and every move of a pid is done once per tree.  The
@@ -308,18 +314,6 @@ static int room_path(char *buf, size_t len, const struct cgroup_sys *sys, const 
 	return path_fmt(buf, len, "%s/%s/%s", root, sys->group, room);
 }
 
-/* "keeper", "exec-<id>", or NULL for the room itself. */
-static int leaf_name(char *buf, size_t len, const char *exec_id)
-{
-	if (!exec_id)
-		return path_fmt(buf, len, "keeper");
-	if (!component_ok(exec_id)) {
-		errno = EINVAL;
-		return -1;
-	}
-	return path_fmt(buf, len, "exec-%s", exec_id);
-}
-
 static int make_dir(struct cg_op *op, const char *path)
 {
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
@@ -378,15 +372,15 @@ static int remove_tree(struct cg_op *op, const char *dir, int depth)
 	return rc;
 }
 
-/* In every tree: remove <room>[/<leaf>]. */
-static int remove_everywhere(struct cg_op *op, const char *leaf)
+/* In every tree: remove <room>/ and whatever cgroups are below it. */
+static int remove_everywhere(struct cg_op *op)
 {
 	const char *roots[MAX_ROOTS];
 	size_t n = cg_roots(op->sys, roots);
 
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, leaf) < 0)
+		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, NULL) < 0)
 			return op_fail(op, "path %s", roots[i]);
 		if (remove_tree(op, dir, 0) < 0)
 			return -1;
@@ -449,31 +443,32 @@ static int sigkill_pid(pid_t pid, void *arg)
 
 /* --- freezing ------------------------------------------------------------ */
 
-/* The freezer file and values of the back end, for the cgroup `rel`
- * (relative to roombox/); false when this host cannot freeze. */
-static bool freeze_file(const struct cgroup_sys *sys, const char *rel,
+/* The freezer file and values of the back end, for the room's cgroup;
+ * false when this host cannot freeze.  Freezing the room freezes every
+ * cgroup below it (v1's freezer is hierarchical too). */
+static bool freeze_file(const struct cgroup_sys *sys, const char *room,
 			char *path, size_t len, bool on, const char **value)
 {
 	if (sys->mode == CG_V1 && sys->freezer_root[0]) {
 		*value = on ? "FROZEN" : "THAWED";
 		return path_fmt(path, len, "%s/%s/%s/freezer.state",
-				sys->freezer_root, sys->group, rel) == 0;
+				sys->freezer_root, sys->group, room) == 0;
 	}
 	if (sys->mode == CG_V2) {
 		*value = on ? "1" : "0";
 		return path_fmt(path, len, "%s/%s/%s/cgroup.freeze",
-				sys->v2_root, sys->group, rel) == 0 && file_exists(path);
+				sys->v2_root, sys->group, room) == 0 && file_exists(path);
 	}
 	return false;
 }
 
-static bool is_frozen(const struct cgroup_sys *sys, const char *rel)
+static bool is_frozen(const struct cgroup_sys *sys, const char *room)
 {
 	char path[PATH_MAX], buf[256];
 	const char *root = sys->mode == CG_V1 ? sys->freezer_root : sys->v2_root;
 	const char *file = sys->mode == CG_V1 ? "freezer.state" : "cgroup.events";
 
-	if (path_fmt(path, sizeof(path), "%s/%s/%s/%s", root, sys->group, rel, file) < 0 ||
+	if (path_fmt(path, sizeof(path), "%s/%s/%s/%s", root, sys->group, room, file) < 0 ||
 	    read_file(path, buf, sizeof(buf)) < 0)
 		return false;
 	if (sys->mode == CG_V1)
@@ -483,56 +478,58 @@ static bool is_frozen(const struct cgroup_sys *sys, const char *rel)
 
 /* Best effort: a task stuck in the kernel may keep a group FREEZING; the
  * kill loop then simply runs unfrozen.  True if the caller must thaw. */
-static bool freeze(const struct cgroup_sys *sys, const char *rel)
+static bool freeze(const struct cgroup_sys *sys, const char *room)
 {
 	char path[PATH_MAX];
 	const char *value;
 
-	if (!freeze_file(sys, rel, path, sizeof(path), true, &value) ||
+	if (!freeze_file(sys, room, path, sizeof(path), true, &value) ||
 	    write_file(path, value) < 0)
 		return false;
-	for (int i = 0; i < FREEZE_WAIT_MS && !is_frozen(sys, rel); i++)
+	for (int i = 0; i < FREEZE_WAIT_MS && !is_frozen(sys, room); i++)
 		sleep_ms(1);
 	return true;
 }
 
-static void thaw(const struct cgroup_sys *sys, const char *rel)
+static void thaw(const struct cgroup_sys *sys, const char *room)
 {
 	char path[PATH_MAX];
 	const char *value;
 
-	if (freeze_file(sys, rel, path, sizeof(path), false, &value))
+	if (freeze_file(sys, room, path, sizeof(path), false, &value))
 		write_file(path, value);
 }
 
 /* --- kill ---------------------------------------------------------------- */
 
-/* v2's atomic kill; false where the kernel predates it (< 5.14). */
-static bool kill_by_kernel(const struct cgroup_sys *sys, const char *rel)
+/* v2's atomic kill of the room's whole subtree; false where the kernel
+ * predates it (< 5.14). */
+static bool kill_by_kernel(const struct cgroup_sys *sys, const char *room)
 {
 	char path[PATH_MAX];
 
 	if (sys->mode != CG_V2 ||
 	    path_fmt(path, sizeof(path), "%s/%s/%s/cgroup.kill",
-		     sys->v2_root, sys->group, rel) < 0)
+		     sys->v2_root, sys->group, room) < 0)
 		return false;
 	return write_file(path, "1") == 0;
 }
 
-/* One pass: SIGKILL whatever is listed in any tree under rel.  Returns
- * how many processes were still there. */
-static int kill_pass(struct cg_op *op, const char *rel)
+/* One pass: SIGKILL whatever is listed anywhere under the room, in any
+ * tree.  Returns how many processes were still there. */
+static int kill_pass(struct cg_op *op)
 {
 	const char *roots[MAX_ROOTS];
 	size_t n = cg_roots(op->sys, roots);
-	bool kernel = kill_by_kernel(op->sys, rel);
-	bool frozen = !kernel && freeze(op->sys, rel);
+	bool kernel = kill_by_kernel(op->sys, op->room);
+	bool frozen = !kernel && freeze(op->sys, op->room);
 	int left = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (path_fmt(dir, sizeof(dir), "%s/%s/%s", roots[i], op->sys->group, rel) < 0) {
-			left = op_fail(op, "path %s/%s/%s", roots[i], op->sys->group, rel);
+		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, NULL) < 0) {
+			left = op_fail(op, "path %s/%s/%s", roots[i], op->sys->group,
+				       op->room);
 			break;
 		}
 		int c = for_each_pid(dir, true, 0, sigkill_pid, NULL);
@@ -543,60 +540,25 @@ static int kill_pass(struct cg_op *op, const char *rel)
 		left += c;
 	}
 	if (frozen)
-		thaw(op->sys, rel);
+		thaw(op->sys, op->room);
 	return left;
 }
 
-static int kill_until_empty(struct cg_op *op, const char *rel)
+static int kill_until_empty(struct cg_op *op)
 {
 	uint64_t deadline = now_ms() + KILL_DEADLINE_MS;
 
 	for (;;) {
-		int left = kill_pass(op, rel);
+		int left = kill_pass(op);
 		if (left <= 0)
 			return left;
 		if (now_ms() >= deadline) {
 			errno = EBUSY;
-			return op_fail(op, "kill %s: processes left after %d ms", rel,
-				       KILL_DEADLINE_MS);
+			return op_fail(op, "kill %s: processes left after %d ms",
+				       op->room, KILL_DEADLINE_MS);
 		}
 		sleep_ms(5);
 	}
-}
-
-/* After a room-wide kill, exec-* leaves are leftovers of execs that will
- * never be collected. */
-static int remove_exec_leaves(struct cg_op *op)
-{
-	const char *roots[MAX_ROOTS];
-	size_t n = cg_roots(op->sys, roots);
-
-	for (size_t i = 0; i < n; i++) {
-		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, NULL) < 0)
-			return op_fail(op, "path %s", roots[i]);
-		DIR *d = opendir(dir);
-		if (!d) {
-			if (errno == ENOENT)
-				continue;
-			return op_fail(op, "open %s", dir);
-		}
-		int rc = 0;
-		struct dirent *de;
-		while (rc == 0 && (de = readdir(d))) {
-			char sub[PATH_MAX];
-			if (de->d_type != DT_DIR || strncmp(de->d_name, "exec-", 5))
-				continue;
-			if (path_fmt(sub, sizeof(sub), "%s/%s", dir, de->d_name) < 0)
-				rc = op_fail(op, "path %s/%s", dir, de->d_name);
-			else
-				rc = remove_tree(op, sub, 0);
-		}
-		closedir(d);
-		if (rc < 0)
-			return -1;
-	}
-	return 0;
 }
 
 /* --- limits -------------------------------------------------------------- */
@@ -825,19 +787,17 @@ int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
 
 /* --- public: processes --------------------------------------------------- */
 
-int cgroup_enter(const struct cgroup_sys *sys, const char *room,
-		 const char *exec_id, pid_t pid, char *err, size_t errlen)
+int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
+		 char *err, size_t errlen)
 {
 	struct cg_op op;
 	const char *roots[MAX_ROOTS];
-	char leaf[80], num[32];
+	char num[32];
 
 	if (sys->mode == CG_NONE)
 		return 0;
 	if (op_begin(&op, sys, room, err, errlen) < 0)
 		return -1;
-	if (leaf_name(leaf, sizeof(leaf), exec_id) < 0)
-		return op_fail(&op, "exec id");
 	snprintf(num, sizeof(num), "%ld", (long)pid);
 	/* Moving a whole process takes the global threadgroup rwsem for
 	 * writing: an RCU grace period, ~10 ms, per call.  v1 moves the calling
@@ -847,33 +807,30 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room,
 	size_t n = cg_roots(sys, roots);
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), sys, roots[i], room, leaf) < 0)
+		if (room_path(dir, sizeof(dir), sys, roots[i], room, "keeper") < 0)
 			return op_fail(&op, "path %s", roots[i]);
-		if (make_dir(&op, dir) < 0 ||
-		    write_value(&op, dir, file, num) < 0)
+		/* keeper/ is cgroup_room_setup's, which callers run first; a
+		 * missing one means a room not set up or being removed, which
+		 * is reported (ENOENT) rather than papered over with a mkdir */
+		if (write_value(&op, dir, file, num) < 0)
 			return -1;
 	}
 	return 0;
 }
 
+/* Only processes go: the directories stay for the room's next start, and
+ * cgroups below the room other than keeper/ (per-exec leaves of older
+ * versions, say) are removed with the room by cgroup_room_remove. */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
-		const char *exec_id, char *err, size_t errlen)
+		char *err, size_t errlen)
 {
 	struct cg_op op;
-	char leaf[80], rel[PATH_MAX];
 
 	if (sys->mode == CG_NONE)
 		return 0;
 	if (op_begin(&op, sys, room, err, errlen) < 0)
 		return -1;
-	if (exec_id && leaf_name(leaf, sizeof(leaf), exec_id) < 0)
-		return op_fail(&op, "exec id");
-	if (exec_id ? path_fmt(rel, sizeof(rel), "%s/%s", room, leaf) :
-		      path_fmt(rel, sizeof(rel), "%s", room))
-		return op_fail(&op, "path");
-	if (kill_until_empty(&op, rel) < 0)
-		return -1;
-	return exec_id ? remove_everywhere(&op, leaf) : remove_exec_leaves(&op);
+	return kill_until_empty(&op);
 }
 
 void cgroup_group_remove_if_empty(const struct cgroup_sys *sys)
@@ -896,9 +853,9 @@ int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		return 0;
 	if (op_begin(&op, sys, room, err, errlen) < 0)
 		return -1;
-	if (kill_until_empty(&op, room) < 0)
+	if (kill_until_empty(&op) < 0)
 		return -1;
-	return remove_everywhere(&op, NULL);
+	return remove_everywhere(&op);
 }
 
 void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,

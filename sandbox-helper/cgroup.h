@@ -4,13 +4,13 @@
  * usable, mode is CG_NONE and every call succeeds doing nothing, so the
  * service still runs (and says so in /api/health).
  *
- * Layout: <controller root>/<group>/<room>/           the room (limits)
- *         <controller root>/<group>/<room>/exec-<id>/ one exec (unused by the
- *                                                     product since execs are
- *                                                     forked by the keeper)
- *         <controller root>/<group>/<room>/keeper/    the keeper and the
- *                                                     processes left behind
- * (v2 needs processes only in leaves, hence keeper/.)
+ * Layout: <controller root>/<group>/<room>/         the room (limits)
+ *         <controller root>/<group>/<room>/keeper/  the keeper and every
+ *                                                   process it forks: execs
+ *                                                   and what they leave behind
+ * (v2 needs processes only in leaves, hence keeper/.)  Whatever cgroups
+ * appear below the room besides keeper/ are part of the room: killed with
+ * it and removed with it.
  */
 #ifndef ROOMBOX_CGROUP_H
 #define ROOMBOX_CGROUP_H
@@ -52,16 +52,18 @@ void cgroup_set_instance(struct cgroup_sys *sys, const char *state_dir,
  * 0, or -1 with err "cgroup <room>: <step>: <strerror>". */
 int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
 		      const struct cgroup_limits *lim, char *err, size_t errlen);
-/* Move pid into the room's keeper/ leaf (exec_id NULL) or exec-<exec_id>
- * (created if needed).  pid 0 is the calling process, as cgroup.procs takes
- * it.  exec_id, like room, must be [A-Za-z0-9_-]{1,64}. */
-int cgroup_enter(const struct cgroup_sys *sys, const char *room,
-		 const char *exec_id, pid_t pid, char *err, size_t errlen);
-/* Kill every process of exec-<exec_id> (or of the whole room when exec_id is
- * NULL) with SIGKILL until none is left, then remove the exec's cgroup. */
+/* Move pid into the room's keeper/ leaf in every hierarchy; the room must
+ * have been set up.  pid 0 is the calling process, as cgroup.procs takes
+ * it.  room, here as everywhere, must be [A-Za-z0-9_-]{1,64}. */
+int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
+		 char *err, size_t errlen);
+/* Kill every process of the room, in whatever cgroup below it, with SIGKILL
+ * until none is left.  The room's cgroups stay: a stopped room is started
+ * again into them. */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
-		const char *exec_id, char *err, size_t errlen);
-/* Kill everything and remove the room's cgroups (all hierarchies). */
+		char *err, size_t errlen);
+/* Kill everything and remove the room's cgroups, with every cgroup below
+ * them (all hierarchies). */
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen);
 /* Remove the instance's <group> directories once they hold no room.  The

@@ -444,7 +444,7 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 {
 	char err[512];
 	setsid();
-	if (cgroup_enter(cg, r->id, NULL, 0, err, sizeof(err)) < 0)
+	if (cgroup_enter(cg, r->id, 0, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
 	if (unshare(JAIL_NS_FLAGS) < 0) {
 		snprintf(err, sizeof(err), "room %s: unshare: %s", r->id, strerror(errno));
@@ -564,5 +564,5 @@ int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, c
 		return ERR("room %s: keeper %d did not die", r->id, (int)keeper);
 	/* The pid namespace is gone with its init; whatever escaped it (nothing
 	 * should) is still in the room's cgroup. */
-	return cgroup_kill(cg, r->id, NULL, err, errlen);
+	return cgroup_kill(cg, r->id, err, errlen);
 }

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -304,9 +305,12 @@ static int scratch_v2_setup(void **state)
 	return 0;
 }
 
+static void end_sleepers_left(void);
+
 static int scratch_v2_teardown(void **state)
 {
 	struct scratch_v2 *s = *state;
+	end_sleepers_left();
 	fake_root[0] = '\0';
 	remove_scratch(s->root);
 	free(s);
@@ -359,7 +363,11 @@ static void test_v2_setup_again_changes_limits(void **state)
 }
 
 /* The pids written are this test's own short-lived children, so that
- * nothing else could be signalled if a step went wrong. */
+ * nothing else could be signalled if a step went wrong.  They are
+ * remembered so that a test that fails half-way does not leave them. */
+static pid_t sleepers[8];
+static size_t n_sleepers;
+
 static pid_t sleeper(void)
 {
 	pid_t pid = fork();
@@ -368,6 +376,8 @@ static pid_t sleeper(void)
 		pause();
 		_exit(0);
 	}
+	if (n_sleepers < sizeof(sleepers) / sizeof(sleepers[0]))
+		sleepers[n_sleepers++] = pid;
 	return pid;
 }
 
@@ -375,6 +385,16 @@ static void end_sleeper(pid_t pid)
 {
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
+}
+
+/* Only a child not yet reaped is signalled: a reaped one's pid may be
+ * someone else's by now. */
+static void end_sleepers_left(void)
+{
+	for (size_t i = 0; i < n_sleepers; i++)
+		if (waitpid(sleepers[i], NULL, WNOHANG) == 0)
+			end_sleeper(sleepers[i]);
+	n_sleepers = 0;
 }
 
 static void test_v2_enter_kill_remove(void **state)
@@ -386,21 +406,30 @@ static void test_v2_enter_kill_remove(void **state)
 
 	assert_int_equal(cgroup_room_setup(&s->sys, "r1", &default_limits, err,
 					   sizeof(err)), 0);
-	if (cgroup_enter(&s->sys, "r1", "7", a, err, sizeof(err)) ||
-	    cgroup_enter(&s->sys, "r1", NULL, b, err, sizeof(err)))
+	/* every pid goes to keeper/ and nowhere else (the stand-in's file
+	 * holds the last pid written) */
+	if (cgroup_enter(&s->sys, "r1", a, err, sizeof(err)))
 		fail_msg("%s", err);
 	snprintf(num, sizeof(num), "%d", a);
-	assert_string_equal(get("%s/roombox/r1/exec-7/cgroup.procs", r), num);
+	assert_string_equal(get("%s/roombox/r1/keeper/cgroup.procs", r), num);
+	if (cgroup_enter(&s->sys, "r1", b, err, sizeof(err)))
+		fail_msg("%s", err);
 	snprintf(num, sizeof(num), "%d", b);
 	assert_string_equal(get("%s/roombox/r1/keeper/cgroup.procs", r), num);
+	assert_string_equal(get("%s/roombox/r1/cgroup.procs", r), "");
+	assert_string_equal(get("%s/roombox/cgroup.procs", r), "");
 
-	/* the stand-in does not kill processes; as if the kernel had, the
-	 * exec's list is emptied, and the kill removes its directory */
-	put("", "%s/roombox/r1/exec-7/cgroup.procs", r);
-	if (cgroup_kill(&s->sys, "r1", "7", err, sizeof(err)))
-		fail_msg("%s", err);
-	assert_false(is_dir("%s/roombox/r1/exec-7", r));
+	/* the stand-in does not kill processes; as if the kernel had, keeper's
+	 * list is emptied.  The kill is the room's cgroup.kill (its whole
+	 * subtree), and it leaves the room, keeper/ and the limits in place
+	 * for the next start. */
 	put("", "%s/roombox/r1/keeper/cgroup.procs", r);
+	if (cgroup_kill(&s->sys, "r1", err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_string_equal(get("%s/roombox/r1/cgroup.kill", r), "1");
+	assert_string_equal(get("%s/roombox/r1/keeper/cgroup.kill", r), "");
+	assert_true(is_dir("%s/roombox/r1/keeper", r));
+	assert_string_equal(get("%s/roombox/r1/memory.max", r), "536870912");
 
 	put("123456789", "%s/roombox/r1/memory.current", r);
 	put("3\n", "%s/roombox/r1/pids.current", r);
@@ -409,6 +438,12 @@ static void test_v2_enter_kill_remove(void **state)
 	assert_int_equal(mem, 123456789);
 	assert_int_equal(procs, 3);
 
+	/* cgroups below the room that set-up did not make (older versions
+	 * made one per exec, and a stopped room keeps them across an upgrade)
+	 * go with the room */
+	make("%s/roombox/r1/old", r);
+	make("%s/roombox/r1/old/deeper", r);
+	make("%s/roombox/r1/keeper/nested", r);
 	if (cgroup_room_remove(&s->sys, "r1", err, sizeof(err)))
 		fail_msg("%s", err);
 	assert_false(is_dir("%s/roombox/r1", r));
@@ -416,9 +451,10 @@ static void test_v2_enter_kill_remove(void **state)
 	cgroup_room_usage(&s->sys, "r1", &mem, &procs);
 	assert_int_equal(mem, 0);
 	assert_int_equal(procs, 0);
-	/* removing what is gone is not an error */
+	/* removing or stopping what is gone is not an error */
 	assert_int_equal(cgroup_room_remove(&s->sys, "r1", err, sizeof(err)), 0);
-	assert_int_equal(cgroup_kill(&s->sys, "r1", "7", err, sizeof(err)), 0);
+	assert_int_equal(cgroup_kill(&s->sys, "r1", err, sizeof(err)), 0);
+	assert_false(is_dir("%s/roombox/r1", r));
 	end_sleeper(a);
 	end_sleeper(b);
 }
@@ -427,6 +463,7 @@ static void test_errors_name_room_and_step(void **state)
 {
 	struct scratch_v2 *s = *state;
 	char err[512] = "", want[512];
+	int status;
 
 	assert_int_equal(cgroup_room_setup(&s->sys, "r3", &default_limits, err,
 					   sizeof(err)), 0);
@@ -441,24 +478,54 @@ static void test_errors_name_room_and_step(void **state)
 	snprintf(path, sizeof(path), "%s/roombox/r4", s->root);
 	unlink(path);
 
+	/* every entry point checks the room id before it joins it to a path */
 	assert_int_equal(cgroup_room_setup(&s->sys, "../x", &default_limits, err,
 					   sizeof(err)), -1);
 	assert_string_equal(err, "cgroup ../x: room id: Invalid argument");
-	assert_int_equal(cgroup_enter(&s->sys, "r3", "../../x", getpid(), err,
+	assert_int_equal(cgroup_enter(&s->sys, "../../x", getpid(), err,
 				      sizeof(err)), -1);
-	assert_string_equal(err, "cgroup r3: exec id: Invalid argument");
-	assert_int_equal(cgroup_enter(&s->sys, "nope", "1", getpid(), err,
-				      sizeof(err)), -1);
-	snprintf(want, sizeof(want), "cgroup nope: mkdir %s/roombox/nope/exec-1: %s",
-		 s->root, "No such file or directory");
-	assert_string_equal(err, want);
+	assert_string_equal(err, "cgroup ../../x: room id: Invalid argument");
+	assert_int_equal(cgroup_kill(&s->sys, "r3/keeper", err, sizeof(err)), -1);
+	assert_string_equal(err, "cgroup r3/keeper: room id: Invalid argument");
+	assert_int_equal(cgroup_room_remove(&s->sys, "", err, sizeof(err)), -1);
+	assert_string_equal(err, "cgroup : room id: Invalid argument");
+	assert_true(is_dir("%s/roombox/r3/keeper", s->root));
 	char room[80];
 	memset(room, 'a', 65);
 	room[65] = '\0';
 	assert_int_equal(cgroup_room_setup(&s->sys, room, &default_limits, err,
 					   sizeof(err)), -1);
 	assert_non_null(strstr(err, ": room id: Invalid argument"));
+	assert_int_equal(cgroup_enter(&s->sys, room, getpid(), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, ": room id: Invalid argument"));
+	assert_int_equal(cgroup_kill(&s->sys, room, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, ": room id: Invalid argument"));
+
+	/* entering a room that was never set up: no directories are made */
+	assert_int_equal(cgroup_enter(&s->sys, "nope", getpid(), err,
+				      sizeof(err)), -1);
+	snprintf(want, sizeof(want),
+		 "cgroup nope: write %s/roombox/nope/keeper/cgroup.procs: %s",
+		 s->root, "No such file or directory");
+	assert_string_equal(err, want);
+	assert_false(is_dir("%s/roombox/nope", s->root));
+
+	/* a process the stand-in keeps listing, in a cgroup below keeper/:
+	 * the kill finds it there (it is this test's child and dies of
+	 * SIGKILL), then gives up after its deadline and says so */
+	pid_t c = sleeper();
+	char num[32];
+	snprintf(num, sizeof(num), "%d", c);
+	make("%s/roombox/r3/keeper/nested", s->root);
+	put(num, "%s/roombox/r3/keeper/nested/cgroup.procs", s->root);
+	assert_int_equal(cgroup_kill(&s->sys, "r3", err, sizeof(err)), -1);
+	assert_string_equal(err, "cgroup r3: kill r3: processes left after 2000 ms: "
+			    "Device or resource busy");
+	assert_int_equal(waitpid(c, &status, 0), c);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	put("", "%s/roombox/r3/keeper/nested/cgroup.procs", s->root);
 	assert_int_equal(cgroup_room_remove(&s->sys, "r3", err, sizeof(err)), 0);
+	assert_false(is_dir("%s/roombox/r3", s->root));
 }
 
 static void test_none_does_nothing(void **state)
@@ -470,8 +537,8 @@ static void test_none_does_nothing(void **state)
 
 	assert_string_equal(cgroup_mode_name(CG_NONE), "none");
 	assert_int_equal(cgroup_room_setup(&sys, "r", &default_limits, err, sizeof(err)), 0);
-	assert_int_equal(cgroup_enter(&sys, "r", "1", getpid(), err, sizeof(err)), 0);
-	assert_int_equal(cgroup_kill(&sys, "r", "1", err, sizeof(err)), 0);
+	assert_int_equal(cgroup_enter(&sys, "r", getpid(), err, sizeof(err)), 0);
+	assert_int_equal(cgroup_kill(&sys, "r", err, sizeof(err)), 0);
 	assert_int_equal(cgroup_room_remove(&sys, "r", err, sizeof(err)), 0);
 	cgroup_room_usage(&sys, "r", &mem, &procs);
 	assert_int_equal(mem, 0);
@@ -600,26 +667,82 @@ static bool in_cgroup(pid_t pid, const char *ctl, const char *want)
 	return found;
 }
 
-static void assert_in_leaf(const struct cgroup_sys *sys, pid_t pid,
-			   const char *room, const char *leaf)
+/* Is pid in <room>/<leaf> in every tree of the back end?  No assertion,
+ * so that a forked child can ask too. */
+static bool in_leaf(const struct cgroup_sys *sys, pid_t pid, const char *room,
+		    const char *leaf)
 {
 	char want[256];
 	snprintf(want, sizeof(want), "/roombox/%s/%s", room, leaf);
-	if (sys->mode == CG_V2) {
-		if (!in_cgroup(pid, "", want))
-			fail_msg("pid %d not in %s", pid, want);
-		return;
-	}
-	if (!in_cgroup(pid, "memory", want) || !in_cgroup(pid, "pids", want))
-		fail_msg("pid %d not in %s (memory and pids)", pid, want);
-	if (sys->freezer_root[0] && !in_cgroup(pid, "freezer", want))
-		fail_msg("pid %d not in %s (freezer)", pid, want);
+	if (sys->mode == CG_V2)
+		return in_cgroup(pid, "", want);
+	return in_cgroup(pid, "memory", want) && in_cgroup(pid, "pids", want) &&
+	       (!sys->cpu_root[0] || in_cgroup(pid, "cpu", want)) &&
+	       (!sys->freezer_root[0] || in_cgroup(pid, "freezer", want));
 }
 
-/* A child that waits until the parent has put it into exec-<id>, then runs
- * body, which reports pids (ints) on fd.  Returns its pid. */
-static pid_t spawn_in_exec(const struct cgroup_sys *sys, const char *room,
-			   const char *exec_id, void (*body)(int fd), int *report)
+static void assert_in_leaf(const struct cgroup_sys *sys, pid_t pid,
+			   const char *room, const char *leaf)
+{
+	if (!in_leaf(sys, pid, room, leaf))
+		fail_msg("pid %d not in /roombox/%s/%s in every tree", pid, room,
+			 leaf);
+}
+
+/* <room>/<leaf> lists no process in any tree. */
+static void assert_no_procs(const struct cgroup_sys *sys, const char *room,
+			    const char *leaf)
+{
+	const char *roots[4];
+	size_t n = sys_roots(sys, roots);
+	for (size_t i = 0; i < n; i++) {
+		const char *procs = get("%s/roombox/%s/%s/cgroup.procs", roots[i],
+					room, leaf);
+		if (strcmp(procs, ""))
+			fail_msg("%s/roombox/%s/%s/cgroup.procs: %s", roots[i], room,
+				 leaf, procs);
+	}
+}
+
+/* What a process of the room could do to itself with a delegated tree
+ * (the kernel does not mind who writes): make <room>/<sub> in every tree,
+ * behind cgroup.c's back, and move pid there. */
+static void move_below_room(const struct cgroup_sys *sys, pid_t pid,
+			    const char *room, const char *sub)
+{
+	const char *roots[4];
+	size_t n = sys_roots(sys, roots);
+	char dir[PATH_MAX], num[32];
+
+	snprintf(num, sizeof(num), "%d", pid);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(dir, sizeof(dir), "%s/roombox/%s/%s", roots[i], room, sub);
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			fail_msg("mkdir %s: %s", dir, strerror(errno));
+		put(num, "%s/cgroup.procs", dir);
+	}
+}
+
+/* Whether the room is left thawed: a frozen room would freeze the keeper
+ * of its next start. */
+static void assert_thawed(const struct cgroup_sys *sys, const char *room)
+{
+	const char *state;
+
+	if (sys->mode == CG_V1 && sys->freezer_root[0]) {
+		state = get("%s/roombox/%s/freezer.state", sys->freezer_root, room);
+		assert_string_equal(state, "THAWED");
+	} else if (sys->mode == CG_V2) {
+		state = get("%s/roombox/%s/cgroup.freeze", sys->v2_root, room);
+		if (strcmp(state, "<absent>"))
+			assert_string_equal(state, "0");
+	}
+}
+
+/* A child that waits until the parent has put it into the room (keeper/),
+ * then runs body, which reports pids (ints) on fd.  Returns its pid. */
+static pid_t spawn_in_room(const struct cgroup_sys *sys, const char *room,
+			   void (*body)(int fd), int *report)
 {
 	int go[2], rep[2];
 	char err[512], c;
@@ -638,7 +761,7 @@ static pid_t spawn_in_exec(const struct cgroup_sys *sys, const char *room,
 	}
 	close(go[0]);
 	close(rep[1]);
-	if (cgroup_enter(sys, room, exec_id, pid, err, sizeof(err)) < 0) {
+	if (cgroup_enter(sys, room, pid, err, sizeof(err)) < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		fail_msg("%s", err);
@@ -647,6 +770,13 @@ static pid_t spawn_in_exec(const struct cgroup_sys *sys, const char *room,
 	close(go[1]);
 	*report = rep[0];
 	return pid;
+}
+
+/* Does fd have something to read within ms? */
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	return poll(&p, 1, ms) == 1;
 }
 
 static int read_ints(int fd, int *out, int n)
@@ -688,6 +818,13 @@ static void body_sleepers(int fd)
 		report_int(fd, p);
 		_exit(0);
 	}
+	child_sleeps(fd);
+}
+
+/* Says it runs, then waits to be killed. */
+static void body_report_self(int fd)
+{
+	report_int(fd, getpid());
 	child_sleeps(fd);
 }
 
@@ -800,7 +937,9 @@ static void test_real_setup_applies_limits(void **state)
 	remove_room(&sys, room);
 }
 
-static void kill_exec_scenario(const struct cgroup_sys *sys, const char *room,
+/* Everything of the room dies, wherever below the room it went; the
+ * room's cgroups stay until the room is removed, and then all go. */
+static void kill_room_scenario(const struct cgroup_sys *sys, const char *room,
 			       const struct cgroup_limits *lim)
 {
 	char err[512];
@@ -808,19 +947,24 @@ static void kill_exec_scenario(const struct cgroup_sys *sys, const char *room,
 	uint64_t mem, procs;
 
 	setup_room(sys, room, lim);
-	pid_t top = spawn_in_exec(sys, room, "1", body_sleepers, &report);
+	pid_t top = spawn_in_room(sys, room, body_sleepers, &report);
 	assert_int_equal(read_ints(report, pids, 4), 4);
 	close(report);
 	for (int i = 0; i < 4; i++) {
 		assert_true(alive(pids[i]));
-		assert_in_leaf(sys, pids[i], room, "exec-1");
+		assert_in_leaf(sys, pids[i], room, "keeper");
 	}
+	/* one below keeper/, the daemon beside it */
+	move_below_room(sys, pids[0], room, "keeper/nested");
+	move_below_room(sys, pids[3], room, "own");
+	assert_in_leaf(sys, pids[0], room, "keeper/nested");
+	assert_in_leaf(sys, pids[3], room, "own");
 	cgroup_room_usage(sys, room, &mem, &procs);
 	if (sys->mode == CG_V1 || strcmp(get("%s/roombox/%s/pids.current",
 					     sys->v2_root, room), "<absent>"))
 		assert_true(procs >= 5);
 
-	if (cgroup_kill(sys, room, "1", err, sizeof(err)) < 0)
+	if (cgroup_kill(sys, room, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	assert_int_equal(waitpid(top, &status, 0), top);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
@@ -828,8 +972,14 @@ static void kill_exec_scenario(const struct cgroup_sys *sys, const char *room,
 		if (!dead_within(pids[i], 1000))
 			fail_msg("pid %d survived cgroup_kill", pids[i]);
 	reap_all();
-	assert_dirs(sys, room, "exec-1", false);
+	assert_dirs(sys, room, NULL, true);
 	assert_dirs(sys, room, "keeper", true);
+	assert_no_procs(sys, room, "keeper");
+	assert_no_procs(sys, room, "keeper/nested");
+	assert_no_procs(sys, room, "own");
+	/* still there, so that the removal is shown to take them along */
+	assert_dirs(sys, room, "keeper/nested", true);
+	assert_dirs(sys, room, "own", true);
 	remove_room(sys, room);
 }
 
@@ -841,18 +991,17 @@ static void test_real_kill_leaves_none_alive(void **state)
 
 	real_sys(&sys);
 	room_name(room, sizeof(room), "kill");
-	kill_exec_scenario(&sys, room, &default_limits);
+	kill_room_scenario(&sys, room, &default_limits);
 }
 
 static void keeper_leaf_scenario(const struct cgroup_sys *sys, const char *room,
 			     const struct cgroup_limits *lim)
 {
-	char err[512];
 	int report, pids[2], status;
 	uint64_t mem, procs;
 
 	setup_room(sys, room, lim);
-	pid_t top = spawn_in_exec(sys, room, NULL, body_daemons, &report);
+	pid_t top = spawn_in_room(sys, room, body_daemons, &report);
 	assert_int_equal(read_ints(report, pids, 2), 2);
 	close(report);
 	assert_int_equal(waitpid(top, &status, 0), top);
@@ -919,7 +1068,7 @@ static void test_real_pids_limit_stops_forks(void **state)
 	real_sys(&sys);
 	room_name(room, sizeof(room), "pids");
 	setup_room(&sys, room, &lim);
-	pid_t top = spawn_in_exec(&sys, room, "3", body_fork_many, &report);
+	pid_t top = spawn_in_room(&sys, room, body_fork_many, &report);
 	assert_int_equal(read_ints(report, got, 2), 2);
 	close(report);
 	print_message("forks allowed under pids.max=8: %d (then %s)\n", got[0],
@@ -951,50 +1100,67 @@ static void test_real_kill_contains_fork_bomb(void **state)
 	real_sys(&sys);
 	room_name(room, sizeof(room), "bomb");
 	setup_room(&sys, room, &lim);
-	pid_t top = spawn_in_exec(&sys, room, "4", body_fork_bomb, &report);
+	pid_t top = spawn_in_room(&sys, room, body_fork_bomb, &report);
 	close(report);
 	usleep(300 * 1000);
 	cgroup_room_usage(&sys, room, &mem, &procs);
 	print_message("fork bomb after 300 ms: %llu tasks\n",
 		      (unsigned long long)procs);
 	assert_true(procs > 1 && procs <= 64);
-	if (cgroup_kill(&sys, room, "4", err, sizeof(err)) < 0)
+	if (cgroup_kill(&sys, room, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	assert_int_equal(waitpid(top, &status, 0), top);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	assert_dirs(&sys, room, "exec-4", false);
+	assert_no_procs(&sys, room, "keeper");
+	assert_dirs(&sys, room, "keeper", true);
+	reap_all();
 	remove_room(&sys, room);
 }
 
-/* A room-wide kill takes the keeper too, leaves the room and keeper/ in
- * place (a stopped room is restarted into them) and drops exec-* leaves. */
+/* A stop (jail_stop) takes the keeper too and leaves the room ready to
+ * start again: the room and keeper/ in place, nothing frozen, and a new
+ * keeper entered after a new set-up runs there. */
 static void test_real_room_kill(void **state)
 {
 	(void)state;
 	struct cgroup_sys sys;
 	char room[96], err[512];
-	int report, pids[4];
+	int report, pids[4], status;
 
 	real_sys(&sys);
 	room_name(room, sizeof(room), "stop");
 	setup_room(&sys, room, &default_limits);
 	pid_t keeper = sleeper();
-	if (cgroup_enter(&sys, room, NULL, keeper, err, sizeof(err)) < 0)
+	if (cgroup_enter(&sys, room, keeper, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
-	pid_t top = spawn_in_exec(&sys, room, "5", body_sleepers, &report);
+	assert_in_leaf(&sys, keeper, room, "keeper");
+	pid_t top = spawn_in_room(&sys, room, body_sleepers, &report);
 	assert_int_equal(read_ints(report, pids, 4), 4);
 	close(report);
-	if (cgroup_kill(&sys, room, NULL, err, sizeof(err)) < 0)
+	if (cgroup_kill(&sys, room, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
-	int status;
 	assert_int_equal(waitpid(keeper, &status, 0), keeper);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	assert_int_equal(waitpid(top, &status, 0), top);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	for (int i = 0; i < 4; i++)
 		assert_true(dead_within(pids[i], 1000));
 	reap_all();
-	assert_dirs(&sys, room, "exec-5", false);
+	assert_dirs(&sys, room, NULL, true);
 	assert_dirs(&sys, room, "keeper", true);
+	assert_no_procs(&sys, room, "keeper");
+	assert_thawed(&sys, room);
+
+	setup_room(&sys, room, &default_limits);
+	pid_t again = spawn_in_room(&sys, room, body_report_self, &report);
+	int got = 0;
+	if (!readable_within(report, 2000))
+		fail_msg("pid %d entered after the stop does not run", again);
+	assert_int_equal(read_ints(report, &got, 1), 1);
+	close(report);
+	assert_int_equal(got, again);
+	assert_in_leaf(&sys, again, room, "keeper");
+	end_sleeper(again);
 	remove_room(&sys, room);
 }
 
@@ -1012,19 +1178,17 @@ static void test_real_enter_self_with_pid_0(void **state)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		char want[160];
-		snprintf(want, sizeof(want), "/roombox/%s/exec-6", room);
-		if (cgroup_enter(&sys, room, "6", 0, err, sizeof(err)) < 0)
+		if (cgroup_enter(&sys, room, 0, err, sizeof(err)) < 0)
 			_exit(2);
-		_exit(in_cgroup(getpid(), sys.mode == CG_V2 ? "" : "pids", want)
-		      ? 0 : 3);
+		_exit(in_leaf(&sys, getpid(), room, "keeper") ? 0 : 3);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	if (cgroup_kill(&sys, room, "6", err, sizeof(err)) < 0)
-		fail_msg("%s", err);
-	assert_dirs(&sys, room, "exec-6", false);
+	/* the caller moved, not its parent */
+	char want[160];
+	snprintf(want, sizeof(want), "/roombox/%s/keeper", room);
+	assert_false(in_cgroup(getpid(), sys.mode == CG_V2 ? "" : "pids", want));
 	remove_room(&sys, room);
 }
 
@@ -1042,7 +1206,7 @@ static void test_real_v2_unified_processes(void **state)
 	/* no controllers there, so no limits */
 	struct cgroup_limits none = { 0, 0, 0 };
 	room_name(room, sizeof(room), "v2kill");
-	kill_exec_scenario(&sys, room, &none);
+	kill_room_scenario(&sys, room, &none);
 	room_name(room, sizeof(room), "v2keeper");
 	keeper_leaf_scenario(&sys, room, &none);
 }
