@@ -2,20 +2,24 @@
  *
  * Why it looks like this:
  *
- * - A room's limits sit on <group>/<room>/ and its processes live in one
- *   leaf below it, keeper/: the keeper, which forks every exec, and whatever
- *   the execs leave running (<group> is "roombox", or "roombox-<hash of
- *   state_dir>" for another instance on the same host, so two instances
- *   never share a room cgroup).  v2 demands processes only in leaves; v1
- *   does not, but using the same shape on both keeps one set of callers, and
- *   on v1 the limits still cover the leaf because memory.use_hierarchy is 1
- *   (checked) and pids and cpu are hierarchical by design.
+ * - A room's limits sit on <group>/<room>/ (<group> is "roombox", or
+ *   "roombox-<hash of state_dir>" for another instance on the same host, so
+ *   two instances never share a room cgroup).  Its processes -- the keeper,
+ *   which forks every exec, and whatever the execs leave running -- live in
+ *   the leaf keeper/ on v2, which demands processes only in leaves, and in
+ *   <room>/ itself on v1, which does not.  Not a second cgroup on v1 because
+ *   every memory cgroup costs the kernel a shrinker map sized for every
+ *   superblock the host ever had at once (a room mounts about nine): after
+ *   1000 rooms, ~147 KiB per memory cgroup, and a keeper/ leaf doubled it.
+ *   (On v2 keeper/ has no memory controller of its own: the room does not
+ *   enable controllers below itself.)
  *
- * - keeper/ is the only cgroup made below a room, but not necessarily the
- *   only one there: older versions made a leaf per exec, and a stopped room
- *   keeps its directories across an upgrade.  So nothing assumes the shape
- *   below <room>/: a kill covers the room's whole subtree and removing a
- *   room removes the whole subtree.
+ * - keeper/ (v2) is the only cgroup made below a room, but not necessarily
+ *   the only one there: older versions made a leaf per exec and a keeper/
+ *   leaf on v1, and a stopped room keeps its directories across an upgrade.
+ *   So nothing assumes the shape below <room>/: a kill covers the room's
+ *   whole subtree, removing a room removes the whole subtree, and setting a
+ *   v1 room up drops an empty keeper/ left by an older version.
  *
  * - v1 has one tree per controller (memory, pids, cpu, freezer), so every
  *   directory operation and every move of a pid is done once per tree.  The
@@ -726,9 +730,12 @@ static int v2_setup(struct cg_op *op, const struct cgroup_limits *lim)
 	    room_path(dir, sizeof(dir), op->sys, root, op->room, NULL) < 0 ||
 	    room_path(leaf, sizeof(leaf), op->sys, root, op->room, "keeper") < 0)
 		return op_fail(op, "path %s", root);
+	/* no controller is enabled below the room: keeper/ only holds the
+	 * processes (v2 allows none in a cgroup that hands controllers down)
+	 * and is charged to the room, without cgroups of its own */
 	if (v2_enable(op, root) < 0 ||
 	    make_dir(op, base) < 0 || v2_enable(op, base) < 0 ||
-	    make_dir(op, dir) < 0 || v2_enable(op, dir) < 0 ||
+	    make_dir(op, dir) < 0 ||
 	    v2_set_limits(op, dir, lim) < 0 ||
 	    make_dir(op, leaf) < 0)
 		return -1;
@@ -745,10 +752,12 @@ static int v1_make_dirs(struct cg_op *op, const char *root)
 		return op_fail(op, "path %s", root);
 	if (make_dir(op, base) < 0 || make_dir(op, dir) < 0)
 		return -1;
-	/* use_hierarchy before keeper/ exists, the last moment it can change */
+	/* an empty keeper/ of an older version would be a second memory
+	 * cgroup for nothing; busy (its keeper still runs) it stays */
+	rmdir(leaf);
 	if (root == op->sys->memory_root && v1_check_hierarchy(op, dir) < 0)
 		return -1;
-	return make_dir(op, leaf);
+	return 0;
 }
 
 static int v1_setup(struct cg_op *op, const struct cgroup_limits *lim)
@@ -807,11 +816,13 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
 	size_t n = cg_roots(sys, roots);
 	for (size_t i = 0; i < n; i++) {
 		char dir[PATH_MAX];
-		if (room_path(dir, sizeof(dir), sys, roots[i], room, "keeper") < 0)
+		if (room_path(dir, sizeof(dir), sys, roots[i], room,
+			      sys->mode == CG_V2 ? "keeper" : NULL) < 0)
 			return op_fail(&op, "path %s", roots[i]);
-		/* keeper/ is cgroup_room_setup's, which callers run first; a
-		 * missing one means a room not set up or being removed, which
-		 * is reported (ENOENT) rather than papered over with a mkdir */
+		/* the room (and on v2 keeper/) is cgroup_room_setup's, which
+		 * callers run first; a missing one means a room not set up or
+		 * being removed, which is reported (ENOENT) rather than papered
+		 * over with a mkdir */
 		if (write_value(&op, dir, file, num) < 0)
 			return -1;
 	}

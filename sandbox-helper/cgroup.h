@@ -4,13 +4,15 @@
  * usable, mode is CG_NONE and every call succeeds doing nothing, so the
  * service still runs (and says so in /api/health).
  *
- * Layout: <controller root>/<group>/<room>/         the room (limits)
- *         <controller root>/<group>/<room>/keeper/  the keeper and every
- *                                                   process it forks: execs
- *                                                   and what they leave behind
- * (v2 needs processes only in leaves, hence keeper/.)  Whatever cgroups
- * appear below the room besides keeper/ are part of the room: killed with
- * it and removed with it.
+ * Layout: <controller root>/<group>/<room>/         the room (limits); on v1
+ *                                                   also its processes
+ *         <controller root>/<group>/<room>/keeper/  v2 only: the keeper and
+ *                                                   every process it forks
+ *                                                   (v2 allows processes
+ *                                                   only in leaves)
+ * No controller is enabled below the room, so a room is one memory cgroup
+ * on either back end.  Whatever cgroups appear below the room besides
+ * keeper/ are part of the room: killed with it and removed with it.
  */
 #ifndef ROOMBOX_CGROUP_H
 #define ROOMBOX_CGROUP_H
@@ -52,8 +54,8 @@ void cgroup_set_instance(struct cgroup_sys *sys, const char *state_dir,
  * 0, or -1 with err "cgroup <room>: <step>: <strerror>". */
 int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
 		      const struct cgroup_limits *lim, char *err, size_t errlen);
-/* Move pid into the room's keeper/ leaf in every hierarchy; the room must
- * have been set up.  pid 0 is the calling process, as cgroup.procs takes
+/* Move pid into the room (v1, every hierarchy) or its keeper/ leaf (v2);
+ * the room must have been set up.  pid 0 is the calling process, as cgroup.procs takes
  * it.  room, here as everywhere, must be [A-Za-z0-9_-]{1,64}. */
 int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
 		 char *err, size_t errlen);

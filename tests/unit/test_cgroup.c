@@ -331,8 +331,9 @@ static void test_v2_setup_writes_limits(void **state)
 	assert_string_equal(get("%s/cgroup.subtree_control", r), "+memory +pids +cpu");
 	assert_string_equal(get("%s/roombox/cgroup.subtree_control", r),
 			    "+memory +pids +cpu");
-	assert_string_equal(get("%s/roombox/r1/cgroup.subtree_control", r),
-			    "+memory +pids +cpu");
+	/* nothing is handed down below the room: keeper/ holds processes
+	 * charged to the room, without cgroups of its own */
+	assert_string_equal(get("%s/roombox/r1/cgroup.subtree_control", r), "");
 	assert_string_equal(get("%s/roombox/r1/memory.max", r), "536870912");
 	assert_string_equal(get("%s/roombox/r1/memory.swap.max", r), "0");
 	assert_string_equal(get("%s/roombox/r1/pids.max", r), "256");
@@ -472,7 +473,7 @@ static void test_errors_name_room_and_step(void **state)
 	assert_int_equal(cgroup_room_setup(&s->sys, "r4", &default_limits, err,
 					   sizeof(err)), -1);
 	snprintf(want, sizeof(want), "cgroup r4: write %s/roombox/r4/%s: %s",
-		 s->root, "cgroup.subtree_control", "Not a directory");
+		 s->root, "memory.max", "Not a directory");
 	assert_string_equal(err, want);
 	char path[512];
 	snprintf(path, sizeof(path), "%s/roombox/r4", s->root);
@@ -667,13 +668,27 @@ static bool in_cgroup(pid_t pid, const char *ctl, const char *want)
 	return found;
 }
 
-/* Is pid in <room>/<leaf> in every tree of the back end?  No assertion,
+/* Where cgroup_enter puts a room's processes, below the room: keeper/ on
+ * v2, the room itself (NULL) on v1, where a second memory cgroup per room
+ * would cost the kernel a shrinker map for nothing. */
+static const char *home(const struct cgroup_sys *sys)
+{
+	return sys->mode == CG_V2 ? "keeper" : NULL;
+}
+
+/* A cgroup a room process made below its home, relative to the room. */
+static const char *nested(const struct cgroup_sys *sys)
+{
+	return sys->mode == CG_V2 ? "keeper/nested" : "nested";
+}
+
+/* Is pid in <room>[/<leaf>] in every tree of the back end?  No assertion,
  * so that a forked child can ask too. */
 static bool in_leaf(const struct cgroup_sys *sys, pid_t pid, const char *room,
 		    const char *leaf)
 {
 	char want[256];
-	snprintf(want, sizeof(want), "/roombox/%s/%s", room, leaf);
+	snprintf(want, sizeof(want), "/roombox/%s%s%s", room, leaf ? "/" : "", leaf ? leaf : "");
 	if (sys->mode == CG_V2)
 		return in_cgroup(pid, "", want);
 	return in_cgroup(pid, "memory", want) && in_cgroup(pid, "pids", want) &&
@@ -686,15 +701,17 @@ static void assert_in_leaf(const struct cgroup_sys *sys, pid_t pid,
 {
 	if (!in_leaf(sys, pid, room, leaf))
 		fail_msg("pid %d not in /roombox/%s/%s in every tree", pid, room,
-			 leaf);
+			 leaf ? leaf : "");
 }
 
-/* <room>/<leaf> lists no process in any tree. */
+/* <room>[/<leaf>] lists no process in any tree. */
 static void assert_no_procs(const struct cgroup_sys *sys, const char *room,
 			    const char *leaf)
 {
 	const char *roots[4];
 	size_t n = sys_roots(sys, roots);
+	if (!leaf)
+		leaf = ".";
 	for (size_t i = 0; i < n; i++) {
 		const char *procs = get("%s/roombox/%s/%s/cgroup.procs", roots[i],
 					room, leaf);
@@ -739,7 +756,7 @@ static void assert_thawed(const struct cgroup_sys *sys, const char *room)
 	}
 }
 
-/* A child that waits until the parent has put it into the room (keeper/),
+/* A child that waits until the parent has put it into the room (home()),
  * then runs body, which reports pids (ints) on fd.  Returns its pid. */
 static pid_t spawn_in_room(const struct cgroup_sys *sys, const char *room,
 			   void (*body)(int fd), int *report)
@@ -928,8 +945,19 @@ static void test_real_setup_applies_limits(void **state)
 	room_name(room, sizeof(room), "limits");
 	setup_room(&sys, room, &default_limits);
 	assert_dirs(&sys, room, NULL, true);
-	assert_dirs(&sys, room, "keeper", true);
+	assert_dirs(&sys, room, "keeper", sys.mode == CG_V2);
 	expect_limits(&sys, room, 512 * MIB, 256, 100000);
+	/* a v1 room stopped under an older version has an empty keeper/
+	 * leaf in every tree: the next set-up drops it */
+	if (sys.mode == CG_V1) {
+		const char *roots[4];
+		size_t n = sys_roots(&sys, roots);
+		for (size_t i = 0; i < n; i++)
+			make("%s/roombox/%s/keeper", roots[i], room);
+		assert_dirs(&sys, room, "keeper", true);
+		setup_room(&sys, room, &default_limits);
+		assert_dirs(&sys, room, "keeper", false);
+	}
 	setup_room(&sys, room, &small);
 	expect_limits(&sys, room, 256 * MIB, 100, 50000);
 	setup_room(&sys, room, &big);
@@ -952,12 +980,12 @@ static void kill_room_scenario(const struct cgroup_sys *sys, const char *room,
 	close(report);
 	for (int i = 0; i < 4; i++) {
 		assert_true(alive(pids[i]));
-		assert_in_leaf(sys, pids[i], room, "keeper");
+		assert_in_leaf(sys, pids[i], room, home(sys));
 	}
-	/* one below keeper/, the daemon beside it */
-	move_below_room(sys, pids[0], room, "keeper/nested");
+	/* one below their cgroup, the daemon beside it */
+	move_below_room(sys, pids[0], room, nested(sys));
 	move_below_room(sys, pids[3], room, "own");
-	assert_in_leaf(sys, pids[0], room, "keeper/nested");
+	assert_in_leaf(sys, pids[0], room, nested(sys));
 	assert_in_leaf(sys, pids[3], room, "own");
 	cgroup_room_usage(sys, room, &mem, &procs);
 	if (sys->mode == CG_V1 || strcmp(get("%s/roombox/%s/pids.current",
@@ -973,12 +1001,12 @@ static void kill_room_scenario(const struct cgroup_sys *sys, const char *room,
 			fail_msg("pid %d survived cgroup_kill", pids[i]);
 	reap_all();
 	assert_dirs(sys, room, NULL, true);
-	assert_dirs(sys, room, "keeper", true);
-	assert_no_procs(sys, room, "keeper");
-	assert_no_procs(sys, room, "keeper/nested");
+	assert_dirs(sys, room, "keeper", sys->mode == CG_V2);
+	assert_no_procs(sys, room, home(sys));
+	assert_no_procs(sys, room, nested(sys));
 	assert_no_procs(sys, room, "own");
 	/* still there, so that the removal is shown to take them along */
-	assert_dirs(sys, room, "keeper/nested", true);
+	assert_dirs(sys, room, nested(sys), true);
 	assert_dirs(sys, room, "own", true);
 	remove_room(sys, room);
 }
@@ -994,7 +1022,7 @@ static void test_real_kill_leaves_none_alive(void **state)
 	kill_room_scenario(&sys, room, &default_limits);
 }
 
-static void keeper_leaf_scenario(const struct cgroup_sys *sys, const char *room,
+static void daemons_scenario(const struct cgroup_sys *sys, const char *room,
 			     const struct cgroup_limits *lim)
 {
 	int report, pids[2], status;
@@ -1008,7 +1036,7 @@ static void keeper_leaf_scenario(const struct cgroup_sys *sys, const char *room,
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	for (int i = 0; i < 2; i++) {
 		assert_true(alive(pids[i]));
-		assert_in_leaf(sys, pids[i], room, "keeper");
+		assert_in_leaf(sys, pids[i], room, home(sys));
 	}
 	cgroup_room_usage(sys, room, &mem, &procs);
 	print_message("room usage: %llu bytes, %llu processes\n",
@@ -1026,15 +1054,15 @@ static void keeper_leaf_scenario(const struct cgroup_sys *sys, const char *room,
 	reap_all();
 }
 
-static void test_real_daemons_in_keeper_leaf_die_with_room(void **state)
+static void test_real_daemons_die_with_room(void **state)
 {
 	(void)state;
 	struct cgroup_sys sys;
 	char room[96];
 
 	real_sys(&sys);
-	room_name(room, sizeof(room), "keeperleaf");
-	keeper_leaf_scenario(&sys, room, &default_limits);
+	room_name(room, sizeof(room), "daemons");
+	daemons_scenario(&sys, room, &default_limits);
 }
 
 /* Forks until refused; reports how many worked and the errno of the
@@ -1111,14 +1139,14 @@ static void test_real_kill_contains_fork_bomb(void **state)
 		fail_msg("%s", err);
 	assert_int_equal(waitpid(top, &status, 0), top);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	assert_no_procs(&sys, room, "keeper");
-	assert_dirs(&sys, room, "keeper", true);
+	assert_no_procs(&sys, room, home(&sys));
+	assert_dirs(&sys, room, "keeper", sys.mode == CG_V2);
 	reap_all();
 	remove_room(&sys, room);
 }
 
 /* A stop (jail_stop) takes the keeper too and leaves the room ready to
- * start again: the room and keeper/ in place, nothing frozen, and a new
+ * start again: the room (and on v2 keeper/) in place, nothing frozen, and a new
  * keeper entered after a new set-up runs there. */
 static void test_real_room_kill(void **state)
 {
@@ -1133,7 +1161,7 @@ static void test_real_room_kill(void **state)
 	pid_t keeper = sleeper();
 	if (cgroup_enter(&sys, room, keeper, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
-	assert_in_leaf(&sys, keeper, room, "keeper");
+	assert_in_leaf(&sys, keeper, room, home(&sys));
 	pid_t top = spawn_in_room(&sys, room, body_sleepers, &report);
 	assert_int_equal(read_ints(report, pids, 4), 4);
 	close(report);
@@ -1147,8 +1175,8 @@ static void test_real_room_kill(void **state)
 		assert_true(dead_within(pids[i], 1000));
 	reap_all();
 	assert_dirs(&sys, room, NULL, true);
-	assert_dirs(&sys, room, "keeper", true);
-	assert_no_procs(&sys, room, "keeper");
+	assert_dirs(&sys, room, "keeper", sys.mode == CG_V2);
+	assert_no_procs(&sys, room, home(&sys));
 	assert_thawed(&sys, room);
 
 	setup_room(&sys, room, &default_limits);
@@ -1159,7 +1187,7 @@ static void test_real_room_kill(void **state)
 	assert_int_equal(read_ints(report, &got, 1), 1);
 	close(report);
 	assert_int_equal(got, again);
-	assert_in_leaf(&sys, again, room, "keeper");
+	assert_in_leaf(&sys, again, room, home(&sys));
 	end_sleeper(again);
 	remove_room(&sys, room);
 }
@@ -1180,14 +1208,14 @@ static void test_real_enter_self_with_pid_0(void **state)
 	if (pid == 0) {
 		if (cgroup_enter(&sys, room, 0, err, sizeof(err)) < 0)
 			_exit(2);
-		_exit(in_leaf(&sys, getpid(), room, "keeper") ? 0 : 3);
+		_exit(in_leaf(&sys, getpid(), room, home(&sys)) ? 0 : 3);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	/* the caller moved, not its parent */
 	char want[160];
-	snprintf(want, sizeof(want), "/roombox/%s/keeper", room);
+	snprintf(want, sizeof(want), "/roombox/%s%s", room, sys.mode == CG_V2 ? "/keeper" : "");
 	assert_false(in_cgroup(getpid(), sys.mode == CG_V2 ? "" : "pids", want));
 	remove_room(&sys, room);
 }
@@ -1208,7 +1236,7 @@ static void test_real_v2_unified_processes(void **state)
 	room_name(room, sizeof(room), "v2kill");
 	kill_room_scenario(&sys, room, &none);
 	room_name(room, sizeof(room), "v2keeper");
-	keeper_leaf_scenario(&sys, room, &none);
+	daemons_scenario(&sys, room, &none);
 }
 
 /* Whatever a failed test left: our rooms, then roombox/ if empty. */
@@ -1293,7 +1321,7 @@ int main(void)
 	const struct CMUnitTest real[] = {
 		cmocka_unit_test(test_real_setup_applies_limits),
 		cmocka_unit_test(test_real_kill_leaves_none_alive),
-		cmocka_unit_test(test_real_daemons_in_keeper_leaf_die_with_room),
+		cmocka_unit_test(test_real_daemons_die_with_room),
 		cmocka_unit_test(test_real_pids_limit_stops_forks),
 		cmocka_unit_test(test_real_kill_contains_fork_bomb),
 		cmocka_unit_test(test_real_room_kill),
