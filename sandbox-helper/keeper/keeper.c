@@ -13,9 +13,11 @@
  *
  * The keeper loads the filter and drops the capability bounding set once,
  * for itself and so for every process of the room.  Then it is one event
- * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap), per
- * running exec its connection to the helper and, until its shell runs, the
- * child's error pipe, and the output pipes it drains.  An exec
+ * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap),
+ * connections whose request has not come yet (2 s at most; the loop never
+ * blocks on one), per running exec its connection to the helper and, until
+ * its shell runs, the child's error pipe, and the output pipes it drains.
+ * An exec
  * (protocol in keeper_proto.h) is one child (spawn.c: sharing the keeper's
  * memory until its execve, not a copy of it): already in all of the
  * room's namespaces and its cgroup, it becomes non-dumpable, a child
@@ -124,7 +126,7 @@ static ssize_t recv_msg(int conn, struct kp_msg *m, int *fds, int nfds, int *got
 	struct iovec iov = { m, sizeof(*m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-	ssize_t n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC);
+	ssize_t n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	*got = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -364,6 +366,14 @@ static int n_linger;
  * read and dropped until they close (no exec slot is kept for them). */
 static int drains[MAX_DRAINS];
 static int n_drains;
+/* Connections whose request has not come yet: the helper connects first
+ * and sends once it has prepared the exec.  Waited for in the loop, never
+ * blocking it, for at most PENDING_MS. */
+#define MAX_PENDING MAX_EXECS
+#define PENDING_MS 2000
+static struct { int fd; int64_t deadline; } pending[MAX_PENDING];
+static int n_pending;
+
 static uint32_t pids_limit;
 
 static bool in_running_exec(const struct proc_table *t, int i)
@@ -544,6 +554,9 @@ static int next_timeout(int64_t now)
 	for (int i = 0; i < n_linger; i++)
 		if (next < 0 || linger[i].deadline < next)
 			next = linger[i].deadline;
+	for (int i = 0; i < n_pending; i++)
+		if (next < 0 || pending[i].deadline < next)
+			next = pending[i].deadline;
 	if (next < 0)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -601,26 +614,50 @@ static void exec_start(int conn, int *fds, int nfds)
 	x->deadline = now_ms() + (int64_t)plan.hdr.timeout_ms;
 }
 
-static void accept_exec(void)
+/* Read the request on conn: 1 taken (or refused and closed), 0 not there
+ * yet. */
+static int take_request(int conn)
 {
-	int conn = accept4(FD_LISTEN, NULL, NULL, SOCK_CLOEXEC);
-	if (conn < 0)
-		return;
-	/* the helper sends its request at once; a stuck one must not stall
-	 * the room */
-	struct timeval tv = { 2, 0 };
-	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
 	struct kp_msg m;
 	int fds[EXEC_FDS], got = 0;
-	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0 &&
-	    recv_msg(conn, &m, fds, EXEC_FDS, &got) > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1)
+	ssize_t n = recv_msg(conn, &m, fds, EXEC_FDS, &got);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1)
 		exec_start(conn, fds, got);
 	else
 		close(conn);
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
+	return 1;
+}
+
+static void accept_exec(void)
+{
+	int conn = accept4(FD_LISTEN, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (conn < 0)
+		return;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0 ||
+	    n_pending == MAX_PENDING) {
+		close(conn);
+		return;
+	}
+	if (!take_request(conn)) {
+		pending[n_pending].fd = conn;
+		pending[n_pending++].deadline = now_ms() + PENDING_MS;
+	}
+}
+
+/* A pending connection spoke (or timed out at now): drop it from the list. */
+static void pending_check(int i, bool readable, int64_t now)
+{
+	if (readable ? take_request(pending[i].fd) : now >= pending[i].deadline) {
+		if (!readable)
+			close(pending[i].fd);
+		pending[i] = pending[--n_pending];
+	}
 }
 
 /* ---- the keeper ------------------------------------------------------------- */
@@ -645,8 +682,8 @@ int main(void)
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
-	static struct pollfd p[2 + 2 * MAX_EXECS + MAX_DRAINS];
-	static struct { struct exec *x; int what; } owner[2 + 2 * MAX_EXECS + MAX_DRAINS];
+	static struct pollfd p[2 + 2 * MAX_EXECS + MAX_DRAINS + MAX_PENDING];
+	static struct { struct exec *x; int what; } owner[2 + 2 * MAX_EXECS + MAX_DRAINS + MAX_PENDING];
 	for (;;) {
 		int n = 0;
 		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
@@ -669,6 +706,9 @@ int main(void)
 		int first_drain = n;
 		for (int i = 0; i < n_drains; i++)
 			p[n++] = (struct pollfd){ drains[i], POLLIN, 0 };
+		int first_pending = n;
+		for (int i = 0; i < n_pending; i++)
+			p[n++] = (struct pollfd){ pending[i].fd, POLLIN, 0 };
 		int timeout = next_timeout(now_ms());
 		if (poll(p, (nfds_t)n, timeout) < 0)
 			continue;
@@ -690,10 +730,15 @@ int main(void)
 			exec_maybe_done(x);
 		}
 		/* from the end: drain() moves the last entry into a closed slot */
-		for (int i = n - 1; i >= first_drain; i--)
+		for (int i = first_pending - 1; i >= first_drain; i--)
 			if (p[i].revents && i - first_drain < n_drains && drains[i - first_drain] == p[i].fd)
 				drain(i - first_drain);
-		deadlines(now_ms());
+		/* the same way: pending_check moves the last entry too */
+		int64_t now = now_ms();
+		for (int i = n - 1; i >= first_pending; i--)
+			if (i - first_pending < n_pending && pending[i - first_pending].fd == p[i].fd)
+				pending_check(i - first_pending, p[i].revents != 0, now);
+		deadlines(now);
 		if (p[0].revents)
 			accept_exec();
 	}

@@ -185,6 +185,32 @@ def test_keeper_alive_but_not_answering_is_replaced(client, stack, room):
     assert new and new != keeper
 
 
+def test_a_silent_connection_does_not_hold_up_the_room(client, stack, room):
+    """The keeper waits for an exec's request inside its event loop: a
+    connection to its socket that sends nothing (a stalled helper) neither
+    delays the next exec nor is kept forever.  The exec answers while the
+    silent connection is still open; the keeper then drops it."""
+    client.sh(room, "true")
+    keeper = stack.keeper_pid(room)
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        silent.connect(str(stack.run_dir / "rooms" / room / "sock"))
+        assert client.sh(room, "echo served") == "served\n"
+        silent.setblocking(False)
+        try:
+            data = silent.recv(256)
+        except BlockingIOError:
+            data = None
+        assert data is None, "the keeper closed the silent connection before serving the exec"
+        silent.setblocking(True)
+        silent.settimeout(30)
+        assert silent.recv(256) == b"", "the keeper sent something on a connection that asked nothing"
+    finally:
+        silent.close()
+    assert stack.keeper_pid(room) == keeper
+    assert client.sh(room, "echo still") == "still\n"
+
+
 def test_room_processes_may_run_on_every_cpu(client):
     """roombox-fcgi starts the helper pinned to its current CPU (a latency
     choice); neither the keeper nor the commands of a new room may inherit
