@@ -434,13 +434,11 @@ static void exec_report(struct exec *x)
 	}
 }
 
-/* The shell ended: its orphans are now the keeper's children.  Remember
- * the deadline (and the audit session) if anything of the exec may still
- * run. */
+/* The shell ended (reap() has already read its error pipe): its orphans are
+ * now the keeper's children.  Remember the deadline (and the audit session)
+ * if anything of the exec may still run. */
 static void exec_reaped(struct exec *x, int status)
 {
-	if (x->start >= 0)
-		exec_started(x);   /* its pipe is closed: this does not block */
 	x->shell = 0;
 	x->status = status;
 	/* children left: orphans of this exec, or other execs' shells (then
@@ -650,12 +648,14 @@ static void accept_exec(void)
 	}
 }
 
-/* A pending connection spoke (or timed out at now): drop it from the list. */
+/* A pending connection leaves the list once its request is taken, or
+ * closed at its deadline. */
 static void pending_check(int i, bool readable, int64_t now)
 {
-	if (readable ? take_request(pending[i].fd) : now >= pending[i].deadline) {
-		if (!readable)
-			close(pending[i].fd);
+	if (readable && take_request(pending[i].fd)) {
+		pending[i] = pending[--n_pending];
+	} else if (now >= pending[i].deadline) {
+		close(pending[i].fd);
 		pending[i] = pending[--n_pending];
 	}
 }
