@@ -125,16 +125,16 @@ static int child_main(void *arg)
 	 * out of the way, then into place */
 	int src[5] = { p->report, p->out, p->err, p->session, p->in };
 	const int to[5] = { 10, 1, 2, 9, 0 };
+	/* the error pipe stays close-on-exec: its end-of-file says "started" */
+	const int flags[5] = { O_CLOEXEC, 0, 0, 0, 0 };
 	for (int i = 0; i < 5; i++)
 		if (src[i] >= 0 && (src[i] = (int)(rc = ksys(SYS_fcntl, src[i], F_DUPFD_CLOEXEC, 20, 0, 0))) < 0)
 			child_fail(p->report, "set up descriptors", rc);
 	for (int i = 0; i < 5; i++)
-		if (src[i] >= 0 && (rc = ksys(SYS_dup3, src[i], to[i], 0, 0, 0)) < 0)
+		if (src[i] >= 0 && (rc = ksys(SYS_dup3, src[i], to[i], flags[i], 0, 0)) < 0)
 			child_fail(src[0], "set up descriptors", rc);
-	for (int fd = 3; fd < 9; fd++)
-		ksys(SYS_close, fd, 0, 0, 0, 0);
+	ksys(SYS_close_range, 3, 8, 0, 0, 0);
 	ksys(SYS_close_range, 11, ~0U, 0, 0, 0);
-	ksys(SYS_fcntl, 10, F_SETFD, FD_CLOEXEC, 0, 0);
 	if ((rc = ksys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0)) < 0)
 		child_fail(10, "not dumpable", rc);
 	if ((rc = ksys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)

@@ -329,3 +329,17 @@ def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, 
         for status, body in bad:
             assert (status == 200 and body["result"]["signal"] == "SIGSEGV") or \
                 (status == 500 and f"room {room}: start the shell: " in body["error"]), (status, body)
+
+
+@pytest.mark.parametrize("stdin", [None, "x\n"])
+def test_a_shell_holds_only_its_own_descriptors(client, room, stdin):
+    """The keeper's child places the exec's pipes on 0, 1, 2 and 9 (the
+    session) and closes everything else of the keeper's -- its listening
+    socket above all, from which a room process could take other execs'
+    requests -- and its error pipe closes on exec."""
+    body = {"cmd": "ls /proc/$$/fd"}
+    if stdin is not None:
+        body["stdin"] = stdin
+    r = client.exec_raw(room, body)
+    assert r.status == 200, r.json
+    assert sorted(r.json["result"]["stdout"].split(), key=int) == ["0", "1", "2", "9"], r.json
