@@ -15,6 +15,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -330,6 +331,32 @@ def test_symlinked_room_directory_is_not_followed(client, stack, room, where):
 
 
 # ---------------------------------------------------------------- environment, descriptors
+
+def test_signals_the_caller_blocked_are_not_blocked_in_the_room(stack):
+    """A caller may block signals before it runs the helper; the mask is
+    inherited across execve.  The helper clears it (a blocked SIGALRM would
+    defeat its own last bound on waiting), so a keeper it starts blocks
+    only what the keeper blocks itself (CHLD, TERM, INT, HUP, PIPE)."""
+    room = unique_room("sigmask")
+    caller_blocks = {signal.SIGUSR1, signal.SIGALRM, signal.SIGQUIT}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, caller_blocks)
+    try:
+        rc, out = run_helper([HELPER, "-c", stack.conf_path], {"op": "create", "room": room})
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    try:
+        assert rc == 0, out
+        keeper = stack.keeper_pid(room)
+        assert keeper
+        with open(f"/proc/{keeper}/status") as f:
+            blocked = int(next(l for l in f if l.startswith("SigBlk:")).split()[1], 16)
+        for sig in caller_blocks:
+            assert not blocked & (1 << (sig - 1)), f"{sig.name} is blocked in the keeper: {blocked:#x}"
+        assert blocked & (1 << (signal.SIGCHLD - 1)), f"{blocked:#x}"
+    finally:
+        rc, out = run_helper([HELPER, "-c", stack.conf_path], {"op": "destroy", "room": room})
+        assert rc == 0, out
+
 
 def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client):
     room = unique_room("env")
