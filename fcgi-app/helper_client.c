@@ -106,7 +106,33 @@ static void __attribute__((noreturn)) child_exec(const struct helper_target *tar
 	_exit(127);
 }
 
+/* Put what fits of the request into the child's stdin before it runs
+ * (we hold the read end, so no EPIPE): the helper then never waits for it,
+ * and a request the pipe holds whole costs us no poll round.  Returns the
+ * bytes written; the pipe's write end is closed when that is all. */
+static size_t request_prefill(int in[2], const char *req, size_t req_len)
+{
+	size_t sent = 0;
+
+	fcntl(in[1], F_SETFL, O_NONBLOCK);
+	while (sent < req_len) {
+		ssize_t n = write(in[1], req + sent, req_len - sent);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+	}
+	if (sent == req_len) {
+		close(in[1]);
+		in[1] = -1;
+	}
+	return sent;
+}
+
 static int child_spawn(const struct helper_target *target, struct child *c,
+		       const char *req, size_t req_len, size_t *sent,
 		       struct helper_error *err)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
@@ -123,6 +149,7 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 		set_error(err, 500, "spawn", "roombox-helper: pipe: %s", strerror(rc));
 		return -1;
 	}
+	*sent = request_prefill(in, req, req_len);
 	/* The child starts on this thread's CPU (we wait for it anyway)
 	 * rather than on an idle one: on a VM, waking a halted vCPU costs more
 	 * than the helper's whole start.  The helper widens its affinity again
@@ -152,7 +179,8 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 		c->pid = -1;
 	}
 	if (rc != 0) {
-		close(in[1]);
+		if (in[1] >= 0)
+			close(in[1]);
 		close(out[0]);
 		set_error(err, 500, "spawn", "roombox-helper: spawn %s: %s",
 			  target->helper, strerror(rc));
@@ -160,7 +188,6 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 	}
 	c->to_child = in[1];
 	c->from_child = out[0];
-	fcntl(c->to_child, F_SETFL, O_NONBLOCK);
 	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);  /* CLOEXEC */
 	return 0;
 }
@@ -228,11 +255,11 @@ static int reply_read(int fd, char **buf, size_t *len, size_t *cap,
 
 /* Feed the request and collect the reply at the same time, so neither side
  * can block the other.  0, or -1 with err set (the child is then killed). */
-static int child_talk(struct child *c, const char *req, size_t req_len,
+static int child_talk(struct child *c, const char *req, size_t req_len, size_t sent,
 		      char **reply, size_t *reply_len, long deadline,
 		      struct helper_error *err)
 {
-	size_t sent = 0, len = 0, cap = 4096;   /* most replies are small */
+	size_t len = 0, cap = 4096;   /* most replies are small */
 	char *buf = malloc(cap + 1);
 	bool exited = false;
 
@@ -360,7 +387,7 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 {
 	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .from_child = -1 };
 	const char *req;
-	size_t req_len = 0, reply_len = 0;
+	size_t req_len = 0, reply_len = 0, sent = 0;
 	char *reply = NULL;
 	long deadline = now_ms() + deadline_ms;
 	int talk, status;
@@ -376,9 +403,9 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 		set_error(err, 413, "invalid", "request body too large");
 		return NULL;
 	}
-	if (child_spawn(target, &c, err) < 0)
+	if (child_spawn(target, &c, req, req_len, &sent, err) < 0)
 		return NULL;
-	talk = child_talk(&c, req, req_len, &reply, &reply_len, deadline, err);
+	talk = child_talk(&c, req, req_len, sent, &reply, &reply_len, deadline, err);
 	if (c.to_child >= 0)
 		close(c.to_child);
 	close(c.from_child);

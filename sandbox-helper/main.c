@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -548,14 +549,22 @@ static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writ
 	return fail(h, "invalid");
 }
 
+/* The answer and its newline in one write where the pipe takes it: the
+ * caller wakes once for the whole reply, not once per piece. */
 static void emit(const char *s, size_t len)
 {
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(1, s + off, len - off);
+	struct iovec iov[2] = { { (void *)s, len }, { "\n", 1 } };
+	int i = 0;
+	while (i < 2) {
+		ssize_t n = writev(1, iov + i, 2 - i);
 		if (n <= 0)
 			break;
-		off += (size_t)n;
+		for (; i < 2 && (size_t)n >= iov[i].iov_len; i++)
+			n -= (ssize_t)iov[i].iov_len;
+		if (i < 2) {
+			iov[i].iov_base = (char *)iov[i].iov_base + n;
+			iov[i].iov_len -= (size_t)n;
+		}
 	}
 }
 
@@ -579,10 +588,8 @@ static int finish(struct helper *h, struct mj_writer *out, int rc)
 		text = mjw_finish(out, &len);
 		rc = -1;
 	}
-	if (text) {
+	if (text)
 		emit(text, len);
-		emit("\n", 1);
-	}
 	free(text);
 	return rc == 0 ? 0 : 1;
 }
