@@ -13,6 +13,9 @@
  * writes the new `export -p` on fd 9, ended by a marker line; the helper
  * saves it only when the marker came, i.e. only when the shell ended by
  * itself (not killed, not timed out), and only for execs without cwd or env.
+ * Fd 9 is a memfd, read once the keeper says the shell ended: the shell's
+ * writes wake no one, and the helper sleeps through the whole exec until
+ * that one answer (or output) comes.
  *
  * Output: stdout and stderr are read up to output_limit each, the rest read
  * and dropped.  The exec ends when the shell exits, plus at most drain_ms to
@@ -31,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -326,16 +330,24 @@ static void make_result(struct mj_writer *w, const struct stream *out, const str
 }
 
 /* Keep the session only when the shell wrote it to the end, and write it
- * only when it changed (most commands change nothing). */
-static void save_session(const struct room *r, const struct stream *s, const struct child_env *ce)
+ * only when it changed (most commands change nothing).  What the memfd
+ * holds past SESSION_MAX is not a session a shell could take back. */
+static void save_session(const struct room *r, int fd, const struct child_env *ce)
 {
+	struct stat st;
 	size_t m = strlen(SESSION_END);
-	if (s->truncated || s->len < m || memcmp(s->buf + s->len - m, SESSION_END, m) != 0)
+	if (fstat(fd, &st) < 0 || st.st_size < (off_t)m || st.st_size > SESSION_MAX)
 		return;
-	size_t n = s->len - m;
-	if (n == ce->old_len && memcmp(s->buf, ce->session + strlen("__RB_SESSION="), n) == 0)
+	size_t len = (size_t)st.st_size;
+	char *buf = malloc(len);
+	if (!buf)
 		return;
-	room_session_write(r, s->buf, n);
+	if (pread(fd, buf, len, 0) == (ssize_t)len && memcmp(buf + len - m, SESSION_END, m) == 0) {
+		size_t n = len - m;
+		if (n != ce->old_len || memcmp(buf, ce->session + strlen("__RB_SESSION="), n) != 0)
+			room_session_write(r, buf, n);
+	}
+	free(buf);
 }
 
 /* ---- talking to the keeper ---------------------------------------------- */
@@ -396,12 +408,11 @@ int exec_connect(const struct room *r)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", r->run);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	/* bounded waits: connecting (a full backlog), sending, and the
-	 * keeper's STARTED; a keeper that does not answer in time is treated
-	 * as gone (the exec stops and restarts it) */
+	/* bounded waits for connecting (a full backlog) and sending; a keeper
+	 * that takes no connection in time is treated as gone (the exec stops
+	 * and restarts it).  Its answer is waited for in collect(). */
 	struct timeval tv = { 10, 0 };
 	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
 			connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)) {
 		close(fd);
 		return -1;
@@ -412,12 +423,13 @@ int exec_connect(const struct room *r)
 /* ---- collecting ---------------------------------------------------------- */
 
 struct collect {
-	struct stream out, err, sess;
+	struct stream out, err;
 	const char *in_data;
 	size_t in_len, in_off;
 	int in_fd, conn;
 	int status;
-	bool exited, timed_out, lost;
+	bool exited, timed_out, lost, failed;
+	char why[sizeof(((struct kp_msg *)0)->text)];   /* KP_FAILED's text */
 };
 
 static void collect_stdin(struct collect *c)
@@ -438,6 +450,11 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 	if (k == (ssize_t)sizeof(m) && m.type == KP_EXITED) {
 		c->status = m.status;
 		c->timed_out = m.timed_out != 0;
+	} else if (k == (ssize_t)sizeof(m) && m.type == KP_FAILED) {
+		c->failed = true;   /* nothing ran: no output to wait for */
+		memcpy(c->why, m.text, sizeof(c->why));
+		c->why[sizeof(c->why) - 1] = '\0';
+		*drain_until = now;
 	} else if (k < 0 && errno == EINTR) {
 		return;
 	} else {
@@ -445,9 +462,8 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 		c->status = SIGKILL;
 	}
 	c->exited = true;
-	*drain_until = now + (double)drain_ms;
-	if (c->sess.fd >= 0)
-		stream_read(&c->sess);  /* written before the shell exited */
+	if (!c->failed)
+		*drain_until = now + (double)drain_ms;
 }
 
 /* poll until the shell ended, then at most drain_ms for its output.  The
@@ -457,7 +473,7 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	bool out_open = true, err_open = true, sess_open = true;
+	bool out_open = true, err_open = true;
 	double drain_until = 0, hard = (double)timeout_ms + 10000;
 
 	for (;;) {
@@ -468,14 +484,12 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 			c->lost = c->exited = c->timed_out = true;
 			break;
 		}
-		struct pollfd p[5];
-		int n = 0, i_out = -1, i_err = -1, i_sess = -1, i_in = -1, i_conn = -1;
+		struct pollfd p[4];
+		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_conn = -1;
 		if (out_open)
 			p[i_out = n++] = (struct pollfd){ c->out.fd, POLLIN, 0 };
 		if (err_open)
 			p[i_err = n++] = (struct pollfd){ c->err.fd, POLLIN, 0 };
-		if (sess_open)
-			p[i_sess = n++] = (struct pollfd){ c->sess.fd, POLLIN, 0 };
 		if (c->in_fd >= 0)
 			p[i_in = n++] = (struct pollfd){ c->in_fd, POLLOUT, 0 };
 		if (!c->exited)
@@ -487,8 +501,6 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 			out_open = stream_read(&c->out);
 		if (i_err >= 0 && p[i_err].revents)
 			err_open = stream_read(&c->err);
-		if (i_sess >= 0 && p[i_sess].revents)
-			sess_open = stream_read(&c->sess);
 		if (i_in >= 0 && p[i_in].revents)
 			collect_stdin(c);
 		if (i_conn >= 0 && p[i_conn].revents)
@@ -498,7 +510,7 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 		close(c->in_fd);
 		c->in_fd = -1;
 	}
-	if ((out_open || err_open) && !c->lost) {
+	if ((out_open || err_open) && !c->lost && !c->failed) {
 		int fds[2] = { c->out.fd, c->err.fd };
 		send_fds(c->conn, KP_DRAIN, fds, 2);
 	}
@@ -516,23 +528,6 @@ static void close_fd(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
-}
-
-/* Hand the exec to the keeper over conn: 0, or -1 (keeper gone:
- * EXEC_KEEPER_GONE) or -2 (the room could not start it, err set). */
-static int exec_start(const struct room *r, int conn, int blob, const int *child_fds, int nfds,
-		      char *err, size_t errlen)
-{
-	int fds[5] = { blob, child_fds[0], child_fds[1], child_fds[2], child_fds[3] };
-	struct kp_msg m;
-	if (send_fds(conn, KP_EXEC, fds, 1 + nfds) < 0 || recv(conn, &m, sizeof(m), 0) != (ssize_t)sizeof(m))
-		return -1;
-	if (m.type != KP_STARTED) {
-		m.text[sizeof(m.text) - 1] = '\0';
-		ERR("room %s: start the shell: %s", r->id, m.text);
-		return -2;
-	}
-	return 0;
 }
 
 int exec_run(const struct room *r, int conn, const struct exec_request *q,
@@ -553,33 +548,31 @@ int exec_run(const struct room *r, int conn, const struct exec_request *q,
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 
 	int rc = -1;
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, sess[2] = { -1, -1 };
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	bool input = q->stdin_data && q->stdin_len;
 	int blob = blob_make(r, argv, ce.envp, q->timeout_ms);
-	if (blob < 0 || pipe_pair(out) < 0 || pipe_pair(errp) < 0 || pipe_pair(sess) < 0 ||
+	int sess = memfd_create("roombox-session", MFD_CLOEXEC);
+	if (blob < 0 || sess < 0 || pipe_pair(out) < 0 || pipe_pair(errp) < 0 ||
 	    (input && pipe_pair(in) < 0)) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
 		goto out;
 	}
-	/* no input: the shell reads the keeper's /dev/null */
-	int child_fds[4] = { out[1], errp[1], sess[1], in[0] };
-	int started = exec_start(r, conn, blob, child_fds, input ? 4 : 3, err, errlen);
-	if (started < 0) {
-		if (started == -1) {
-			ERR("room %s: the room's keeper is gone", r->id);
-			rc = EXEC_KEEPER_GONE;
-		}
+	/* no input: the shell reads the keeper's /dev/null.  A request that
+	 * could not be sent never reached the keeper: it may be tried again. */
+	int fds[5] = { blob, out[1], errp[1], sess, in[0] };
+	if (send_fds(conn, KP_EXEC, fds, input ? 5 : 4) < 0) {
+		ERR("room %s: the room's keeper is gone", r->id);
+		rc = EXEC_KEEPER_GONE;
 		goto out;
 	}
-	/* only the shell may hold the write ends, or EOF never comes */
+	/* only the shell may hold the write ends, or EOF never comes (the
+	 * message carries its own references until the keeper takes them) */
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);
-	close_fd(&sess[1]);
 	struct collect c = { 0 };
 	c.out = (struct stream){ out[0], NULL, 0, 0, r->cfg->output_limit, false };
 	c.err = (struct stream){ errp[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.sess = (struct stream){ sess[0], NULL, 0, 0, SESSION_MAX, false };
 	c.in_fd = in[1];
 	c.in_data = q->stdin_data;
 	c.in_len = q->stdin_len;
@@ -587,29 +580,29 @@ int exec_run(const struct room *r, int conn, const struct exec_request *q,
 	in[1] = -1;
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
 	fcntl(errp[0], F_SETFL, O_NONBLOCK);
-	fcntl(sess[0], F_SETFL, O_NONBLOCK);
 	if (c.in_fd >= 0)
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
 	collect(&c, r, q->timeout_ms);
-	if (c.lost) {
+	if (c.failed) {
+		ERR("room %s: start the shell: %s", r->id, c.why);
+	} else if (c.lost) {
 		ERR("room %s: the room stopped while the command ran", r->id);
 	} else {
 		if (save && !c.timed_out && WIFEXITED(c.status))
-			save_session(r, &c.sess, &ce);
+			save_session(r, sess, &ce);
 		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
 		rc = 0;
 	}
 	free(c.out.buf);
 	free(c.err.buf);
-	free(c.sess.buf);
 out:
 	close_fd(&conn);
 	close_fd(&blob);
+	close_fd(&sess);
 	for (int i = 0; i < 2; i++) {
 		close_fd(&in[i]);
 		close_fd(&out[i]);
 		close_fd(&errp[i]);
-		close_fd(&sess[i]);
 	}
 	child_env_free(&ce);
 	return rc;

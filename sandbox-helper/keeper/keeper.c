@@ -15,17 +15,15 @@
  * for itself and so for every process of the room.  Then it is one event
  * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap),
  * connections whose request has not come yet (2 s at most; the loop never
- * blocks on one), per running exec its connection to the helper and, until
- * its shell runs, the child's error pipe, and the output pipes it drains.
- * An exec
- * (protocol in keeper_proto.h) is one child (spawn.c: sharing the keeper's
- * memory until its execve, not a copy of it): already in all of the
- * room's namespaces and its cgroup, it becomes non-dumpable, a child
- * subreaper and the leader of a new audit session, drops to the room's uid
- * with no capabilities and no_new_privs, and execs the shell.  Being a
- * subreaper, the shell adopts whatever its descendants orphan; the audit
- * session follows every process the exec starts and the room cannot change
- * it.  At the deadline the keeper stops the shell's tree and session
+ * blocks on one), per running exec its connection to the helper, and the
+ * output pipes it drains.  An exec (protocol in keeper_proto.h) is one
+ * child (spawn.c: sharing the keeper's memory until its execve, not a copy
+ * of it): already in all of the room's namespaces and its cgroup, it
+ * becomes non-dumpable, a child subreaper and the leader of a new audit
+ * session, drops to the room's uid with no capabilities and no_new_privs,
+ * and execs the shell.  Being a subreaper, the shell adopts whatever its
+ * descendants orphan; the audit session follows every process the exec
+ * starts and the room cannot change it.  At the deadline the keeper stops the shell's tree and session
  * (SIGSTOP, round after round until the set stops growing), kills them, and
  * looks again until none is left.  What an exec leaves running when its
  * shell ends moves to the keeper and stays, unless at the exec's deadline
@@ -402,8 +400,12 @@ static void exec_maybe_done(struct exec *x)
 	}
 }
 
-/* The child reported on its error pipe: nothing (it exec'd: STARTED) or
- * why it could not (FAILED, and the helper hears nothing more). */
+/* What the child said on its error pipe: nothing (it exec'd, so its audit
+ * session is set) or why it could not (FAILED, and the helper hears nothing
+ * more).  Not polled: the pipe is read when the answer depends on it -- at
+ * the reap, or before the exec's processes are killed -- so a running exec
+ * costs no wake-up.  Returns with x->start still open while the child has
+ * not got as far as execve. */
 static void exec_started(struct exec *x)
 {
 	char text[160] = "";
@@ -414,8 +416,6 @@ static void exec_started(struct exec *x)
 	x->start = -1;
 	if (n == 0) {
 		x->session = session_of(x->shell);
-		if (x->conn >= 0)
-			send_msg(x->conn, KP_STARTED, x->shell, 0, 0, NULL);
 	} else {
 		if (x->conn >= 0)
 			send_msg(x->conn, KP_FAILED, 0, 0, 0, n > 0 ? text : "the shell did not start");
@@ -455,9 +455,10 @@ static void exec_reaped(struct exec *x, int status)
 	exec_maybe_done(x);
 }
 
-/* Each exited child is looked at before it is reaped: a shell that ends
- * before its error pipe was read still has its audit session readable
- * while it is a zombie (what it left running is found by that session). */
+/* Each exited child is looked at before it is reaped: its error pipe is
+ * read there (a shell that failed to start says why; one that ran has its
+ * audit session readable while it is a zombie, and what it left running is
+ * found by that session). */
 static void reap(void)
 {
 	for (;;) {
@@ -499,8 +500,11 @@ static void exec_message(struct exec *x)
 		close(dfd[i]);
 	if (k <= 0) {
 		/* the helper is gone: an unfinished exec dies with it */
-		if (x->shell > 0)
+		if (x->shell > 0) {
+			if (x->start >= 0)
+				exec_started(x);
 			kill_set((struct victims){ x->shell, x->session });
+		}
 		close(x->conn);
 		x->conn = -1;
 	}
@@ -527,6 +531,8 @@ static void deadlines(int64_t now)
 		struct exec *x = &execs[k];
 		if (x->used && x->shell > 0 && !x->timed_out && now >= x->deadline) {
 			x->timed_out = true;
+			if (x->start >= 0)
+				exec_started(x);
 			kill_set((struct victims){ x->shell, x->session });
 		}
 	}
@@ -560,9 +566,9 @@ static int next_timeout(int64_t now)
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
 
-/* One exec: read the plan, start the shell (spawn.c).  STARTED or FAILED
- * follows when the child's error pipe speaks (exec_started), never
- * blocking the loop. */
+/* One exec: read the plan, start the shell (spawn.c).  The helper hears
+ * back once, when the shell has ended (EXITED) or could not start
+ * (FAILED). */
 static void exec_start(int conn, int *fds, int nfds)
 {
 	int k = 0;
@@ -682,24 +688,16 @@ int main(void)
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
-	static struct pollfd p[2 + 2 * MAX_EXECS + MAX_DRAINS + MAX_PENDING];
-	static struct { struct exec *x; int what; } owner[2 + 2 * MAX_EXECS + MAX_DRAINS + MAX_PENDING];
+	static struct pollfd p[2 + MAX_EXECS + MAX_DRAINS + MAX_PENDING];
+	static struct exec *owner[2 + MAX_EXECS + MAX_DRAINS + MAX_PENDING];
 	for (;;) {
 		int n = 0;
 		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
 		p[n++] = (struct pollfd){ sigfd, POLLIN, 0 };
 		for (int k = 0; k < MAX_EXECS; k++) {
 			struct exec *x = &execs[k];
-			if (!x->used)
-				continue;
-			if (x->start >= 0) {
-				owner[n].x = x;
-				owner[n].what = 0;
-				p[n++] = (struct pollfd){ x->start, POLLIN, 0 };
-			}
-			if (x->conn >= 0) {
-				owner[n].x = x;
-				owner[n].what = 1;
+			if (x->used && x->conn >= 0) {
+				owner[n] = x;
 				p[n++] = (struct pollfd){ x->conn, POLLIN, 0 };
 			}
 		}
@@ -720,12 +718,10 @@ int main(void)
 			reap();
 		}
 		for (int i = 2; i < first_drain; i++) {
-			struct exec *x = owner[i].x;
+			struct exec *x = owner[i];
 			if (!p[i].revents || !x->used)
 				continue;
-			if (owner[i].what == 0 && x->start == p[i].fd)
-				exec_started(x);
-			else if (owner[i].what == 1 && x->conn == p[i].fd)
+			if (x->conn == p[i].fd)
 				exec_message(x);
 			exec_maybe_done(x);
 		}

@@ -8,15 +8,20 @@
  *                      session] and, when the exec has input, [stdin]
  *                      (else the shell reads the keeper's /dev/null); blob
  *                      is a memfd holding a struct kp_blob followed by argc
- *                      then envc NUL-terminated strings.  The uid and gid
- *                      the shell runs as are the keeper's own (given at its
- *                      start, ROOMBOX_UID/ROOMBOX_GID), never the request's.
- *   keeper -> helper   KP_STARTED (pid) once the shell runs, or KP_FAILED
- *                      (text)
- *   keeper -> helper   KP_EXITED (wait status, timed_out) when the shell
- *                      ends; at the deadline the keeper first stops and
- *                      kills the shell's whole tree (the shell is a child
- *                      subreaper, so daemonised processes stay in it).
+ *                      then envc NUL-terminated strings; session is a memfd
+ *                      the shell writes its `export -p` into as it ends.
+ *                      The uid and gid the shell runs as are the keeper's
+ *                      own (given at its start, ROOMBOX_UID/ROOMBOX_GID),
+ *                      never the request's.
+ *   keeper -> helper   one answer, when the shell ends: KP_EXITED (wait
+ *                      status, timed_out), or KP_FAILED (text) if it could
+ *                      not start.  At the deadline the keeper first stops
+ *                      and kills the shell's whole tree (the shell is a
+ *                      child subreaper, so daemonised processes stay in
+ *                      it).  A connection that ends without an answer means
+ *                      the keeper is gone: the command may have run, so it
+ *                      is not tried again.  Nothing is said in between, so
+ *                      an exec wakes the helper once, not once per step.
  *   helper -> keeper   KP_DRAIN with descriptors [stdout, stderr] (read
  *                      ends): keep reading them until they close; or just
  *                      close the connection.  A connection closed before the
@@ -30,9 +35,9 @@
 
 #include <stdint.h>
 
-#define KP_MAGIC 0x72626b33u  /* "rbk3" */
+#define KP_MAGIC 0x72626b34u  /* "rbk4" */
 
-enum kp_type { KP_EXEC = 1, KP_STARTED, KP_FAILED, KP_EXITED, KP_DRAIN };
+enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_DRAIN };
 
 struct kp_msg {
 	uint32_t type;
