@@ -202,6 +202,22 @@ static void serve_one(FCGX_Request *req)
 	json_object_put(rs.body);
 }
 
+/* libfcgi closes a connection gracefully: shutdown(), then wait until
+ * nginx closes its end, so that no reset can cost nginx the answer.  A
+ * reset only comes from input left unread; when the request's input has
+ * been read to its end (one more read finds the end of the stream, which
+ * nginx sends right behind the body), a plain close is as safe and spares
+ * a wake-up of this thread and a few system calls per request. */
+static void input_end_or_graceful(FCGX_Request *req)
+{
+	char c;
+
+	if (!FCGX_HasSeenEOF(req->in))
+		FCGX_GetStr(&c, 1, req->in);
+	if (FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in))
+		FCGX_Detach(req);
+}
+
 static void *worker_main(void *arg)
 {
 	FCGX_Request req;
@@ -221,6 +237,7 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		serve_one(&req);
+		input_end_or_graceful(&req);
 	}
 	FCGX_Finish_r(&req);
 	return NULL;
