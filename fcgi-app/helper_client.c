@@ -15,9 +15,10 @@
  * writing errno into this thread's frame, which vfork makes safe: we run
  * again only once it has exec'd or exited.
  *
- * The reply is complete when the helper exits (seen through a pidfd), not
- * when its stdout reaches end-of-file: a process the helper leaves behind
- * (a room's keeper) holding a copy of that pipe must not hang the request. */
+ * The helper's stdout is a memfd, read once the helper has exited (seen
+ * through a pidfd): the reply costs this thread one wake-up, not one per
+ * write plus one for end-of-file, and a process the helper leaves behind
+ * (a room's keeper) holding a copy of it cannot hold up the request. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,12 +76,12 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-/* One child: its pid, a pidfd (or -1) and our ends of its stdin/stdout. */
+/* One child: its pid, a pidfd, our end of its stdin, its stdout. */
 struct child {
 	pid_t pid;
 	int pidfd;
 	int to_child;      /* -1 once closed */
-	int from_child;
+	int reply;         /* the memfd it writes its answer into */
 };
 
 static void __attribute__((noreturn)) child_exec(const struct helper_target *target,
@@ -135,18 +138,18 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 		       const char *req, size_t req_len, size_t *sent,
 		       struct helper_error *err)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	int in[2] = { -1, -1 }, out;
 	volatile int exec_errno = 0;
 	sigset_t all, old;
 	int rc;
 
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+	out = memfd_create("roombox-reply", MFD_CLOEXEC);
+	if (out < 0 || pipe2(in, O_CLOEXEC) < 0) {
 		rc = errno;
-		if (in[0] >= 0) {
-			close(in[0]);
-			close(in[1]);
-		}
-		set_error(err, 500, "spawn", "roombox-helper: pipe: %s", strerror(rc));
+		if (out >= 0)
+			close(out);
+		set_error(err, 500, "spawn", "roombox-helper: %s: %s",
+			  out < 0 ? "memfd_create" : "pipe", strerror(rc));
 		return -1;
 	}
 	*sent = request_prefill(in, req, req_len);
@@ -167,28 +170,36 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	c->pid = vfork();
 	if (c->pid == 0)
-		child_exec(target, in[0], out[1], &exec_errno);
+		child_exec(target, in[0], out, &exec_errno);
 	rc = c->pid < 0 ? errno : exec_errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pinned)
 		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
 	close(in[0]);
-	close(out[1]);
 	if (c->pid > 0 && rc != 0) {
 		waitpid(c->pid, NULL, 0);
 		c->pid = -1;
 	}
+	if (rc == 0) {
+		/* how the end of the call is seen: without it, no call */
+		c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);  /* CLOEXEC */
+		if (c->pidfd < 0) {
+			rc = errno;
+			kill(c->pid, SIGKILL);
+			waitpid(c->pid, NULL, 0);
+			c->pid = -1;
+		}
+	}
 	if (rc != 0) {
 		if (in[1] >= 0)
 			close(in[1]);
-		close(out[0]);
+		close(out);
 		set_error(err, 500, "spawn", "roombox-helper: spawn %s: %s",
 			  target->helper, strerror(rc));
 		return -1;
 	}
 	c->to_child = in[1];
-	c->from_child = out[0];
-	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);  /* CLOEXEC */
+	c->reply = out;
 	return 0;
 }
 
@@ -214,77 +225,63 @@ static ssize_t write_nosigpipe(int fd, const char *buf, size_t len)
 	return n;
 }
 
-/* Append what the pipe holds to *buf; 1 at end-of-file, 0 when it would
- * block, -1 with err set. */
-static int reply_read(int fd, char **buf, size_t *len, size_t *cap,
-		      struct helper_error *err)
+/* The answer the helper left in its memfd, NUL-terminated; 0, or -1 with
+ * err set. */
+static int reply_read(int fd, char **reply, size_t *reply_len, struct helper_error *err)
 {
-	for (;;) {
-		ssize_t n;
+	struct stat st;
+	size_t len, got = 0;
+	char *buf;
 
-		if (*len == *cap) {
-			char *nb;
-
-			if (*cap >= HELPER_REPLY_MAX) {
-				set_error(err, 500, "reply", "roombox-helper: reply larger than %u bytes",
-					  HELPER_REPLY_MAX);
-				return -1;
-			}
-			nb = realloc(*buf, *cap * 2 + 1);
-			if (!nb) {
-				set_error(err, 500, "reply", "roombox-helper: out of memory");
-				return -1;
-			}
-			*buf = nb;
-			*cap *= 2;
-		}
-		n = read(fd, *buf + *len, *cap - *len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n < 0) {
-			set_error(err, 500, "reply", "roombox-helper: read: %s", strerror(errno));
-			return -1;
-		}
-		if (n == 0)
-			return 1;
-		*len += (size_t)n;
-	}
-}
-
-/* Feed the request and collect the reply at the same time, so neither side
- * can block the other.  0, or -1 with err set (the child is then killed). */
-static int child_talk(struct child *c, const char *req, size_t req_len, size_t sent,
-		      char **reply, size_t *reply_len, long deadline,
-		      struct helper_error *err)
-{
-	size_t len = 0, cap = 4096;   /* most replies are small */
-	char *buf = malloc(cap + 1);
-	bool exited = false;
-
-	if (!buf) {
-		set_error(err, 500, "spawn", "roombox-helper: out of memory");
+	if (fstat(fd, &st) < 0) {
+		set_error(err, 500, "reply", "roombox-helper: fstat: %s", strerror(errno));
 		return -1;
 	}
-	fcntl(c->from_child, F_SETFL, O_NONBLOCK);
+	if (st.st_size > (off_t)HELPER_REPLY_MAX) {
+		set_error(err, 500, "reply", "roombox-helper: reply larger than %u bytes",
+			  HELPER_REPLY_MAX);
+		return -1;
+	}
+	len = (size_t)st.st_size;
+	buf = malloc(len + 1);
+	if (!buf) {
+		set_error(err, 500, "reply", "roombox-helper: out of memory");
+		return -1;
+	}
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	*reply = buf;
+	*reply_len = got;
+	return 0;
+}
+
+/* Feed the rest of the request (if the pipe did not take it all at once)
+ * until the helper exits.  0, or -1 with err set (the child is then
+ * killed). */
+static int child_talk(struct child *c, const char *req, size_t req_len, size_t sent,
+		      long deadline, struct helper_error *err)
+{
 	for (;;) {
-		struct pollfd pfd[3];
-		int nfds = 0, rc, w = -1, p = -1;
+		struct pollfd pfd[2];
+		int nfds = 0, rc, w = -1;
 		long left = deadline - now_ms();
 
 		if (left <= 0) {
 			set_error(err, 500, "timeout", "roombox-helper: timed out");
 			goto fail;
 		}
-		pfd[nfds++] = (struct pollfd){ .fd = c->from_child, .events = POLLIN };
+		pfd[nfds++] = (struct pollfd){ .fd = c->pidfd, .events = POLLIN };
 		if (c->to_child >= 0) {
 			w = nfds;
 			pfd[nfds++] = (struct pollfd){ .fd = c->to_child, .events = POLLOUT };
-		}
-		if (c->pidfd >= 0 && !exited) {
-			p = nfds;
-			pfd[nfds++] = (struct pollfd){ .fd = c->pidfd, .events = POLLIN };
 		}
 		rc = poll(pfd, (nfds_t)nfds, left > 1000000 ? 1000000 : (int)left);
 		if (rc < 0 && errno == EINTR)
@@ -293,6 +290,8 @@ static int child_talk(struct child *c, const char *req, size_t req_len, size_t s
 			set_error(err, 500, "spawn", "roombox-helper: poll: %s", strerror(errno));
 			goto fail;
 		}
+		if (pfd[0].revents)
+			return 0;   /* exited: all it wrote is in the memfd */
 		if (w >= 0 && pfd[w].revents) {
 			ssize_t n = write_nosigpipe(c->to_child, req + sent, req_len - sent);
 
@@ -304,22 +303,8 @@ static int child_talk(struct child *c, const char *req, size_t req_len, size_t s
 				c->to_child = -1;
 			}
 		}
-		if (p >= 0 && pfd[p].revents)
-			exited = true;   /* all it wrote is in the pipe now */
-		if (pfd[0].revents || exited) {
-			rc = reply_read(c->from_child, &buf, &len, &cap, err);
-			if (rc < 0)
-				goto fail;
-			if (rc > 0 || exited)
-				break;
-		}
 	}
-	buf[len] = '\0';
-	*reply = buf;
-	*reply_len = len;
-	return 0;
 fail:
-	free(buf);
 	kill(c->pid, SIGKILL);
 	return -1;
 }
@@ -385,7 +370,7 @@ static json_object *reply_decode(int status, const char *text, size_t len,
 json_object *helper_call(const struct helper_target *target, json_object *request,
 			 long deadline_ms, struct helper_error *err)
 {
-	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .from_child = -1 };
+	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
 	const char *req;
 	size_t req_len = 0, reply_len = 0, sent = 0;
 	char *reply = NULL;
@@ -405,13 +390,14 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 	}
 	if (child_spawn(target, &c, req, req_len, &sent, err) < 0)
 		return NULL;
-	talk = child_talk(&c, req, req_len, sent, &reply, &reply_len, deadline, err);
+	talk = child_talk(&c, req, req_len, sent, deadline, err);
 	if (c.to_child >= 0)
 		close(c.to_child);
-	close(c.from_child);
-	if (c.pidfd >= 0)
-		close(c.pidfd);
+	close(c.pidfd);
 	status = child_wait(c.pid);
+	if (talk == 0)
+		talk = reply_read(c.reply, &reply, &reply_len, err);
+	close(c.reply);
 	if (talk < 0) {
 		if (strcmp(err->code, "timeout") == 0)
 			snprintf(err->message, sizeof(err->message),

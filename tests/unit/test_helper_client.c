@@ -4,8 +4,9 @@
  * so with helper = /bin/sh the "config" is a shell script, which lets each
  * test choose what the child does (echo the request, exit badly, hang, leave
  * a child behind, report its descriptors and signals).  These tests cover
- * the pipes, the deadline and the decoding of what comes back; the real
- * helper's protocol is covered by the integration tests. */
+ * the request pipe, the reply memfd, the deadline and the decoding of what
+ * comes back; the real helper's protocol is covered by the integration
+ * tests. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
