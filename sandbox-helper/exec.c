@@ -22,6 +22,10 @@
  * collect what is already written.  If a background process still holds a
  * pipe, the keeper takes over the read ends and discards until they close,
  * so that process never dies of SIGPIPE.
+ *
+ * Everything is prepared (exec_prepare) before the keeper is connected, so
+ * the request follows the connection at once; the keeper then wakes the
+ * helper once per exec, with its answer (keeper/keeper_proto.h).
  */
 #include "exec.h"
 
@@ -427,6 +431,7 @@ struct collect {
 	const char *in_data;
 	size_t in_len, in_off;
 	int in_fd, conn;
+	int keep[2];   /* our copies of the stdout/stderr write ends, until the answer */
 	int status;
 	bool exited, timed_out, lost, failed;
 	char why[sizeof(((struct kp_msg *)0)->text)];   /* KP_FAILED's text */
@@ -440,6 +445,19 @@ static void collect_stdin(struct collect *c)
 	if ((k < 0 && errno != EAGAIN) || c->in_off == c->in_len) {
 		close(c->in_fd);
 		c->in_fd = -1;
+	}
+}
+
+/* The helper holds write ends of stdout and stderr itself until the shell
+ * has ended, so the shell's exit does not wake it by closing them: it wakes
+ * once, for the keeper's answer, and then lets go of them, after which
+ * end-of-file comes unless background processes still hold the pipes. */
+static void collect_release(struct collect *c)
+{
+	for (int i = 0; i < 2; i++) {
+		if (c->keep[i] >= 0)
+			close(c->keep[i]);
+		c->keep[i] = -1;
 	}
 }
 
@@ -462,6 +480,7 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 		c->status = SIGKILL;
 	}
 	c->exited = true;
+	collect_release(c);
 	if (!c->failed)
 		*drain_until = now + (double)drain_ms;
 }
@@ -482,6 +501,7 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 			break;
 		if (!c->exited && now >= hard) {
 			c->lost = c->exited = c->timed_out = true;
+			collect_release(c);
 			break;
 		}
 		struct pollfd p[4];
@@ -506,13 +526,21 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 		if (i_conn >= 0 && p[i_conn].revents)
 			collect_message(c, ms_since(&t0), &drain_until, r->cfg->drain_ms);
 	}
+	collect_release(c);
 	if (c->in_fd >= 0) {
 		close(c->in_fd);
 		c->in_fd = -1;
 	}
+	/* background processes still hold the output: the keeper (which has
+	 * closed this exec's connection with its answer) takes the pipes on a
+	 * connection of their own */
 	if ((out_open || err_open) && !c->lost && !c->failed) {
 		int fds[2] = { c->out.fd, c->err.fd };
-		send_fds(c->conn, KP_DRAIN, fds, 2);
+		int d = exec_connect(r);
+		if (d >= 0) {
+			send_fds(d, KP_DRAIN, fds, 2);
+			close(d);
+		}
 	}
 }
 
@@ -530,80 +558,112 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-int exec_run(const struct room *r, int conn, const struct exec_request *q,
-	     struct mj_writer *result, char *err, size_t errlen)
-{
-	struct timespec t0, wall;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	clock_gettime(CLOCK_REALTIME, &wall);
+/* Everything an exec needs before it meets the keeper: made before the
+ * helper connects, so that the keeper finds the request right behind the
+ * connection (one wake-up, not two), and kept for a second attempt when
+ * the first keeper turns out to be gone. */
+struct exec_job {
+	struct timespec t0;
 	char stamp[40];
-	iso8601_utc(&wall, stamp, sizeof(stamp));
+	bool save, input;
+	struct child_env ce;
+	int blob, sess;
+	int in[2], out[2], errp[2];
+};
 
-	bool save = !q->cwd && !q->env;
-	struct child_env ce = { 0 };
-	if (build_env(r, q, save, &ce, err, errlen) < 0) {
-		child_env_free(&ce);
-		return -1;
+void exec_job_free(struct exec_job *j)
+{
+	if (!j)
+		return;
+	close_fd(&j->blob);
+	close_fd(&j->sess);
+	for (int i = 0; i < 2; i++) {
+		close_fd(&j->in[i]);
+		close_fd(&j->out[i]);
+		close_fd(&j->errp[i]);
+	}
+	child_env_free(&j->ce);
+	free(j);
+}
+
+struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q,
+			      char *err, size_t errlen)
+{
+	struct exec_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		ERR("room %s: out of memory", r->id);
+		return NULL;
+	}
+	j->blob = j->sess = -1;
+	for (int i = 0; i < 2; i++)
+		j->in[i] = j->out[i] = j->errp[i] = -1;
+	struct timespec wall;
+	clock_gettime(CLOCK_MONOTONIC, &j->t0);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	iso8601_utc(&wall, j->stamp, sizeof(j->stamp));
+	j->save = !q->cwd && !q->env;
+	j->input = q->stdin_data && q->stdin_len;
+	if (build_env(r, q, j->save, &j->ce, err, errlen) < 0) {
+		exec_job_free(j);
+		return NULL;
 	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-
-	int rc = -1;
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	bool input = q->stdin_data && q->stdin_len;
-	int blob = blob_make(r, argv, ce.envp, q->timeout_ms);
-	int sess = memfd_create("roombox-session", MFD_CLOEXEC);
-	if (blob < 0 || sess < 0 || pipe_pair(out) < 0 || pipe_pair(errp) < 0 ||
-	    (input && pipe_pair(in) < 0)) {
+	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms);
+	j->sess = j->blob < 0 ? -1 : memfd_create("roombox-session", MFD_CLOEXEC);
+	if (j->sess < 0 || pipe_pair(j->out) < 0 || pipe_pair(j->errp) < 0 ||
+	    (j->input && pipe_pair(j->in) < 0)) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
-		goto out;
+		exec_job_free(j);
+		return NULL;
 	}
+	return j;
+}
+
+int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
+	     struct mj_writer *result, char *err, size_t errlen)
+{
 	/* no input: the shell reads the keeper's /dev/null.  A request that
 	 * could not be sent never reached the keeper: it may be tried again. */
-	int fds[5] = { blob, out[1], errp[1], sess, in[0] };
-	if (send_fds(conn, KP_EXEC, fds, input ? 5 : 4) < 0) {
+	int fds[5] = { j->blob, j->out[1], j->errp[1], j->sess, j->in[0] };
+	if (send_fds(conn, KP_EXEC, fds, j->input ? 5 : 4) < 0) {
+		close(conn);
 		ERR("room %s: the room's keeper is gone", r->id);
-		rc = EXEC_KEEPER_GONE;
-		goto out;
+		return EXEC_KEEPER_GONE;
 	}
-	/* only the shell may hold the write ends, or EOF never comes (the
-	 * message carries its own references until the keeper takes them) */
-	close_fd(&in[0]);
-	close_fd(&out[1]);
-	close_fd(&errp[1]);
+	/* the shell alone reads its input, or a write to a shell that has
+	 * ended would wait instead of failing (the message carries its own
+	 * references until the keeper takes them); the output's write ends
+	 * stay ours until the answer (collect_release) */
+	close_fd(&j->in[0]);
 	struct collect c = { 0 };
-	c.out = (struct stream){ out[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.err = (struct stream){ errp[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.in_fd = in[1];
+	c.keep[0] = j->out[1];
+	c.keep[1] = j->errp[1];
+	j->out[1] = j->errp[1] = -1;
+	c.out = (struct stream){ j->out[0], NULL, 0, 0, r->cfg->output_limit, false };
+	c.err = (struct stream){ j->errp[0], NULL, 0, 0, r->cfg->output_limit, false };
+	c.in_fd = j->in[1];
 	c.in_data = q->stdin_data;
 	c.in_len = q->stdin_len;
 	c.conn = conn;
-	in[1] = -1;
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	fcntl(errp[0], F_SETFL, O_NONBLOCK);
+	fcntl(j->out[0], F_SETFL, O_NONBLOCK);
+	fcntl(j->errp[0], F_SETFL, O_NONBLOCK);
 	if (c.in_fd >= 0)
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
 	collect(&c, r, q->timeout_ms);
+	j->in[1] = c.in_fd;
+	close(conn);
+	int rc = -1;
 	if (c.failed) {
 		ERR("room %s: start the shell: %s", r->id, c.why);
 	} else if (c.lost) {
 		ERR("room %s: the room stopped while the command ran", r->id);
 	} else {
-		if (save && !c.timed_out && WIFEXITED(c.status))
-			save_session(r, sess, &ce);
-		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
+		if (j->save && !c.timed_out && WIFEXITED(c.status))
+			save_session(r, j->sess, &j->ce);
+		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&j->t0), j->stamp, q->base64);
 		rc = 0;
 	}
 	free(c.out.buf);
 	free(c.err.buf);
-out:
-	close_fd(&conn);
-	close_fd(&blob);
-	close_fd(&sess);
-	for (int i = 0; i < 2; i++) {
-		close_fd(&in[i]);
-		close_fd(&out[i]);
-		close_fd(&errp[i]);
-	}
-	child_env_free(&ce);
 	return rc;
 }

@@ -22,12 +22,20 @@ struct exec_request {
  * (none was started, or it died). */
 int exec_connect(const struct room *r);
 
-/* Run one command in the room whose keeper is connected on conn (closed
- * here).  The protocol's exec object is written to out.  0, or -1 with err
- * when the sandbox could not run it at all, or EXEC_KEEPER_GONE when the
- * keeper died under us (the caller restarts the jail and retries). */
+/* One exec's argv, environment (with the room's session), memfds and
+ * pipes, made before the keeper is connected; NULL with err set. */
+struct exec_job;
+struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q,
+			      char *err, size_t errlen);
+void exec_job_free(struct exec_job *j);
+
+/* Run the prepared command in the room whose keeper is connected on conn
+ * (closed here).  The protocol's exec object is written to out.  0, or -1
+ * with err when the sandbox could not run it at all, or EXEC_KEEPER_GONE
+ * when the request could not be sent (it never reached a keeper: the
+ * caller restarts the jail and runs the same job again). */
 #define EXEC_KEEPER_GONE (-2)
-int exec_run(const struct room *r, int conn, const struct exec_request *q,
+int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
 	     struct mj_writer *out, char *err, size_t errlen);
 
 /* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */

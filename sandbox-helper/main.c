@@ -317,12 +317,16 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	for (int attempt = 0; attempt < 2; attempt++) {
+	struct exec_job *job = exec_prepare(&r, &q, h->err, sizeof(h->err));
+	if (!job)
+		return fail(h, "failed");
+	int rc = -1;
+	for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
 		if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-			return fail(h, "failed");
+			break;
 		if (attempt == 0 && room_state_check(&r, h->err, sizeof(h->err)) < 0) {
 			room_unlock(&r);
-			return fail(h, "failed");
+			break;
 		}
 		int conn = exec_connect(&r);
 		/* a second attempt: the keeper died or hung under the first one.
@@ -333,6 +337,7 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 		if (conn < 0) {
 			if (ensure_running(h, &r, true) <= 0) {
 				room_unlock(&r);
+				exec_job_free(job);
 				return -1;
 			}
 			conn = exec_connect(&r);
@@ -345,16 +350,15 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 		}
 		int busy = room_busy_enter(&r);
 		room_unlock(&r);
-		int rc = exec_run(&r, conn, &q, out, h->err, sizeof(h->err));
+		rc = exec_run(&r, conn, job, &q, out, h->err, sizeof(h->err));
 		room_touch_active(&r);
 		if (busy >= 0)
 			close(busy);
-		if (rc == 0)
-			return 0;
-		if (rc != EXEC_KEEPER_GONE)
+		if (rc != 0 && rc != EXEC_KEEPER_GONE)
 			break;
 	}
-	return fail(h, "failed");
+	exec_job_free(job);
+	return rc == 0 ? 0 : fail(h, "failed");
 }
 
 static int verb_create(struct helper *h, const struct mj_value *req, struct mj_writer *out)

@@ -343,7 +343,7 @@ static int64_t now_ms(void)
 
 struct exec {
 	bool used;
-	int conn;                 /* -1 once the helper has hung up */
+	int conn;                 /* -1 once answered, or the helper hung up */
 	int start;                /* the child's error pipe until it has exec'd, else -1 */
 	pid_t shell;              /* 0 once reaped */
 	uint32_t session;         /* its audit session, NO_SESSION if unknown */
@@ -426,11 +426,16 @@ static void exec_started(struct exec *x)
 	}
 }
 
+/* The answer, and the end of the connection: the helper hands output
+ * pipes still held by background processes back on a connection of its
+ * own (KP_DRAIN), so the keeper need not wake up for this one's hang-up. */
 static void exec_report(struct exec *x)
 {
 	if (!x->reported && !x->shell && x->conn >= 0) {
 		send_msg(x->conn, KP_EXITED, 0, x->status, x->timed_out, NULL);
 		x->reported = true;
+		close(x->conn);
+		x->conn = -1;
 	}
 }
 
@@ -479,36 +484,33 @@ static void reap(void)
 	}
 }
 
+/* Nothing more comes on an exec's connection once the request is in: it
+ * turning readable means the helper hung up (or broke the protocol), and
+ * an unfinished exec dies with it. */
 static void exec_message(struct exec *x)
 {
-	struct kp_msg m;
-	int got, dfd[2];
-	ssize_t k = recv_msg(x->conn, &m, dfd, 2, &got);
-	if (k > 0 && m.type == KP_DRAIN && got == 2 && !x->shell) {
-		for (int i = 0; i < 2; i++) {
-			if (n_drains < MAX_DRAINS) {
-				fcntl(dfd[i], F_SETFL, O_NONBLOCK);
-				drains[n_drains++] = dfd[i];
-			} else {
-				close(dfd[i]);
-			}
-		}
-		got = 0;
-		k = 0;
+	if (x->shell > 0) {
+		if (x->start >= 0)
+			exec_started(x);
+		kill_set((struct victims){ x->shell, x->session });
 	}
-	for (int i = 0; i < got; i++)
-		close(dfd[i]);
-	if (k <= 0) {
-		/* the helper is gone: an unfinished exec dies with it */
-		if (x->shell > 0) {
-			if (x->start >= 0)
-				exec_started(x);
-			kill_set((struct victims){ x->shell, x->session });
-		}
-		close(x->conn);
-		x->conn = -1;
-	}
+	close(x->conn);
+	x->conn = -1;
 	exec_maybe_done(x);
+}
+
+/* Output pipes that background processes still hold, handed back by the
+ * helper once it is done with them: read and dropped until they close. */
+static void drain_add(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (n_drains < MAX_DRAINS) {
+			fcntl(fds[i], F_SETFL, O_NONBLOCK);
+			drains[n_drains++] = fds[i];
+		} else {
+			close(fds[i]);
+		}
+	}
 }
 
 static void drain(int i)
@@ -618,8 +620,8 @@ static void exec_start(int conn, int *fds, int nfds)
 	x->deadline = now_ms() + (int64_t)plan.hdr.timeout_ms;
 }
 
-/* Read the request on conn: 1 taken (or refused and closed), 0 not there
- * yet. */
+/* Read the request on conn (an exec, or output pipes to drain): 1 taken
+ * (or refused and closed), 0 not there yet. */
 static int take_request(int conn)
 {
 	struct kp_msg m;
@@ -627,10 +629,15 @@ static int take_request(int conn)
 	ssize_t n = recv_msg(conn, &m, fds, EXEC_FDS, &got);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
-	if (n > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1)
+	if (n > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1) {
 		exec_start(conn, fds, got);
-	else
+	} else {
+		if (n > 0 && m.type == KP_DRAIN && got == 2) {
+			drain_add(fds, 2);
+			got = 0;
+		}
 		close(conn);
+	}
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
 	return 1;

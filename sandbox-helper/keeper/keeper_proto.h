@@ -15,17 +15,18 @@
  *                      never the request's.
  *   keeper -> helper   one answer, when the shell ends: KP_EXITED (wait
  *                      status, timed_out), or KP_FAILED (text) if it could
- *                      not start.  At the deadline the keeper first stops
- *                      and kills the shell's whole tree (the shell is a
- *                      child subreaper, so daemonised processes stay in
- *                      it).  A connection that ends without an answer means
- *                      the keeper is gone: the command may have run, so it
- *                      is not tried again.  Nothing is said in between, so
- *                      an exec wakes the helper once, not once per step.
- *   helper -> keeper   KP_DRAIN with descriptors [stdout, stderr] (read
- *                      ends): keep reading them until they close; or just
- *                      close the connection.  A connection closed before the
- *                      shell ended kills the exec.
+ *                      not start; then the keeper closes the connection.
+ *                      At the deadline the keeper first stops and kills the
+ *                      shell's whole tree (the shell is a child subreaper,
+ *                      so daemonised processes stay in it).  A connection
+ *                      that ends without an answer means the keeper is
+ *                      gone: the command may have run, so it is not tried
+ *                      again.  A connection the helper closes before the
+ *                      answer kills the exec.
+ *   helper -> keeper   on a connection of its own: KP_DRAIN with
+ *                      descriptors [stdout, stderr] (read ends) that
+ *                      background processes still hold: keep reading them
+ *                      until they close.
  *   What the exec leaves running becomes the keeper's; if at the exec's
  *   deadline the room is at its process limit, that is a background fork
  *   bomb, and every process outside running execs is killed.

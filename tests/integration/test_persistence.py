@@ -70,6 +70,21 @@ def test_background_process_survives_writing_after_the_exec(client, room):
     assert out == "/tmp/after-echo\n"
 
 
+def test_background_process_writes_megabytes_after_the_exec(client, room):
+    # More than a pipe holds, written after the exec has answered: the
+    # keeper must have taken over both pipes and keep reading them, or the
+    # writer blocks for ever (not drained) or dies of SIGPIPE (dropped); the
+    # marker is touched only if both writes completed.
+    r = client.exec_raw(room, {"cmd": "(sleep 0.3; head -c 3000000 /dev/zero && "
+                                      "head -c 3000000 /dev/zero >&2 && "
+                                      "touch /tmp/after-big; sleep 300) &"})
+    assert r.status == 200 and r.elapsed < 2
+    assert r.json["result"]["stdout"] == "" and r.json["result"]["stderr"] == ""
+    out = client.sh(room, "for i in $(seq 200); do [ -e /tmp/after-big ] && break; "
+                          "sleep 0.05; done; ls /tmp/after-big")
+    assert out == "/tmp/after-big\n"
+
+
 def test_background_http_server_answers_the_next_exec(client, room):
     r = client.exec_raw(room, {"cmd": "python3 -m http.server 8000 --bind 127.0.0.1 "
                                       ">/dev/null 2>&1 &"})
