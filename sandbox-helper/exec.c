@@ -13,9 +13,10 @@
  * writes the new `export -p` on fd 9, ended by a marker line; the helper
  * saves it only when the marker came, i.e. only when the shell ended by
  * itself (not killed, not timed out), and only for execs without cwd or env.
- * Fd 9 is a memfd, read once the keeper says the shell ended: the shell's
- * writes wake no one, and the helper sleeps through the whole exec until
- * that one answer (or output) comes.
+ * Fd 9 is the memfd that carried argv and environment to the keeper (the
+ * session lands after them), read once the keeper says the shell ended:
+ * the shell's writes wake no one, and the helper sleeps through the whole
+ * exec until that one answer (or output) comes.
  *
  * Output: stdout and stderr are read up to output_limit each, the rest read
  * and dropped.  The exec ends when the shell exits, plus at most drain_ms to
@@ -221,7 +222,10 @@ struct stream {
 /* Read what is there; returns false at EOF (or error). */
 static bool stream_read(struct stream *s)
 {
-	char tmp[65536];
+	/* static, not on the stack: a 64 KiB frame pushed everything called
+	 * below it onto fresh stack pages, a page fault each, on every exec
+	 * (the helper has one thread) */
+	static char tmp[65536];
 	for (;;) {
 		ssize_t n = read(s->fd, tmp, sizeof(tmp));
 		if (n == 0)
@@ -305,7 +309,10 @@ static void make_result(struct mj_writer *w, const struct stream *out, const str
 		code = WEXITSTATUS(status);
 	}
 	char dur[32];
-	snprintf(dur, sizeof(dur), "%.3f", duration);
+	/* milliseconds with three decimals, in integers: musl's %f formatter
+	 * takes a stack frame of several pages, each a page fault per exec */
+	unsigned long long us = duration > 0 ? (unsigned long long)(duration * 1000.0 + 0.5) : 0;
+	snprintf(dur, sizeof(dur), "%llu.%03llu", us / 1000, us % 1000);
 	mjw_object_begin(w);
 	mjw_key(w, "stdout");
 	encode_stream(w, out, b64);
@@ -334,19 +341,20 @@ static void make_result(struct mj_writer *w, const struct stream *out, const str
 }
 
 /* Keep the session only when the shell wrote it to the end, and write it
- * only when it changed (most commands change nothing).  What the memfd
- * holds past SESSION_MAX is not a session a shell could take back. */
-static void save_session(const struct room *r, int fd, const struct child_env *ce)
+ * only when it changed (most commands change nothing).  It follows the
+ * blob in the memfd (from off); more than SESSION_MAX is not a session a
+ * shell could take back. */
+static void save_session(const struct room *r, int fd, off_t off, const struct child_env *ce)
 {
 	struct stat st;
 	size_t m = strlen(SESSION_END);
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)m || st.st_size > SESSION_MAX)
+	if (fstat(fd, &st) < 0 || st.st_size - off < (off_t)m || st.st_size - off > SESSION_MAX)
 		return;
-	size_t len = (size_t)st.st_size;
+	size_t len = (size_t)(st.st_size - off);
 	char *buf = malloc(len);
 	if (!buf)
 		return;
-	if (pread(fd, buf, len, 0) == (ssize_t)len && memcmp(buf + len - m, SESSION_END, m) == 0) {
+	if (pread(fd, buf, len, off) == (ssize_t)len && memcmp(buf + len - m, SESSION_END, m) == 0) {
 		size_t n = len - m;
 		if (n != ce->old_len || memcmp(buf, ce->session + strlen("__RB_SESSION="), n) != 0)
 			room_session_write(r, buf, n);
@@ -357,8 +365,11 @@ static void save_session(const struct room *r, int fd, const struct child_env *c
 /* ---- talking to the keeper ---------------------------------------------- */
 
 /* argv and envp for the shell, in a memfd (a command may be megabytes),
- * written with one write. */
-static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms)
+ * written with one write; its size in *len.  The same memfd is the shell's
+ * fd 9: the file offset, shared, is left at the end of the blob, so the
+ * session the shell writes there follows it. */
+static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms,
+		     size_t *len)
 {
 	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, timeout_ms };
 	size_t size = sizeof(h);
@@ -389,6 +400,7 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 		off += (size_t)k;
 	}
 	free(buf);
+	*len = size;
 	return fd;
 }
 
@@ -567,7 +579,8 @@ struct exec_job {
 	char stamp[40];
 	bool save, input;
 	struct child_env ce;
-	int blob, sess;
+	int blob;                 /* argv and environment, then the session */
+	size_t blob_len;
 	int in[2], out[2], errp[2];
 };
 
@@ -576,7 +589,6 @@ void exec_job_free(struct exec_job *j)
 	if (!j)
 		return;
 	close_fd(&j->blob);
-	close_fd(&j->sess);
 	for (int i = 0; i < 2; i++) {
 		close_fd(&j->in[i]);
 		close_fd(&j->out[i]);
@@ -594,7 +606,7 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 		ERR("room %s: out of memory", r->id);
 		return NULL;
 	}
-	j->blob = j->sess = -1;
+	j->blob = -1;
 	for (int i = 0; i < 2; i++)
 		j->in[i] = j->out[i] = j->errp[i] = -1;
 	struct timespec wall;
@@ -608,9 +620,8 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 		return NULL;
 	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms);
-	j->sess = j->blob < 0 ? -1 : memfd_create("roombox-session", MFD_CLOEXEC);
-	if (j->sess < 0 || pipe_pair(j->out) < 0 || pipe_pair(j->errp) < 0 ||
+	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms, &j->blob_len);
+	if (j->blob < 0 || pipe_pair(j->out) < 0 || pipe_pair(j->errp) < 0 ||
 	    (j->input && pipe_pair(j->in) < 0)) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
 		exec_job_free(j);
@@ -624,7 +635,7 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 {
 	/* no input: the shell reads the keeper's /dev/null.  A request that
 	 * could not be sent never reached the keeper: it may be tried again. */
-	int fds[5] = { j->blob, j->out[1], j->errp[1], j->sess, j->in[0] };
+	int fds[5] = { j->blob, j->out[1], j->errp[1], j->blob, j->in[0] };
 	if (send_fds(conn, KP_EXEC, fds, j->input ? 5 : 4) < 0) {
 		close(conn);
 		ERR("room %s: the room's keeper is gone", r->id);
@@ -659,7 +670,7 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 		ERR("room %s: the room stopped while the command ran", r->id);
 	} else {
 		if (j->save && !c.timed_out && WIFEXITED(c.status))
-			save_session(r, j->sess, &j->ce);
+			save_session(r, j->blob, (off_t)j->blob_len, &j->ce);
 		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&j->t0), j->stamp, q->base64);
 		rc = 0;
 	}

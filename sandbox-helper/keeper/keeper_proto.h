@@ -8,8 +8,10 @@
  *                      session] and, when the exec has input, [stdin]
  *                      (else the shell reads the keeper's /dev/null); blob
  *                      is a memfd holding a struct kp_blob followed by argc
- *                      then envc NUL-terminated strings; session is a memfd
- *                      the shell writes its `export -p` into as it ends.
+ *                      then envc NUL-terminated strings; session is where
+ *                      the shell writes its `export -p` as it ends (the
+ *                      helper passes the blob's memfd again, its offset at
+ *                      the blob's end).
  *                      The uid and gid the shell runs as are the keeper's
  *                      own (given at its start, ROOMBOX_UID/ROOMBOX_GID),
  *                      never the request's.
