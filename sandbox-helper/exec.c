@@ -53,19 +53,28 @@
 #define SESSION_MAX (120 * 1024)   /* one environment string (MAX_ARG_STRLEN) */
 #define SESSION_END "#roombox-session-end\n"
 
+/* Every redirection costs dash about seven system calls (save, dup2,
+ * restore), so the usual path has none: the saved directory is tested
+ * before cd (2>/dev/null only on the way to a fallback), and the EXIT trap
+ * moves stdout to fd 9 once for both of its writes (the shell is ending:
+ * nothing else is written to stdout). */
 static const char WRAPPER[] =
 	"__RB_WRAPPER=\n"
 	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
 	"if [ -n \"$__RB_ONEOFF_CWD\" ]; then\n"
 	"  cd -- \"$__RB_ONEOFF_CWD\" || exit 1\n"
 	"else\n"
-	"  cd -- \"${__RB_CWD:-/workspace}\" 2>/dev/null || cd /workspace 2>/dev/null || cd /\n"
+	"  __rb_d=${__RB_CWD:-/workspace}\n"
+	"  if ! { [ -d \"$__rb_d\" ] && [ -x \"$__rb_d\" ] && cd -- \"$__rb_d\"; }; then\n"
+	"    cd /workspace 2>/dev/null || cd /\n"
+	"  fi\n"
+	"  unset __rb_d\n"
 	"fi\n"
 	"unset __RB_CWD __RB_ONEOFF_CWD\n"
 	"__rb_c=$1; shift\n"
 	"if [ -n \"$__RB_SAVE\" ]; then\n"
 	"  unset __RB_SAVE\n"
-	"  trap '__RB_CWD=$PWD; export __RB_CWD; export -p >&9; echo \"#roombox-session-end\" >&9' EXIT\n"
+	"  trap '__RB_CWD=$PWD; export __RB_CWD; exec >&9; export -p; echo \"#roombox-session-end\"' EXIT\n"
 	"fi\n"
 	"eval \"$__rb_c\"\n";
 
