@@ -171,6 +171,37 @@ def test_keeper_killed_from_the_host(client, stack, room):
     assert new and new != keeper
 
 
+def test_keeper_killed_during_an_exec_is_not_run_twice(client, stack, room):
+    """A keeper that dies while a command runs takes the command with it:
+    the exec answers at once with an error, and the command is not tried
+    again in the restarted room (it may have done part of its work).  The
+    next exec gets a fresh keeper; files survive."""
+    client.sh(room, "rm -f /workspace/runs")
+    keeper = stack.keeper_pid(room)
+    assert keeper
+    answer = {}
+
+    def run():
+        answer["r"] = client.exec_raw(room, {"cmd": "echo run >> /workspace/runs; sleep 60"},
+                                      timeout=120)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        wait_until(lambda: client.sh(room, "cat /workspace/runs 2>/dev/null; true") == "run\n",
+                   GONE_TIMEOUT, "the command to start")
+        os.kill(keeper, signal.SIGKILL)
+    finally:
+        t.join(90)
+    r = answer["r"]
+    assert r.status == 500, (r.status, r.json)
+    assert "stopped while the command ran" in r.json["error"], r.json
+    assert r.elapsed < 30, f"the exec took {r.elapsed:.1f} s to notice its keeper had died"
+    assert client.sh(room, "cat /workspace/runs") == "run\n"
+    new = stack.keeper_pid(room)
+    assert new and new != keeper
+
+
 def test_keeper_alive_but_not_answering_is_replaced(client, stack, room):
     """A warm exec trusts a keeper that answers on its socket.  One that is
     alive but does not answer (here: its socket file is gone) is stopped and
