@@ -118,7 +118,7 @@ static bool caller_in_service_group(const struct caller *c)
 
 static int load_config(struct helper *h, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(AT_FDCWD, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  /* see open_in */
 	struct stat st;
 	if (fd < 0) {
 		snprintf(h->err, sizeof(h->err), "configuration %s: %s", path, strerror(errno));

@@ -194,7 +194,8 @@ static ssize_t proc_read(int pid, const char *name, char *buf, size_t len)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* openat: musl's open() adds an fcntl for O_CLOEXEC */
+	int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	ssize_t n = read(fd, buf, len - 1);
