@@ -618,10 +618,6 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 	j->blob = -1;
 	for (int i = 0; i < 2; i++)
 		j->in[i] = j->out[i] = j->errp[i] = -1;
-	struct timespec wall;
-	clock_gettime(CLOCK_MONOTONIC, &j->t0);
-	clock_gettime(CLOCK_REALTIME, &wall);
-	iso8601_utc(&wall, j->stamp, sizeof(j->stamp));
 	j->save = !q->cwd && !q->env;
 	j->input = q->stdin_data && q->stdin_len;
 	if (build_env(r, q, j->save, &j->ce, err, errlen) < 0) {
@@ -642,6 +638,12 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
 	     struct mj_writer *result, char *err, size_t errlen)
 {
+	/* timestamp and duration are the command's: from here, not from the
+	 * preparation (a first exec would count the room's creation) */
+	struct timespec wall;
+	clock_gettime(CLOCK_MONOTONIC, &j->t0);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	iso8601_utc(&wall, j->stamp, sizeof(j->stamp));
 	/* no input: the shell reads the keeper's /dev/null.  A request that
 	 * could not be sent never reached the keeper: it may be tried again. */
 	int fds[5] = { j->blob, j->out[1], j->errp[1], j->blob, j->in[0] };

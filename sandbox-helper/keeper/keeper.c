@@ -23,14 +23,14 @@
  * session, drops to the room's uid with no capabilities and no_new_privs,
  * and execs the shell.  Being a subreaper, the shell adopts whatever its
  * descendants orphan; the audit session follows every process the exec
- * starts and the room cannot change it.  At the deadline the keeper stops the shell's tree and session
- * (SIGSTOP, round after round until the set stops growing), kills them, and
- * looks again until none is left.  What an exec leaves running when its
- * shell ends moves to the keeper and stays, unless at the exec's deadline
- * the room is at its process limit (a fork bomb run in the background):
- * then that exec's session is stopped and killed.  Output pipes still held
- * by background processes are drained after the helper is done with them,
- * so those never die of SIGPIPE.
+ * starts and the room cannot change it.  At the deadline the keeper stops
+ * the shell's tree and session (SIGSTOP, round after round until the set
+ * stops growing), kills them, and looks again until none is left.  What
+ * an exec leaves running when its shell ends moves to the keeper and
+ * stays, unless at the exec's deadline the room is at its process limit (a
+ * fork bomb run in the background): then that exec's session is stopped
+ * and killed.  Output pipes still held by background processes are drained
+ * after the helper is done with them, so those never die of SIGPIPE.
  *
  * Signals from inside the room cannot reach the keeper: it is root and the
  * room is not.  SIGTERM from the host ends the room.
@@ -492,10 +492,11 @@ static void exec_message(struct exec *x)
 {
 	if (x->shell > 0) {
 		if (x->start >= 0)
-			exec_started(x);
+			exec_started(x);   /* may close conn (FAILED) */
 		kill_set((struct victims){ x->shell, x->session });
 	}
-	close(x->conn);
+	if (x->conn >= 0)
+		close(x->conn);
 	x->conn = -1;
 	exec_maybe_done(x);
 }
