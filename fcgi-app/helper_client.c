@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,9 @@ static long now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
+
+/* Helper calls in progress in this process (see child_spawn). */
+static atomic_int calls_running;
 
 /* One child: its pid, a pidfd, our end of its stdin, its stdout. */
 struct child {
@@ -135,7 +139,7 @@ static size_t request_prefill(int in[2], const char *req, size_t req_len)
 }
 
 static int child_spawn(const struct helper_target *target, struct child *c,
-		       const char *req, size_t req_len, size_t *sent,
+		       const char *req, size_t req_len, size_t *sent, bool alone,
 		       struct helper_error *err)
 {
 	int in[2] = { -1, -1 }, out;
@@ -156,9 +160,11 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 	/* The child starts on this thread's CPU (we wait for it anyway)
 	 * rather than on an idle one: on a VM, waking a halted vCPU costs more
 	 * than the helper's whole start.  The helper widens its affinity again
-	 * before it starts anything long-lived. */
+	 * before it starts anything long-lived.  Only when this is the one
+	 * call running: under load there is no idle CPU to avoid, and the two
+	 * affinity changes are then pure cost. */
 	cpu_set_t saved, here;
-	int cpu = sched_getcpu();
+	int cpu = alone ? sched_getcpu() : -1;
 	bool pinned = false;
 	if (cpu >= 0 && cpu < CPU_SETSIZE && pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0) {
 		CPU_ZERO(&here);
@@ -388,13 +394,17 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 		set_error(err, 413, "invalid", "request body too large");
 		return NULL;
 	}
-	if (child_spawn(target, &c, req, req_len, &sent, err) < 0)
+	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
+	if (child_spawn(target, &c, req, req_len, &sent, alone, err) < 0) {
+		atomic_fetch_sub(&calls_running, 1);
 		return NULL;
+	}
 	talk = child_talk(&c, req, req_len, sent, deadline, err);
 	if (c.to_child >= 0)
 		close(c.to_child);
 	close(c.pidfd);
 	status = child_wait(c.pid);
+	atomic_fetch_sub(&calls_running, 1);
 	if (talk == 0)
 		talk = reply_read(c.reply, &reply, &reply_len, err);
 	close(c.reply);
