@@ -544,8 +544,15 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 			err_open = stream_read(&c->err);
 		if (i_in >= 0 && p[i_in].revents)
 			collect_stdin(c);
-		if (i_conn >= 0 && p[i_conn].revents)
+		if (i_conn >= 0 && p[i_conn].revents) {
 			collect_message(c, ms_since(&t0), &drain_until, r->cfg->drain_ms);
+			/* the write ends are let go of: usually the output is
+			 * complete and at its end now, no poll needed to see it */
+			if (out_open)
+				out_open = stream_read(&c->out);
+			if (err_open)
+				err_open = stream_read(&c->err);
+		}
 	}
 	collect_release(c);
 	if (c->in_fd >= 0) {
