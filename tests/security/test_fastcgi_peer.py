@@ -1,0 +1,100 @@
+"""A FastCGI peer that does not behave like nginx (anyone who may connect to
+roombox-fcgi's socket): a request that sent its whole body but never the end
+of its input still gets its answer, and the worker is given back.  Spoken
+with raw FastCGI records on the socket, no web server in between.
+
+(A peer that sends no body and no end of input at all still holds a worker
+until it closes: roombox-fcgi reads a body-less request's input to its end
+so that nginx is never cut off mid-write, and libfcgi reads without
+timeouts.  Only root and the web server's group may connect.)"""
+
+import socket
+import struct
+import time
+
+SERVERS = ("nginx",)
+
+BEGIN_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT = 1, 3, 4, 5, 6
+RESPONDER = 1
+
+
+def record(kind, content=b"", request_id=1):
+    return struct.pack(">BBHHBB", 1, kind, request_id, len(content), 0, 0) + content
+
+
+def name_value(name, value):
+    def length(n):
+        return bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
+    return length(len(name)) + length(len(value)) + name + value
+
+
+def post_without_end(sock, token, room, body):
+    """A POST with its body, exactly CONTENT_LENGTH bytes, but not the empty
+    STDIN record that ends a FastCGI request's input."""
+    params = {"REQUEST_METHOD": "POST", "REQUEST_URI": f"/api/rooms/{room}/messages",
+              "SCRIPT_NAME": f"/api/rooms/{room}/messages", "SERVER_PROTOCOL": "HTTP/1.1",
+              "GATEWAY_INTERFACE": "CGI/1.1", "CONTENT_TYPE": "application/json",
+              "CONTENT_LENGTH": str(len(body)), "HTTP_AUTHORIZATION": f"Bearer {token}"}
+    pairs = b"".join(name_value(k.encode(), v.encode()) for k, v in params.items())
+    sock.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, 0)) +
+                 record(PARAMS, pairs) + record(PARAMS) + record(STDIN, body))
+
+
+def read_answer(sock, seconds):
+    """(stdout bytes, whether END_REQUEST came) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    buf, out, ended = b"", b"", False
+    while not ended and time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        buf += chunk
+        while len(buf) >= 8:
+            _, kind, _, clen, plen, _ = struct.unpack(">BBHHBB", buf[:8])
+            if len(buf) < 8 + clen + plen:
+                break
+            if kind == STDOUT:
+                out += buf[8:8 + clen]
+            ended = ended or kind == END_REQUEST
+            buf = buf[8 + clen + plen:]
+    return out, ended
+
+
+BODY = b'{"role":"user","content":"hello"}'
+
+
+def test_a_body_without_the_end_of_input_still_gets_its_answer(stack, room):
+    """roombox-fcgi reads one record past the body to see the input's end
+    (then it may close the connection plainly); that read is bounded, so
+    the answer comes even when the end never does."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(stack.socket))
+        post_without_end(s, stack.token, room, BODY)
+        out, ended = read_answer(s, 20)
+    assert ended, f"no END_REQUEST within 20 s (stdout so far: {out[:200]!r})"
+    assert out.startswith(b"Status: 201"), out[:300]
+    assert b'"content":"hello"' in out, out[-300:]
+
+
+def test_peers_that_never_end_their_input_do_not_use_up_the_workers(stack, client, room):
+    """More such peers than roombox-fcgi has workers, all left open: every
+    one is answered, and a normal request through nginx after them is too."""
+    peers = []
+    try:
+        for _ in range(40):       # the test stacks run the default 32 workers
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(stack.socket))
+            post_without_end(s, stack.token, room, BODY)
+            peers.append(s)
+        for s in peers:
+            out, ended = read_answer(s, 30)
+            assert ended and out.startswith(b"Status: 201"), out[:200]
+        r = client.get(f"/api/rooms/{room}/messages")
+        assert r.status == 200 and len(r.json["messages"]) == 40, (r.status, r.json)
+    finally:
+        for s in peers:
+            s.close()
