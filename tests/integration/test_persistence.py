@@ -49,6 +49,24 @@ def test_a_timed_out_exec_does_not_change_the_session(client, room):
     assert client.sh(room, 'pwd; echo "[$T]"') == "/tmp\n[]\n"
 
 
+def test_a_saved_directory_that_is_gone_or_closed_falls_back_quietly(client, room):
+    client.sh(room, "mkdir -p /tmp/gone /tmp/shut; cd /tmp/gone")
+    client.sh(room, "rmdir /tmp/gone")
+    res = client.exec(room, "pwd")
+    assert (res["stdout"], res["stderr"], res["exitCode"]) == ("/workspace\n", "", 0), res
+    client.sh(room, "cd /tmp/shut; chmod 000 /tmp/shut")
+    res = client.exec(room, "pwd")
+    assert (res["stdout"], res["stderr"], res["exitCode"]) == ("/workspace\n", "", 0), res
+
+
+def test_a_command_that_closes_fd_9_saves_nothing(client, room):
+    """fd 9 is where the shell writes the session as it ends."""
+    client.sh(room, "cd /tmp; export K=1")
+    res = client.exec(room, "exec 9>&-; cd /usr; export K=2")
+    assert res["exitCode"] == 2 and "Bad file descriptor" in res["stderr"], res
+    assert client.sh(room, 'pwd; echo "$K"') == "/tmp\n1\n"
+
+
 def test_background_sleep_returns_at_once_and_keeps_running(client, room):
     r = client.exec_raw(room, {"cmd": "echo before; sleep 300 &"})
     assert r.status == 200, r.json
