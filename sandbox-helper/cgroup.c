@@ -855,6 +855,28 @@ void cgroup_group_remove_if_empty(const struct cgroup_sys *sys)
 			rmdir(dir);   /* EBUSY or ENOTEMPTY: rooms are left */
 }
 
+void cgroup_room_release_memory(const struct cgroup_sys *sys, const char *room)
+{
+	char dir[PATH_MAX], path[PATH_MAX], amount[32];
+	uint64_t used = 0;
+
+	if (sys->mode == CG_NONE || !component_ok(room))
+		return;
+	if (sys->mode == CG_V1) {
+		if (room_path(dir, sizeof(dir), sys, sys->memory_root, room, NULL) == 0 &&
+		    path_fmt(path, sizeof(path), "%s/memory.force_empty", dir) == 0)
+			write_file(path, "0");
+		return;
+	}
+	if (room_path(dir, sizeof(dir), sys, sys->v2_root, room, NULL) < 0 ||
+	    path_fmt(path, sizeof(path), "%s/memory.current", dir) < 0 ||
+	    read_u64(path, &used) < 0 || used == 0 ||
+	    path_fmt(path, sizeof(path), "%s/memory.reclaim", dir) < 0)
+		return;
+	snprintf(amount, sizeof(amount), "%llu", (unsigned long long)used);
+	write_file(path, amount);   /* EAGAIN when not all of it could go */
+}
+
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen)
 {
@@ -866,6 +888,7 @@ int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		return -1;
 	if (kill_until_empty(&op) < 0)
 		return -1;
+	cgroup_room_release_memory(sys, room);
 	return remove_everywhere(&op);
 }
 

@@ -64,8 +64,16 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
  * again into them. */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
 		char *err, size_t errlen);
-/* Kill everything and remove the room's cgroups, with every cgroup below
- * them (all hierarchies). */
+/* Give back the memory still charged to the room's memory cgroup -- page
+ * cache of the files its processes read first, most of it -- by reclaiming
+ * it (v1 memory.force_empty, v2 memory.reclaim), best effort.  Left
+ * charged, those pages keep a removed room's memory cgroup alive in the
+ * kernel ("dying": its shrinker maps and per-CPU data, ~150 KiB) until
+ * memory pressure reclaims them; a host where rooms come and go collects
+ * thousands.  Called with no process left in the room. */
+void cgroup_room_release_memory(const struct cgroup_sys *sys, const char *room);
+/* Kill everything, give the room's memory back, and remove the room's
+ * cgroups, with every cgroup below them (all hierarchies). */
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen);
 /* Remove the instance's <group> directories once they hold no room.  The

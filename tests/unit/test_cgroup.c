@@ -1239,6 +1239,63 @@ static void test_real_v2_unified_processes(void **state)
 	daemons_scenario(&sys, room, &none);
 }
 
+/* The room's memory given back before its cgroup goes (v1 force_empty,
+ * v2 reclaim): a process of the room reads a file into the page cache (it
+ * was dropped from the cache first, so the pages are charged to the room),
+ * ends, and its pages are still charged to the room until the release. */
+#define RELEASE_FILE_MIB 32
+static char release_file[PATH_MAX];
+
+static void body_read_file(int fd)
+{
+	char buf[65536];
+	int in = open(release_file, O_RDONLY | O_CLOEXEC);
+	long total = 0;
+	ssize_t n;
+
+	while (in >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		total += n;
+	report_int(fd, (int)(total >> 20));
+	_exit(0);
+}
+
+static void test_real_release_memory(void **state)
+{
+	(void)state;
+	struct cgroup_sys sys;
+	char room[96], chunk[65536];
+	int report, mib, status;
+	uint64_t before, after, procs;
+
+	real_sys(&sys);
+	room_name(room, sizeof(room), "release");
+	setup_room(&sys, room, &default_limits);
+	snprintf(release_file, sizeof(release_file), "/var/tmp/unit-cg-%d-release", (int)getpid());
+	int out = open(release_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(out >= 0);
+	memset(chunk, 'x', sizeof(chunk));
+	for (int i = 0; i < RELEASE_FILE_MIB * 16; i++)
+		assert_int_equal(write(out, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	assert_int_equal(fsync(out), 0);
+	assert_int_equal(posix_fadvise(out, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(out);
+
+	pid_t top = spawn_in_room(&sys, room, body_read_file, &report);
+	assert_int_equal(read_ints(report, &mib, 1), 1);
+	close(report);
+	assert_int_equal(waitpid(top, &status, 0), top);
+	assert_int_equal(mib, RELEASE_FILE_MIB);
+	cgroup_room_usage(&sys, room, &before, &procs);
+	cgroup_room_release_memory(&sys, room);
+	cgroup_room_usage(&sys, room, &after, &procs);
+	unlink(release_file);
+	print_message("room memory before the release %llu KiB, after %llu KiB\n",
+		      (unsigned long long)(before >> 10), (unsigned long long)(after >> 10));
+	assert_true(before >= (RELEASE_FILE_MIB - 4) * MIB);
+	assert_true(after < 4 * MIB);
+	remove_room(&sys, room);
+}
+
 /* Whatever a failed test left: our rooms, then roombox/ if empty. */
 static void cleanup_tree(const struct cgroup_sys *sys)
 {
@@ -1326,6 +1383,7 @@ int main(void)
 		cmocka_unit_test(test_real_kill_contains_fork_bomb),
 		cmocka_unit_test(test_real_room_kill),
 		cmocka_unit_test(test_real_enter_self_with_pid_0),
+		cmocka_unit_test(test_real_release_memory),
 		cmocka_unit_test(test_real_v2_unified_processes),
 	};
 	int failed = cmocka_run_group_tests_name("cgroup scratch", scratch, NULL, NULL);
