@@ -490,10 +490,9 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 		c->status = m.status;
 		c->timed_out = m.timed_out != 0;
 	} else if (k == (ssize_t)sizeof(m) && m.type == KP_FAILED) {
-		c->failed = true;   /* nothing ran: no output to wait for */
+		c->failed = true;
 		memcpy(c->why, m.text, sizeof(c->why));
 		c->why[sizeof(c->why) - 1] = '\0';
-		*drain_until = now;
 	} else if (k < 0 && errno == EINTR) {
 		return;
 	} else {
@@ -502,8 +501,8 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 	}
 	c->exited = true;
 	collect_release(c);
-	if (!c->failed)
-		*drain_until = now + (double)drain_ms;
+	/* nothing ran after a failed start: no output to wait for */
+	*drain_until = now + (c->failed ? 0.0 : (double)drain_ms);
 }
 
 /* poll until the shell ended, then at most drain_ms for its output.  The
@@ -522,7 +521,6 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 			break;
 		if (!c->exited && now >= hard) {
 			c->lost = c->exited = c->timed_out = true;
-			collect_release(c);
 			break;
 		}
 		struct pollfd p[4];
@@ -591,8 +589,6 @@ static void close_fd(int *fd)
  * connection (one wake-up, not two), and kept for a second attempt when
  * the first keeper turns out to be gone. */
 struct exec_job {
-	struct timespec t0;
-	char stamp[40];
 	bool save, input;
 	struct child_env ce;
 	int blob;                 /* argv and environment, then the session */
@@ -647,10 +643,11 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 {
 	/* timestamp and duration are the command's: from here, not from the
 	 * preparation (a first exec would count the room's creation) */
-	struct timespec wall;
-	clock_gettime(CLOCK_MONOTONIC, &j->t0);
+	struct timespec t0, wall;
+	char stamp[40];
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	clock_gettime(CLOCK_REALTIME, &wall);
-	iso8601_utc(&wall, j->stamp, sizeof(j->stamp));
+	iso8601_utc(&wall, stamp, sizeof(stamp));
 	/* no input: the shell reads the keeper's /dev/null.  A request that
 	 * could not be sent never reached the keeper: it may be tried again. */
 	int fds[5] = { j->blob, j->out[1], j->errp[1], j->blob, j->in[0] };
@@ -670,7 +667,8 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	j->out[1] = j->errp[1] = -1;
 	c.out = (struct stream){ j->out[0], NULL, 0, 0, r->cfg->output_limit, false };
 	c.err = (struct stream){ j->errp[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.in_fd = j->in[1];
+	c.in_fd = j->in[1];   /* collect() writes the input and closes it */
+	j->in[1] = -1;
 	c.in_data = q->stdin_data;
 	c.in_len = q->stdin_len;
 	c.conn = conn;
@@ -679,7 +677,6 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	if (c.in_fd >= 0)
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
 	collect(&c, r, q->timeout_ms);
-	j->in[1] = c.in_fd;
 	close(conn);
 	int rc = -1;
 	if (c.failed) {
@@ -689,7 +686,7 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	} else {
 		if (j->save && !c.timed_out && WIFEXITED(c.status))
 			save_session(r, j->blob, (off_t)j->blob_len, &j->ce);
-		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&j->t0), j->stamp, q->base64);
+		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
 		rc = 0;
 	}
 	free(c.out.buf);
