@@ -109,9 +109,9 @@ static int signal_fd(void)
 	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-static int send_msg(int conn, uint32_t type, int pid, int status, int timed_out, const char *text)
+static int send_msg(int conn, uint32_t type, int status, int timed_out, const char *text)
 {
-	struct kp_msg m = { type, pid, status, timed_out, "" };
+	struct kp_msg m = { type, status, timed_out, "" };
 	if (text)
 		snprintf(m.text, sizeof(m.text), "%s", text);
 	return send(conn, &m, sizeof(m), MSG_NOSIGNAL) == sizeof(m) ? 0 : -1;
@@ -419,7 +419,7 @@ static void exec_started(struct exec *x)
 		x->session = session_of(x->shell);
 	} else {
 		if (x->conn >= 0)
-			send_msg(x->conn, KP_FAILED, 0, 0, 0, n > 0 ? text : "the shell did not start");
+			send_msg(x->conn, KP_FAILED, 0, 0, n > 0 ? text : "the shell did not start");
 		x->reported = true;
 		if (x->conn >= 0)
 			close(x->conn);
@@ -433,7 +433,7 @@ static void exec_started(struct exec *x)
 static void exec_report(struct exec *x)
 {
 	if (!x->reported && !x->shell && x->conn >= 0) {
-		send_msg(x->conn, KP_EXITED, 0, x->status, x->timed_out, NULL);
+		send_msg(x->conn, KP_EXITED, x->status, x->timed_out, NULL);
 		x->reported = true;
 		close(x->conn);
 		x->conn = -1;
@@ -485,16 +485,24 @@ static void reap(void)
 	}
 }
 
+/* Stop and kill a running exec's tree and audit session.  The error pipe
+ * is read first: that is where the session becomes known (a child that has
+ * not reached execve yet has no processes of its own); it may also answer
+ * FAILED and close the connection. */
+static void exec_kill(struct exec *x)
+{
+	if (x->start >= 0)
+		exec_started(x);
+	kill_set((struct victims){ x->shell, x->session });
+}
+
 /* Nothing more comes on an exec's connection once the request is in: it
  * turning readable means the helper hung up (or broke the protocol), and
  * an unfinished exec dies with it. */
 static void exec_message(struct exec *x)
 {
-	if (x->shell > 0) {
-		if (x->start >= 0)
-			exec_started(x);   /* may close conn (FAILED) */
-		kill_set((struct victims){ x->shell, x->session });
-	}
+	if (x->shell > 0)
+		exec_kill(x);
 	if (x->conn >= 0)
 		close(x->conn);
 	x->conn = -1;
@@ -535,9 +543,7 @@ static void deadlines(int64_t now)
 		struct exec *x = &execs[k];
 		if (x->used && x->shell > 0 && !x->timed_out && now >= x->deadline) {
 			x->timed_out = true;
-			if (x->start >= 0)
-				exec_started(x);
-			kill_set((struct victims){ x->shell, x->session });
+			exec_kill(x);
 		}
 	}
 	for (int i = 0; i < n_linger;) {
@@ -607,7 +613,7 @@ static void exec_start(int conn, int *fds, int nfds)
 	}
 	if (why) {
 		plan_free(&plan);
-		send_msg(conn, KP_FAILED, 0, 0, 0, why);
+		send_msg(conn, KP_FAILED, 0, 0, why);
 		close(conn);
 		return;
 	}

@@ -38,13 +38,12 @@
 
 #include <stdint.h>
 
-#define KP_MAGIC 0x72626b34u  /* "rbk4" */
+#define KP_MAGIC 0x72626b35u  /* "rbk5" */
 
 enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_DRAIN };
 
 struct kp_msg {
 	uint32_t type;
-	int32_t pid;
 	int32_t status;
 	int32_t timed_out;
 	char text[200];
