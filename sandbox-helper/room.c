@@ -100,13 +100,21 @@ int room_dirs_prepare(const struct config *cfg, char *err, size_t errlen)
 	return safe_mkdir(p, 0700, err, errlen);
 }
 
-static int open_in(const char *dir, const char *name, int flags, mode_t mode)
+/* <dir>/<name> in p (PATH_MAX); -1 with ENAMETOOLONG if it does not fit. */
+static int path_in(char *p, const char *dir, const char *name)
 {
-	char p[PATH_MAX];
-	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p)) {
+	if (snprintf(p, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	return 0;
+}
+
+static int open_in(const char *dir, const char *name, int flags, mode_t mode)
+{
+	char p[PATH_MAX];
+	if (path_in(p, dir, name) < 0)
+		return -1;
 	/* openat, not open: musl's open() follows O_CLOEXEC with an fcntl
 	 * (for kernels older than 2.6.23), one more system call per file on
 	 * every exec */
@@ -496,7 +504,7 @@ bool room_is_busy(const struct room *r)
 void room_touch_active(const struct room *r)
 {
 	char p[PATH_MAX];
-	if (snprintf(p, sizeof(p), "%s/active", r->state) >= (int)sizeof(p) ||
+	if (path_in(p, r->state, "active") < 0 ||
 	    utimensat(AT_FDCWD, p, NULL, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 		return;
 	int fd = open_in(r->state, "active", O_WRONLY | O_CREAT, 0600);
