@@ -55,7 +55,7 @@ static char fake_root[PATH_MAX];	/* "" = mkdir and rmdir are plain */
 static const char *const fake_files[] = {
 	"cgroup.procs", "cgroup.controllers", "cgroup.subtree_control",
 	"cgroup.events", "cgroup.kill", "memory.max", "memory.swap.max",
-	"memory.current", "pids.max", "pids.current", "cpu.max",
+	"memory.current", "memory.reclaim", "pids.max", "pids.current", "cpu.max",
 };
 
 static bool under_fake_root(const char *path)
@@ -438,6 +438,12 @@ static void test_v2_enter_kill_remove(void **state)
 	cgroup_room_usage(&s->sys, "r1", &mem, &procs);
 	assert_int_equal(mem, 123456789);
 	assert_int_equal(procs, 3);
+
+	/* before the room goes, what is charged to it is reclaimed: as much
+	 * as memory.current says */
+	cgroup_room_release_memory(&s->sys, "r1");
+	assert_string_equal(get("%s/roombox/r1/memory.reclaim", r), "123456789");
+	assert_string_equal(get("%s/roombox/r1/keeper/memory.reclaim", r), "");
 
 	/* cgroups below the room that set-up did not make (older versions
 	 * made one per exec, and a stopped room keeps them across an upgrade)
