@@ -85,6 +85,7 @@ struct child {
 	pid_t pid;
 	int pidfd;
 	int to_child;      /* -1 once closed */
+	size_t sent;       /* of the request, into to_child */
 	int reply;         /* the memfd it writes its answer into */
 };
 
@@ -139,7 +140,7 @@ static size_t request_prefill(int in[2], const char *req, size_t req_len)
 }
 
 static int child_spawn(const struct helper_target *target, struct child *c,
-		       const char *req, size_t req_len, size_t *sent, bool alone,
+		       const char *req, size_t req_len, bool alone,
 		       struct helper_error *err)
 {
 	int in[2] = { -1, -1 }, out;
@@ -156,7 +157,7 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 			  out < 0 ? "memfd_create" : "pipe", strerror(rc));
 		return -1;
 	}
-	*sent = request_prefill(in, req, req_len);
+	c->sent = request_prefill(in, req, req_len);
 	/* The child starts on this thread's CPU (we wait for it anyway)
 	 * rather than on an idle one: on a VM, waking a halted vCPU costs more
 	 * than the helper's whole start.  The helper widens its affinity again
@@ -272,7 +273,7 @@ static int reply_read(int fd, char **reply, size_t *reply_len, struct helper_err
 /* Feed the rest of the request (if the pipe did not take it all at once)
  * until the helper exits.  0, or -1 with err set (the child is then
  * killed). */
-static int child_talk(struct child *c, const char *req, size_t req_len, size_t sent,
+static int child_talk(struct child *c, const char *req, size_t req_len,
 		      long deadline, struct helper_error *err)
 {
 	for (;;) {
@@ -299,12 +300,12 @@ static int child_talk(struct child *c, const char *req, size_t req_len, size_t s
 		if (pfd[0].revents)
 			return 0;   /* exited: all it wrote is in the memfd */
 		if (w >= 0 && pfd[w].revents) {
-			ssize_t n = write_nosigpipe(c->to_child, req + sent, req_len - sent);
+			ssize_t n = write_nosigpipe(c->to_child, req + c->sent, req_len - c->sent);
 
 			if (n > 0)
-				sent += (size_t)n;
+				c->sent += (size_t)n;
 			/* EPIPE: the helper stopped reading; its reply says why */
-			if ((n < 0 && errno != EAGAIN && errno != EINTR) || sent == req_len) {
+			if ((n < 0 && errno != EAGAIN && errno != EINTR) || c->sent == req_len) {
 				close(c->to_child);
 				c->to_child = -1;
 			}
@@ -378,7 +379,7 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 {
 	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
 	const char *req;
-	size_t req_len = 0, reply_len = 0, sent = 0;
+	size_t req_len = 0, reply_len = 0;
 	char *reply = NULL;
 	long deadline = now_ms() + deadline_ms;
 	int talk, status;
@@ -395,11 +396,11 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 		return NULL;
 	}
 	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
-	if (child_spawn(target, &c, req, req_len, &sent, alone, err) < 0) {
+	if (child_spawn(target, &c, req, req_len, alone, err) < 0) {
 		atomic_fetch_sub(&calls_running, 1);
 		return NULL;
 	}
-	talk = child_talk(&c, req, req_len, sent, deadline, err);
+	talk = child_talk(&c, req, req_len, deadline, err);
 	if (c.to_child >= 0)
 		close(c.to_child);
 	close(c.pidfd);
