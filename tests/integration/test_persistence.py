@@ -67,6 +67,16 @@ def test_a_command_that_closes_fd_9_saves_nothing(client, room):
     assert client.sh(room, 'pwd; echo "$K"') == "/tmp\n1\n"
 
 
+def test_megabytes_written_to_fd_9_are_not_a_session(client, room):
+    """fd 9 (where the session is written as the shell ends) is a memfd:
+    a command that floods it gets its normal answer, nothing is saved (more
+    than a shell could take back), and the room goes on."""
+    client.sh(room, "cd /tmp; export F=1")
+    res = client.exec(room, "head -c 50000000 /dev/zero >&9; cd /usr; export F=2; echo written")
+    assert (res["exitCode"], res["stdout"]) == (0, "written\n"), res
+    assert client.sh(room, 'pwd; echo "$F"') == "/tmp\n1\n"
+
+
 def test_background_sleep_returns_at_once_and_keeps_running(client, room):
     r = client.exec_raw(room, {"cmd": "echo before; sleep 300 &"})
     assert r.status == 200, r.json
