@@ -203,6 +203,21 @@ static void serve_one(FCGX_Request *req)
 	json_object_put(rs.body);
 }
 
+/* Every read of a request's input, after libfcgi has its parameters,
+ * waits at most `ms` for the peer: the body (which nginx and lighttpd send
+ * whole, at once), the rest of a body-less request's input (the router
+ * reads it to its end), and the end of the stream below.  A peer that stops
+ * sending gets its answer all the same and gives the worker back. */
+#define INPUT_WAIT_MS 10000
+#define INPUT_END_MS 200
+
+static int input_wait(FCGX_Request *req, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	return setsockopt(req->ipcFd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 /* libfcgi closes a connection gracefully: shutdown(), then wait until
  * nginx closes its end, so that no reset can cost nginx the answer.  A
  * reset only comes from input left unread; when the request's input has
@@ -211,15 +226,11 @@ static void serve_one(FCGX_Request *req)
  * a wake-up of this thread and a few system calls per request.  That read
  * waits at most INPUT_END_MS (the answer is sent only after it): a client
  * that never ends its input gets the graceful close, as before. */
-#define INPUT_END_MS 200
-
 static void input_end_or_graceful(FCGX_Request *req)
 {
-	struct timeval tv = { 0, INPUT_END_MS * 1000 };
 	char c;
 
-	if (!FCGX_HasSeenEOF(req->in) &&
-	    setsockopt(req->ipcFd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0)
+	if (!FCGX_HasSeenEOF(req->in) && input_wait(req, INPUT_END_MS) == 0)
 		FCGX_GetStr(&c, 1, req->in);
 	if (FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in))
 		FCGX_Detach(req);
@@ -243,6 +254,7 @@ static void *worker_main(void *arg)
 			usleep(100 * 1000);   /* EMFILE and friends: do not spin */
 			continue;
 		}
+		input_wait(&req, INPUT_WAIT_MS);
 		serve_one(&req);
 		input_end_or_graceful(&req);
 	}

@@ -1,12 +1,9 @@
 """A FastCGI peer that does not behave like nginx (anyone who may connect to
-roombox-fcgi's socket): a request that sent its whole body but never the end
-of its input still gets its answer, and the worker is given back.  Spoken
-with raw FastCGI records on the socket, no web server in between.
-
-(A peer that sends no body and no end of input at all still holds a worker
-until it closes: roombox-fcgi reads a body-less request's input to its end
-so that nginx is never cut off mid-write, and libfcgi reads without
-timeouts.  Only root and the web server's group may connect.)"""
+roombox-fcgi's socket): a request whose input never ends -- after its whole
+body, or with no input at all -- still gets its answer, and the worker is
+given back.  Spoken with raw FastCGI records on the socket, no web server in
+between.  (A peer that stops in the middle of its parameters is libfcgi's
+to wait for: it reads them without a timeout.)"""
 
 import socket
 import struct
@@ -38,6 +35,16 @@ def post_without_end(sock, token, room, body):
     pairs = b"".join(name_value(k.encode(), v.encode()) for k, v in params.items())
     sock.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, 0)) +
                  record(PARAMS, pairs) + record(PARAMS) + record(STDIN, body))
+
+
+def get_without_input(sock):
+    """GET /api/health's parameters, and no STDIN record at all."""
+    params = {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/health",
+              "SCRIPT_NAME": "/api/health", "SERVER_PROTOCOL": "HTTP/1.1",
+              "GATEWAY_INTERFACE": "CGI/1.1"}
+    pairs = b"".join(name_value(k.encode(), v.encode()) for k, v in params.items())
+    sock.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, 0)) +
+                 record(PARAMS, pairs) + record(PARAMS))
 
 
 def read_answer(sock, seconds):
@@ -98,3 +105,15 @@ def test_peers_that_never_end_their_input_do_not_use_up_the_workers(stack, clien
     finally:
         for s in peers:
             s.close()
+
+
+def test_a_request_without_any_input_still_gets_its_answer(stack):
+    """roombox-fcgi reads a body-less request's input to its end (so that
+    nginx is never cut off mid-write); that read waits 10 s at most."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(stack.socket))
+        get_without_input(s)
+        out, ended = read_answer(s, 40)
+    assert ended, f"no END_REQUEST within 40 s (stdout so far: {out[:200]!r})"
+    assert out.startswith(b"Status: 200"), out[:200]
+    assert b'"ok":true' in out.replace(b" ", b""), out[-200:]
