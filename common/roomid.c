@@ -5,6 +5,7 @@
  * locale and could accept bytes above 0x7f. */
 #include "roomid.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool is_alnum_ascii(unsigned char ch)
@@ -29,4 +30,9 @@ bool room_id_valid(const char *s)
 {
 	/* strnlen: never scan far past the longest valid id. */
 	return s && room_id_valid_n(s, strnlen(s, ROOM_ID_MAX + 1));
+}
+
+void room_sandbox_name(const char *id, char *buf, size_t len)
+{
+	snprintf(buf, len, "sandbox-%s", id);
 }

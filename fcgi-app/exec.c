@@ -1,9 +1,19 @@
-/* POST /api/rooms/{id}/sandbox/exec (SPEC §2.1). */
+/* POST /api/rooms/{id}/sandbox/exec (SPEC §2.1).
+ *
+ * The helper answers with facts (a wait status, the output's bytes, times
+ * as integers: common/protocol.h); the client's `result` -- exit code and
+ * signal name, UTF-8 repair or base64, the duration and ISO timestamp -- is
+ * made here, unprivileged. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "exec.h"
 #include "http.h"
+#include "protocol.h"
+#include "textenc.h"
+#include "timefmt.h"
 
 /* max_concurrent_execs: a slot is taken before the helper is spawned and
  * given back when it has answered.  <= 0 means no limit. */
@@ -29,22 +39,128 @@ static json_object *exec_helper_request(const char *room, const struct exec_requ
 {
 	json_object *req = json_object_new_object();
 
-	json_object_object_add(req, "op", json_object_new_string("exec"));
-	json_object_object_add(req, "room", json_object_new_string(room));
-	json_object_object_add(req, "cmd", json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
+	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_EXEC));
+	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
+	json_object_object_add(req, HK_CMD, json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
 	if (ex->timeout_ms)
-		json_object_object_add(req, "timeout_ms", json_object_new_int64((int64_t)ex->timeout_ms));
+		json_object_object_add(req, HK_TIMEOUT_MS, json_object_new_int64((int64_t)ex->timeout_ms));
 	if (ex->env)
-		json_object_object_add(req, "env", json_object_get(ex->env));
+		json_object_object_add(req, HK_ENV, json_object_get(ex->env));
 	if (ex->cwd)
-		json_object_object_add(req, "cwd", json_object_new_string(ex->cwd));
+		json_object_object_add(req, HK_CWD, json_object_new_string(ex->cwd));
 	if (ex->stdin_data)
-		json_object_object_add(req, "stdin",
+		json_object_object_add(req, HK_STDIN,
 				       json_object_new_string_len(ex->stdin_data, (int)ex->stdin_len));
-	if (ex->has_encoding)
-		json_object_object_add(req, "encoding", json_object_new_string(
-			ex->encoding == EXEC_ENCODING_BASE64 ? "base64" : "utf8"));
 	return req;
+}
+
+/* "SIGKILL" etc. (glibc's sigabbrev_np); the kernel's real-time signals,
+ * 32 to 64, as SIGRT0 to SIGRT32. */
+static void signal_name(int sig, char *buf, size_t len)
+{
+	const char *abbrev = sigabbrev_np(sig);
+
+	if (abbrev)
+		snprintf(buf, len, "SIG%s", abbrev);
+	else if (sig >= 32 && sig <= 64)
+		snprintf(buf, len, "SIGRT%d", sig - 32);
+	else
+		snprintf(buf, len, "SIGUNKNOWN");
+}
+
+/* One stream of output as the client asked for it: UTF-8 with U+FFFD for
+ * what is not (the default), or base64 of the exact bytes. */
+static json_object *exec_stream(const char *data, size_t len, bool base64)
+{
+	json_object *v;
+	char *text;
+	size_t n = len;
+
+	text = base64 ? base64_encode((const unsigned char *)data, len)
+		      : utf8_sanitize(data, len, &n);
+	if (!text)
+		return NULL;
+	v = json_object_new_string_len(text, base64 ? (int)strlen(text) : (int)n);
+	free(text);
+	return v;
+}
+
+static bool reply_int(json_object *reply, const char *key, int64_t *out)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_int))
+		return false;
+	*out = json_object_get_int64(v);
+	return true;
+}
+
+static bool reply_bool(json_object *reply, const char *key, bool *out)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_boolean))
+		return false;
+	*out = json_object_get_boolean(v);
+	return true;
+}
+
+json_object *exec_result_shape(json_object *reply, const struct helper_bytes *tail,
+			       const struct exec_request *ex, char *why, size_t whylen)
+{
+	int64_t status, out_len, err_len, dur_us, started;
+	bool timed_out, out_cut, err_cut;
+	char sig[32] = "", stamp[40], dur[32];
+	int code;
+
+	if (!reply_int(reply, HK_WAIT_STATUS, &status) || !reply_bool(reply, HK_TIMED_OUT, &timed_out) ||
+	    !reply_int(reply, HK_STDOUT_BYTES, &out_len) || !reply_int(reply, HK_STDERR_BYTES, &err_len) ||
+	    !reply_bool(reply, HK_STDOUT_TRUNCATED, &out_cut) ||
+	    !reply_bool(reply, HK_STDERR_TRUNCATED, &err_cut) ||
+	    !reply_int(reply, HK_DURATION_US, &dur_us) || !reply_int(reply, HK_STARTED_MS, &started)) {
+		snprintf(why, whylen, "roombox-helper: exec reply lacks a field");
+		return NULL;
+	}
+	if (out_len < 0 || err_len < 0 || dur_us < 0 || (uint64_t)out_len + (uint64_t)err_len != tail->len) {
+		snprintf(why, whylen, "roombox-helper: exec reply: output lengths do not match");
+		return NULL;
+	}
+	if (timed_out) {
+		code = 124;
+		snprintf(sig, sizeof(sig), "SIGKILL");
+	} else if (WIFSIGNALED((int)status)) {
+		code = 128 + WTERMSIG((int)status);
+		signal_name(WTERMSIG((int)status), sig, sizeof(sig));
+	} else {
+		code = WEXITSTATUS((int)status);
+	}
+	bool base64 = ex->has_encoding && ex->encoding == EXEC_ENCODING_BASE64;
+	json_object *out = exec_stream(tail->data, (size_t)out_len, base64);
+	json_object *err = exec_stream(tail->data + out_len, (size_t)err_len, base64);
+	if (!out || !err) {
+		json_object_put(out);
+		json_object_put(err);
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	json_object *result = json_object_new_object(), *cut = json_object_new_object();
+	json_object_object_add(result, "stdout", out);
+	json_object_object_add(result, "stderr", err);
+	json_object_object_add(result, "exitCode", json_object_new_int(code));
+	json_object_object_add(result, "success", json_object_new_boolean(code == 0));
+	json_object_object_add(result, "signal", sig[0] ? json_object_new_string(sig) : NULL);
+	json_object_object_add(result, "timedOut", json_object_new_boolean(timed_out));
+	json_object_object_add(cut, "stdout", json_object_new_boolean(out_cut));
+	json_object_object_add(cut, "stderr", json_object_new_boolean(err_cut));
+	json_object_object_add(result, "truncated", cut);
+	json_object_object_add(result, "command", json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
+	/* milliseconds with three decimals, as the seed's performance.now()
+	 * difference prints them */
+	snprintf(dur, sizeof(dur), "%lld.%03lld", (long long)(dur_us / 1000), (long long)(dur_us % 1000));
+	json_object_object_add(result, "duration", json_object_new_double_s((double)dur_us / 1000.0, dur));
+	iso8601_utc_ms(started, stamp, sizeof(stamp));
+	json_object_object_add(result, "timestamp", json_object_new_string(stamp));
+	return result;
 }
 
 json_object *exec_in_room(struct app *app, const char *room,
@@ -52,7 +168,8 @@ json_object *exec_in_room(struct app *app, const char *room,
 {
 	struct helper_target target = app_helper(app);
 	uint64_t timeout = ex->timeout_ms ? ex->timeout_ms : app->cfg.exec_timeout_ms;
-	json_object *req, *reply;
+	struct helper_bytes tail;
+	json_object *req, *reply, *result = NULL;
 
 	if (!exec_slot_take(app)) {
 		memset(err, 0, sizeof(*err));
@@ -62,37 +179,21 @@ json_object *exec_in_room(struct app *app, const char *room,
 		return NULL;
 	}
 	req = exec_helper_request(room, ex);
-	reply = helper_call(&target, req,
-			    (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, err);
+	reply = helper_call_tail(&target, req,
+				 (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, &tail, err);
 	json_object_put(req);
 	exec_slot_give(app);
-	if (!reply)
-		fprintf(stderr, "roombox-fcgi: room %s: exec: %s\n", room, err->message);
-	return reply;
-}
-
-/* The seed's `result`, key order as in SPEC §2.1, `command` (from the
- * request) between truncated and duration. */
-static json_object *exec_result(json_object *reply, const struct exec_request *ex,
-				char *missing, size_t missing_len)
-{
-	static const char *const keys[] = { "stdout", "stderr", "exitCode", "success",
-					    "signal", "timedOut", "truncated", "command",
-					    "duration", "timestamp" };
-	json_object *result = json_object_new_object(), *v;
-
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		if (strcmp(keys[i], "command") == 0) {
-			v = json_object_new_string_len(ex->cmd, (int)ex->cmd_len);
-		} else if (json_object_object_get_ex(reply, keys[i], &v)) {
-			json_object_get(v);
-		} else {
-			snprintf(missing, missing_len, "roombox-helper: exec reply lacks \"%s\"", keys[i]);
-			json_object_put(result);
-			return NULL;
+	if (reply) {
+		result = exec_result_shape(reply, &tail, ex, err->message, sizeof(err->message));
+		if (!result) {
+			err->http_status = 500;
+			snprintf(err->code, sizeof(err->code), "reply");
 		}
-		json_object_object_add(result, keys[i], v);
+		json_object_put(reply);
+		helper_bytes_free(&tail);
 	}
+	if (!result)
+		fprintf(stderr, "roombox-fcgi: room %s: exec: %s\n", room, err->message);
 	return result;
 }
 
@@ -100,8 +201,8 @@ void api_exec_post(struct request *rq, struct response *rs)
 {
 	struct exec_request ex;
 	struct helper_error err;
-	json_object *details, *reply, *result, *answer;
-	char name[sizeof("sandbox-") + ROOM_ID_MAX];
+	json_object *details, *result, *answer;
+	char name[SANDBOX_NAME_MAX + 1];
 
 	details = validate_exec_request(rq->body, rq->app->cfg.exec_timeout_max_ms, &ex);
 	if (details) {
@@ -111,8 +212,8 @@ void api_exec_post(struct request *rq, struct response *rs)
 		response_json(rs, 400, answer);
 		return;
 	}
-	reply = exec_in_room(rq->app, rq->room, &ex, &err);
-	if (!reply) {
+	result = exec_in_room(rq->app, rq->room, &ex, &err);
+	if (!result) {
 		switch (err.http_status) {
 		case 503:
 			rs->retry_after = 1;
@@ -129,14 +230,7 @@ void api_exec_post(struct request *rq, struct response *rs)
 		}
 		return;
 	}
-	result = exec_result(reply, &ex, err.message, sizeof(err.message));
-	json_object_put(reply);
-	if (!result) {
-		fprintf(stderr, "roombox-fcgi: room %s: exec: %s\n", rq->room, err.message);
-		response_error(rs, 500, "sandbox execution failed: %s", err.message);
-		return;
-	}
-	snprintf(name, sizeof(name), "sandbox-%s", rq->room);
+	room_sandbox_name(rq->room, name, sizeof(name));
 	answer = json_object_new_object();
 	json_object_object_add(answer, "result", result);
 	json_object_object_add(answer, "sandboxName", json_object_new_string(name));

@@ -46,11 +46,11 @@ int helper_code_status(const char *code)
 {
 	if (!code)
 		return 500;
-	if (strcmp(code, "invalid") == 0)
+	if (strcmp(code, HELPER_ERR_INVALID) == 0)
 		return 400;
-	if (strcmp(code, "not_found") == 0)
+	if (strcmp(code, HELPER_ERR_NOT_FOUND) == 0)
 		return 404;
-	if (strcmp(code, "limit") == 0)
+	if (strcmp(code, HELPER_ERR_LIMIT) == 0)
 		return 429;
 	return 500;   /* denied, failed, anything new */
 }
@@ -90,7 +90,8 @@ struct child {
 };
 
 static void __attribute__((noreturn)) child_exec(const struct helper_target *target,
-						 int in, int out, volatile int *exec_errno)
+						 int in, int out, const cpu_set_t *affinity,
+						 volatile int *exec_errno)
 {
 	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	char *const argv[] = { (char *)target->helper, "-c", (char *)target->config_path, NULL };
@@ -107,6 +108,10 @@ static void __attribute__((noreturn)) child_exec(const struct helper_target *tar
 		_exit(127);
 	}
 	syscall(SYS_close_range, 3, ~0U, 0);
+	/* the CPU pin was for where the child starts; the helper (and a room
+	 * it starts) runs with the service's own affinity, never one we chose */
+	if (affinity)
+		sched_setaffinity(0, sizeof(*affinity), affinity);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execve(target->helper, argv, envp);
@@ -160,10 +165,11 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 	c->sent = request_prefill(in, req, req_len);
 	/* The child starts on this thread's CPU (we wait for it anyway)
 	 * rather than on an idle one: on a VM, waking a halted vCPU costs more
-	 * than the helper's whole start.  The helper widens its affinity again
-	 * before it starts anything long-lived.  Only when this is the one
-	 * call running: under load there is no idle CPU to avoid, and the two
-	 * affinity changes are then pure cost. */
+	 * than the helper's whole start.  The child puts back our thread's own
+	 * affinity before it execs (child_exec), so the setuid helper never
+	 * has to change it.  Only when this is the one call running: under
+	 * load there is no idle CPU to avoid, and the affinity changes are
+	 * then pure cost. */
 	cpu_set_t saved, here;
 	int cpu = alone ? sched_getcpu() : -1;
 	bool pinned = false;
@@ -177,7 +183,7 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	c->pid = vfork();
 	if (c->pid == 0)
-		child_exec(target, in[0], out, &exec_errno);
+		child_exec(target, in[0], out, pinned ? &saved : NULL, &exec_errno);
 	rc = c->pid < 0 ? errno : exec_errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pinned)
@@ -326,13 +332,16 @@ static int child_wait(pid_t pid)
 	return status;
 }
 
-/* Turn exit status + stdout into the reply or an error. */
-static json_object *reply_decode(int status, const char *text, size_t len,
+/* Turn exit status + stdout into the reply or an error.  The answer is the
+ * first line (common/protocol.h); what follows it is the tail. */
+static json_object *reply_decode(int status, const char *text, size_t len, size_t *header_len,
 				 struct helper_error *err)
 {
 	json_object *reply = NULL, *msg, *code;
 	char perr[128];
+	const char *nl = memchr(text, '\n', len);
 
+	*header_len = nl ? (size_t)(nl - text) + 1 : len;
 	if (status == -1) {
 		set_error(err, 500, "spawn", "roombox-helper: waitpid: %s", strerror(errno));
 		return NULL;
@@ -344,7 +353,7 @@ static json_object *reply_decode(int status, const char *text, size_t len,
 			  WTERMSIG(status), name ? name : "unknown");
 		return NULL;
 	}
-	if (json_parse_strict(text, len, &reply, perr, sizeof(perr)) < 0 ||
+	if (json_parse_strict(text, *header_len, &reply, perr, sizeof(perr)) < 0 ||
 	    !json_object_is_type(reply, json_type_object)) {
 		json_object_put(reply);
 		if (len == 0)
@@ -355,16 +364,16 @@ static json_object *reply_decode(int status, const char *text, size_t len,
 				  WEXITSTATUS(status), reply ? "" : ": ", reply ? "" : perr);
 		return NULL;
 	}
-	if (WEXITSTATUS(status) == 0 && !json_object_object_get_ex(reply, "error", NULL))
+	if (WEXITSTATUS(status) == 0 && !json_object_object_get_ex(reply, HK_ERROR, NULL))
 		return reply;
-	if (json_object_object_get_ex(reply, "error", &msg) &&
+	if (json_object_object_get_ex(reply, HK_ERROR, &msg) &&
 	    json_object_is_type(msg, json_type_string)) {
 		const char *c = NULL;
 
-		if (json_object_object_get_ex(reply, "code", &code) &&
+		if (json_object_object_get_ex(reply, HK_CODE, &code) &&
 		    json_object_is_type(code, json_type_string))
 			c = json_object_get_string(code);
-		set_error(err, helper_code_status(c), c ? c : "failed", "%s",
+		set_error(err, helper_code_status(c), c ? c : HELPER_ERR_FAILED, "%s",
 			  json_object_get_string(msg));
 	} else {
 		set_error(err, 500, "reply", "roombox-helper: exited with status %d without an \"error\"",
@@ -374,25 +383,28 @@ static json_object *reply_decode(int status, const char *text, size_t len,
 	return NULL;
 }
 
-json_object *helper_call(const struct helper_target *target, json_object *request,
-			 long deadline_ms, struct helper_error *err)
+json_object *helper_call_tail(const struct helper_target *target, json_object *request,
+			      long deadline_ms, struct helper_bytes *tail,
+			      struct helper_error *err)
 {
 	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
 	const char *req;
-	size_t req_len = 0, reply_len = 0;
+	size_t req_len = 0, reply_len = 0, header_len = 0;
 	char *reply = NULL;
 	long deadline = now_ms() + deadline_ms;
 	int talk, status;
 	json_object *out;
 
 	memset(err, 0, sizeof(*err));
+	if (tail)
+		*tail = (struct helper_bytes){ 0 };
 	req = json_write(request, &req_len);
 	if (!req) {
 		set_error(err, 500, "spawn", "roombox-helper: cannot serialise the request");
 		return NULL;
 	}
 	if (req_len > HELPER_REQUEST_MAX) {
-		set_error(err, 413, "invalid", "request body too large");
+		set_error(err, 413, HELPER_ERR_INVALID, "request body too large");
 		return NULL;
 	}
 	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
@@ -415,7 +427,25 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 				 "roombox-helper: no answer within %ld ms, killed", deadline_ms);
 		return NULL;
 	}
-	out = reply_decode(status, reply, reply_len, err);
+	out = reply_decode(status, reply, reply_len, &header_len, err);
+	if (out && tail) {
+		tail->buf = reply;   /* the tail stays where it was read */
+		tail->data = reply + header_len;
+		tail->len = reply_len - header_len;
+		return out;
+	}
 	free(reply);
 	return out;
+}
+
+json_object *helper_call(const struct helper_target *target, json_object *request,
+			 long deadline_ms, struct helper_error *err)
+{
+	return helper_call_tail(target, request, deadline_ms, NULL, err);
+}
+
+void helper_bytes_free(struct helper_bytes *b)
+{
+	free(b->buf);
+	*b = (struct helper_bytes){ 0 };
 }

@@ -8,7 +8,7 @@
 #include <json-c/json.h>
 
 /* A reply bigger than this is cut off and the call fails (two streams of
- * output_limit bytes, base64-encoded, fit many times over). */
+ * output_limit bytes, raw, fit many times over). */
 #define HELPER_REPLY_MAX (64u << 20)
 
 /* Wall-clock bound on operations other than exec (creating a room may have
@@ -32,6 +32,20 @@ struct helper_target {
  * helper is killed. */
 json_object *helper_call(const struct helper_target *target, json_object *request,
 			 long deadline_ms, struct helper_error *err);
+
+/* What follows the answer's line (an exec's output): data/len point into
+ * buf, which the caller frees with helper_bytes_free. */
+struct helper_bytes {
+	char *buf;
+	const char *data;
+	size_t len;
+};
+
+/* helper_call, keeping the answer's tail in *tail (on success). */
+json_object *helper_call_tail(const struct helper_target *target, json_object *request,
+			      long deadline_ms, struct helper_bytes *tail,
+			      struct helper_error *err);
+void helper_bytes_free(struct helper_bytes *b);
 
 /* The HTTP status for a helper error code ("limit" -> 429, ...). */
 int helper_code_status(const char *code);

@@ -68,6 +68,7 @@
 #include "store.h"
 #include "auth.h"
 #include "helper_client.h"
+#include "protocol.h"
 #include "http.h"
 #include "router.h"
 
@@ -270,7 +271,7 @@ static json_object *service_op(const char *op, long deadline_ms)
 	struct helper_error err;
 	json_object *req = json_object_new_object(), *reply;
 
-	json_object_object_add(req, "op", json_object_new_string(op));
+	json_object_object_add(req, HK_OP, json_object_new_string(op));
 	reply = helper_call(&target, req, deadline_ms, &err);
 	json_object_put(req);
 	if (!reply)
@@ -284,7 +285,7 @@ static void log_stopped(const char *why, json_object *reply)
 	json_object *list;
 	size_t i, n;
 
-	if (!json_object_object_get_ex(reply, "stopped", &list) ||
+	if (!json_object_object_get_ex(reply, HK_STOPPED, &list) ||
 	    !json_object_is_type(list, json_type_array))
 		return;
 	n = json_object_array_length(list);
@@ -295,10 +296,10 @@ static void log_stopped(const char *why, json_object *reply)
 
 static void cache_cgroup_mode(void)
 {
-	json_object *reply = service_op("info", 30 * 1000), *mode;
+	json_object *reply = service_op(HELPER_OP_INFO, 30 * 1000), *mode;
 
 	snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "unknown");
-	if (reply && json_object_object_get_ex(reply, "cgroup", &mode) &&
+	if (reply && json_object_object_get_ex(reply, HK_CGROUP, &mode) &&
 	    json_object_is_type(mode, json_type_string))
 		snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "%s",
 			 json_object_get_string(mode));
@@ -334,7 +335,7 @@ static void *idle_main(void *arg)
 		if (atomic_load(&stopping))
 			break;
 		pthread_mutex_unlock(&stop_lock);
-		reply = service_op("stop-idle", HELPER_DEFAULT_DEADLINE_MS);
+		reply = service_op(HELPER_OP_STOP_IDLE, HELPER_DEFAULT_DEADLINE_MS);
 		log_stopped("idle", reply);
 		json_object_put(reply);
 		pthread_mutex_lock(&stop_lock);
@@ -503,7 +504,7 @@ int main(int argc, char **argv)
 	pthread_cond_broadcast(&stop_cond);
 	pthread_mutex_unlock(&stop_lock);
 
-	reply = service_op("stop-all", STOP_ALL_DEADLINE_MS);
+	reply = service_op(HELPER_OP_STOP_ALL, STOP_ALL_DEADLINE_MS);
 	log_stopped("service stopping", reply);
 	json_object_put(reply);
 

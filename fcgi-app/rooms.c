@@ -4,7 +4,9 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
+#include "protocol.h"
 #include "store.h"
+#include "timefmt.h"
 
 /* Answer a helper failure: the helper's message names the room and step. */
 static void helper_failure(struct response *rs, const char *room, const char *op,
@@ -21,9 +23,9 @@ static json_object *room_op(const char *op, const char *room)
 {
 	json_object *req = json_object_new_object();
 
-	json_object_object_add(req, "op", json_object_new_string(op));
+	json_object_object_add(req, HK_OP, json_object_new_string(op));
 	if (room)
-		json_object_object_add(req, "room", json_object_new_string(room));
+		json_object_object_add(req, HK_ROOM, json_object_new_string(room));
 	return req;
 }
 
@@ -43,59 +45,111 @@ void api_rooms_create(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
 	json_object *reply, *answer;
-	char id[37], name[sizeof("sandbox-") + 36];
+	char id[37], name[SANDBOX_NAME_MAX + 1];
 	uuid_t uu;
 
 	uuid_generate_random(uu);
 	uuid_unparse_lower(uu, id);
-	reply = room_call(rq->app, "create", id, &err);
+	reply = room_call(rq->app, HELPER_OP_CREATE, id, &err);
 	if (!reply) {
 		helper_failure(rs, id, "create", &err);
 		return;
 	}
 	json_object_put(reply);
-	snprintf(name, sizeof(name), "sandbox-%s", id);
+	room_sandbox_name(id, name, sizeof(name));
 	answer = json_object_new_object();
 	json_object_object_add(answer, "roomId", json_object_new_string(id));
 	json_object_object_add(answer, "sandboxName", json_object_new_string(name));
 	response_json(rs, 201, answer);
 }
 
+/* SPEC §2.4's <status> from the helper's (common/protocol.h); NULL when
+ * the helper's lacks a field. */
+static json_object *room_status_answer(json_object *facts)
+{
+	json_object *id, *running, *created, *v, *usage, *st;
+	char name[SANDBOX_NAME_MAX + 1], stamp[40];
+	static const char *const counts[][2] = {
+		{ HK_DISK_BYTES, "diskBytes" }, { HK_MEMORY_BYTES, "memoryBytes" },
+		{ HK_PROCESSES, "processes" },
+	};
+
+	if (!json_object_object_get_ex(facts, HK_ROOM, &id) || !json_object_is_type(id, json_type_string) ||
+	    !json_object_object_get_ex(facts, HK_RUNNING, &running) ||
+	    !json_object_object_get_ex(facts, HK_CREATED_AT, &created) ||
+	    !json_object_object_get_ex(facts, HK_LAST_ACTIVE_MS, &v) || !json_object_is_type(v, json_type_int))
+		return NULL;
+	room_sandbox_name(json_object_get_string(id), name, sizeof(name));
+	iso8601_utc_ms(json_object_get_int64(v), stamp, sizeof(stamp));
+	st = json_object_new_object();
+	json_object_object_add(st, "roomId", json_object_get(id));
+	json_object_object_add(st, "sandboxName", json_object_new_string(name));
+	json_object_object_add(st, "state", json_object_new_string(
+		json_object_get_boolean(running) ? "running" : "stopped"));
+	json_object_object_add(st, "createdAt", json_object_get(created));
+	json_object_object_add(st, "lastActiveAt", json_object_new_string(stamp));
+	usage = json_object_new_object();
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		int64_t n = json_object_object_get_ex(facts, counts[i][0], &v) ? json_object_get_int64(v) : 0;
+
+		json_object_object_add(usage, counts[i][1], json_object_new_int64(n));
+	}
+	json_object_object_add(st, "usage", usage);
+	return st;
+}
+
 void api_rooms_list(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
-	json_object *reply, *rooms;
+	json_object *reply, *rooms, *list, *answer;
 
-	reply = room_call(rq->app, "list", NULL, &err);
+	reply = room_call(rq->app, HELPER_OP_LIST, NULL, &err);
 	if (!reply) {
-		helper_failure(rs, NULL, "list", &err);
+		helper_failure(rs, NULL, HELPER_OP_LIST, &err);
 		return;
 	}
-	if (!json_object_object_get_ex(reply, "rooms", &rooms) ||
+	if (!json_object_object_get_ex(reply, HK_ROOMS, &rooms) ||
 	    !json_object_is_type(rooms, json_type_array)) {
 		json_object_put(reply);
-		fprintf(stderr, "roombox-fcgi: list: helper reply lacks \"rooms\"\n");
-		response_error(rs, 500, "roombox-helper: list reply lacks \"rooms\"");
+		fprintf(stderr, "roombox-fcgi: list: helper reply lacks \"%s\"\n", HK_ROOMS);
+		response_error(rs, 500, "roombox-helper: list reply lacks \"%s\"", HK_ROOMS);
 		return;
 	}
-	response_json(rs, 200, reply);
+	list = json_object_new_array();
+	for (size_t i = 0; i < json_object_array_length(rooms); i++) {
+		json_object *st = room_status_answer(json_object_array_get_idx(rooms, i));
+
+		if (st)
+			json_object_array_add(list, st);
+	}
+	json_object_put(reply);
+	answer = json_object_new_object();
+	json_object_object_add(answer, "rooms", list);
+	response_json(rs, 200, answer);
 }
 
 void api_rooms_get(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
-	json_object *reply;
+	json_object *reply, *st;
 
-	reply = room_call(rq->app, "status", rq->room, &err);
+	reply = room_call(rq->app, HELPER_OP_STATUS, rq->room, &err);
 	if (!reply && err.http_status == 404) {
 		response_error(rs, 404, "room not found");
 		return;
 	}
 	if (!reply) {
-		helper_failure(rs, rq->room, "status", &err);
+		helper_failure(rs, rq->room, HELPER_OP_STATUS, &err);
 		return;
 	}
-	response_json(rs, 200, reply);
+	st = room_status_answer(reply);
+	json_object_put(reply);
+	if (!st) {
+		fprintf(stderr, "roombox-fcgi: room %s: status: helper reply lacks a field\n", rq->room);
+		response_error(rs, 500, "roombox-helper: status reply lacks a field");
+		return;
+	}
+	response_json(rs, 200, st);
 }
 
 /* ---- cleanup ----
@@ -109,7 +163,7 @@ typedef int cleanup_part_fn(struct app *app, const char *room,
 static int cleanup_sandbox(struct app *app, const char *room, char *errbuf, size_t errlen)
 {
 	struct helper_error err;
-	json_object *reply = room_call(app, "destroy", room, &err);
+	json_object *reply = room_call(app, HELPER_OP_DESTROY, room, &err);
 
 	if (!reply) {
 		fprintf(stderr, "roombox-fcgi: room %s: destroy: %s\n", room, err.message);

@@ -49,6 +49,7 @@
 #include "errbuf.h"
 #include "roomid.h"
 #include "textenc.h"
+#include "timefmt.h"
 
 #define STORE_SUFFIX ".jsonl"
 /* The plain form is what guarantees one record per line (see above). */

@@ -47,7 +47,6 @@
 
 #include "errbuf.h"
 #include "keeper/keeper_proto.h"
-#include "textenc.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 #define SESSION_MAX (120 * 1024)   /* one environment string (MAX_ARG_STRLEN) */
@@ -263,90 +262,6 @@ static bool stream_read(struct stream *s)
 		if ((size_t)n < sizeof(tmp))
 			return true;
 	}
-}
-
-static void encode_stream(struct mj_writer *w, const struct stream *s, bool b64)
-{
-	const char *data = s->buf ? s->buf : "";
-	if (b64) {
-		char *e = base64_encode((const unsigned char *)data, s->len);
-		mjw_cstring(w, e ? e : "");
-		free(e);
-		return;
-	}
-	size_t n;
-	char *t = utf8_sanitize(data, s->len, &n);
-	mjw_string(w, t ? t : "", t ? n : 0);
-	free(t);
-}
-
-/* "SIGKILL" etc.; libc has no portable table of abbreviations. */
-static const char *signal_name(int sig, char *buf, size_t len)
-{
-	static const char *const names[] = {
-		[SIGHUP] = "HUP", [SIGINT] = "INT", [SIGQUIT] = "QUIT", [SIGILL] = "ILL",
-		[SIGTRAP] = "TRAP", [SIGABRT] = "ABRT", [SIGBUS] = "BUS", [SIGFPE] = "FPE",
-		[SIGKILL] = "KILL", [SIGUSR1] = "USR1", [SIGSEGV] = "SEGV", [SIGUSR2] = "USR2",
-		[SIGPIPE] = "PIPE", [SIGALRM] = "ALRM", [SIGTERM] = "TERM", [SIGSTKFLT] = "STKFLT",
-		[SIGCHLD] = "CHLD", [SIGCONT] = "CONT", [SIGSTOP] = "STOP", [SIGTSTP] = "TSTP",
-		[SIGTTIN] = "TTIN", [SIGTTOU] = "TTOU", [SIGURG] = "URG", [SIGXCPU] = "XCPU",
-		[SIGXFSZ] = "XFSZ", [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF", [SIGWINCH] = "WINCH",
-		[SIGIO] = "IO", [SIGPWR] = "PWR", [SIGSYS] = "SYS",
-	};
-	if (sig > 0 && (size_t)sig < sizeof(names) / sizeof(names[0]) && names[sig])
-		snprintf(buf, len, "SIG%s", names[sig]);
-	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
-		snprintf(buf, len, "SIGRT%d", sig - SIGRTMIN);
-	else
-		snprintf(buf, len, "SIGUNKNOWN");
-	return buf;
-}
-
-static void make_result(struct mj_writer *w, const struct stream *out, const struct stream *err_s,
-			int status, bool timed_out, double duration, const char *stamp, bool b64)
-{
-	int code;
-	const char *sig = NULL;
-	char signame[32];
-	if (timed_out) {
-		code = 124;
-		sig = "SIGKILL";
-	} else if (WIFSIGNALED(status)) {
-		code = 128 + WTERMSIG(status);
-		sig = signal_name(WTERMSIG(status), signame, sizeof(signame));
-	} else {
-		code = WEXITSTATUS(status);
-	}
-	char dur[32];
-	/* milliseconds with three decimals, in integers: musl's %f formatter
-	 * takes a stack frame of several pages, each a page fault per exec */
-	unsigned long long us = duration > 0 ? (unsigned long long)(duration * 1000.0 + 0.5) : 0;
-	snprintf(dur, sizeof(dur), "%llu.%03llu", us / 1000, us % 1000);
-	mjw_object_begin(w);
-	mjw_key(w, "stdout");
-	encode_stream(w, out, b64);
-	mjw_key(w, "stderr");
-	encode_stream(w, err_s, b64);
-	mjw_key(w, "exitCode");
-	mjw_int(w, code);
-	mjw_key(w, "success");
-	mjw_bool(w, code == 0);
-	mjw_key(w, "signal");
-	mjw_cstring(w, sig);
-	mjw_key(w, "timedOut");
-	mjw_bool(w, timed_out);
-	mjw_key(w, "truncated");
-	mjw_object_begin(w);
-	mjw_key(w, "stdout");
-	mjw_bool(w, out->truncated);
-	mjw_key(w, "stderr");
-	mjw_bool(w, err_s->truncated);
-	mjw_object_end(w);
-	mjw_key(w, "duration");
-	mjw_number_text(w, dur);
-	mjw_key(w, "timestamp");
-	mjw_cstring(w, stamp);
-	mjw_object_end(w);
 }
 
 /* Keep the session only when the shell wrote it to the end, and write it
@@ -639,15 +554,13 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 }
 
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
-	     struct mj_writer *result, char *err, size_t errlen)
+	     struct exec_outcome *o, char *err, size_t errlen)
 {
-	/* timestamp and duration are the command's: from here, not from the
+	/* start time and duration are the command's: from here, not from the
 	 * preparation (a first exec would count the room's creation) */
 	struct timespec t0, wall;
-	char stamp[40];
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	clock_gettime(CLOCK_REALTIME, &wall);
-	iso8601_utc(&wall, stamp, sizeof(stamp));
 	/* no input: the shell reads the keeper's /dev/null.  A request that
 	 * could not be sent never reached the keeper: it may be tried again. */
 	int fds[5] = { j->blob, j->out[1], j->errp[1], j->blob, j->in[0] };
@@ -678,18 +591,31 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
 	collect(&c, r, q->timeout_ms);
 	close(conn);
-	int rc = -1;
-	if (c.failed) {
-		ERR("room %s: start the shell: %s", r->id, c.why);
-	} else if (c.lost) {
-		ERR("room %s: the room stopped while the command ran", r->id);
-	} else {
-		if (j->save && !c.timed_out && WIFEXITED(c.status))
-			save_session(r, j->blob, (off_t)j->blob_len, &j->ce);
-		make_result(result, &c.out, &c.err, c.status, c.timed_out, ms_since(&t0), stamp, q->base64);
-		rc = 0;
+	if (c.failed || c.lost) {
+		if (c.failed)
+			ERR("room %s: start the shell: %s", r->id, c.why);
+		else
+			ERR("room %s: the room stopped while the command ran", r->id);
+		free(c.out.buf);
+		free(c.err.buf);
+		return -1;
 	}
-	free(c.out.buf);
-	free(c.err.buf);
-	return rc;
+	if (j->save && !c.timed_out && WIFEXITED(c.status))
+		save_session(r, j->blob, (off_t)j->blob_len, &j->ce);
+	double ms = ms_since(&t0);
+	*o = (struct exec_outcome){
+		.wait_status = c.status, .timed_out = c.timed_out,
+		.out = c.out.buf, .out_len = c.out.len, .out_truncated = c.out.truncated,
+		.err = c.err.buf, .err_len = c.err.len, .err_truncated = c.err.truncated,
+		.duration_us = ms > 0 ? (uint64_t)(ms * 1000.0 + 0.5) : 0,
+		.started_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000,
+	};
+	return 0;
+}
+
+void exec_outcome_free(struct exec_outcome *o)
+{
+	free(o->out);
+	free(o->err);
+	o->out = o->err = NULL;
 }

@@ -17,6 +17,7 @@
  */
 #include "errbuf.h"
 #include "jail.h"
+#include "roomid.h"
 #include "disk.h"
 #include "room_filter.h"
 
@@ -349,7 +350,7 @@ static int keeper_build_root(const struct room *r, const char *base, char *err, 
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return ERR("room %s: pivot_root: %s", r->id, strerror(errno));
 	char host_name[65];
-	snprintf(host_name, sizeof(host_name), "sandbox-%s", r->id);
+	room_sandbox_name(r->id, host_name, sizeof(host_name));
 	if (sethostname(host_name, strlen(host_name)) < 0)
 		return ERR("room %s: sethostname: %s", r->id, strerror(errno));
 	if (loopback_up() < 0)
@@ -501,11 +502,8 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 			close(keeper_fds[1]);
 		return -1;
 	}
-	/* roombox-fcgi starts the helper pinned to one CPU (see
-	 * helper_client.c); the room must not inherit that */
-	cpu_set_t all;
-	memset(&all, 0xff, sizeof(all));
-	sched_setaffinity(0, sizeof(all), &all);
+	/* no CPU affinity or scheduling is set here: the room inherits the
+	 * service's own (an admin's CPUAffinity stays in force) */
 	int pid_pipe[2] = { -1, -1 }, report[2] = { -1, -1 };
 	pid_t first = -1;
 	if (pipe2(pid_pipe, O_CLOEXEC) == 0 && pipe2(report, O_CLOEXEC) == 0)

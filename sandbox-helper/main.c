@@ -39,7 +39,6 @@
 #include "protocol.h"
 #include "room.h"
 #include "roomid.h"
-#include "textenc.h"
 
 struct caller {
 	uid_t uid;
@@ -53,6 +52,7 @@ struct helper {
 	bool cg_known;
 	char err[1024];
 	const char *code;        /* protocol error code */
+	struct exec_outcome tail;  /* an exec's output, sent after the answer */
 };
 
 /* A warm exec never touches a cgroup (the keeper's children inherit the
@@ -122,13 +122,13 @@ static int load_config(struct helper *h, const char *path)
 	struct stat st;
 	if (fd < 0) {
 		snprintf(h->err, sizeof(h->err), "configuration %s: %s", path, strerror(errno));
-		return fail(h, "denied");
+		return fail(h, HELPER_ERR_DENIED);
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
 		close(fd);
 		snprintf(h->err, sizeof(h->err),
 			 "configuration %s: refusing a file that is not root's or is group/world-writable", path);
-		return fail(h, "denied");
+		return fail(h, HELPER_ERR_DENIED);
 	}
 	char *text = malloc((size_t)st.st_size + 1);
 	ssize_t n = text ? read(fd, text, (size_t)st.st_size) : -1;
@@ -136,13 +136,13 @@ static int load_config(struct helper *h, const char *path)
 	if (n < 0) {
 		free(text);
 		snprintf(h->err, sizeof(h->err), "configuration %s: read failed", path);
-		return fail(h, "denied");
+		return fail(h, HELPER_ERR_DENIED);
 	}
 	text[n] = '\0';
 	config_defaults(&h->cfg);
 	int rc = config_parse(&h->cfg, path, text, h->err, sizeof(h->err));
 	free(text);
-	return rc < 0 ? fail(h, "denied") : 0;
+	return rc < 0 ? fail(h, HELPER_ERR_DENIED) : 0;
 }
 
 /* The request document; *doc owns it.  NULL (error set) unless it is one
@@ -173,7 +173,7 @@ static const struct mj_value *read_request(struct helper *h, struct mj_doc **doc
 	if (!buf || len > HELPER_REQUEST_MAX) {
 		free(buf);
 		snprintf(h->err, sizeof(h->err), "request larger than %u bytes", HELPER_REQUEST_MAX);
-		fail(h, "invalid");
+		fail(h, HELPER_ERR_INVALID);
 		return NULL;
 	}
 	char why[128];
@@ -181,7 +181,7 @@ static const struct mj_value *read_request(struct helper *h, struct mj_doc **doc
 	free(buf);
 	if (!*doc || mj_root(*doc)->type != MJ_OBJECT) {
 		snprintf(h->err, sizeof(h->err), "request is not a JSON object%s%s", *doc ? "" : ": ", *doc ? "" : why);
-		fail(h, "invalid");
+		fail(h, HELPER_ERR_INVALID);
 		return NULL;
 	}
 	return mj_root(*doc);
@@ -191,14 +191,14 @@ static const struct mj_value *read_request(struct helper *h, struct mj_doc **doc
 
 static int open_room(struct helper *h, const struct mj_value *req, struct room *r)
 {
-	const char *id = mj_get_str(req, "room");
+	const char *id = mj_get_str(req, HK_ROOM);
 	if (!id || !room_id_valid(id)) {
 		snprintf(h->err, sizeof(h->err), "invalid room id");
-		return fail(h, "invalid");
+		return fail(h, HELPER_ERR_INVALID);
 	}
 	if (room_init(r, &h->cfg, id) < 0) {
 		snprintf(h->err, sizeof(h->err), "room %s: path too long", id);
-		return fail(h, "invalid");
+		return fail(h, HELPER_ERR_INVALID);
 	}
 	return 0;
 }
@@ -208,54 +208,46 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 {
 	int found = room_load(r, h->err, sizeof(h->err));
 	if (found < 0)
-		return fail(h, "failed");
+		return fail(h, HELPER_ERR_FAILED);
 	if (!found && !create) {
 		snprintf(h->err, sizeof(h->err), "room not found");
-		return fail(h, "not_found");
+		return fail(h, HELPER_ERR_NOT_FOUND);
 	}
 	if (!found) {
 		int rc = room_create(r, h->err, sizeof(h->err));
 		if (rc < 0)
-			return fail(h, rc == ROOM_ELIMIT ? "limit" : "failed");
+			return fail(h, rc == ROOM_ELIMIT ? HELPER_ERR_LIMIT : HELPER_ERR_FAILED);
 	}
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0)
 		return keeper;
 	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
-	return keeper < 0 ? fail(h, "failed") : keeper;
+	return keeper < 0 ? fail(h, HELPER_ERR_FAILED) : keeper;
 }
 
+/* <status> of common/protocol.h: facts only (roombox-fcgi names the
+ * sandbox, formats the times and nests the usage). */
 static void room_status(struct helper *h, struct room *r, struct mj_writer *out)
 {
-	char sandbox[80], stamp[40];
-	snprintf(sandbox, sizeof(sandbox), "sandbox-%s", r->id);
 	bool running = room_keeper_pid(r) > 0;
-	int64_t ms = room_last_active_ms(r);
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-	iso8601_utc(&ts, stamp, sizeof(stamp));
 	uint64_t mem = 0, procs = 0;
 	if (running)
 		cgroup_room_usage(cgroups(h), r->id, &mem, &procs);
 	mjw_object_begin(out);
-	mjw_key(out, "roomId");
+	mjw_key(out, HK_ROOM);
 	mjw_cstring(out, r->id);
-	mjw_key(out, "sandboxName");
-	mjw_cstring(out, sandbox);
-	mjw_key(out, "state");
-	mjw_cstring(out, running ? "running" : "stopped");
-	mjw_key(out, "createdAt");
+	mjw_key(out, HK_RUNNING);
+	mjw_bool(out, running);
+	mjw_key(out, HK_CREATED_AT);
 	mjw_cstring(out, r->created_at);
-	mjw_key(out, "lastActiveAt");
-	mjw_cstring(out, stamp);
-	mjw_key(out, "usage");
-	mjw_object_begin(out);
-	mjw_key(out, "diskBytes");
+	mjw_key(out, HK_LAST_ACTIVE_MS);
+	mjw_int(out, room_last_active_ms(r));
+	mjw_key(out, HK_DISK_BYTES);
 	mjw_int(out, (int64_t)room_disk_usage(r));
-	mjw_key(out, "memoryBytes");
+	mjw_key(out, HK_MEMORY_BYTES);
 	mjw_int(out, (int64_t)mem);
-	mjw_key(out, "processes");
+	mjw_key(out, HK_PROCESSES);
 	mjw_int(out, (int64_t)procs);
-	mjw_object_end(out);
 	mjw_object_end(out);
 }
 
@@ -263,39 +255,37 @@ static int exec_request_parse(struct helper *h, const struct mj_value *req, stru
 {
 	const struct mj_value *v;
 	memset(q, 0, sizeof(*q));
-	q->cmd = mj_get_str(req, "cmd");
+	q->cmd = mj_get_str(req, HK_CMD);
 	if (!q->cmd || !*q->cmd) {
 		snprintf(h->err, sizeof(h->err), "cmd missing");
-		return fail(h, "invalid");
+		return fail(h, HELPER_ERR_INVALID);
 	}
 	q->timeout_ms = h->cfg.exec_timeout_ms;
-	if ((v = mj_get(req, "timeout_ms"))) {
+	if ((v = mj_get(req, HK_TIMEOUT_MS))) {
 		if (v->type != MJ_NUMBER || !v->is_int || v->integer <= 0 ||
 		    (uint64_t)v->integer > h->cfg.exec_timeout_max_ms) {
 			snprintf(h->err, sizeof(h->err), "timeout_ms out of range");
-			return fail(h, "invalid");
+			return fail(h, HELPER_ERR_INVALID);
 		}
 		q->timeout_ms = (uint64_t)v->integer;
 	}
-	if ((v = mj_get(req, "env")) && v->type == MJ_OBJECT) {
+	if ((v = mj_get(req, HK_ENV)) && v->type == MJ_OBJECT) {
 		for (size_t i = 0; i < v->len; i++)
 			if (v->members[i].value.type != MJ_STRING || !v->members[i].key_len) {
 				snprintf(h->err, sizeof(h->err), "env values must be strings");
-				return fail(h, "invalid");
+				return fail(h, HELPER_ERR_INVALID);
 			}
 		q->env = v;
 	}
-	q->cwd = mj_get_str(req, "cwd");
+	q->cwd = mj_get_str(req, HK_CWD);
 	if (q->cwd && q->cwd[0] != '/') {
 		snprintf(h->err, sizeof(h->err), "cwd must be absolute");
-		return fail(h, "invalid");
+		return fail(h, HELPER_ERR_INVALID);
 	}
-	if ((v = mj_get(req, "stdin")) && v->type == MJ_STRING) {
+	if ((v = mj_get(req, HK_STDIN)) && v->type == MJ_STRING) {
 		q->stdin_data = v->str;
 		q->stdin_len = v->len;
 	}
-	const char *enc = mj_get_str(req, "encoding");
-	q->base64 = enc && strcmp(enc, "base64") == 0;
 	return 0;
 }
 
@@ -319,7 +309,7 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
 	struct exec_job *job = exec_prepare(&r, &q, h->err, sizeof(h->err));
 	if (!job)
-		return fail(h, "failed");
+		return fail(h, HELPER_ERR_FAILED);
 	int rc = -1;
 	for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
 		if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
@@ -350,7 +340,7 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 		}
 		int busy = room_busy_enter(&r);
 		room_unlock(&r);
-		rc = exec_run(&r, conn, job, &q, out, h->err, sizeof(h->err));
+		rc = exec_run(&r, conn, job, &q, &h->tail, h->err, sizeof(h->err));
 		room_touch_active(&r);
 		if (busy >= 0)
 			close(busy);
@@ -358,7 +348,28 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 			break;
 	}
 	exec_job_free(job);
-	return rc == 0 ? 0 : fail(h, "failed");
+	if (rc != 0)
+		return fail(h, HELPER_ERR_FAILED);
+	const struct exec_outcome *o = &h->tail;
+	mjw_object_begin(out);
+	mjw_key(out, HK_WAIT_STATUS);
+	mjw_int(out, o->wait_status);
+	mjw_key(out, HK_TIMED_OUT);
+	mjw_bool(out, o->timed_out);
+	mjw_key(out, HK_STDOUT_BYTES);
+	mjw_int(out, (int64_t)o->out_len);
+	mjw_key(out, HK_STDERR_BYTES);
+	mjw_int(out, (int64_t)o->err_len);
+	mjw_key(out, HK_STDOUT_TRUNCATED);
+	mjw_bool(out, o->out_truncated);
+	mjw_key(out, HK_STDERR_TRUNCATED);
+	mjw_bool(out, o->err_truncated);
+	mjw_key(out, HK_DURATION_US);
+	mjw_int(out, (int64_t)o->duration_us);
+	mjw_key(out, HK_STARTED_MS);
+	mjw_int(out, o->started_ms);
+	mjw_object_end(out);
+	return 0;
 }
 
 static int verb_create(struct helper *h, const struct mj_value *req, struct mj_writer *out)
@@ -382,7 +393,7 @@ static int verb_status(struct helper *h, const struct mj_value *req, struct mj_w
 	if (found <= 0) {
 		if (found == 0)
 			snprintf(h->err, sizeof(h->err), "room not found");
-		return fail(h, found == 0 ? "not_found" : "failed");
+		return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
 	}
 	room_status(h, &r, out);
 	return 0;
@@ -407,7 +418,7 @@ static int verb_list(struct helper *h, const struct mj_value *req, struct mj_wri
 {
 	struct list_walk l = { h, out };
 	mjw_object_begin(out);
-	mjw_key(out, "rooms");
+	mjw_key(out, HK_ROOMS);
 	mjw_array_begin(out);
 	room_foreach(&h->cfg, add_status, &l);
 	mjw_array_end(out);
@@ -440,8 +451,8 @@ static int verb_stop(struct helper *h, const struct mj_value *req, struct mj_wri
 	int rc = stop_room(h, &r);
 	room_unlock(&r);
 	if (rc < 0)
-		return fail(h, "failed");
-	answer_flag(out, "stopped");
+		return fail(h, HELPER_ERR_FAILED);
+	answer_flag(out, HK_STOPPED);
 	return 0;
 }
 
@@ -467,8 +478,8 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 		room_slot_release(&r);
 	room_unlock(&r);
 	if (rc < 0)
-		return fail(h, "failed");
-	answer_flag(out, "destroyed");
+		return fail(h, HELPER_ERR_FAILED);
+	answer_flag(out, HK_DESTROYED);
 	return 0;
 }
 
@@ -504,7 +515,7 @@ static int verb_stop_many(struct helper *h, bool idle_only, struct mj_writer *ou
 {
 	struct stop_many s = { h, out, idle_only };
 	mjw_object_begin(out);
-	mjw_key(out, "stopped");
+	mjw_key(out, HK_STOPPED);
 	mjw_array_begin(out);
 	if (!idle_only || h->cfg.idle_timeout_ms > 0)
 		room_foreach(&h->cfg, stop_if_due, &s);
@@ -516,9 +527,9 @@ static int verb_stop_many(struct helper *h, bool idle_only, struct mj_writer *ou
 static int verb_info(struct helper *h, struct mj_writer *out)
 {
 	mjw_object_begin(out);
-	mjw_key(out, "cgroup");
+	mjw_key(out, HK_CGROUP);
 	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));
-	mjw_key(out, "version");
+	mjw_key(out, HK_VERSION);
 	mjw_cstring(out, ROOMBOX_VERSION);
 	mjw_object_end(out);
 	return 0;
@@ -526,46 +537,49 @@ static int verb_info(struct helper *h, struct mj_writer *out)
 
 static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
-	const char *op = mj_get_str(req, "op");
+	const char *op = mj_get_str(req, HK_OP);
 	if (!op) {
 		snprintf(h->err, sizeof(h->err), "request has no op");
-		return fail(h, "invalid");
+		return fail(h, HELPER_ERR_INVALID);
 	}
-	if (!strcmp(op, "exec"))
+	if (!strcmp(op, HELPER_OP_EXEC))
 		return verb_exec(h, req, out);
-	if (!strcmp(op, "create"))
+	if (!strcmp(op, HELPER_OP_CREATE))
 		return verb_create(h, req, out);
-	if (!strcmp(op, "status"))
+	if (!strcmp(op, HELPER_OP_STATUS))
 		return verb_status(h, req, out);
-	if (!strcmp(op, "list"))
+	if (!strcmp(op, HELPER_OP_LIST))
 		return verb_list(h, req, out);
-	if (!strcmp(op, "destroy"))
+	if (!strcmp(op, HELPER_OP_DESTROY))
 		return verb_destroy(h, req, out);
-	if (!strcmp(op, "stop"))
+	if (!strcmp(op, HELPER_OP_STOP))
 		return verb_stop(h, req, out);
-	if (!strcmp(op, "stop-idle"))
+	if (!strcmp(op, HELPER_OP_STOP_IDLE))
 		return verb_stop_many(h, true, out);
-	if (!strcmp(op, "stop-all"))
+	if (!strcmp(op, HELPER_OP_STOP_ALL))
 		return verb_stop_many(h, false, out);
-	if (!strcmp(op, "info"))
+	if (!strcmp(op, HELPER_OP_INFO))
 		return verb_info(h, out);
 	snprintf(h->err, sizeof(h->err), "unknown op '%.40s'", op);
-	return fail(h, "invalid");
+	return fail(h, HELPER_ERR_INVALID);
 }
 
-/* The answer and its newline in one write where the pipe takes it: the
- * caller wakes once for the whole reply, not once per piece. */
-static void emit(const char *s, size_t len)
+/* The answer, its newline and an exec's output in one write where the
+ * pipe takes it: the caller wakes once for the whole reply. */
+static void emit(const char *s, size_t len, const struct exec_outcome *tail)
 {
-	struct iovec iov[2] = { { (void *)s, len }, { "\n", 1 } };
+	struct iovec iov[4] = { { (void *)s, len }, { "\n", 1 },
+				{ tail->out, tail->out_len }, { tail->err, tail->err_len } };
 	int i = 0;
-	while (i < 2) {
-		ssize_t n = writev(1, iov + i, 2 - i);
+	while (i < 4) {
+		ssize_t n = writev(1, iov + i, 4 - i);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
 			break;
-		for (; i < 2 && (size_t)n >= iov[i].iov_len; i++)
+		for (; i < 4 && (size_t)n >= iov[i].iov_len; i++)
 			n -= (ssize_t)iov[i].iov_len;
-		if (i < 2) {
+		if (i < 4) {
 			iov[i].iov_base = (char *)iov[i].iov_base + n;
 			iov[i].iov_len -= (size_t)n;
 		}
@@ -579,22 +593,25 @@ static int finish(struct helper *h, struct mj_writer *out, int rc)
 	char *text = rc == 0 ? mjw_finish(out, &len) : NULL;
 	if (rc == 0 && !text) {
 		snprintf(h->err, sizeof(h->err), "answer could not be built (out of memory)");
-		fail(h, "failed");
+		fail(h, HELPER_ERR_FAILED);
 	}
 	mjw_free(out);
 	if (!text) {
+		exec_outcome_free(&h->tail);   /* an error has no tail */
+		h->tail.out_len = h->tail.err_len = 0;
 		mjw_object_begin(out);
-		mjw_key(out, "error");
+		mjw_key(out, HK_ERROR);
 		mjw_cstring(out, h->err[0] ? h->err : "unknown failure");
-		mjw_key(out, "code");
-		mjw_cstring(out, h->code ? h->code : "failed");
+		mjw_key(out, HK_CODE);
+		mjw_cstring(out, h->code ? h->code : HELPER_ERR_FAILED);
 		mjw_object_end(out);
 		text = mjw_finish(out, &len);
 		rc = -1;
 	}
 	if (text)
-		emit(text, len);
+		emit(text, len, &h->tail);
 	free(text);
+	exec_outcome_free(&h->tail);
 	return rc == 0 ? 0 : 1;
 }
 
@@ -610,12 +627,12 @@ int main(int argc, char **argv)
 	if (geteuid() != 0) {
 		snprintf(h.err, sizeof(h.err), "roombox-helper must be setuid root (effective uid is %u)",
 			 (unsigned)geteuid());
-		return finish(&h, &out, fail(&h, "denied"));
+		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
 	}
 	if (!caller_in_service_group(&h.caller)) {
 		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in the service group "
 			 "(the group that owns roombox-helper)", (unsigned)h.caller.uid);
-		return finish(&h, &out, fail(&h, "denied"));
+		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
 	}
 	const char *conf = ROOMBOX_CONF;
 	for (int i = 1; i < argc; i++) {
@@ -624,11 +641,11 @@ int main(int argc, char **argv)
 			continue;
 		}
 		snprintf(h.err, sizeof(h.err), "usage: roombox-helper [-c CONFIG] < request.json");
-		return finish(&h, &out, fail(&h, "invalid"));
+		return finish(&h, &out, fail(&h, HELPER_ERR_INVALID));
 	}
 	if (strcmp(conf, ROOMBOX_CONF) != 0 && h.caller.uid != 0) {
 		snprintf(h.err, sizeof(h.err), "-c %s: only root may name another configuration", conf);
-		return finish(&h, &out, fail(&h, "denied"));
+		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
 	}
 	/* Everything below runs with real uid 0 so the kernel treats the
 	 * helper's children as root's, not the caller's. */
@@ -636,14 +653,14 @@ int main(int argc, char **argv)
 	 * not have (six extra system calls each) */
 	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
 		snprintf(h.err, sizeof(h.err), "setresuid: %s", strerror(errno));
-		return finish(&h, &out, fail(&h, "denied"));
+		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
 	}
 	if (load_config(&h, conf) < 0)
 		return finish(&h, &out, -1);
 	struct mj_doc *doc;
 	const struct mj_value *req = read_request(&h, &doc);
 	int rc = !req ? -1
-		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, "failed")
+		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, HELPER_ERR_FAILED)
 		: dispatch(&h, req, &out);
 	mj_free(doc);
 	return finish(&h, &out, rc);

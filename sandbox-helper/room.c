@@ -20,7 +20,7 @@
 #include "disk.h"
 #include "minijson.h"
 #include "errbuf.h"
-#include "textenc.h"
+#include "timefmt.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 

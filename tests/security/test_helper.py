@@ -41,8 +41,22 @@ def run_helper(argv, request, *, user=None, env=None, pass_fds=(), timeout=60):
     r = subprocess.run(prefix + [str(a) for a in argv], input=data, capture_output=True,
                        timeout=timeout, env=env if env is not None else {"PATH": "/usr/bin:/bin"},
                        pass_fds=pass_fds, cwd="/")
+    return r.returncode, helper_answer(r)
+
+
+def helper_answer(r):
+    """The answer object of common/protocol.h: one JSON line; an exec's
+    output bytes follow it (stdout_bytes, then stderr_bytes), added here as
+    "stdout"/"stderr" text."""
+    head, _, tail = r.stdout.partition(b"\n")
     try:
-        return r.returncode, json.loads(r.stdout)
+        out = json.loads(head)
+        if "stdout_bytes" in out:
+            n = out["stdout_bytes"]
+            assert n + out["stderr_bytes"] == len(tail), (out, len(tail))
+            out["stdout"] = tail[:n].decode("utf-8", "replace")
+            out["stderr"] = tail[n:].decode("utf-8", "replace")
+        return out
     except ValueError:
         raise AssertionError(f"the helper did not print JSON: rc {r.returncode}, "
                              f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r}")
@@ -380,3 +394,31 @@ def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client)
     targets = [os.readlink(f"/proc/{keeper}/fd/{fd}") for fd in os.listdir(f"/proc/{keeper}/fd")]
     assert str(stack.tokens_file) not in targets, targets
     assert client.sh(room, "echo ok") == "ok\n"
+
+
+def test_service_cpu_affinity_reaches_the_room_unchanged(stack, client):
+    """An admin's CPU affinity for the service (systemd's CPUAffinity) holds
+    for the helper and the rooms it starts: neither roombox-fcgi's pin of a
+    spawn nor the setuid helper widens it."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs to tell a narrowed affinity from the default")
+    cpu = max(os.sched_getaffinity(0))
+    pids = stack.fcgi_pids()
+    assert pids
+    old = {}
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            old[int(tid)] = os.sched_getaffinity(int(tid))
+            os.sched_setaffinity(int(tid), {cpu})
+    try:
+        room = unique_room("cpu")
+        out = client.sh(room, "grep Cpus_allowed_list /proc/self/status")
+        assert out.split() == ["Cpus_allowed_list:", str(cpu)], out
+        keeper = stack.keeper_pid(room)
+        assert keeper and os.sched_getaffinity(keeper) == {cpu}
+    finally:
+        for tid, mask in old.items():
+            try:
+                os.sched_setaffinity(tid, mask)
+            except OSError:
+                pass

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "textenc.h"
+#include "timefmt.h"
 
 #define FFFD "\xEF\xBF\xBD"
 

@@ -1,5 +1,6 @@
 /* Byte strings to JSON-safe text: UTF-8 with U+FFFD for every invalid
- * sequence (as WHATWG's decoder does), base64, and ISO-8601 timestamps. */
+ * sequence (as WHATWG's decoder does), base64, UTF-16 lengths.  Only
+ * roombox-fcgi shapes text for clients: none of this runs setuid. */
 #ifndef ROOMBOX_TEXTENC_H
 #define ROOMBOX_TEXTENC_H
 #include <stddef.h>
@@ -25,9 +26,5 @@ size_t utf16_length(const char *s, size_t len);
  * slice would keep a lone high surrogate there, which UTF-8 cannot carry; the
  * runtags module decides what to do in that case). */
 size_t utf8_prefix_for_utf16_units(const char *s, size_t len, size_t units);
-
-/* "2026-11-29T17:00:00.000Z" from a CLOCK_REALTIME timespec; buf >= 32. */
-struct timespec;
-void iso8601_utc(const struct timespec *ts, char *buf, size_t buflen);
 
 #endif

@@ -179,25 +179,3 @@ size_t utf8_prefix_for_utf16_units(const char *s, size_t len, size_t units)
 	}
 	return i;
 }
-
-void iso8601_utc(const struct timespec *ts, char *buf, size_t buflen)
-{
-	struct tm tm;
-	long ms = ts->tv_nsec / 1000000;
-	long long year;
-
-	if (buflen == 0)
-		return;
-	if (!gmtime_r(&ts->tv_sec, &tm)) {
-		buf[0] = '\0';
-		return;
-	}
-	if (ms < 0 || ms > 999)
-		ms = 0;
-	year = (long long)tm.tm_year + 1900;
-	/* Years outside 0..9999 get JavaScript's expanded form, "+010000". */
-	snprintf(buf, buflen,
-		 year >= 0 && year <= 9999 ? "%04lld-%02d-%02dT%02d:%02d:%02d.%03ldZ"
-					   : "%+07lld-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-		 year, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
-}

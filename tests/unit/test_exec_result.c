@@ -1,0 +1,177 @@
+/* Unit tests for fcgi-app/exec.c's exec_result_shape: the client's
+ * `result` (SPEC §2.1) made from the helper's raw facts and output bytes
+ * (common/protocol.h).  This is the code that moved out of the setuid
+ * helper: exit codes, signal names, UTF-8 repair, base64, times. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "exec.h"
+#include "protocol.h"
+
+struct facts {
+	int status;
+	bool timed_out, out_cut, err_cut;
+	const char *out, *err;
+	size_t out_len, err_len;
+	int64_t dur_us, started_ms;
+};
+
+static json_object *shape(const struct facts *f, bool base64, char *why, size_t whylen)
+{
+	json_object *r = json_object_new_object(), *res;
+	struct exec_request ex = { .cmd = "echo hi", .cmd_len = 7 };
+	size_t n = f->out_len + f->err_len;
+	char *buf = malloc(n + 1);
+	struct helper_bytes tail = { buf, buf, n };
+
+	memcpy(buf, f->out, f->out_len);
+	memcpy(buf + f->out_len, f->err, f->err_len);
+	if (base64) {
+		ex.has_encoding = true;
+		ex.encoding = EXEC_ENCODING_BASE64;
+	}
+	json_object_object_add(r, HK_WAIT_STATUS, json_object_new_int(f->status));
+	json_object_object_add(r, HK_TIMED_OUT, json_object_new_boolean(f->timed_out));
+	json_object_object_add(r, HK_STDOUT_BYTES, json_object_new_int64((int64_t)f->out_len));
+	json_object_object_add(r, HK_STDERR_BYTES, json_object_new_int64((int64_t)f->err_len));
+	json_object_object_add(r, HK_STDOUT_TRUNCATED, json_object_new_boolean(f->out_cut));
+	json_object_object_add(r, HK_STDERR_TRUNCATED, json_object_new_boolean(f->err_cut));
+	json_object_object_add(r, HK_DURATION_US, json_object_new_int64(f->dur_us));
+	json_object_object_add(r, HK_STARTED_MS, json_object_new_int64(f->started_ms));
+	res = exec_result_shape(r, &tail, &ex, why, whylen);
+	json_object_put(r);
+	free(buf);
+	return res;
+}
+
+static const char *text(json_object *o)
+{
+	return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+static void test_exit_status_and_exact_answer(void **state)
+{
+	struct facts f = { .status = 3 << 8, .out = "hi\n", .out_len = 3, .err = "", .dur_us = 2100,
+			   .started_ms = 1795971600000 };
+	char why[128];
+	json_object *r = shape(&f, false, why, sizeof(why));
+
+	(void)state;
+	assert_non_null(r);
+	assert_string_equal(text(r),
+		"{\"stdout\":\"hi\\n\",\"stderr\":\"\",\"exitCode\":3,\"success\":false,\"signal\":null,"
+		"\"timedOut\":false,\"truncated\":{\"stdout\":false,\"stderr\":false},"
+		"\"command\":\"echo hi\",\"duration\":2.100,\"timestamp\":\"2026-11-29T17:00:00.000Z\"}");
+	json_object_put(r);
+}
+
+static void test_signal_and_timeout(void **state)
+{
+	struct facts f = { .status = SIGKILL, .out = "", .err = "" };
+	char why[128];
+	json_object *r, *v;
+
+	(void)state;
+	r = shape(&f, false, why, sizeof(why));
+	assert_true(json_object_object_get_ex(r, "exitCode", &v));
+	assert_int_equal(json_object_get_int(v), 137);
+	assert_true(json_object_object_get_ex(r, "signal", &v));
+	assert_string_equal(json_object_get_string(v), "SIGKILL");
+	json_object_put(r);
+
+	f.status = SIGSYS;
+	r = shape(&f, false, why, sizeof(why));
+	assert_true(json_object_object_get_ex(r, "signal", &v));
+	assert_string_equal(json_object_get_string(v), "SIGSYS");
+	json_object_put(r);
+
+	f.status = 40;   /* a real-time signal */
+	r = shape(&f, false, why, sizeof(why));
+	assert_true(json_object_object_get_ex(r, "signal", &v));
+	assert_string_equal(json_object_get_string(v), "SIGRT8");
+	json_object_put(r);
+
+	f.status = 0;
+	f.timed_out = true;
+	r = shape(&f, false, why, sizeof(why));
+	assert_true(json_object_object_get_ex(r, "exitCode", &v));
+	assert_int_equal(json_object_get_int(v), 124);
+	assert_true(json_object_object_get_ex(r, "timedOut", &v));
+	assert_true(json_object_get_boolean(v));
+	assert_true(json_object_object_get_ex(r, "signal", &v));
+	assert_string_equal(json_object_get_string(v), "SIGKILL");
+	json_object_put(r);
+}
+
+/* A room's hostile output: invalid UTF-8 and NUL bytes come out as valid
+ * JSON text, or exactly as base64. */
+static void test_hostile_bytes(void **state)
+{
+	static const char out[] = "a\xff" "b\0c\xe2\x82";
+	struct facts f = { .out = out, .out_len = sizeof(out) - 1, .err = "\xc0", .err_len = 1,
+			   .out_cut = true };
+	char why[128];
+	json_object *r, *v;
+
+	(void)state;
+	r = shape(&f, false, why, sizeof(why));
+	assert_true(json_object_object_get_ex(r, "stdout", &v));
+	assert_int_equal(json_object_get_string_len(v), 10);
+	assert_memory_equal(json_object_get_string(v), "a\xef\xbf\xbd" "b\0c\xef\xbf\xbd", 10);
+	assert_true(json_object_object_get_ex(r, "stderr", &v));
+	assert_string_equal(json_object_get_string(v), "\xef\xbf\xbd");
+	assert_non_null(strstr(text(r), "\"truncated\":{\"stdout\":true,\"stderr\":false}"));
+	json_object_put(r);
+
+	r = shape(&f, true, why, sizeof(why));
+	assert_true(json_object_object_get_ex(r, "stdout", &v));
+	assert_string_equal(json_object_get_string(v), "Yf9iAGPigg==");
+	assert_true(json_object_object_get_ex(r, "stderr", &v));
+	assert_string_equal(json_object_get_string(v), "wA==");
+	json_object_put(r);
+}
+
+/* An answer whose lengths do not add up to the bytes that came is refused,
+ * never read past. */
+static void test_lengths_must_match(void **state)
+{
+	struct facts f = { .out = "abc", .out_len = 3, .err = "", .err_len = 0 };
+	json_object *r = json_object_new_object();
+	struct exec_request ex = { .cmd = "x", .cmd_len = 1 };
+	struct helper_bytes tail = { NULL, "abc", 3 };
+	char why[128];
+
+	(void)state;
+	json_object_object_add(r, HK_WAIT_STATUS, json_object_new_int(0));
+	json_object_object_add(r, HK_TIMED_OUT, json_object_new_boolean(0));
+	json_object_object_add(r, HK_STDOUT_BYTES, json_object_new_int64(3));
+	json_object_object_add(r, HK_STDERR_BYTES, json_object_new_int64(1));
+	json_object_object_add(r, HK_STDOUT_TRUNCATED, json_object_new_boolean(0));
+	json_object_object_add(r, HK_STDERR_TRUNCATED, json_object_new_boolean(0));
+	json_object_object_add(r, HK_DURATION_US, json_object_new_int64(1));
+	json_object_object_add(r, HK_STARTED_MS, json_object_new_int64(0));
+	assert_null(exec_result_shape(r, &tail, &ex, why, sizeof(why)));
+	assert_non_null(strstr(why, "lengths"));
+	json_object_object_del(r, HK_STDERR_BYTES);
+	assert_null(exec_result_shape(r, &tail, &ex, why, sizeof(why)));
+	assert_non_null(strstr(why, "lacks"));
+	json_object_put(r);
+	(void)f;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exit_status_and_exact_answer),
+		cmocka_unit_test(test_signal_and_timeout),
+		cmocka_unit_test(test_hostile_bytes),
+		cmocka_unit_test(test_lengths_must_match),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
