@@ -1,10 +1,13 @@
 /* roombox-fcgi: the state every request handler shares, one request, one
  * response, and the handlers the route table (router.c) points at.
  *
- * Threads share exactly three mutable things: the atomic exec counter here,
- * the token cache (auth.c, behind its own mutex) and nothing else; the
- * configuration and the cached cgroup mode are written once before the
- * worker threads start and only read afterwards. */
+ * Mutable state the threads share: the atomic exec counter here, the count
+ * of helper calls running (helper_client.c, atomic), the token cache
+ * (auth.c, behind its own mutex) and main.c's stop flag and lock; the
+ * message store shares nothing in memory (its locks are flock()s on each
+ * room's file).  The configuration and the cached cgroup mode are written
+ * once before the worker threads start and only read afterwards.
+ * Anything added to this list is added here. */
 #ifndef ROOMBOX_FCGI_APP_H
 #define ROOMBOX_FCGI_APP_H
 

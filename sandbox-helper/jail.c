@@ -6,9 +6,11 @@
  * keeper.  The keeper builds the room's root in its private mount namespace —
  * overlays of a read-only lower tree and the room's upper dirs, a fresh
  * /proc, a minimal /dev — pivots into it, sets the hostname, brings up lo,
- * reports "ok" (or the failing step) on a pipe, and then only reaps orphans
- * until it is killed.  No mount is ever made in the host's namespace, so when
- * the keeper dies the kernel releases every mount of the room with it.
+ * and execs roombox-keeper, which reports "ok" on a pipe (the failing step
+ * if a step before it failed) and then serves the room's execs and reaps its
+ * orphans until it is killed (keeper/keeper.c).  No mount is ever made in the
+ * host's namespace, so when the keeper dies the kernel releases every mount
+ * of the room with it.
  *
  * The lower tree for rootfs = host is <run_dir>/base: symlinks or overlay
  * mount points for /usr, /bin, /lib*, /sbin as on the host, and an /etc made

@@ -32,8 +32,10 @@
  * and killed.  Output pipes still held by background processes are drained
  * after the helper is done with them, so those never die of SIGPIPE.
  *
- * Signals from inside the room cannot reach the keeper: it is root and the
- * room is not.  SIGTERM from the host ends the room.
+ * After confining the room the keeper lowers its own capabilities to the
+ * few it uses, named in caps.h.  Signals from inside the room cannot reach
+ * the keeper: it is root and the room is not.  SIGTERM from the host ends
+ * the room.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -56,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "keeper_proto.h"
 #include "spawn.h"
 
@@ -66,6 +69,19 @@
 
 static uid_t room_uid;
 static gid_t room_gid;
+
+/* From here on the keeper holds KEEPER_CAPS (caps.h) and nothing else;
+ * what it execs keeps none of them (the inheritable set is empty, and the
+ * shell's child drops to the room's uid before its execve). */
+static void keep_only_keeper_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2] = { 0 };
+	for (int i = 0; i < 2; i++)
+		data[i].permitted = data[i].effective = (uint32_t)(KEEPER_CAPS >> (32 * i));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		_exit(2);
+}
 
 /* What every exec would otherwise repeat, done once for the whole room:
  * the seccomp filter (the kernel converts and JIT-compiles a classic BPF
@@ -94,6 +110,7 @@ static void confine_room(void)
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) < 0)
 		_exit(2);
 	free(filter.filter);
+	keep_only_keeper_caps();
 }
 
 static int signal_fd(void)
