@@ -34,6 +34,11 @@
  *            + the two streams' bytes.  wait_status is waitpid()'s status
  *            of the shell (meaningless when timed_out: the tree was
  *            killed); started_ms is wall-clock ms since the epoch.
+ *            io: true = passed I/O: the helper's fds 3, 4 and 5 are pipes
+ *            the caller made (read end; write end; write end), given to
+ *            the command as its stdin, stdout and stderr; the caller
+ *            writes the input and reads the output as the command runs,
+ *            and the answer's byte counts are 0.  No stdin key then.
  *   create   {room}  -> <status>   (room made and started)
  *   status   {room}  -> <status>   or code not_found
  *   list     {}      -> {rooms:[<status>...]}
@@ -77,6 +82,7 @@
 #define HK_ENV        "env"
 #define HK_CWD        "cwd"
 #define HK_STDIN      "stdin"
+#define HK_IO         "io"   /* true: passed I/O, see below */
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"

@@ -17,7 +17,7 @@
 
 /* max_concurrent_execs: a slot is taken before the helper is spawned and
  * given back when it has answered.  <= 0 means no limit. */
-static bool exec_slot_take(struct app *app)
+bool exec_slot_take(struct app *app)
 {
 	int max = app->cfg.max_concurrent_execs;
 
@@ -29,7 +29,7 @@ static bool exec_slot_take(struct app *app)
 	return false;
 }
 
-static void exec_slot_give(struct app *app)
+void exec_slot_give(struct app *app)
 {
 	if (app->cfg.max_concurrent_execs > 0)
 		atomic_fetch_sub(&app->execs_running, 1);
@@ -68,9 +68,7 @@ static void signal_name(int sig, char *buf, size_t len)
 		snprintf(buf, len, "SIGUNKNOWN");
 }
 
-/* One stream of output as the client asked for it: UTF-8 with U+FFFD for
- * what is not (the default), or base64 of the exact bytes. */
-static json_object *exec_stream(const char *data, size_t len, bool base64)
+json_object *exec_stream(const char *data, size_t len, bool base64)
 {
 	json_object *v;
 	char *text;
@@ -108,6 +106,16 @@ static bool reply_bool(json_object *reply, const char *key, bool *out)
 json_object *exec_result_shape(json_object *reply, const struct helper_bytes *tail,
 			       const struct exec_request *ex, char *why, size_t whylen)
 {
+	struct exec_output o = { .passed = false };
+
+	o.out = tail->data;
+	o.err = tail->data;
+	return exec_result_make(reply, &o, tail->len, ex, why, whylen);
+}
+
+json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t tail_len,
+			      const struct exec_request *ex, char *why, size_t whylen)
+{
 	int64_t status, out_len, err_len, dur_us, started;
 	bool timed_out, out_cut, err_cut;
 	char sig[32] = "", stamp[40], dur[32];
@@ -121,9 +129,16 @@ json_object *exec_result_shape(json_object *reply, const struct helper_bytes *ta
 		snprintf(why, whylen, "roombox-helper: exec reply lacks a field");
 		return NULL;
 	}
-	if (out_len < 0 || err_len < 0 || dur_us < 0 || (uint64_t)out_len + (uint64_t)err_len != tail->len) {
+	if (out_len < 0 || err_len < 0 || dur_us < 0 || (uint64_t)out_len + (uint64_t)err_len != tail_len) {
 		snprintf(why, whylen, "roombox-helper: exec reply: output lengths do not match");
 		return NULL;
+	}
+	if (!o->passed) {   /* the output came after the answer */
+		o->err += out_len;
+		o->out_len = (size_t)out_len;
+		o->err_len = (size_t)err_len;
+		o->out_cut = out_cut;
+		o->err_cut = err_cut;
 	}
 	if (timed_out) {
 		code = 124;
@@ -135,8 +150,8 @@ json_object *exec_result_shape(json_object *reply, const struct helper_bytes *ta
 		code = WEXITSTATUS((int)status);
 	}
 	bool base64 = ex->has_encoding && ex->encoding == EXEC_ENCODING_BASE64;
-	json_object *out = exec_stream(tail->data, (size_t)out_len, base64);
-	json_object *err = exec_stream(tail->data + out_len, (size_t)err_len, base64);
+	json_object *out = exec_stream(o->out ? o->out : "", o->out_len, base64);
+	json_object *err = exec_stream(o->err ? o->err : "", o->err_len, base64);
 	if (!out || !err) {
 		json_object_put(out);
 		json_object_put(err);
@@ -150,8 +165,8 @@ json_object *exec_result_shape(json_object *reply, const struct helper_bytes *ta
 	json_object_object_add(result, "success", json_object_new_boolean(code == 0));
 	json_object_object_add(result, "signal", sig[0] ? json_object_new_string(sig) : NULL);
 	json_object_object_add(result, "timedOut", json_object_new_boolean(timed_out));
-	json_object_object_add(cut, "stdout", json_object_new_boolean(out_cut));
-	json_object_object_add(cut, "stderr", json_object_new_boolean(err_cut));
+	json_object_object_add(cut, "stdout", json_object_new_boolean(o->out_cut));
+	json_object_object_add(cut, "stderr", json_object_new_boolean(o->err_cut));
 	json_object_object_add(result, "truncated", cut);
 	json_object_object_add(result, "command", json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
 	/* milliseconds with three decimals, as the seed's performance.now()

@@ -18,4 +18,24 @@ json_object *exec_in_room(struct app *app, const char *room,
 json_object *exec_result_shape(json_object *reply, const struct helper_bytes *tail,
 			       const struct exec_request *ex, char *why, size_t whylen);
 
+/* The output a result carries: after the helper's answer (passed false:
+ * exec_result_make takes lengths and flags from the answer), or read by
+ * roombox-fcgi itself from pipes it passed (passed true). */
+struct exec_output {
+	bool passed;
+	const char *out, *err;
+	size_t out_len, err_len;
+	bool out_cut, err_cut;
+};
+json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t tail_len,
+			      const struct exec_request *ex, char *why, size_t whylen);
+
+/* One stream's bytes as a client asked for them: UTF-8 text with U+FFFD
+ * for what is not UTF-8, or base64 of the exact bytes. */
+json_object *exec_stream(const char *data, size_t len, bool base64);
+
+/* Slot accounting for max_concurrent_execs (exec_stream.c too). */
+bool exec_slot_take(struct app *app);
+void exec_slot_give(struct app *app);
+
 #endif

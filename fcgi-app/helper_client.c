@@ -90,8 +90,8 @@ struct child {
 };
 
 static void __attribute__((noreturn)) child_exec(const struct helper_target *target,
-						 int in, int out, const cpu_set_t *affinity,
-						 volatile int *exec_errno)
+						 int in, int out, const int *pass,
+						 const cpu_set_t *affinity, volatile int *exec_errno)
 {
 	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	char *const argv[] = { (char *)target->helper, "-c", (char *)target->config_path, NULL };
@@ -103,11 +103,20 @@ static void __attribute__((noreturn)) child_exec(const struct helper_target *tar
 	for (int sig = 1; sig < SIGRTMIN; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			sigaction(sig, &dfl, NULL);
-	if (dup2(in, 0) < 0 || dup2(out, 1) < 0) {
-		*exec_errno = errno;
-		_exit(127);
-	}
-	syscall(SYS_close_range, 3, ~0U, 0);
+	/* every descriptor out of the way first (any may sit on 0-5), then
+	 * into place: stdin, stdout, and the passed I/O on 3, 4, 5 */
+	int src[5] = { in, out, pass ? pass[0] : -1, pass ? pass[1] : -1, pass ? pass[2] : -1 };
+	for (int i = 0; i < 5; i++)
+		if (src[i] >= 0 && (src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0) {
+			*exec_errno = errno;
+			_exit(127);
+		}
+	for (int i = 0; i < 5; i++)
+		if (src[i] >= 0 && dup2(src[i], i < 2 ? i : i + 1) < 0) {
+			*exec_errno = errno;
+			_exit(127);
+		}
+	syscall(SYS_close_range, pass ? 6 : 3, ~0U, 0);
 	/* the CPU pin was for where the child starts; the helper (and a room
 	 * it starts) runs with the service's own affinity, never one we chose */
 	if (affinity)
@@ -145,7 +154,7 @@ static size_t request_prefill(int in[2], const char *req, size_t req_len)
 }
 
 static int child_spawn(const struct helper_target *target, struct child *c,
-		       const char *req, size_t req_len, bool alone,
+		       const char *req, size_t req_len, bool alone, const int *pass,
 		       struct helper_error *err)
 {
 	int in[2] = { -1, -1 }, out;
@@ -183,7 +192,7 @@ static int child_spawn(const struct helper_target *target, struct child *c,
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	c->pid = vfork();
 	if (c->pid == 0)
-		child_exec(target, in[0], out, pinned ? &saved : NULL, &exec_errno);
+		child_exec(target, in[0], out, pass, pinned ? &saved : NULL, &exec_errno);
 	rc = c->pid < 0 ? errno : exec_errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pinned)
@@ -277,16 +286,18 @@ static int reply_read(int fd, char **reply, size_t *reply_len, struct helper_err
 }
 
 /* Feed the rest of the request (if the pipe did not take it all at once)
- * until the helper exits.  0, or -1 with err set (the child is then
- * killed). */
+ * until the helper exits (or, with until_sent, until all of it is sent).
+ * 0, or -1 with err set (the child is then killed). */
 static int child_talk(struct child *c, const char *req, size_t req_len,
-		      long deadline, struct helper_error *err)
+		      long deadline, bool until_sent, struct helper_error *err)
 {
 	for (;;) {
 		struct pollfd pfd[2];
 		int nfds = 0, rc, w = -1;
 		long left = deadline - now_ms();
 
+		if (until_sent && c->to_child < 0)
+			return 0;
 		if (left <= 0) {
 			set_error(err, 500, "timeout", "roombox-helper: timed out");
 			goto fail;
@@ -383,21 +394,22 @@ static json_object *reply_decode(int status, const char *text, size_t len, size_
 	return NULL;
 }
 
-json_object *helper_call_tail(const struct helper_target *target, json_object *request,
-			      long deadline_ms, struct helper_bytes *tail,
-			      struct helper_error *err)
+/* One call in flight: see helper_start. */
+struct helper_run {
+	struct child c;
+	long deadline, deadline_ms;
+	int talk;
+	struct helper_error err;   /* a failure while sending, kept for finish */
+};
+
+struct helper_run *helper_start(const struct helper_target *target, json_object *request,
+				long deadline_ms, const int *pass, struct helper_error *err)
 {
-	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
+	struct helper_run *run;
 	const char *req;
-	size_t req_len = 0, reply_len = 0, header_len = 0;
-	char *reply = NULL;
-	long deadline = now_ms() + deadline_ms;
-	int talk, status;
-	json_object *out;
+	size_t req_len = 0;
 
 	memset(err, 0, sizeof(*err));
-	if (tail)
-		*tail = (struct helper_bytes){ 0 };
 	req = json_write(request, &req_len);
 	if (!req) {
 		set_error(err, 500, "spawn", "roombox-helper: cannot serialise the request");
@@ -407,20 +419,57 @@ json_object *helper_call_tail(const struct helper_target *target, json_object *r
 		set_error(err, 413, HELPER_ERR_INVALID, "request body too large");
 		return NULL;
 	}
-	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
-	if (child_spawn(target, &c, req, req_len, alone, err) < 0) {
-		atomic_fetch_sub(&calls_running, 1);
+	run = calloc(1, sizeof(*run));
+	if (!run) {
+		set_error(err, 500, "spawn", "roombox-helper: out of memory");
 		return NULL;
 	}
-	talk = child_talk(&c, req, req_len, deadline, err);
-	if (c.to_child >= 0)
-		close(c.to_child);
-	close(c.pidfd);
-	status = child_wait(c.pid);
+	run->c = (struct child){ .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
+	run->deadline_ms = deadline_ms;
+	run->deadline = now_ms() + deadline_ms;
+	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
+	if (child_spawn(target, &run->c, req, req_len, alone, pass, err) < 0) {
+		atomic_fetch_sub(&calls_running, 1);
+		free(run);
+		return NULL;
+	}
+	/* the request is whole before the caller's own loop starts: the
+	 * helper reads all of it before it runs anything */
+	run->talk = child_talk(&run->c, req, req_len, run->deadline, true, &run->err);
+	return run;
+}
+
+int helper_run_pidfd(const struct helper_run *run)
+{
+	return run->c.pidfd;
+}
+
+json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
+			   struct helper_error *err)
+{
+	struct child *c = &run->c;
+	size_t reply_len = 0, header_len = 0;
+	char *reply = NULL;
+	int talk = run->talk, status;
+	json_object *out;
+
+	*err = run->err;
+	if (tail)
+		*tail = (struct helper_bytes){ 0 };
+	if (c->to_child >= 0) {   /* sent in helper_start, or the helper left */
+		close(c->to_child);
+		c->to_child = -1;
+	}
+	if (talk == 0)
+		talk = child_talk(c, NULL, 0, run->deadline, false, err);
+	close(c->pidfd);
+	status = child_wait(c->pid);
 	atomic_fetch_sub(&calls_running, 1);
 	if (talk == 0)
-		talk = reply_read(c.reply, &reply, &reply_len, err);
-	close(c.reply);
+		talk = reply_read(c->reply, &reply, &reply_len, err);
+	close(c->reply);
+	long deadline_ms = run->deadline_ms;
+	free(run);
 	if (talk < 0) {
 		if (strcmp(err->code, "timeout") == 0)
 			snprintf(err->message, sizeof(err->message),
@@ -436,6 +485,17 @@ json_object *helper_call_tail(const struct helper_target *target, json_object *r
 	}
 	free(reply);
 	return out;
+}
+
+json_object *helper_call_tail(const struct helper_target *target, json_object *request,
+			      long deadline_ms, struct helper_bytes *tail,
+			      struct helper_error *err)
+{
+	struct helper_run *run = helper_start(target, request, deadline_ms, NULL, err);
+
+	if (tail)
+		*tail = (struct helper_bytes){ 0 };
+	return run ? helper_finish(run, tail, err) : NULL;
 }
 
 json_object *helper_call(const struct helper_target *target, json_object *request,

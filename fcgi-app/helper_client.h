@@ -47,6 +47,20 @@ json_object *helper_call_tail(const struct helper_target *target, json_object *r
 			      struct helper_error *err);
 void helper_bytes_free(struct helper_bytes *b);
 
+/* A call whose command I/O the caller handles itself (common/protocol.h's
+ * passed I/O): helper_start spawns the helper with pass[0..2] on its fds
+ * 3, 4, 5 (NULL: none) and returns once the whole request is written; the
+ * caller then reads and writes its pipes, polling helper_run_pidfd (readable
+ * once the helper has exited), and ends with helper_finish, which waits for
+ * the exit (up to the deadline) and decodes the answer like helper_call.
+ * The caller closes its copies of the passed descriptors. */
+struct helper_run;
+struct helper_run *helper_start(const struct helper_target *target, json_object *request,
+				long deadline_ms, const int *pass, struct helper_error *err);
+int helper_run_pidfd(const struct helper_run *run);
+json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
+			   struct helper_error *err);
+
 /* The HTTP status for a helper error code ("limit" -> 429, ...). */
 int helper_code_status(const char *code);
 

@@ -427,7 +427,8 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	bool out_open = true, err_open = true;
+	/* with the caller's own pipes (passed I/O) there is nothing to read */
+	bool out_open = c->out.fd >= 0, err_open = c->err.fd >= 0;
 	double drain_until = 0, hard = (double)timeout_ms + 10000;
 
 	for (;;) {
@@ -537,13 +538,26 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 	for (int i = 0; i < 2; i++)
 		j->in[i] = j->out[i] = j->errp[i] = -1;
 	j->save = !q->cwd && !q->env;
-	j->input = q->stdin_data && q->stdin_len;
+	j->input = q->io || (q->stdin_data && q->stdin_len);
 	if (build_env(r, q, j->save, &j->ce, err, errlen) < 0) {
 		exec_job_free(j);
 		return NULL;
 	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms, &j->blob_len);
+	if (q->io) {
+		/* the caller's pipes: it writes the input and reads the output
+		 * itself, as the command runs; the helper only waits */
+		j->in[0] = fcntl(q->io[0], F_DUPFD_CLOEXEC, 3);
+		j->out[1] = fcntl(q->io[1], F_DUPFD_CLOEXEC, 3);
+		j->errp[1] = fcntl(q->io[2], F_DUPFD_CLOEXEC, 3);
+		if (j->blob < 0 || j->in[0] < 0 || j->out[1] < 0 || j->errp[1] < 0) {
+			ERR("room %s: prepare exec: %s", r->id, strerror(errno));
+			exec_job_free(j);
+			return NULL;
+		}
+		return j;
+	}
 	if (j->blob < 0 || pipe_pair(j->out) < 0 || pipe_pair(j->errp) < 0 ||
 	    (j->input && pipe_pair(j->in) < 0)) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
@@ -585,8 +599,10 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	c.in_data = q->stdin_data;
 	c.in_len = q->stdin_len;
 	c.conn = conn;
-	fcntl(j->out[0], F_SETFL, O_NONBLOCK);
-	fcntl(j->errp[0], F_SETFL, O_NONBLOCK);
+	if (j->out[0] >= 0)
+		fcntl(j->out[0], F_SETFL, O_NONBLOCK);
+	if (j->errp[0] >= 0)
+		fcntl(j->errp[0], F_SETFL, O_NONBLOCK);
 	if (c.in_fd >= 0)
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
 	collect(&c, r, q->timeout_ms);

@@ -15,6 +15,8 @@ struct exec_request {
 	const char *cwd;         /* absolute path, or NULL */
 	const char *stdin_data;  /* NULL = /dev/null */
 	size_t stdin_len;
+	const int *io;           /* passed I/O: the caller's stdin, stdout and
+				  * stderr pipes (fds 3-5), or NULL */
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by

@@ -75,6 +75,28 @@ static int fail(struct helper *h, const char *code)
 
 /* ---- start-up defences ------------------------------------------------- */
 
+/* fds 3, 4, 5 as the caller passed them for an exec's I/O (HK_IO): kept only
+ * when each is a pipe open the right way (3 to read, 4 and 5 to write), and
+ * close-on-exec, so no keeper or jail inherits them. */
+#define PASSED_IO 3
+static int passed_io[PASSED_IO] = { -1, -1, -1 };
+
+static void keep_passed_io(void)
+{
+	for (int i = 0; i < PASSED_IO; i++) {
+		int fd = 3 + i, fl = fcntl(fd, F_GETFL);
+		struct stat st;
+		if (fl < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) &&
+		    (fl & O_ACCMODE) == (i == 0 ? O_RDONLY : O_WRONLY) &&
+		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
+			passed_io[i] = fd;
+		else
+			close(fd);
+	}
+}
+
 static void sanitize_process(void)
 {
 	/* nothing the caller blocked may stay blocked (SIGALRM bounds us) */
@@ -90,7 +112,8 @@ static void sanitize_process(void)
 			if (n != fd)
 				_exit(125);
 		}
-	syscall(SYS_close_range, 3, ~0U, 0);
+	syscall(SYS_close_range, 3 + PASSED_IO, ~0U, 0);
+	keep_passed_io();
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGALRM, SIG_DFL);
@@ -285,6 +308,14 @@ static int exec_request_parse(struct helper *h, const struct mj_value *req, stru
 	if ((v = mj_get(req, HK_STDIN)) && v->type == MJ_STRING) {
 		q->stdin_data = v->str;
 		q->stdin_len = v->len;
+	}
+	if ((v = mj_get(req, HK_IO)) && v->type == MJ_BOOL && v->boolean) {
+		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0 || q->stdin_data) {
+			snprintf(h->err, sizeof(h->err), "io: fds 3-5 must be the caller's stdin, stdout "
+				 "and stderr pipes, and no stdin key");
+			return fail(h, HELPER_ERR_INVALID);
+		}
+		q->io = passed_io;
 	}
 	return 0;
 }

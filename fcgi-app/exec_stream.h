@@ -1,0 +1,24 @@
+/* An exec whose output is read by roombox-fcgi as the command writes it:
+ * see exec_stream.c. */
+#ifndef ROOMBOX_FCGI_EXEC_STREAM_H
+#define ROOMBOX_FCGI_EXEC_STREAM_H
+
+#include "exec.h"
+
+/* Where the pieces go.  event gets {"type":"stdout"|"stderr","data":...}
+ * (text never splitting a UTF-8 character, or base64); keepalive (may be
+ * NULL) is called after 15 s without output.  A sink that fails (client
+ * gone) returns -1: the command runs on, its output is still collected. */
+struct exec_sink {
+	void *ctx;
+	int (*event)(void *ctx, json_object *ev);
+	void (*keepalive)(void *ctx);
+};
+
+/* Run ex in room like exec_in_room, telling sink about the output as it
+ * comes; returns SPEC §2.1's result (its stdout/stderr as far as
+ * output_limit), or NULL with err set. */
+json_object *exec_stream_in_room(struct app *app, const char *room, const struct exec_request *ex,
+				 const struct exec_sink *sink, struct helper_error *err);
+
+#endif
