@@ -1,7 +1,8 @@
 /* The one interface between roombox-fcgi and roombox-helper.
  *
  * roombox-fcgi runs `roombox-helper [-c CONFIG]` once per operation, writes
- * one JSON object (at most HELPER_REQUEST_MAX bytes) on its stdin, closes it,
+ * one JSON object (at most helper_request_max(max_body) bytes) on its stdin,
+ * closes it,
  * and reads one JSON object from its stdout.  Exit status 0 = success object;
  * non-zero = {"error":"<reason naming room and step>","code":"<code>"}.
  * `-c` is honoured only when the real uid is 0 or when it names the
@@ -44,6 +45,28 @@
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
 
-#define HELPER_REQUEST_MAX (8u << 20)  /* cmd + stdin + env, bounded */
+#include <stdint.h>
+
+/* A request carries at most one HTTP body (max_body: cmd, stdin, env) and
+ * what roombox-fcgi adds around it (op, room, timeout_ms, encoding, JSON
+ * quoting, which never grows a body json-c has parsed); the slack is
+ * that addition, generously.  Both sides apply the same limit:
+ * roombox-fcgi answers 413 before spawning, the helper refuses more. */
+#define HELPER_REQUEST_SLACK (64u << 10)
+
+static inline uint64_t helper_request_max(uint64_t max_body)
+{
+	return max_body + HELPER_REQUEST_SLACK;
+}
+
+/* Everything the helper may use (heap, code, stack), whatever the
+ * request: its allocator refuses past HELPER_HEAP_BUDGET (see
+ * sandbox-helper/alloc/bump_malloc.c), which leaves the rest for the
+ * static binary, its stack and the kernel's view of both.  max_body is at
+ * most MAX_BODY_LIMIT (common/config.c) so that a legitimate request of
+ * that size (reading buffer, parsed document, answer) fits the budget. */
+#define HELPER_MEMORY_MAX (64u << 20)
+#define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
+#define MAX_BODY_LIMIT (8u << 20)
 
 #endif

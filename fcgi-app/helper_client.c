@@ -391,7 +391,7 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 		set_error(err, 500, "spawn", "roombox-helper: cannot serialise the request");
 		return NULL;
 	}
-	if (req_len > HELPER_REQUEST_MAX) {
+	if (req_len > helper_request_max(target->max_body)) {
 		set_error(err, 413, "invalid", "request body too large");
 		return NULL;
 	}

@@ -183,7 +183,7 @@ static void test_a_full_arena_falls_back_to_mappings(void **state)
 	assert_true(in >= 20 && in <= 32);
 	assert_true(out >= 32);
 	/* what is left of the arena still serves what fits in it */
-	size_t left = ARENA_SIZE - used;
+	size_t left = ARENA_SIZE - main_arena.used;
 	assert_true(left < (512u << 10) + 64);
 	unsigned char *q = bm_calloc(1, left + 1);
 	assert_non_null(q);
