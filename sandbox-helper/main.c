@@ -233,8 +233,9 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	struct exec_request q;
 	if (open_room(h, req, &r) < 0)
 		return -1;
-	if (request_exec_parse(req, &h->cfg, &q, h->err, sizeof(h->err)) < 0)
-		return fail(h, "invalid");
+	const char *code = request_exec_parse(req, &h->cfg, &q, h->err, sizeof(h->err));
+	if (code)
+		return fail(h, code);
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);

@@ -111,50 +111,56 @@ const struct mj_value *request_read_parse(int fd, uint64_t max_body, struct mj_d
 	return req;
 }
 
-/* env: an object of non-empty names to strings, small enough for a shell. */
-static int env_check(const struct mj_value *env, const char *room, char *err, size_t errlen)
+/* env: an object of non-empty names to strings, small enough for a shell.
+ * The check on the total is exact enough: quoting only adds bytes. */
+static const char *env_check(const struct mj_value *env, const char *room, char *err, size_t errlen)
 {
 	size_t total = 0;
 	for (size_t i = 0; i < env->len; i++) {
 		const struct mj_member *m = &env->members[i];
-		if (m->value.type != MJ_STRING || !m->key_len)
-			return errorf(err, errlen, "env values must be strings");
+		if (m->value.type != MJ_STRING || !m->key_len) {
+			errorf(err, errlen, "env values must be strings");
+			return "invalid";
+		}
 		total += m->key_len + m->value.len + 1;
-		if (total > REQUEST_ENV_MAX)
-			return errorf(err, errlen, "room %s: env is more than a shell can take "
-				      "(%d bytes in one variable)", room ? room : "?", REQUEST_ENV_MAX);
+		if (total > REQUEST_ENV_MAX) {
+			errorf(err, errlen, "room %s: the environment (session and env) is larger than "
+			       "a shell can take (%d bytes in one variable)", room ? room : "?", REQUEST_ENV_MAX);
+			return "failed";
+		}
 	}
-	return 0;
+	return NULL;
 }
 
-int request_exec_parse(const struct mj_value *req, const struct config *cfg,
-		       struct exec_request *q, char *err, size_t errlen)
+const char *request_exec_parse(const struct mj_value *req, const struct config *cfg,
+			       struct exec_request *q, char *err, size_t errlen)
 {
 	const struct mj_value *v;
+	const char *code;
 	memset(q, 0, sizeof(*q));
 	q->cmd = mj_get_str(req, "cmd");
 	if (!q->cmd || !*q->cmd)
-		return errorf(err, errlen, "cmd missing");
+		return errorf(err, errlen, "cmd missing"), "invalid";
 	q->timeout_ms = cfg->exec_timeout_ms;
 	if ((v = mj_get(req, "timeout_ms"))) {
 		if (v->type != MJ_NUMBER || !v->is_int || v->integer <= 0 ||
 		    (uint64_t)v->integer > cfg->exec_timeout_max_ms)
-			return errorf(err, errlen, "timeout_ms out of range");
+			return errorf(err, errlen, "timeout_ms out of range"), "invalid";
 		q->timeout_ms = (uint64_t)v->integer;
 	}
 	if ((v = mj_get(req, "env")) && v->type == MJ_OBJECT) {
-		if (env_check(v, mj_get_str(req, "room"), err, errlen) < 0)
-			return -1;
+		if ((code = env_check(v, mj_get_str(req, "room"), err, errlen)))
+			return code;
 		q->env = v;
 	}
 	q->cwd = mj_get_str(req, "cwd");
 	if (q->cwd && q->cwd[0] != '/')
-		return errorf(err, errlen, "cwd must be absolute");
+		return errorf(err, errlen, "cwd must be absolute"), "invalid";
 	if ((v = mj_get(req, "stdin")) && v->type == MJ_STRING) {
 		q->stdin_data = v->str;
 		q->stdin_len = v->len;
 	}
 	const char *enc = mj_get_str(req, "encoding");
 	q->base64 = enc && strcmp(enc, "base64") == 0;
-	return 0;
+	return NULL;
 }
