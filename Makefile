@@ -94,7 +94,8 @@ $(B)/musl/%.o: %.c $(B)/kinc/.stamp $(wildcard common/*.h sandbox-helper/*.h san
 # an allocator must not let the compiler turn malloc+memset into calloc
 $(B)/musl/sandbox-helper/alloc/bump_malloc.o: MUSL_CFLAGS += -fno-builtin
 
-$(B)/roombox-keeper: $(B)/musl/sandbox-helper/keeper/keeper.o $(B)/musl/sandbox-helper/keeper/spawn.o
+$(B)/roombox-keeper: $(B)/musl/sandbox-helper/keeper/keeper.o $(B)/musl/sandbox-helper/keeper/spawn.o \
+                   $(B)/musl/sandbox-helper/keeper/plan.o
 	$(call musl_link,$^) -s -o $@
 
 # The setuid helper runs once per operation: static against musl and

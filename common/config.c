@@ -18,6 +18,7 @@
  *     of whichever of the two keys came later.
  */
 #include "config.h"
+#include "protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -486,6 +487,14 @@ static int check_consistency(struct parse_state *st, const struct config *c)
 			    "exec_timeout (%llums) is greater than exec_timeout_max (%llums)",
 			    (unsigned long long)c->exec_timeout_ms,
 			    (unsigned long long)c->exec_timeout_max_ms);
+	/* the setuid helper reads a request of max_body within a fixed
+	 * memory budget (common/protocol.h) */
+	line = later_line(st, "max_body", "max_body");
+	if (line && c->max_body > MAX_BODY_LIMIT)
+		return fail(st, line,
+			    "max_body (%llu bytes) is above %uM: roombox-helper reads a request "
+			    "within a %u MiB memory budget",
+			    (unsigned long long)c->max_body, MAX_BODY_LIMIT >> 20, HELPER_MEMORY_MAX >> 20);
 	line = later_line(st, "uid_base", "max_rooms");
 	if (line && (uint64_t)c->uid_base + (uint64_t)c->max_rooms >= UID_LIMIT)
 		return fail(st, line,

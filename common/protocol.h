@@ -62,6 +62,7 @@
 #define ROOMBOX_PROTOCOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- operations ---- */
 #define HELPER_OP_EXEC      "exec"
@@ -118,6 +119,26 @@
 #define HELPER_ERR_FAILED    "failed"
 
 /* ---- limits ---- */
-#define HELPER_REQUEST_MAX (8u << 20)  /* cmd + stdin + env, bounded */
+/* A request carries at most one HTTP body (max_body: cmd, stdin, env) and
+ * what roombox-fcgi adds around it (op, room, timeout_ms, encoding, JSON
+ * quoting, which never grows a body json-c has parsed); the slack is
+ * that addition, generously.  Both sides apply the same limit:
+ * roombox-fcgi answers 413 before spawning, the helper refuses more. */
+#define HELPER_REQUEST_SLACK (64u << 10)
+
+static inline uint64_t helper_request_max(uint64_t max_body)
+{
+	return max_body + HELPER_REQUEST_SLACK;
+}
+
+/* Everything the helper may use (heap, code, stack), whatever the
+ * request: its allocator refuses past HELPER_HEAP_BUDGET (see
+ * sandbox-helper/alloc/bump_malloc.c), which leaves the rest for the
+ * static binary, its stack and the kernel's view of both.  max_body is at
+ * most MAX_BODY_LIMIT (common/config.c) so that a legitimate request of
+ * that size (reading buffer, parsed document, answer) fits the budget. */
+#define HELPER_MEMORY_MAX (64u << 20)
+#define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
+#define MAX_BODY_LIMIT (8u << 20)
 
 #endif

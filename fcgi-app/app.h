@@ -37,7 +37,7 @@ struct app {
 
 static inline struct helper_target app_helper(const struct app *app)
 {
-	return (struct helper_target){ app->cfg.helper, app->config_path };
+	return (struct helper_target){ app->cfg.helper, app->config_path, app->cfg.max_body };
 }
 
 /* One HTTP request after routing. */

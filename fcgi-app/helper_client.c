@@ -415,7 +415,7 @@ struct helper_run *helper_start(const struct helper_target *target, json_object 
 		set_error(err, 500, "spawn", "roombox-helper: cannot serialise the request");
 		return NULL;
 	}
-	if (req_len > HELPER_REQUEST_MAX) {
+	if (req_len > helper_request_max(target->max_body)) {
 		set_error(err, 413, HELPER_ERR_INVALID, "request body too large");
 		return NULL;
 	}

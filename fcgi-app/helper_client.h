@@ -5,6 +5,7 @@
 #define ROOMBOX_FCGI_HELPER_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <json-c/json.h>
 
 /* A reply bigger than this is cut off and the call fails (two streams of
@@ -25,6 +26,7 @@ struct helper_error {
 struct helper_target {
 	const char *helper;       /* path of roombox-helper */
 	const char *config_path;  /* passed as -c */
+	uint64_t max_body;        /* requests over helper_request_max(max_body) are 413 */
 };
 
 /* Run one operation.  Returns the reply object (the caller puts it), or

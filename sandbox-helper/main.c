@@ -37,6 +37,7 @@
 #include "jail.h"
 #include "minijson.h"
 #include "protocol.h"
+#include "request.h"
 #include "room.h"
 #include "roomid.h"
 
@@ -168,48 +169,6 @@ static int load_config(struct helper *h, const char *path)
 	return rc < 0 ? fail(h, HELPER_ERR_DENIED) : 0;
 }
 
-/* The request document; *doc owns it.  NULL (error set) unless it is one
- * JSON object of at most HELPER_REQUEST_MAX bytes. */
-static const struct mj_value *read_request(struct helper *h, struct mj_doc **doc)
-{
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	ssize_t n;
-	*doc = NULL;
-	while (buf && (n = read(0, buf + len, cap - len)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		len += (size_t)n;
-		if (len == cap) {
-			if (cap >= HELPER_REQUEST_MAX + 1)
-				break;
-			cap *= 2;
-			char *b = realloc(buf, cap);
-			if (!b)
-				break;
-			buf = b;
-		}
-	}
-	if (!buf || len > HELPER_REQUEST_MAX) {
-		free(buf);
-		snprintf(h->err, sizeof(h->err), "request larger than %u bytes", HELPER_REQUEST_MAX);
-		fail(h, HELPER_ERR_INVALID);
-		return NULL;
-	}
-	char why[128];
-	*doc = mj_parse(buf, len, why, sizeof(why));
-	free(buf);
-	if (!*doc || mj_root(*doc)->type != MJ_OBJECT) {
-		snprintf(h->err, sizeof(h->err), "request is not a JSON object%s%s", *doc ? "" : ": ", *doc ? "" : why);
-		fail(h, HELPER_ERR_INVALID);
-		return NULL;
-	}
-	return mj_root(*doc);
-}
-
 /* ---- verbs ------------------------------------------------------------- */
 
 static int open_room(struct helper *h, const struct mj_value *req, struct room *r)
@@ -274,52 +233,6 @@ static void room_status(struct helper *h, struct room *r, struct mj_writer *out)
 	mjw_object_end(out);
 }
 
-static int exec_request_parse(struct helper *h, const struct mj_value *req, struct exec_request *q)
-{
-	const struct mj_value *v;
-	memset(q, 0, sizeof(*q));
-	q->cmd = mj_get_str(req, HK_CMD);
-	if (!q->cmd || !*q->cmd) {
-		snprintf(h->err, sizeof(h->err), "cmd missing");
-		return fail(h, HELPER_ERR_INVALID);
-	}
-	q->timeout_ms = h->cfg.exec_timeout_ms;
-	if ((v = mj_get(req, HK_TIMEOUT_MS))) {
-		if (v->type != MJ_NUMBER || !v->is_int || v->integer <= 0 ||
-		    (uint64_t)v->integer > h->cfg.exec_timeout_max_ms) {
-			snprintf(h->err, sizeof(h->err), "timeout_ms out of range");
-			return fail(h, HELPER_ERR_INVALID);
-		}
-		q->timeout_ms = (uint64_t)v->integer;
-	}
-	if ((v = mj_get(req, HK_ENV)) && v->type == MJ_OBJECT) {
-		for (size_t i = 0; i < v->len; i++)
-			if (v->members[i].value.type != MJ_STRING || !v->members[i].key_len) {
-				snprintf(h->err, sizeof(h->err), "env values must be strings");
-				return fail(h, HELPER_ERR_INVALID);
-			}
-		q->env = v;
-	}
-	q->cwd = mj_get_str(req, HK_CWD);
-	if (q->cwd && q->cwd[0] != '/') {
-		snprintf(h->err, sizeof(h->err), "cwd must be absolute");
-		return fail(h, HELPER_ERR_INVALID);
-	}
-	if ((v = mj_get(req, HK_STDIN)) && v->type == MJ_STRING) {
-		q->stdin_data = v->str;
-		q->stdin_len = v->len;
-	}
-	if ((v = mj_get(req, HK_IO)) && v->type == MJ_BOOL && v->boolean) {
-		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0 || q->stdin_data) {
-			snprintf(h->err, sizeof(h->err), "io: fds 3-5 must be the caller's stdin, stdout "
-				 "and stderr pipes, and no stdin key");
-			return fail(h, HELPER_ERR_INVALID);
-		}
-		q->io = passed_io;
-	}
-	return 0;
-}
-
 static int stop_room(struct helper *h, struct room *r);
 
 /* Every verb writes its answer object to out and returns 0, or returns -1
@@ -333,8 +246,20 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 {
 	struct room r;
 	struct exec_request q;
-	if (open_room(h, req, &r) < 0 || exec_request_parse(h, req, &q) < 0)
+	if (open_room(h, req, &r) < 0)
 		return -1;
+	const char *code = request_exec_parse(req, &h->cfg, &q, h->err, sizeof(h->err));
+	if (code)
+		return fail(h, code);
+	const struct mj_value *v = mj_get(req, HK_IO);
+	if (v && v->type == MJ_BOOL && v->boolean) {
+		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0 || q.stdin_data) {
+			snprintf(h->err, sizeof(h->err), "io: fds 3-5 must be the caller's stdin, stdout "
+				 "and stderr pipes, and no stdin key");
+			return fail(h, HELPER_ERR_INVALID);
+		}
+		q.io = passed_io;
+	}
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
@@ -689,9 +614,9 @@ int main(int argc, char **argv)
 	if (load_config(&h, conf) < 0)
 		return finish(&h, &out, -1);
 	struct mj_doc *doc;
-	const struct mj_value *req = read_request(&h, &doc);
-	int rc = !req ? -1
-		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, HELPER_ERR_FAILED)
+	const struct mj_value *req = request_read_parse(0, h.cfg.max_body, &doc, h.err, sizeof(h.err));
+	int rc = !req ? fail(&h, "invalid")
+		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, "failed")
 		: dispatch(&h, req, &out);
 	mj_free(doc);
 	return finish(&h, &out, rc);

@@ -1,10 +1,13 @@
 /* minijson — the helper's JSON reader and writer (see minijson.h).
  *
- * The reader is a recursive descent over the text with a depth limit; every
- * node and decoded string lives in one document that mj_free releases.
- * Strings are decoded into their own allocations (chained on the document),
- * values of arrays and objects are collected in a growing vector and then
- * copied into an exact-size array.
+ * The reader is a recursive descent over the text with a depth limit and a
+ * limit on the number of values; every node and decoded string lives in one
+ * document that mj_free releases.  Strings are decoded into their own
+ * allocations (chained on the document).  The members of the arrays and
+ * objects being read are pushed on one stack shared by every level, and
+ * copied into an exact-size array when their container closes: no
+ * container leaves a temporary vector behind (the helper's allocator does
+ * not reuse what is freed in its middle).
  */
 #include "minijson.h"
 
@@ -30,6 +33,10 @@ struct parser {
 	char *err;
 	size_t errlen;
 	bool failed;
+	int why;                    /* errno for the caller: EINVAL, ENOMEM, E2BIG */
+	size_t values;              /* read so far, at most MJ_MAX_VALUES */
+	struct mj_member *stack;    /* members of the open containers */
+	size_t top, cap;
 };
 
 static void *doc_alloc(struct parser *ps, size_t n)
@@ -46,8 +53,24 @@ static int error_at(struct parser *ps, const char *why)
 {
 	if (!ps->failed)
 		snprintf(ps->err, ps->errlen, "at byte %zu: %s", (size_t)(ps->p - ps->start), why);
+	if (!ps->failed)
+		ps->why = EINVAL;
 	ps->failed = true;
 	return -1;
+}
+
+static int error_why(struct parser *ps, const char *why, int code)
+{
+	bool first = !ps->failed;
+	error_at(ps, why);
+	if (first)
+		ps->why = code;
+	return -1;
+}
+
+static int out_of_memory(struct parser *ps)
+{
+	return error_why(ps, "out of memory", ENOMEM);
 }
 
 static void skip_ws(struct parser *ps)
@@ -143,7 +166,7 @@ static int parse_string(struct parser *ps, const char **out, size_t *outlen)
 	size_t srclen = (size_t)(ps->p - s);
 	char *o = doc_alloc(ps, srclen + 1);
 	if (!o)
-		return error_at(ps, "out of memory");
+		return out_of_memory(ps);
 	size_t n = 0;
 	ps->p = s;
 	while (*ps->p != '"') {
@@ -224,7 +247,7 @@ static int parse_number(struct parser *ps, struct mj_value *v)
 	size_t n = (size_t)(ps->p - s);
 	char small[64], *buf = n < sizeof(small) ? small : malloc(n + 1);
 	if (!buf)
-		return error_at(ps, "out of memory");
+		return out_of_memory(ps);
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	v->type = MJ_NUMBER;
@@ -244,13 +267,48 @@ static int parse_number(struct parser *ps, struct mj_value *v)
 
 static int parse_value(struct parser *ps, struct mj_value *v, int depth);
 
+/* Room on the stack for one more member. */
+static int stack_reserve(struct parser *ps)
+{
+	if (ps->top < ps->cap)
+		return 0;
+	size_t cap = ps->cap ? ps->cap * 2 : 64;
+	struct mj_member *g = realloc(ps->stack, cap * sizeof(*g));
+	if (!g)
+		return out_of_memory(ps);
+	ps->stack = g;
+	ps->cap = cap;
+	return 0;
+}
+
+/* One member of an object (key, ':', value) or array (value) onto the
+ * stack.  The value is read into a local first: reading it may grow, and
+ * so move, the stack. */
+static int parse_member(struct parser *ps, bool object, int depth)
+{
+	struct mj_member m = { 0 };
+	skip_ws(ps);
+	if (object) {
+		if (ps->p >= ps->end || *ps->p != '"')
+			return error_at(ps, "expected a string key");
+		if (parse_string(ps, &m.key, &m.key_len) < 0)
+			return -1;
+		skip_ws(ps);
+		if (ps->p >= ps->end || *ps->p != ':')
+			return error_at(ps, "expected ':'");
+		ps->p++;
+	}
+	if (parse_value(ps, &m.value, depth) < 0 || stack_reserve(ps) < 0)
+		return -1;
+	ps->stack[ps->top++] = m;
+	return 0;
+}
+
 /* Members of an array (keys NULL) or object, up to the closing bracket. */
 static int parse_members(struct parser *ps, struct mj_value *v, bool object, int depth)
 {
 	char close = object ? '}' : ']';
-	size_t n = 0, cap = 0;
-	struct mj_member *m = NULL;
-	int rc = -1;
+	size_t base = ps->top;
 	ps->p++;
 	skip_ws(ps);
 	if (ps->p < ps->end && *ps->p == close) {
@@ -259,34 +317,8 @@ static int parse_members(struct parser *ps, struct mj_value *v, bool object, int
 		return 0;
 	}
 	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 8;
-			struct mj_member *g = realloc(m, cap * sizeof(*m));
-			if (!g) {
-				error_at(ps, "out of memory");
-				goto out;
-			}
-			m = g;
-		}
-		memset(&m[n], 0, sizeof(m[n]));
-		skip_ws(ps);
-		if (object) {
-			if (ps->p >= ps->end || *ps->p != '"') {
-				error_at(ps, "expected a string key");
-				goto out;
-			}
-			if (parse_string(ps, &m[n].key, &m[n].key_len) < 0)
-				goto out;
-			skip_ws(ps);
-			if (ps->p >= ps->end || *ps->p != ':') {
-				error_at(ps, "expected ':'");
-				goto out;
-			}
-			ps->p++;
-		}
-		if (parse_value(ps, &m[n].value, depth) < 0)
-			goto out;
-		n++;
+		if (parse_member(ps, object, depth) < 0)
+			return -1;
 		skip_ws(ps);
 		if (ps->p < ps->end && *ps->p == ',') {
 			ps->p++;
@@ -296,21 +328,17 @@ static int parse_members(struct parser *ps, struct mj_value *v, bool object, int
 			ps->p++;
 			break;
 		}
-		error_at(ps, object ? "expected ',' or '}'" : "expected ',' or ']'");
-		goto out;
+		return error_at(ps, object ? "expected ',' or '}'" : "expected ',' or ']'");
 	}
-	v->members = doc_alloc(ps, n * sizeof(*m));
-	if (!v->members) {
-		error_at(ps, "out of memory");
-		goto out;
-	}
-	memcpy(v->members, m, n * sizeof(*m));
+	size_t n = ps->top - base;
+	v->members = doc_alloc(ps, n * sizeof(*v->members));
+	if (!v->members)
+		return out_of_memory(ps);
+	memcpy(v->members, ps->stack + base, n * sizeof(*v->members));
+	ps->top = base;
 	v->len = n;
 	v->type = object ? MJ_OBJECT : MJ_ARRAY;
-	rc = 0;
-out:
-	free(m);
-	return rc;
+	return 0;
 }
 
 static int parse_value(struct parser *ps, struct mj_value *v, int depth)
@@ -319,6 +347,8 @@ static int parse_value(struct parser *ps, struct mj_value *v, int depth)
 	skip_ws(ps);
 	if (ps->p >= ps->end)
 		return error_at(ps, "expected a value");
+	if (++ps->values > MJ_MAX_VALUES)
+		return error_why(ps, "more than " MJ_STR(MJ_MAX_VALUES) " values", E2BIG);
 	switch (*ps->p) {
 	case '{':
 	case '[':
@@ -346,16 +376,20 @@ struct mj_doc *mj_parse(const char *text, size_t len, char *err, size_t errlen)
 	struct mj_doc *d = calloc(1, sizeof(*d));
 	if (!d) {
 		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
-	struct parser ps = { d, text, text + len, text, err, errlen, false };
+	struct parser ps = { .doc = d, .p = text, .end = text + len, .start = text,
+			     .err = err, .errlen = errlen };
 	if (parse_value(&ps, &d->root, 0) == 0) {
 		skip_ws(&ps);
 		if (ps.p != ps.end)
 			error_at(&ps, "text after the value");
 	}
+	free(ps.stack);
 	if (ps.failed) {
 		mj_free(d);
+		errno = ps.why;
 		return NULL;
 	}
 	return d;

@@ -8,7 +8,9 @@
  * JSON it needs.  roombox-fcgi keeps using json-c.
  *
  * Reader: RFC 8259, strict.  One value, optional surrounding whitespace,
- * nothing after it.  Nesting deeper than MJ_MAX_DEPTH, raw control
+ * nothing after it.  More than MJ_MAX_VALUES values in all (every array
+ * element, object member and the root count; a request of the helper has
+ * a few dozen), nesting deeper than MJ_MAX_DEPTH, raw control
  * characters in strings, bad escapes, leading zeros, "+1", ".5", NaN and
  * trailing commas are errors.  Strings are decoded to UTF-8 (\u escapes
  * included, a surrogate pair to one code point, a lone surrogate to U+FFFD);
@@ -20,6 +22,9 @@
 #include <stdint.h>
 
 #define MJ_MAX_DEPTH 32
+#define MJ_MAX_VALUES 100000
+#define MJ_STR_(x) #x
+#define MJ_STR(x) MJ_STR_(x)
 
 enum mj_type { MJ_NULL, MJ_BOOL, MJ_NUMBER, MJ_STRING, MJ_ARRAY, MJ_OBJECT };
 
@@ -45,7 +50,8 @@ struct mj_member {
 struct mj_doc;
 
 /* Parse text[0..len).  NULL with err ("at byte N: reason") on any error or
- * when out of memory. */
+ * when out of memory; errno then tells which: ENOMEM (memory ran out),
+ * E2BIG (more than MJ_MAX_VALUES values), EINVAL (anything else). */
 struct mj_doc *mj_parse(const char *text, size_t len, char *err, size_t errlen);
 const struct mj_value *mj_root(const struct mj_doc *d);
 void mj_free(struct mj_doc *d);

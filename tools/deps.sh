@@ -9,6 +9,7 @@ packages=(
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests
+	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	debhelper devscripts lintian fakeroot
 )

@@ -1,78 +1,173 @@
-/* The helper's malloc: a bump allocator over one static arena.
+/* The helper's malloc: a bump allocator over one static arena, inside a
+ * budget.
  *
- * roombox-helper lives for one operation and is single-threaded.  musl's
- * malloc maps a fresh group for each size class it meets and unmaps it when
- * it empties: on the exec path that was a third of the helper's CPU (mmap,
- * munmap, page-table teardown) in a profile of the throughput run.  Here an
- * allocation is a pointer bump in a zero-page-backed arena (pages cost only
- * when touched), free() gives memory back only when it is the last block
- * (enough for the grow-and-copy pattern of realloc), and everything goes
- * back to the kernel when the process exits.  Blocks of 1 MiB and more, and
- * anything once the arena is full, get their own mapping and are unmapped
- * on free.
+ * Speed.  roombox-helper lives for one operation and is single-threaded.
+ * musl's malloc maps a fresh group for each size class it meets and unmaps
+ * it when it empties: on the exec path that was a third of the helper's CPU
+ * (mmap, munmap, page-table teardown) in a profile of the throughput run.
+ * Here an allocation is a pointer bump in a zero-page-backed arena (pages
+ * cost only when touched), free() gives memory back only when it is the
+ * last block (enough for the grow-and-copy pattern of realloc), and
+ * everything goes back to the kernel when the process exits.
+ *
+ * Bound.  The helper is setuid root and reads its caller's bytes, so no
+ * request may make it grow without limit (SPEC §4: 64 MiB).  Every byte it
+ * can come to hold is charged against HELPER_HEAP_BUDGET (common/protocol.h,
+ * 56 MiB: the other 8 of the 64 are the binary, its stack and static
+ * buffers):
+ *   - the arena, up to the highest point it was ever bumped to (pages
+ *     below it are resident, pages above were never touched);
+ *   - blocks of 64 KiB and more that do not fit the arena (and every block
+ *     of 1 MiB and more) get their own mapping, charged at its page-rounded
+ *     size, unmapped and uncharged on free, and grown by mremap (no copy,
+ *     no second block while growing): what a freed big block held is
+ *     reused by the next;
+ *   - smaller blocks once the arena is full come from 1 MiB spill chunks,
+ *     bumped like the arena and charged whole (before this, each got a
+ *     mapping of its own: a page for every 30-byte string, 9.6 GiB for an
+ *     8 MiB request of ["","",...]).
+ * An allocation that would go past the budget fails: NULL and ENOMEM, as
+ * when the kernel has no memory, and every caller already turns that into
+ * an error answer ("request too complex: over the helper's 64 MiB memory
+ * budget" from the request reader).  Small blocks freed in the middle of
+ * the arena are lost until the exit, which the budget also covers: the JSON
+ * reader (minijson.c) frees nothing while it reads, and caps a document at
+ * MJ_MAX_VALUES values, so a legitimate request never comes near it.
  *
  * Linked into roombox-helper only (musl supports replacing malloc in a
  * static program); the unit tests use their libc's malloc.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "protocol.h"
+
 #define ARENA_SIZE (16u << 20)
-#define BIG (1u << 20)
+#define BIG (1u << 20)          /* from here a block always has its own mapping */
+#define OWN_MAP (64u << 10)     /* ... and from here when the arena is full */
+#define SPILL (1u << 20)        /* a chunk for small blocks past the arena */
+#define PAGE 4096u
 #define ALIGN 16u
+#ifndef BUDGET
+#define BUDGET ((size_t)HELPER_HEAP_BUDGET)
+#endif
 
 struct block {
 	size_t size;           /* usable bytes */
-	size_t mapped;         /* bytes of its own mapping, 0 when in the arena */
+	size_t mapped;         /* bytes of its own mapping, 0 when in the arena or a chunk */
+};
+
+/* A bump region: the static arena, or the current spill chunk. */
+struct region {
+	unsigned char *base;
+	size_t size, used;
+	struct block *last;    /* its last block, or NULL */
 };
 
 static unsigned char arena[ARENA_SIZE] __attribute__((aligned(ALIGN)));
-static size_t used;
-static struct block *last;     /* the arena's last block, or NULL */
+static struct region main_arena = { arena, ARENA_SIZE, 0, NULL };
+static struct region spill;
+static size_t arena_high;      /* highest main_arena.used so far */
+static size_t charged;         /* bytes held against BUDGET */
 
-static size_t round_up(size_t n)
+static size_t round_up(size_t n, size_t to)
 {
-	return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	return (n + to - 1) & ~(to - 1);
+}
+
+static size_t header_size(void)
+{
+	return round_up(sizeof(struct block), ALIGN);
 }
 
 static struct block *header(void *p)
 {
-	return (struct block *)((unsigned char *)p - round_up(sizeof(struct block)));
+	return (struct block *)((unsigned char *)p - header_size());
 }
 
 static void *payload(struct block *b)
 {
-	return (unsigned char *)b + round_up(sizeof(struct block));
+	return (unsigned char *)b + header_size();
 }
 
-void *malloc(size_t n)
+/* Take n more bytes of the budget, or fail with ENOMEM. */
+static int charge(size_t n)
 {
-	size_t h = round_up(sizeof(struct block));
-	if (n > SIZE_MAX / 2) {
+	if (n > BUDGET - charged) {
 		errno = ENOMEM;
+		return -1;
+	}
+	charged += n;
+	return 0;
+}
+
+/* need bytes (header included) from region r; NULL when it does not fit. */
+static void *bump(struct region *r, size_t need)
+{
+	if (!r->base || need > r->size - r->used)
 		return NULL;
+	if (r == &main_arena && r->used + need > arena_high) {
+		if (charge(r->used + need - arena_high) < 0)
+			return NULL;
+		arena_high = r->used + need;
 	}
-	size_t need = h + round_up(n ? n : 1);
-	if (n < BIG && need <= ARENA_SIZE - used) {
-		struct block *b = (struct block *)(arena + used);
-		used += need;
-		b->size = need - h;
-		b->mapped = 0;
-		last = b;
-		return payload(b);
-	}
-	void *m = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct block *b = (struct block *)(r->base + r->used);
+	r->used += need;
+	b->size = need - header_size();
+	b->mapped = 0;
+	r->last = b;
+	return payload(b);
+}
+
+static void *own_mapping(size_t need)
+{
+	size_t len = round_up(need, PAGE);
+	if (charge(len) < 0)
+		return NULL;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
+		charged -= len;
 		errno = ENOMEM;
 		return NULL;
 	}
 	struct block *b = m;
-	b->size = need - h;
-	b->mapped = need;
+	b->size = len - header_size();
+	b->mapped = len;
 	return payload(b);
+}
+
+/* A fresh spill chunk (the old one's tail, under OWN_MAP, stays unused). */
+static void *spill_bump(size_t need)
+{
+	void *p = bump(&spill, need);
+	if (p || charge(SPILL) < 0)
+		return p;
+	void *m = mmap(NULL, SPILL, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		charged -= SPILL;
+		errno = ENOMEM;
+		return NULL;
+	}
+	spill = (struct region){ m, SPILL, 0, NULL };
+	return bump(&spill, need);
+}
+
+void *malloc(size_t n)
+{
+	if (n > SIZE_MAX / 2) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t need = header_size() + round_up(n ? n : 1, ALIGN);
+	if (n < BIG && need <= ARENA_SIZE - main_arena.used)
+		return bump(&main_arena, need);
+	if (need >= OWN_MAP)
+		return own_mapping(need);
+	return spill_bump(need);
 }
 
 void free(void *p)
@@ -81,10 +176,14 @@ void free(void *p)
 		return;
 	struct block *b = header(p);
 	if (b->mapped) {
+		charged -= b->mapped;
 		munmap(b, b->mapped);
-	} else if (b == last) {
-		used = (size_t)((unsigned char *)b - arena);
-		last = NULL;
+		return;
+	}
+	struct region *r = b == main_arena.last ? &main_arena : b == spill.last ? &spill : NULL;
+	if (r) {
+		r->used = (size_t)((unsigned char *)b - r->base);
+		r->last = NULL;
 	}
 }
 
@@ -102,6 +201,42 @@ void *calloc(size_t k, size_t n)
 	return p;
 }
 
+/* Grow a block with its own mapping where it is (or move it) without a
+ * copy and without holding old and new at once. */
+static void *remap(struct block *b, size_t n)
+{
+	size_t len = round_up(header_size() + n, PAGE);
+	if (charge(len - b->mapped) < 0)
+		return NULL;
+	void *m = mremap(b, b->mapped, len, MREMAP_MAYMOVE);
+	if (m == MAP_FAILED) {
+		charged -= len - b->mapped;
+		errno = ENOMEM;
+		return NULL;
+	}
+	b = m;
+	b->size = len - header_size();
+	b->mapped = len;
+	return payload(b);
+}
+
+/* The last block of the arena or of a spill chunk grows in place. */
+static bool grow_in_place(struct block *b, size_t n)
+{
+	struct region *r = b == main_arena.last ? &main_arena : b == spill.last ? &spill : NULL;
+	size_t more = round_up(n, ALIGN) - b->size;
+	if (!r || n >= BIG || more > r->size - r->used)
+		return false;
+	if (r == &main_arena && r->used + more > arena_high) {
+		if (charge(r->used + more - arena_high) < 0)
+			return false;
+		arena_high = r->used + more;
+	}
+	r->used += more;
+	b->size += more;
+	return true;
+}
+
 void *realloc(void *p, size_t n)
 {
 	if (!p)
@@ -109,11 +244,14 @@ void *realloc(void *p, size_t n)
 	struct block *b = header(p);
 	if (n <= b->size)
 		return p;
-	if (b == last && n < BIG && round_up(n) - b->size <= ARENA_SIZE - used) {
-		used += round_up(n) - b->size;
-		b->size = round_up(n);
-		return p;
+	if (n > SIZE_MAX / 2) {
+		errno = ENOMEM;
+		return NULL;
 	}
+	if (b->mapped)
+		return remap(b, n);
+	if (grow_in_place(b, n))
+		return p;
 	void *q = malloc(n);
 	if (!q)
 		return NULL;

@@ -60,6 +60,7 @@
 
 #include "caps.h"
 #include "keeper_proto.h"
+#include "plan.h"
 #include "spawn.h"
 
 #define FD_REPORT 3
@@ -160,40 +161,7 @@ static ssize_t recv_msg(int conn, struct kp_msg *m, int *fds, int nfds, int *got
 
 /* ---- the shell ---------------------------------------------------------- */
 
-struct exec_plan {
-	struct kp_blob hdr;
-	char *data;
-	char **argv, **envp;
-};
-
-static int plan_read(int blob_fd, struct exec_plan *p)
-{
-	struct stat st;
-	if (fstat(blob_fd, &st) < 0 || (size_t)st.st_size < sizeof(p->hdr) || st.st_size > (64 << 20))
-		return -1;
-	p->data = malloc((size_t)st.st_size + 1);
-	if (!p->data || pread(blob_fd, p->data, (size_t)st.st_size, 0) != st.st_size)
-		return -1;
-	p->data[st.st_size] = '\0';
-	memcpy(&p->hdr, p->data, sizeof(p->hdr));
-	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096)
-		return -1;
-	p->argv = calloc(p->hdr.argc + 1, sizeof(char *));
-	p->envp = calloc(p->hdr.envc + 1, sizeof(char *));
-	if (!p->argv || !p->envp)
-		return -1;
-	char *s = p->data + sizeof(p->hdr), *end = p->data + st.st_size;
-	for (uint32_t i = 0; i < p->hdr.argc + p->hdr.envc; i++) {
-		if (s >= end)
-			return -1;
-		if (i < p->hdr.argc)
-			p->argv[i] = s;
-		else
-			p->envp[i - p->hdr.argc] = s;
-		s += strlen(s) + 1;
-	}
-	return 0;
-}
+/* (its plan: plan.c) */
 
 /* ---- stopping and killing sets of processes ------------------------------- */
 
@@ -398,14 +366,6 @@ static bool in_running_exec(const struct proc_table *t, int i)
 		if (execs[k].used && execs[k].shell > 0 && below(t, i, execs[k].shell))
 			return true;
 	return false;
-}
-
-static void plan_free(struct exec_plan *p)
-{
-	free(p->data);
-	free(p->argv);
-	free(p->envp);
-	*p = (struct exec_plan){ 0 };
 }
 
 /* The slot is free once its shell is reaped (so the child no longer reads

@@ -174,11 +174,13 @@ def test_unsafe_configuration_file_is_refused(stack, mode, owner):
 # ---------------------------------------------------------------- requests
 
 def test_oversized_request_is_invalid(stack):
+    # the stacks' max_body is 64K: the helper reads at most 64K + 64 KiB
+    assert stack.config["max_body"] == "64K"
     big = b'{"op":"info","pad":"' + b"x" * (8 << 20) + b'"}'
     rc, out = run_helper([HELPER, "-c", stack.conf_path], big)
-    assert rc != 0 and out.get("code") == "invalid", out
+    assert rc != 0 and out == {"error": f"request larger than {128 << 10} bytes", "code": "invalid"}, out
     # control: a large request under the bound is read and answered
-    ok = b'{"op":"info","pad":"' + b"x" * (7 << 20) + b'"}'
+    ok = b'{"op":"info","pad":"' + b"x" * (127 << 10) + b'"}'
     rc, out = run_helper([HELPER, "-c", stack.conf_path], ok)
     assert rc == 0 and "cgroup" in out, out
 

@@ -183,7 +183,7 @@ static void test_a_full_arena_falls_back_to_mappings(void **state)
 	assert_true(in >= 20 && in <= 32);
 	assert_true(out >= 32);
 	/* what is left of the arena still serves what fits in it */
-	size_t left = ARENA_SIZE - used;
+	size_t left = ARENA_SIZE - main_arena.used;
 	assert_true(left < (512u << 10) + 64);
 	unsigned char *q = bm_calloc(1, left + 1);
 	assert_non_null(q);
@@ -194,6 +194,82 @@ static void test_a_full_arena_falls_back_to_mappings(void **state)
 		assert_non_null(r);
 		assert_true(in_arena(r));
 	}
+}
+
+/* After the arena: the budget (HELPER_HEAP_BUDGET) holds whatever the
+ * callers do.  These run after the arena is full. */
+
+/* Small blocks past the arena share 1 MiB chunks: ten thousand strings
+ * cost about a chunk, not a page each. */
+static void test_small_blocks_past_the_arena_share_chunks(void **state)
+{
+	(void)state;
+	size_t before = charged;
+	for (int i = 0; i < 10000; i++) {
+		char *p = bm_malloc(9);
+		assert_non_null(p);
+		assert_false(in_arena(p));
+		memcpy(p, "12345678", 9);
+	}
+	assert_true(charged - before <= 2 * SPILL);
+	/* the last one of a chunk is given back and reused */
+	char *a = bm_malloc(100), *b;
+	bm_free(a);
+	b = bm_malloc(100);
+	assert_ptr_equal(a, b);
+}
+
+/* A big block grows by mremap: the content moves along, the charge is the
+ * new size only (the old one is not held beside it). */
+static void test_big_blocks_grow_in_their_mapping(void **state)
+{
+	(void)state;
+	size_t before = charged;
+	unsigned char *p = bm_malloc(2u << 20);
+	assert_non_null(p);
+	memset(p, 0x5a, 2u << 20);
+	p = bm_realloc(p, 12u << 20);
+	assert_non_null(p);
+	assert_int_equal(p[0], 0x5a);
+	assert_int_equal(p[(2u << 20) - 1], 0x5a);
+	assert_true(charged - before <= (12u << 20) + 2 * PAGE);
+	p[(12u << 20) - 1] = 1;
+	bm_free(p);
+	assert_int_equal(charged, before);
+}
+
+/* Past the budget every allocation fails with ENOMEM, whatever its size
+ * and wherever it would come from; what is freed can be had again. */
+static void test_the_budget_is_never_exceeded_and_freed_memory_is_reused(void **state)
+{
+	(void)state;
+	enum { N = 64 };
+	void *big[N];
+	int got = 0;
+	while (got < N && (big[got] = bm_malloc(4u << 20)))
+		got++;
+	assert_true(got < N);
+	assert_int_equal(errno, ENOMEM);
+	assert_true(charged <= BUDGET);
+	assert_true(charged > BUDGET - (4u << 20) - SPILL);
+	/* small ones run out too (less than a spill chunk is left), then
+	 * everything else */
+	while (bm_malloc(200))
+		;
+	assert_int_equal(errno, ENOMEM);
+	assert_true(charged <= BUDGET && BUDGET - charged < SPILL);
+	errno = 0;
+	assert_null(bm_calloc(1, SPILL));
+	assert_int_equal(errno, ENOMEM);
+	assert_null(bm_realloc(big[0], 8u << 20));
+	assert_int_equal(errno, ENOMEM);
+	/* a freed big block makes room for the next one */
+	bm_free(big[1]);
+	void *again = bm_malloc(4u << 20);
+	assert_non_null(again);
+	memset(again, 1, 4u << 20);
+	assert_true(charged <= BUDGET);
+	assert_null(bm_malloc(4u << 20));
 }
 
 int main(void)
@@ -207,6 +283,9 @@ int main(void)
 		cmocka_unit_test(test_alignment_requests),
 		cmocka_unit_test(test_big_blocks_get_their_own_mapping_and_lose_it_on_free),
 		cmocka_unit_test(test_a_full_arena_falls_back_to_mappings),
+		cmocka_unit_test(test_small_blocks_past_the_arena_share_chunks),
+		cmocka_unit_test(test_big_blocks_grow_in_their_mapping),
+		cmocka_unit_test(test_the_budget_is_never_exceeded_and_freed_memory_is_reused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "protocol.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
@@ -684,6 +685,22 @@ static void test_load_rejects_huge_file(void **state)
 	free(text);
 }
 
+/* The setuid helper reads up to max_body + 64 KiB within 64 MiB: a
+ * larger max_body is an error naming the line, not a helper that fails on
+ * big requests later. */
+static void test_max_body_is_bounded_by_the_helpers_budget(void **state)
+{
+	(void)state;
+	assert_int_equal(expect_ok("max_body = 8M\n").max_body, MAX_BODY_LIMIT);
+	assert_int_equal(expect_ok("max_body = 8388608\n").max_body, 8u << 20);
+	expect_error("workers = 2\nmax_body = 8388609\n",
+		     "t.conf:2: max_body (8388609 bytes) is above 8M: roombox-helper reads a "
+		     "request within a 64 MiB memory budget");
+	expect_error("max_body = 1G\n",
+		     "t.conf:1: max_body (1073741824 bytes) is above 8M: roombox-helper reads a "
+		     "request within a 64 MiB memory budget");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -722,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_load_directory),
 		cmocka_unit_test(test_load_rejects_nul_byte),
 		cmocka_unit_test(test_load_rejects_huge_file),
+		cmocka_unit_test(test_max_body_is_bounded_by_the_helpers_budget),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,10 +25,13 @@
 #include "http.h"
 #include "protocol.h"
 
+/* The largest max_body a configuration accepts: the 6 MiB round trip fits. */
+#define TEST_MAX_BODY MAX_BODY_LIMIT
+
 static json_object *run(const char *script, json_object *req, long deadline_ms,
 			struct helper_error *err)
 {
-	struct helper_target t = { "/bin/sh", script };
+	struct helper_target t = { "/bin/sh", script, TEST_MAX_BODY };
 	json_object *own = NULL, *reply;
 
 	if (!req) {
@@ -75,7 +78,7 @@ static void test_round_trip_large(void **state)
 
 static void test_request_too_large(void **state)
 {
-	size_t n = HELPER_REQUEST_MAX + 1;
+	size_t n = helper_request_max(TEST_MAX_BODY) + 1;
 	char *big = malloc(n);
 	json_object *req = json_object_new_object();
 	struct helper_error err;
@@ -84,6 +87,31 @@ static void test_request_too_large(void **state)
 	memset(big, 'a', n);
 	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n));
 	assert_null(run("cat", req, 30000, &err));
+	assert_int_equal(err.http_status, 413);
+	json_object_put(req);
+	free(big);
+}
+
+/* The bound is the configuration's max_body plus the protocol's slack,
+ * the same the helper applies: a request of exactly that many bytes goes
+ * through, one byte more is 413 and no helper runs. */
+static void test_request_limit_follows_max_body(void **state)
+{
+	struct helper_target t = { "/bin/sh", "cat", 1000 };
+	size_t limit = helper_request_max(1000);
+	size_t n = limit - strlen("{\"stdin\":\"\"}");
+	char *big = malloc(n + 1);
+	struct helper_error err;
+	json_object *req = json_object_new_object(), *reply;
+
+	(void)state;
+	memset(big, 'a', n + 1);
+	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n));
+	reply = helper_call(&t, req, 30000, &err);
+	assert_non_null(reply);
+	json_object_put(reply);
+	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n + 1));
+	assert_null(helper_call(&t, req, 30000, &err));
 	assert_int_equal(err.http_status, 413);
 	json_object_put(req);
 	free(big);
@@ -321,6 +349,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip_large),
 		cmocka_unit_test(test_request_too_large),
+		cmocka_unit_test(test_request_limit_follows_max_body),
 		cmocka_unit_test(test_error_codes),
 		cmocka_unit_test(test_bad_replies),
 		cmocka_unit_test(test_spawn_failure),

@@ -4,6 +4,7 @@
  * Every input handed to mj_parse is first copied into a heap block of
  * exactly its length, with no NUL after it, so that a read past `len`
  * shows up under valgrind. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -1366,6 +1367,89 @@ static void test_write_two_writers_independent(void **state)
 	mjw_free(&b);
 }
 
+/* "[0,0,...]" with n values in all (the array counts as one). */
+static char *array_of_values(size_t n, size_t *len)
+{
+	char *s = malloc(2 * n + 2), *q = s;
+	assert_non_null(s);
+	*q++ = '[';
+	for (size_t i = 1; i < n; i++) {
+		*q++ = '0';
+		*q++ = i + 1 < n ? ',' : ']';
+	}
+	if (n == 1)
+		*q++ = ']';
+	*len = (size_t)(q - s);
+	return s;
+}
+
+/* A document is capped at MJ_MAX_VALUES values: the helper's requests have
+ * a few dozen, and each costs memory the setuid helper must bound. */
+static void test_parse_value_limit(void **state)
+{
+	size_t len;
+	char err[256];
+	char *copy, *s;
+	struct parsed p;
+
+	(void)state;
+	s = array_of_values(MJ_MAX_VALUES, &len);
+	p = parse_ok_n(s, len);
+	assert_int_equal(p.root->len, MJ_MAX_VALUES - 1);
+	parsed_free(&p);
+	free(s);
+
+	s = array_of_values(MJ_MAX_VALUES + 1, &len);
+	errno = 0;
+	assert_null(parse_n(s, len, err, sizeof(err), &copy));
+	assert_int_equal(errno, E2BIG);
+	assert_string_equal(err, "at byte 199999: more than 100000 values");
+	free(copy);
+	free(s);
+
+	/* members of objects count too, and a bad document is EINVAL */
+	errno = 0;
+	assert_null(parse_n("{\"a\":}", 6, err, sizeof(err), &copy));
+	assert_int_equal(errno, EINVAL);
+	free(copy);
+}
+
+/* Members of open containers share one stack: a big array read inside
+ * another container moves that stack, and the outer members survive. */
+static void test_parse_members_survive_a_growing_stack(void **state)
+{
+	enum { INNER = 5000 };
+	char *s = malloc(INNER * 8 + 200), *q = s;
+	struct parsed p;
+
+	(void)state;
+	assert_non_null(s);
+	q += sprintf(q, "{\"a\":\"first\",\"b\":[1,{\"c\":[");
+	for (int i = 0; i < INNER; i++)
+		q += sprintf(q, "%s%d", i ? "," : "", i);
+	q += sprintf(q, "],\"d\":true},3],\"e\":{}, \"f\":[[],[[]]]}");
+	p = parse_ok_n(s, (size_t)(q - s));
+	assert_int_equal(p.root->len, 4);
+	assert_string_equal(mj_get_str(p.root, "a"), "first");
+	const struct mj_value *b = mj_get(p.root, "b");
+	assert_int_equal(b->type, MJ_ARRAY);
+	assert_int_equal(b->len, 3);
+	assert_int_equal(b->members[0].value.integer, 1);
+	assert_int_equal(b->members[2].value.integer, 3);
+	const struct mj_value *c = mj_get(&b->members[1].value, "c");
+	assert_int_equal(c->len, INNER);
+	for (int i = 0; i < INNER; i++)
+		assert_int_equal(c->members[i].value.integer, i);
+	assert_true(mj_get(&b->members[1].value, "d")->boolean);
+	assert_int_equal(mj_get(p.root, "e")->type, MJ_OBJECT);
+	assert_int_equal(mj_get(p.root, "e")->len, 0);
+	const struct mj_value *f = mj_get(p.root, "f");
+	assert_int_equal(f->len, 2);
+	assert_int_equal(f->members[1].value.members[0].value.type, MJ_ARRAY);
+	parsed_free(&p);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1398,6 +1482,8 @@ int main(void)
 		cmocka_unit_test(test_write_parse_round_trip_large),
 		cmocka_unit_test(test_write_reuse_after_finish),
 		cmocka_unit_test(test_write_two_writers_independent),
+		cmocka_unit_test(test_parse_value_limit),
+		cmocka_unit_test(test_parse_members_survive_a_growing_stack),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
