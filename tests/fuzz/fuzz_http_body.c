@@ -7,7 +7,9 @@
  * Input: byte 0 picks the reader's chunk size (low 4 bits + 1) and whether
  * CONTENT_LENGTH is given (bit 4); the rest is the body.
  *
- * Invariants: every answer (error or `details`) is strict JSON in valid
+ * Invariants: json_parse_strict accepts exactly the texts an independent
+ * RFC 8259 recogniser (json_oracle.h) accepts, nesting deeper than json-c's
+ * limit aside; every answer (error or `details`) is strict JSON in valid
  * UTF-8; every string of a parsed body is valid UTF-8 (keys may carry
  * JSON_KEY_NUL_MARK and nothing else that is not); an accepted request
  * holds what validate.h promises (cmd non-empty and NUL-free, cwd absolute,
@@ -18,10 +20,13 @@
 
 #include "fuzz.h"
 #include "http.h"
+#include "json_oracle.h"
 #include "validate.h"
 
 #define FUZZ_MAX_BODY (1u << 20)
 #define FUZZ_TIMEOUT_MAX 600000
+/* json_parse_strict's tokener stops at 512 levels; compare below that. */
+#define ORACLE_DEPTH 500
 
 struct body_stream {
 	const uint8_t *data;
@@ -167,7 +172,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct response rs = { 0 };
 	json_object *body = NULL;
 	char *buf = NULL, err[128];
+	bool valid, deep;
 	size_t len = 0;
+	int rc;
 
 	if (size < 1)
 		return 0;
@@ -184,7 +191,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_ASSERT(len == s.len && memcmp(buf, s.data, len) == 0 && buf[len] == '\0',
 		    "the body read is not the body sent");
-	if (json_parse_strict(buf, len, &body, err, sizeof(err)) < 0) {
+	rc = json_parse_strict(buf, len, &body, err, sizeof(err));
+	valid = json_oracle_valid(buf, len, ORACLE_DEPTH, &deep);
+	FUZZ_ASSERT(deep || valid == (rc == 0),
+		    "json_parse_strict says %s (%s), RFC 8259 says %s", rc == 0 ? "valid" : "invalid",
+		    rc == 0 ? "-" : err, valid ? "valid" : "invalid");
+	if (rc < 0) {
 		response_error(&rs, 400, "invalid JSON: %s", err);
 		check_answer(rs.body, "parse error");
 		json_object_put(rs.body);
