@@ -2,6 +2,7 @@
 #
 #   make          build build/roombox-fcgi and build/roombox-helper
 #   make check    install missing Debian packages, then every test
+#   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
 #   make bench    SPEC §7 figures
 #   make install  DESTDIR-aware install (used by debian/rules)
@@ -43,7 +44,8 @@ SECCOMP_LIBS := $(shell pkg-config --libs libseccomp 2>/dev/null)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all check unit integration security package-test run bench install clean deps
+.PHONY: all check unit integration security package-test run bench install clean deps \
+        fuzz fuzz-smoke
 all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper
 
 $(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h sandbox-helper/keeper/*.h)
@@ -121,6 +123,54 @@ $(B)/tests/%: tests/unit/%.c $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Ifcgi-app -Isandbox-helper $< $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON) \
 	   $(FCGI_LIBS) $(SECCOMP_LIBS) -lcmocka -o $@
 
+# ---- fuzzing: libFuzzer targets in tests/fuzz/, run by tools/fuzz.sh ----
+# Every tests/fuzz/fuzz_*.c is a target (one LLVMFuzzerTestOneInput each;
+# it may include headers of fcgi-app/, sandbox-helper/, keeper/, common/ and
+# tests/fuzz/ by name; keeper/ comes after the system's, whose <spawn.h> it
+# would hide),
+# linked against one archive of all the project's code compiled again with
+# clang, coverage instrumentation, ASan and UBSan (UBSan aborts), in
+# $(B)/fuzz/.  An archive member is linked only when a target needs it, so a
+# target pulls in just what it calls.  Left out: fcgi-app/main.c and
+# sandbox-helper/main.c (main() and the programs' globals), the musl-only
+# allocator sandbox-helper/alloc/; the keeper's main() in keeper.c is renamed
+# (libFuzzer has its own), the rest of keeper.c is linkable.
+FUZZ_CC     ?= clang
+FUZZ_S      ?= 300
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE $(DEFS) \
+               -Ifcgi-app -Isandbox-helper \
+               $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(FUZZ_SAN)
+FUZZ_LIB_SRC := $(COMMON_SRC) $(FCGI_SRC) $(HELPER_SRC) $(wildcard sandbox-helper/keeper/*.c)
+FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN    := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+LIB_FUZZ    := $(B)/fuzz/libroombox.a
+fuzz_obj = $(patsubst %.c,$(B)/fuzz/obj/%.o,$(1))
+
+$(B)/fuzz/obj/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h sandbox-helper/keeper/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(B)/fuzz/obj/sandbox-helper/keeper/keeper.o: FUZZ_CFLAGS += -Dmain=roombox_keeper_main
+$(B)/fuzz/obj/gen/room_filter.o: $(B)/gen/room_filter.c sandbox-helper/room_filter.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(LIB_FUZZ): $(call fuzz_obj,$(FUZZ_LIB_SRC)) $(B)/fuzz/obj/gen/room_filter.o
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_FUZZ) $(wildcard tests/fuzz/*.h)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -idirafter sandbox-helper/keeper -fsanitize=fuzzer $< $(LIB_FUZZ) \
+	   $(FCGI_LIBS) $(SECCOMP_LIBS) -o $@
+
+# Each target for FUZZ_S seconds from tests/fuzz/corpus/<name>/ (new inputs
+# go to $(B)/fuzz/work/), after a plain run of tests/fuzz/regress/<name>/*.
+fuzz: $(FUZZ_BIN)
+	@tools/fuzz.sh $(FUZZ_S) $(FUZZ_BIN)
+
+# The short run `make check` does.
+fuzz-smoke: $(FUZZ_BIN)
+	@tools/fuzz.sh 20 $(FUZZ_BIN)
+
 deps:
 	@tools/deps.sh
 
@@ -136,6 +186,7 @@ security: all
 check: deps
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) fuzz-smoke
 	$(MAKE) integration
 	$(MAKE) security
 	$(MAKE) package-test

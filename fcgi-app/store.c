@@ -407,18 +407,29 @@ static char *file_read(int fd, size_t size)
 	return buf;
 }
 
-static bool json_has_string(json_object *obj, const char *key)
+/* The four fields of a message, in the order a record has them. */
+static const char *const message_keys[] = { "id", "role", "content", "createdAt" };
+
+/* obj's `key` when it is a string of valid UTF-8, else NULL. */
+static json_object *utf8_field(json_object *obj, const char *key)
 {
 	json_object *v;
 
-	return json_object_object_get_ex(obj, key, &v) &&
-	       json_object_is_type(v, json_type_string);
+	if (!json_object_object_get_ex(obj, key, &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    !utf8_valid(json_object_get_string(v), (size_t)json_object_get_string_len(v)))
+		return NULL;
+	return v;
 }
 
-/* One line as a message, or NULL when it is not one. */
+/* One line as a message, or NULL when it is not one.  json-c is lenient
+ * (NaN, single quotes, invalid UTF-8 in strings), and a corrupt line must
+ * not reach a client as invalid JSON: the message is built anew from the
+ * four fields, each a string of valid UTF-8, and anything else in the line
+ * is dropped.  A record store_append wrote always passes. */
 static json_object *record_parse(json_tokener *tok, const char *line, size_t len)
 {
-	json_object *obj;
+	json_object *obj, *msg = NULL;
 
 	if (len == 0 || len > INT_MAX)
 		return NULL;
@@ -426,13 +437,22 @@ static json_object *record_parse(json_tokener *tok, const char *line, size_t len
 	obj = json_tokener_parse_ex(tok, line, (int)len);
 	if (!obj || json_tokener_get_error(tok) != json_tokener_success ||
 	    json_tokener_get_parse_end(tok) != len ||
-	    !json_object_is_type(obj, json_type_object) ||
-	    !json_has_string(obj, "id") || !json_has_string(obj, "role") ||
-	    !json_has_string(obj, "content") || !json_has_string(obj, "createdAt")) {
-		json_object_put(obj);
-		return NULL;
+	    !json_object_is_type(obj, json_type_object))
+		goto out;
+	msg = json_object_new_object();
+	for (size_t i = 0; msg && i < sizeof(message_keys) / sizeof(message_keys[0]); i++) {
+		json_object *v = utf8_field(obj, message_keys[i]);
+
+		if (!v || json_object_object_add(msg, message_keys[i], json_object_get(v)) < 0) {
+			if (v)
+				json_object_put(v);
+			json_object_put(msg);
+			msg = NULL;
+		}
 	}
-	return obj;
+out:
+	json_object_put(obj);
+	return msg;
 }
 
 /* Every complete line that is a message, in order; the text after the last

@@ -101,6 +101,20 @@ char *utf8_sanitize(const char *in, size_t len, size_t *outlen)
 	return out;
 }
 
+bool utf8_valid(const char *in, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)in;
+	size_t i = 0, bad, n;
+
+	while (i < len) {
+		n = utf8_valid_prefix(p + i, len - i, &bad);
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
 char *base64_encode(const unsigned char *in, size_t len)
 {
 	static const char alphabet[] =

@@ -3,6 +3,7 @@
  * roombox-fcgi shapes text for clients: none of this runs setuid. */
 #ifndef ROOMBOX_TEXTENC_H
 #define ROOMBOX_TEXTENC_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,9 @@
  * output bytes are the command's, not ours to remove. NULL on allocation
  * failure. */
 char *utf8_sanitize(const char *in, size_t len, size_t *outlen);
+/* Whether in[0..len) is valid UTF-8 (the decoder above would replace
+ * nothing in it).  U+0000 counts as valid. */
+bool utf8_valid(const char *in, size_t len);
 
 /* Standard base64 with padding; malloc'd, NUL-terminated. */
 char *base64_encode(const unsigned char *in, size_t len);

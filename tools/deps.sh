@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
 	build-essential pkg-config musl-tools
+	clang libclang-rt-dev
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests

@@ -347,6 +347,33 @@ static void test_bad_line_is_skipped(void **state)
 	json_object_put(list);
 }
 
+/* A corrupt line that json-c would take (it is lenient) but that is not
+ * a message in valid UTF-8 is skipped; one that only has more than the four
+ * fields is listed as the four, so nothing but strict JSON in valid UTF-8
+ * reaches a client (both found by tests/fuzz/fuzz_store.c). */
+static void test_corrupt_text_never_listed(void **state)
+{
+	json_object *list;
+	const char *text;
+
+	(void)state;
+	json_object_put(append_ok("corrupt", "user", "before", 6));
+	file_add_raw("corrupt",
+		"{\"id\":\"\xAF\xAF\",\"role\":\"user\",\"content\":\"a\",\"createdAt\":\"t\"}\n"
+		"{\"id\":\"i\",\"role\":\"user\",\"content\":\"\xED\xA0\x80\",\"createdAt\":\"t\"}\n"
+		"{\"id\":\"i\",\"role\":\"user\",\"content\":\"extra\",\"createdAt\":\"t\",\"x\":NaN}\n");
+	json_object_put(append_ok("corrupt", "user", "after", 5));
+	list = list_ok("corrupt");
+	assert_int_equal(json_object_array_length(list), 3);
+	assert_message(json_object_array_get_idx(list, 0), "user", "before", 6);
+	assert_int_equal(json_object_object_length(json_object_array_get_idx(list, 1)), 4);
+	text = json_object_to_json_string_ext(json_object_array_get_idx(list, 1),
+					      JSON_C_TO_STRING_PLAIN);
+	assert_string_equal(text, "{\"id\":\"i\",\"role\":\"user\",\"content\":\"extra\",\"createdAt\":\"t\"}");
+	assert_message(json_object_array_get_idx(list, 2), "user", "after", 5);
+	json_object_put(list);
+}
+
 /* A writer killed with SIGKILL mid-append (a fatal signal can cut a large
  * write short): whatever it left, the store lists only whole messages and
  * the next append lands cleanly after them. */
@@ -650,6 +677,7 @@ int main(void)
 		T(test_torn_tail_is_ignored_then_cut),
 		T(test_torn_tail_alone),
 		T(test_bad_line_is_skipped),
+		T(test_corrupt_text_never_listed),
 		T(test_killed_writer_leaves_store_usable),
 		T(test_threads_append_to_one_room),
 		T(test_fifty_threads_one_append_each),

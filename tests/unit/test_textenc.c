@@ -184,6 +184,33 @@ static void test_utf8_exhaustive_three_bytes_is_valid(void **state)
 	}
 }
 
+/* utf8_valid says yes exactly when the oracle above does: every 3-byte
+ * input, and the 4-byte edges (U+10000, U+10FFFF, past it, cut short). */
+static void test_utf8_valid_agrees(void **state)
+{
+	static const char *const four[] = {
+		"\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF", "\xF4\x90\x80\x80",
+		"\xF0\x8F\xBF\xBF", "\xF0\x9F\x98", "\xF5\x80\x80\x80",
+	};
+
+	(void)state;
+	for (unsigned a = 0; a < 0x100; a++) {
+		for (unsigned b = 0; b < 0x100; b++) {
+			for (unsigned c = 0x70; c < 0xC4; c += 3) {
+				unsigned char in[3] = { (unsigned char)a, (unsigned char)b,
+							(unsigned char)c };
+
+				assert_int_equal(utf8_valid((char *)in, 3), valid_utf8(in, 3));
+			}
+		}
+	}
+	for (size_t i = 0; i < sizeof(four) / sizeof(four[0]); i++)
+		assert_int_equal(utf8_valid(four[i], strlen(four[i])),
+				 valid_utf8((const unsigned char *)four[i], strlen(four[i])));
+	assert_true(utf8_valid("", 0));
+	assert_true(utf8_valid("a\0b", 3));
+}
+
 static void check_base64(const char *in, size_t len, const char *want)
 {
 	char *out = base64_encode((const unsigned char *)in, len);
@@ -316,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_utf8_mixed),
 		cmocka_unit_test(test_utf8_outlen_may_be_null),
 		cmocka_unit_test(test_utf8_exhaustive_three_bytes_is_valid),
+		cmocka_unit_test(test_utf8_valid_agrees),
 		cmocka_unit_test(test_base64_rfc4648_vectors),
 		cmocka_unit_test(test_base64_binary),
 		cmocka_unit_test(test_utf16_length),
