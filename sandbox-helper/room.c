@@ -24,6 +24,11 @@
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 
+static int rm_tree(const char *path);
+static char rm_failed[PATH_MAX];
+static int rm_errno;
+static int remove_failed(const struct room *r, const char *path, int e, char *err, size_t errlen);
+
 int room_init(struct room *r, const struct config *cfg, const char *id)
 {
 	memset(r, 0, sizeof(*r));
@@ -379,6 +384,12 @@ int room_create(struct room *r, char *err, size_t errlen)
 		goto out;
 	}
 	room_set_slot(r, slot);
+	/* No meta, so whatever is here is not this room's: the leftovers of a
+	 * creation that crashed or of a destroy that failed half-way. */
+	if (rm_tree(r->state) < 0) {
+		remove_failed(r, rm_failed, rm_errno, err, errlen);
+		goto out;
+	}
 	if (mkdir(r->state, 0700) < 0 && errno != EEXIST) {
 		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
 		goto out;
@@ -556,28 +567,64 @@ uint64_t room_disk_usage(const struct room *r)
 	return du_total;
 }
 
+/* rm_failed and rm_errno: the first entry rm_tree could not remove, and
+ * why (nftw passes no context to its callback). */
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
-	if (rc < 0 && errno != ENOENT)
+	if (rc < 0 && errno != ENOENT) {
+		rm_errno = errno;
+		snprintf(rm_failed, sizeof(rm_failed), "%s", path);
 		return -1;
+	}
 	return 0;
 }
 
 static int rm_tree(const char *path)
 {
 	struct stat st;
-	if (lstat(path, &st) < 0)
+	rm_errno = 0;
+	snprintf(rm_failed, sizeof(rm_failed), "%s", path);
+	if (lstat(path, &st) < 0) {
+		rm_errno = errno;
 		return errno == ENOENT ? 0 : -1;
-	return nftw(path, rm_one, 32, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+	}
+	int rc = nftw(path, rm_one, 32, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+	if (rc != 0 && !rm_errno)
+		rm_errno = errno;	/* nftw's own failure: open or stat */
+	return rc != 0 ? -1 : 0;
+}
+
+/* A failed removal: the host path goes to the service log (our stderr is
+ * roombox-fcgi's), the caller's message names only the room, since it
+ * reaches clients. */
+static int remove_failed(const struct room *r, const char *path, int e, char *err, size_t errlen)
+{
+	fprintf(stderr, "roombox-helper: room %s: remove %s: %s\n", r->id, path, strerror(e));
+	return ERR("room %s: remove files: %s", r->id, strerror(e));
+}
+
+int room_forget(const struct room *r, char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+	if (path_in(p, r->state, "meta") < 0)
+		return ERR("room %s: remove meta: %s", r->id, strerror(errno));
+	if (unlink(p) < 0 && errno != ENOENT && errno != ENOTDIR) {
+		int e = errno;
+		fprintf(stderr, "roombox-helper: room %s: remove %s: %s\n", r->id, p, strerror(e));
+		return ERR("room %s: remove meta: %s", r->id, strerror(e));
+	}
+	return 0;
 }
 
 int room_remove_files(const struct room *r, char *err, size_t errlen)
 {
+	if (room_forget(r, err, errlen) < 0)
+		return -1;
 	if (rm_tree(r->state) < 0)
-		return ERR("room %s: remove %s: %s", r->id, r->state, strerror(errno));
+		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	if (rm_tree(r->run) < 0)
-		return ERR("room %s: remove %s: %s", r->id, r->run, strerror(errno));
+		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	return 0;
 }
 

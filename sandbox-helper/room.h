@@ -96,8 +96,14 @@ int room_session_write(const struct room *r, const char *text, size_t len);
 /* Bytes used by the room's files. */
 uint64_t room_disk_usage(const struct room *r);
 
-/* Remove every file of the room (state and run dirs); never follows a
- * symlink nor crosses a mount point. */
+/* Remove the room's meta: from then on it is no longer a room (list,
+ * status and slot reuse go by meta), whatever of its files is left. */
+int room_forget(const struct room *r, char *err, size_t errlen);
+
+/* Remove every file of the room (state and run dirs), meta first; never
+ * follows a symlink nor crosses a mount point.  What is left after a
+ * failure is no room, and the next call removes it.  The message names
+ * the room, never a host path (that goes to stderr). */
 int room_remove_files(const struct room *r, char *err, size_t errlen);
 
 /* Call fn for each room id in the state directory. */
