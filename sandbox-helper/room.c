@@ -44,6 +44,18 @@ int room_init(struct room *r, const struct config *cfg, const char *id)
 	return 0;
 }
 
+int room_error_relative(const struct room *r, const char *step, char *err, size_t errlen)
+{
+	char whole[512];
+	snprintf(whole, sizeof(whole), "%s", err);
+	fprintf(stderr, "roombox-helper: room %s: %s: %s\n", r->id, step, whole);
+	const char *cause = strrchr(whole, ':');
+	cause = cause ? cause + 1 + (cause[1] == ' ') : whole;
+	if (strchr(cause, '/'))		/* "mkfs.ext4 <path> failed" */
+		cause = "failed (the service log says where)";
+	return ERR("room %s: %s: %s", r->id, step, cause);
+}
+
 /* mkdir that accepts an existing root-owned real directory only. */
 static int safe_mkdir(const char *path, mode_t mode, char *err, size_t errlen)
 {
@@ -129,7 +141,7 @@ static int open_in(const char *dir, const char *name, int flags, mode_t mode)
 int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
 {
 	if (safe_mkdir(r->run, 0700, err, errlen) < 0)
-		return -1;
+		return room_error_relative(r, "run directory", err, errlen);
 	r->lock_fd = open_in(r->run, "lock", O_RDWR | O_CREAT, 0600);
 	if (r->lock_fd < 0)
 		return ERR("room %s: open lock: %s", r->id, strerror(errno));
@@ -210,10 +222,17 @@ static void room_set_slot(struct room *r, int slot)
 static int room_dir_check(const struct room *r, const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
-	if (lstat(dir, &st) < 0)
-		return errno == ENOENT ? 0 : ERR("room %s: stat %s: %s", r->id, dir, strerror(errno));
-	if (!S_ISDIR(st.st_mode) || st.st_uid != 0)
-		return ERR("room %s: %s is not a root-owned directory (refusing)", r->id, dir);
+	const char *which = dir == r->state ? "state directory" : "run directory";
+	if (lstat(dir, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		ERR("stat %s: %s", dir, strerror(errno));
+		return room_error_relative(r, which, err, errlen);
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0) {
+		ERR("%s: not a root-owned directory (refusing)", dir);
+		return room_error_relative(r, which, err, errlen);
+	}
 	return 0;
 }
 
@@ -403,8 +422,10 @@ int room_create(struct room *r, char *err, size_t errlen)
 	}
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
 	unlink(p);  /* left by a creation that crashed before meta */
-	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->state_dir, r->cfg->disk_limit, err, errlen) < 0)
+	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->state_dir, r->cfg->disk_limit, err, errlen) < 0) {
+		room_error_relative(r, "create its disk image", err, errlen);
 		goto out;
+	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, r->created_at, sizeof(r->created_at));

@@ -45,6 +45,11 @@ struct room {
 	int lock_fd;              /* -1 when not locked */
 };
 
+/* err, a message naming host paths, goes whole to stderr (the service
+ * log); what is left for the client is "room <id>: <step>: <cause>", the
+ * cause being err's last ": " part.  Returns -1. */
+int room_error_relative(const struct room *r, const char *step, char *err, size_t errlen);
+
 /* Fill paths; the id must already be valid.  0 or -1 (path too long). */
 int room_init(struct room *r, const struct config *cfg, const char *id);
 
