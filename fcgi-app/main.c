@@ -61,6 +61,8 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -237,27 +239,66 @@ static void input_end_or_graceful(FCGX_Request *req)
 		FCGX_Detach(req);
 }
 
+/* The worker accepts its connections itself: libfcgi's FCGX_Accept_r
+ * would accept and then read the request's parameters with no timeout, so
+ * a peer that stops inside them would hold the worker for ever.  Every read
+ * on the connection is bounded from the start (input_wait: a read that
+ * times out fails with EAGAIN, which libfcgi takes as the connection's
+ * error: it closes it), and FCGX_Accept_r is handed the open connection,
+ * which it reads instead of accepting one (as for a peer's kept
+ * connection).  The request's listening socket is -1, so that when libfcgi
+ * has closed a connection that failed and would accept the next one itself,
+ * that fails at once and the worker accepts again. */
+static int accept_connection(FCGX_Request *req)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	int fd = accept4(listen_fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) {
+		int one = 1;	/* as libfcgi does: answers are not interactive */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	req->ipcFd = fd;
+	/* only so that FCGX_Accept_r's own FCGX_Finish_r keeps the connection;
+	 * the peer's BEGIN_REQUEST then says whether it is kept */
+	req->keepConnection = 1;
+	return 0;
+}
+
 static void *worker_main(void *arg)
 {
 	FCGX_Request req;
 
-	if (FCGX_InitRequest(&req, listen_fd, 0) != 0) {
+	if (FCGX_InitRequest(&req, -1, 0) != 0) {
 		fprintf(stderr, "roombox-fcgi: FCGX_InitRequest failed\n");
 		return NULL;
 	}
 	while (!atomic_load(&stopping)) {
-		int rc = FCGX_Accept_r(&req);
-
-		if (rc < 0) {
+		if (req.ipcFd < 0 && accept_connection(&req) < 0) {
 			if (atomic_load(&stopping))
 				break;
-			fprintf(stderr, "roombox-fcgi: accept: %s\n", strerror(-rc));
-			usleep(100 * 1000);   /* EMFILE and friends: do not spin */
+			if (errno != EINTR && errno != ECONNABORTED) {
+				fprintf(stderr, "roombox-fcgi: accept: %s\n", strerror(errno));
+				usleep(100 * 1000);   /* EMFILE and friends: do not spin */
+			}
 			continue;
 		}
 		input_wait(&req, INPUT_WAIT_MS);
+		if (FCGX_Accept_r(&req) < 0) {
+			/* libfcgi closed it: no whole request head in time, or not FastCGI */
+			if (!atomic_load(&stopping))
+				fprintf(stderr, "roombox-fcgi: FastCGI connection closed: no whole "
+					"request (a read waited %d s, or not FastCGI)\n", INPUT_WAIT_MS / 1000);
+			continue;
+		}
 		serve_one(&req);
 		input_end_or_graceful(&req);
+		/* closes the connection (or keeps it, as its peer asked) now, so
+		 * that the next FCGX_Accept_r has no request of ours to finish */
+		FCGX_Finish_r(&req);
 	}
 	FCGX_Finish_r(&req);
 	return NULL;

@@ -5,18 +5,41 @@
 
 #include "http.h"
 #include "protocol.h"
+#include "roomid.h"
 #include "store.h"
 #include "timefmt.h"
+
+/* A host path in a helper's error is for the service log only: the client's
+ * copy keeps each absolute path's last component ("rmdir R"), which names
+ * what failed without telling where the host keeps it. */
+static void strip_host_paths(char *out, size_t outlen, const char *text)
+{
+	size_t o = 0;
+	for (const char *p = text; *p && o + 1 < outlen; ) {
+		if (*p == '/' && (p == text || p[-1] == ' ')) {
+			const char *last = p + strcspn(p, " :,");
+			while (last[-1] != '/')	/* stops at p + 1 at the latest */
+				last--;
+			p = last;
+			continue;
+		}
+		out[o++] = *p++;
+	}
+	out[o] = '\0';
+}
 
 /* Answer a helper failure: the helper's message names the room and step. */
 static void helper_failure(struct response *rs, const char *room, const char *op,
 			   const struct helper_error *err)
 {
+	char text[sizeof(err->message)];
+
 	fprintf(stderr, "roombox-fcgi: room %s: %s: %s\n", room ? room : "-", op, err->message);
+	strip_host_paths(text, sizeof(text), err->message);
 	if (err->http_status == 429)
 		response_error(rs, 429, "room limit reached");
 	else
-		response_error(rs, err->http_status, "%s", err->message);
+		response_error(rs, err->http_status, "%s", text);
 }
 
 static json_object *room_op(const char *op, const char *room)
@@ -167,16 +190,27 @@ static int cleanup_sandbox(struct app *app, const char *room, char *errbuf, size
 
 	if (!reply) {
 		fprintf(stderr, "roombox-fcgi: room %s: destroy: %s\n", room, err.message);
-		snprintf(errbuf, errlen, "%s", err.message);
+		strip_host_paths(errbuf, errlen, err.message);
 		return -1;
 	}
 	json_object_put(reply);
 	return 0;
 }
 
+/* The store says "room R: messages: <step>: <cause>"; in the answer the
+ * part already says "messages: ", so the client reads
+ * "messages: room R: <step>: <cause>", not the part twice. */
 static int cleanup_messages(struct app *app, const char *room, char *errbuf, size_t errlen)
 {
-	return store_reset(room, errbuf, errlen);
+	char prefix[ROOM_ID_MAX + 32];
+	if (store_reset(room, errbuf, errlen) == 0)
+		return 0;
+	fprintf(stderr, "roombox-fcgi: %s\n", errbuf);
+	int keep = snprintf(prefix, sizeof(prefix), "room %s: ", room);
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "room %s: messages: ", room);
+	if (n < sizeof(prefix) && strncmp(errbuf, prefix, n) == 0)
+		memmove(errbuf + keep, errbuf + n, strlen(errbuf + n) + 1);
+	return -1;
 }
 
 static const struct cleanup_part {

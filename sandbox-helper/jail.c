@@ -324,7 +324,7 @@ static int keeper_build_root(const struct room *r, const char *base, char *err, 
 	 * plain directory */
 	struct stat img;
 	if (lstat(p, &img) == 0 && disk_image_mount(p, h, err, errlen) < 0)
-		return -1;
+		return room_error_relative(r, "mount its disk image", err, errlen);
 	if (room_upper_prepare(r, err, errlen) < 0)
 		return -1;
 	snprintf(up, sizeof(up), "%s/disk/upper/root", r->state);

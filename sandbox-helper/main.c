@@ -420,18 +420,24 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 	char err[256];
 	room_load(&r, err, sizeof(err));   /* for its slot; absent is fine */
 	int rc = stop_room(h, &r);
+	/* Nothing of it runs any more: it stops being a room first, so a step
+	 * that fails below leaves leftovers for the next destroy, not a room
+	 * that is still listed. */
 	if (rc == 0)
-		rc = cgroup_room_remove(cgroups(h), r.id, h->err, sizeof(h->err));
+		rc = room_forget(&r, h->err, sizeof(h->err));
 	if (rc == 0) {
-		int lock = room_state_lock(&h->cfg);
-		cgroup_group_remove_if_empty(cgroups(h));
-		if (lock >= 0)
-			close(lock);
-	}
-	if (rc == 0)
-		rc = room_remove_files(&r, h->err, sizeof(h->err));
-	if (rc == 0)
 		room_slot_release(&r);
+		rc = cgroup_room_remove(cgroups(h), r.id, h->err, sizeof(h->err));
+		if (rc == 0) {
+			int lock = room_state_lock(&h->cfg);
+			cgroup_group_remove_if_empty(cgroups(h));
+			if (lock >= 0)
+				close(lock);
+		}
+		/* the files go even when the cgroup stays; the first error is told */
+		if (room_remove_files(&r, rc == 0 ? h->err : err, rc == 0 ? sizeof(h->err) : sizeof(err)) < 0)
+			rc = -1;
+	}
 	room_unlock(&r);
 	if (rc < 0)
 		return fail(h, HELPER_ERR_FAILED);

@@ -24,6 +24,11 @@
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 
+static int rm_tree(const char *path);
+static char rm_failed[PATH_MAX];
+static int rm_errno;
+static int remove_failed(const struct room *r, const char *path, int e, char *err, size_t errlen);
+
 int room_init(struct room *r, const struct config *cfg, const char *id)
 {
 	memset(r, 0, sizeof(*r));
@@ -37,6 +42,18 @@ int room_init(struct room *r, const struct config *cfg, const char *id)
 	if (snprintf(r->run, sizeof(r->run), "%s/rooms/%s", cfg->run_dir, id) >= (int)sizeof(r->run))
 		return -1;
 	return 0;
+}
+
+int room_error_relative(const struct room *r, const char *step, char *err, size_t errlen)
+{
+	char whole[512];
+	snprintf(whole, sizeof(whole), "%s", err);
+	fprintf(stderr, "roombox-helper: room %s: %s: %s\n", r->id, step, whole);
+	const char *cause = strrchr(whole, ':');
+	cause = cause ? cause + 1 + (cause[1] == ' ') : whole;
+	if (strchr(cause, '/'))		/* "mkfs.ext4 <path> failed" */
+		cause = "failed (the service log says where)";
+	return ERR("room %s: %s: %s", r->id, step, cause);
 }
 
 /* mkdir that accepts an existing root-owned real directory only. */
@@ -124,7 +141,7 @@ static int open_in(const char *dir, const char *name, int flags, mode_t mode)
 int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
 {
 	if (safe_mkdir(r->run, 0700, err, errlen) < 0)
-		return -1;
+		return room_error_relative(r, "run directory", err, errlen);
 	r->lock_fd = open_in(r->run, "lock", O_RDWR | O_CREAT, 0600);
 	if (r->lock_fd < 0)
 		return ERR("room %s: open lock: %s", r->id, strerror(errno));
@@ -205,10 +222,17 @@ static void room_set_slot(struct room *r, int slot)
 static int room_dir_check(const struct room *r, const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
-	if (lstat(dir, &st) < 0)
-		return errno == ENOENT ? 0 : ERR("room %s: stat %s: %s", r->id, dir, strerror(errno));
-	if (!S_ISDIR(st.st_mode) || st.st_uid != 0)
-		return ERR("room %s: %s is not a root-owned directory (refusing)", r->id, dir);
+	const char *which = dir == r->state ? "state directory" : "run directory";
+	if (lstat(dir, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		ERR("stat %s: %s", dir, strerror(errno));
+		return room_error_relative(r, which, err, errlen);
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0) {
+		ERR("%s: not a root-owned directory (refusing)", dir);
+		return room_error_relative(r, which, err, errlen);
+	}
 	return 0;
 }
 
@@ -379,6 +403,12 @@ int room_create(struct room *r, char *err, size_t errlen)
 		goto out;
 	}
 	room_set_slot(r, slot);
+	/* No meta, so whatever is here is not this room's: the leftovers of a
+	 * creation that crashed or of a destroy that failed half-way. */
+	if (rm_tree(r->state) < 0) {
+		remove_failed(r, rm_failed, rm_errno, err, errlen);
+		goto out;
+	}
 	if (mkdir(r->state, 0700) < 0 && errno != EEXIST) {
 		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
 		goto out;
@@ -392,8 +422,10 @@ int room_create(struct room *r, char *err, size_t errlen)
 	}
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
 	unlink(p);  /* left by a creation that crashed before meta */
-	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->state_dir, r->cfg->disk_limit, err, errlen) < 0)
+	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->state_dir, r->cfg->disk_limit, err, errlen) < 0) {
+		room_error_relative(r, "create its disk image", err, errlen);
 		goto out;
+	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, r->created_at, sizeof(r->created_at));
@@ -556,28 +588,64 @@ uint64_t room_disk_usage(const struct room *r)
 	return du_total;
 }
 
+/* rm_failed and rm_errno: the first entry rm_tree could not remove, and
+ * why (nftw passes no context to its callback). */
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
-	if (rc < 0 && errno != ENOENT)
+	if (rc < 0 && errno != ENOENT) {
+		rm_errno = errno;
+		snprintf(rm_failed, sizeof(rm_failed), "%s", path);
 		return -1;
+	}
 	return 0;
 }
 
 static int rm_tree(const char *path)
 {
 	struct stat st;
-	if (lstat(path, &st) < 0)
+	rm_errno = 0;
+	snprintf(rm_failed, sizeof(rm_failed), "%s", path);
+	if (lstat(path, &st) < 0) {
+		rm_errno = errno;
 		return errno == ENOENT ? 0 : -1;
-	return nftw(path, rm_one, 32, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+	}
+	int rc = nftw(path, rm_one, 32, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+	if (rc != 0 && !rm_errno)
+		rm_errno = errno;	/* nftw's own failure: open or stat */
+	return rc != 0 ? -1 : 0;
+}
+
+/* A failed removal: the host path goes to the service log (our stderr is
+ * roombox-fcgi's), the caller's message names only the room, since it
+ * reaches clients. */
+static int remove_failed(const struct room *r, const char *path, int e, char *err, size_t errlen)
+{
+	fprintf(stderr, "roombox-helper: room %s: remove %s: %s\n", r->id, path, strerror(e));
+	return ERR("room %s: remove files: %s", r->id, strerror(e));
+}
+
+int room_forget(const struct room *r, char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+	if (path_in(p, r->state, "meta") < 0)
+		return ERR("room %s: remove meta: %s", r->id, strerror(errno));
+	if (unlink(p) < 0 && errno != ENOENT && errno != ENOTDIR) {
+		int e = errno;
+		fprintf(stderr, "roombox-helper: room %s: remove %s: %s\n", r->id, p, strerror(e));
+		return ERR("room %s: remove meta: %s", r->id, strerror(e));
+	}
+	return 0;
 }
 
 int room_remove_files(const struct room *r, char *err, size_t errlen)
 {
+	if (room_forget(r, err, errlen) < 0)
+		return -1;
 	if (rm_tree(r->state) < 0)
-		return ERR("room %s: remove %s: %s", r->id, r->state, strerror(errno));
+		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	if (rm_tree(r->run) < 0)
-		return ERR("room %s: remove %s: %s", r->id, r->run, strerror(errno));
+		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	return 0;
 }
 

@@ -45,6 +45,11 @@ struct room {
 	int lock_fd;              /* -1 when not locked */
 };
 
+/* err, a message naming host paths, goes whole to stderr (the service
+ * log); what is left for the client is "room <id>: <step>: <cause>", the
+ * cause being err's last ": " part.  Returns -1. */
+int room_error_relative(const struct room *r, const char *step, char *err, size_t errlen);
+
 /* Fill paths; the id must already be valid.  0 or -1 (path too long). */
 int room_init(struct room *r, const struct config *cfg, const char *id);
 
@@ -96,8 +101,14 @@ int room_session_write(const struct room *r, const char *text, size_t len);
 /* Bytes used by the room's files. */
 uint64_t room_disk_usage(const struct room *r);
 
-/* Remove every file of the room (state and run dirs); never follows a
- * symlink nor crosses a mount point. */
+/* Remove the room's meta: from then on it is no longer a room (list,
+ * status and slot reuse go by meta), whatever of its files is left. */
+int room_forget(const struct room *r, char *err, size_t errlen);
+
+/* Remove every file of the room (state and run dirs), meta first; never
+ * follows a symlink nor crosses a mount point.  What is left after a
+ * failure is no room, and the next call removes it.  The message names
+ * the room, never a host path (that goes to stderr). */
 int room_remove_files(const struct room *r, char *err, size_t errlen);
 
 /* Call fn for each room id in the state directory. */

@@ -15,6 +15,7 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -436,14 +437,25 @@ def test_cleanup_resets_the_messages(client, stack, room, how, sandbox):
     assert listed(client, room) == [m]
 
 
-def assert_207_with_one_error(r, part, cause):
-    """DELETE answered 207: cleaned, one error, from `part`, naming `cause`."""
+def assert_207_with_one_error(r, part, cause, stack=None, room=None):
+    """DELETE answered 207: cleaned, one error, from `part`, naming `cause`.
+    With stack and room: the error reads "<part>: room <room>: ..." (or
+    "cgroup <room>"), names
+    the part once and no host path (the state, run or cgroup directories)."""
     assert r.status == 207, r
     assert set(r.json) == {"cleaned", "errors"}, r.json
     assert r.json["cleaned"] is True
     assert len(r.json["errors"]) == 1, r.json
-    assert r.json["errors"][0].startswith(f"{part}: "), r.json
-    assert cause in r.json["errors"][0], r.json
+    text = r.json["errors"][0]
+    assert text.startswith(f"{part}: "), r.json
+    assert cause in text, r.json
+    if stack is None:
+        return
+    assert text.startswith((f"{part}: room {room}: ", f"{part}: cgroup {room}: ")), r.json
+    assert text.count(f"{part}:") == 1, r.json
+    for host in (str(stack.dir), str(stack.state_dir), str(stack.run_dir), "/sys/fs/cgroup"):
+        assert host not in text, r.json
+    assert " /" not in text, f"a host path in {text!r}"
 
 
 @pytest.mark.parametrize("breakage", ["immutable-file", "directory"])
@@ -462,7 +474,7 @@ def test_207_when_the_messages_part_fails(client, stack, room, breakage):
         (path / "x").write_text("x")
         cause = "Is a directory"
     try:
-        assert_207_with_one_error(client.delete(f"/api/rooms/{room}"), "messages", cause)
+        assert_207_with_one_error(client.delete(f"/api/rooms/{room}"), "messages", cause, stack, room)
         # the sandbox part was still done
         room_gone(client, stack, room, keeper)
         if kept is not None:
@@ -488,7 +500,8 @@ def test_207_when_the_sandbox_part_fails(client, stack, room):
     blocker = small[0]
     chattr("+i", blocker)
     try:
-        assert_207_with_one_error(client.delete(f"/api/rooms/{room}"), "sandbox", "Operation not permitted")
+        assert_207_with_one_error(client.delete(f"/api/rooms/{room}"), "sandbox", "Operation not permitted",
+                                  stack, room)
         # the messages part was still done
         assert client.get(f"/api/rooms/{room}/messages").json == {"messages": []}
         assert not messages_file(stack, room).exists()
@@ -498,3 +511,72 @@ def test_207_when_the_sandbox_part_fails(client, stack, room):
     assert r.status == 200 and r.json == {"cleaned": True, "roomId": room}, r
     assert client.get(f"/api/rooms/{room}").status == 404
     assert not sd.exists()
+
+
+def listed_rooms(client):
+    r = client.get("/api/rooms")
+    assert r.status == 200, r
+    return [x["roomId"] for x in r.json["rooms"]]
+
+
+@pytest.mark.parametrize("blocker", ["file", "mount", "cgroup"])
+def test_a_half_failed_cleanup_leaves_no_room(client, stack, room, blocker):
+    """The sandbox part fails half-way (a file of the room's state folder
+    cannot be removed, a mount sits in it, or in its cgroup): the 207 says
+    so in the room's words, the room is no longer listed nor found, a new
+    room of the same id starts empty, and a later DELETE removes the rest.
+    (The cgroup step comes before the files: only there does an old order
+    that removed meta last fail whatever order the directory lists in.)"""
+    client.sh(room, "echo data > /workspace/f")
+    keeper = stack.keeper_pid(room)
+    assert room in listed_rooms(client)
+    sd = stack.room_state_dir(room)
+    expected = None
+    if blocker == "cgroup":
+        cgs = cgroup_dirs_named(room)
+        assert cgs, f"no cgroup of {room}"
+        stuck = Path(cgs[0]) / "rbx-test-blocker"
+        stuck.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "rbx-test", str(stuck)],
+                       check=True, capture_output=True)
+        cause = "Resource busy"             # rmdir of a mount point (musl's EBUSY text)
+        expected = f"sandbox: cgroup {room}: rmdir rbx-test-blocker: {cause}"
+    elif blocker == "file":
+        stuck = sd / "stuck"
+        stuck.write_text("x")
+        chattr("+i", stuck)
+        cause = "Operation not permitted"
+    else:
+        stuck = sd / "stuck"
+        stuck.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "rbx-test", str(stuck)],
+                       check=True, capture_output=True)
+        cause = "Directory not empty"       # the walk stays off the mount; its parent stays
+    try:
+        r = client.delete(f"/api/rooms/{room}")
+        assert_207_with_one_error(r, "sandbox", cause, stack, room)
+        assert r.json["errors"][0] == (expected or f"sandbox: room {room}: remove files: {cause}"), r.json
+        wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, f"keeper {keeper} to end")
+        assert room not in listed_rooms(client)
+        g = client.get(f"/api/rooms/{room}")
+        assert g.status == 404 and g.json == {"error": "room not found"}, g
+        assert stuck.exists()                       # the leftovers are there...
+        assert sd.exists() == (blocker != "cgroup")  # (the files go even when the cgroup stays)
+        r = client.delete(f"/api/rooms/{room}")     # ...a retry still reports them
+        assert r.json["errors"][0] == (expected or f"sandbox: room {room}: remove files: {cause}"), r.json
+        assert room not in listed_rooms(client)
+    finally:
+        if blocker == "file":
+            chattr("-i", stuck)
+        else:
+            subprocess.run(["umount", str(stuck)], check=True, capture_output=True)
+            if blocker == "cgroup":
+                stuck.rmdir()
+    if blocker == "file":
+        # the id used again before any retry: a fresh room, the leftovers gone
+        assert client.sh(room, "ls -A /workspace") == ""
+        assert not stuck.exists()
+    r = client.delete(f"/api/rooms/{room}")
+    assert r.status == 200 and r.json == {"cleaned": True, "roomId": room}, r
+    assert not sd.exists()
+    assert not (stack.run_dir / "rooms" / room).exists()

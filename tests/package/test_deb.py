@@ -463,6 +463,19 @@ def build(tree, log, nocheck=False):
     return deb
 
 
+def unit_summary(log):
+    """The unit tests dh_auto_test ran in the build: their closing line and
+    every skip with its reason (a kernel without an i386 entry skips the
+    int 0x80 test), so that a skip is seen here and not only in the log."""
+    lines = Path(log).read_text(errors="replace").splitlines()
+    closing = [l for l in lines if re.fullmatch(r"\d+ passed, \d+ failed, \d+ skipped", l)]
+    R.check("dh_auto_test ran the unit tests" + (f": {closing[-1]}" if closing else ""),
+            bool(closing), "no closing line of tools/unit.sh in the build log")
+    for l in lines:
+        if l.startswith("tools/unit.sh: SKIPPED: "):
+            R.note("unit test " + l[len("tools/unit.sh: SKIPPED: "):])
+
+
 def apt_install(deb):
     return run(["apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb)],
                env=APT_ENV, check=False)
@@ -594,6 +607,7 @@ def main():
         t = time.monotonic()
         deb = build(src, tmp / "build-v1.log")
         R.check(f"dpkg-buildpackage -b -us -uc builds {deb.name} ({time.monotonic() - t:.0f}s)", True)
+        unit_summary(tmp / "build-v1.log")
         R.check("the work tree is left alone (the build ran in a copy)",
                 products() == before)
         t = time.monotonic()

@@ -1,13 +1,15 @@
 """A FastCGI peer that does not behave like nginx (anyone who may connect to
 roombox-fcgi's socket): a request whose input never ends -- after its whole
 body, or with no input at all -- still gets its answer, and the worker is
-given back.  Spoken with raw FastCGI records on the socket, no web server in
-between.  (A peer that stops in the middle of its parameters is libfcgi's
-to wait for: it reads them without a timeout.)"""
+given back; a peer that stops in the middle of its parameters is closed
+after 10 s.  Spoken with raw FastCGI records on the socket, no web server
+in between."""
 
 import socket
 import struct
 import time
+
+from conftest import wait_until
 
 SERVERS = ("nginx",)
 
@@ -117,3 +119,47 @@ def test_a_request_without_any_input_still_gets_its_answer(stack):
     assert ended, f"no END_REQUEST within 40 s (stdout so far: {out[:200]!r})"
     assert out.startswith(b"Status: 200"), out[:200]
     assert b'"ok":true' in out.replace(b" ", b""), out[-200:]
+
+
+def params_cut_short(sock):
+    """BEGIN_REQUEST, then a PARAMS record whose header promises more bytes
+    than follow: the peer stops inside its parameters."""
+    pairs = name_value(b"REQUEST_METHOD", b"GET") + name_value(b"REQUEST_URI", b"/api/health")
+    head = struct.pack(">BBHHBB", 1, PARAMS, 1, len(pairs) + 100, 0, 0)
+    sock.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, 0)) + head + pairs)
+
+
+def closed_by_peer(sock):
+    """True once the service has closed the connection (EOF, or a reset)."""
+    sock.settimeout(0.05)
+    try:
+        return sock.recv(4096) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_peers_stalled_inside_their_parameters_do_not_hold_the_workers(stack, client):
+    """As many peers as roombox-fcgi has workers (the test stacks run the
+    default 32), each stopped inside its parameters: a request through nginx
+    after them is still answered once their reads time out (10 s), and the
+    service closes every stalled connection."""
+    workers = 32
+    peers = []
+    try:
+        for _ in range(workers):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(stack.socket))
+            params_cut_short(s)
+            peers.append(s)
+        t0 = time.monotonic()
+        r = client.get("/api/health", timeout=40)
+        took = time.monotonic() - t0
+        assert r.status == 200, r
+        assert took < 25, f"answered after {took:.1f} s"
+        wait_until(lambda: all(closed_by_peer(s) for s in peers), 30,
+                   "the service to close every stalled connection")
+    finally:
+        for s in peers:
+            s.close()

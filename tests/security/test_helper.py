@@ -336,6 +336,8 @@ def test_symlinked_room_directory_is_not_followed(client, stack, room, where):
         followed = r.status == 200 and r.json["result"]["stdout"].startswith("original")
         assert not followed, f"the helper used {real} -> {elsewhere}: {r.json}"
         assert after == before, f"the helper changed files in {elsewhere}"
+        # a refusal names the room's directory, not where the host keeps it
+        assert str(stack.dir) not in json.dumps(r.json), r.json
     finally:
         if os.path.islink(real):
             os.unlink(real)

@@ -91,6 +91,12 @@ static int run_child(int (*fn)(void), int filtered, char *out, size_t outlen)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		char err[256];
+		/* cmocka catches SIGSEGV, SIGSYS, ... in the test process; a
+		 * child that inherited its handlers would not die of them but
+		 * jump back into the test runner */
+		static const int fatal[] = { SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGBUS };
+		for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+			signal(fatal[i], SIG_DFL);
 		close(p[0]);
 		report_fd = p[1];
 		if (filtered && load_shipped_filter(err, sizeof(err)) < 0) {
@@ -427,16 +433,63 @@ static void test_personality_only_default_and_query(void **state)
 	assert_child_exit(check_personality, 0);
 }
 
+/* What the unfiltered int 0x80 control says about this kernel.  A kernel
+ * without an i386 entry (no IA32 emulation, or ia32_emulation=0) faults on
+ * the instruction itself with SIGSEGV before any seccomp filter runs: the
+ * filter cannot be tested there, and rooms are safe there without it. */
+enum int80_entry { INT80_PRESENT, INT80_ABSENT, INT80_BROKEN };
+
+static enum int80_entry int80_control_verdict(int status)
+{
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return INT80_PRESENT;	/* returned our pid */
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+		return INT80_ABSENT;
+	return INT80_BROKEN;
+}
+
+static int exit_zero(void) { return 0; }
+static int die_of_sigsegv(void) { raise(SIGSEGV); return 1; }
+static int return_wrong_pid(void) { return 1; }
+static int die_of_sigsys(void) { raise(SIGSYS); return 1; }
+
+/* The verdict on real wait statuses of both control outcomes (this machine
+ * can only produce one of them with int 0x80 itself), and that anything
+ * else is a broken control, never a skip. */
+static void test_int80_control_verdict(void **state)
+{
+	(void)state;
+	char out[64];
+	assert_int_equal(int80_control_verdict(run_child(exit_zero, 0, out, sizeof(out))),
+			 INT80_PRESENT);
+	assert_int_equal(int80_control_verdict(run_child(die_of_sigsegv, 0, out, sizeof(out))),
+			 INT80_ABSENT);
+	assert_int_equal(int80_control_verdict(run_child(return_wrong_pid, 0, out, sizeof(out))),
+			 INT80_BROKEN);
+	assert_int_equal(int80_control_verdict(run_child(die_of_sigsys, 0, out, sizeof(out))),
+			 INT80_BROKEN);
+}
+
 /* The control run shows that int 0x80 works on this kernel without the
  * filter, so the SIGSYS is the filter's bad-arch action and not a kernel
- * built without IA32 emulation. */
+ * built without IA32 emulation.  Where the kernel has no i386 entry the
+ * test skips, saying so: the filter is not what stops the call there. */
 static void test_int80_syscall_kills_process(void **state)
 {
 	(void)state;
 	char out[512];
 	int status = run_child(do_int80_getpid, 0, out, sizeof(out));
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	switch (int80_control_verdict(status)) {
+	case INT80_PRESENT:
+		break;
+	case INT80_ABSENT:
+		print_message("skipped: int 0x80 without the filter dies of SIGSEGV: this kernel "
+			      "has no i386 syscall entry, so the filter's i386 rule cannot be seen here\n");
+		skip();
+		return;
+	case INT80_BROKEN:
 		fail_msg("unfiltered int 0x80 control (status %#x): %s", status, out);
+	}
 	assert_child_signal(do_int80_getpid, 1, SIGSYS);
 }
 
@@ -478,6 +531,7 @@ int main(void)
 		cmocka_unit_test(test_pthread_create_still_works),
 		cmocka_unit_test(test_unshare_newuser_is_eperm),
 		cmocka_unit_test(test_personality_only_default_and_query),
+		cmocka_unit_test(test_int80_control_verdict),
 		cmocka_unit_test(test_int80_syscall_kills_process),
 		cmocka_unit_test(test_x32_syscall_kills_process),
 	};
