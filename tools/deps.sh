@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
 	build-essential pkg-config musl-tools
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
+	libcurl4-openssl-dev
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
