@@ -157,6 +157,8 @@ int agent_init(struct app *app, char *err, size_t errlen)
 
 	if (!agent_enabled(app))
 		return 0;
+	if (llm_init(err, errlen) < 0)
+		return -1;
 	if (app->cfg.llm_key_file[0]) {
 		if (load_key(app, err, errlen) < 0)
 			return -1;

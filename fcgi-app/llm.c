@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <curl/curl.h>
 
 #define ERROR_BODY_MAX (64u << 10)
@@ -42,6 +43,24 @@ static CURLcode curl_init_rc = CURLE_FAILED_INIT;
 static void curl_init(void)
 {
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int llm_init(char *err, size_t errlen)
+{
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK) {
+		snprintf(err, errlen, "libcurl: %s", curl_easy_strerror(curl_init_rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* The connection to the model is this process's alone: close-on-exec, so
+ * no helper spawned meanwhile by another thread inherits it. */
+static curl_socket_t socket_cloexec(void *unused, curlsocktype purpose,
+				    struct curl_sockaddr *a)
+{
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 /* {"model":..., "messages":..., "stream":...} */
@@ -150,6 +169,7 @@ static void setup_handle(CURL *curl, const struct llm_call *call, const char *ur
 {
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, socket_cloexec);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)call->cfg->llm_timeout_ms);
@@ -208,11 +228,8 @@ char *llm_complete(const struct llm_call *call, size_t *len, char *err, size_t e
 	struct curl_slist *headers = NULL;
 	CURLcode rc;
 
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK) {
-		snprintf(err, errlen, "libcurl: %s", curl_easy_strerror(curl_init_rc));
+	if (llm_init(err, errlen) < 0)
 		return NULL;
-	}
 	while (blen && base[blen - 1] == '/')
 		blen--;
 	st.curl = curl_easy_init();

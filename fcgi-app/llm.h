@@ -23,6 +23,10 @@ struct llm_call {
 	void *ctx;
 };
 
+/* libcurl's global set-up: once, at start, before any thread calls.  0, or
+ * -1 with err. */
+int llm_init(char *err, size_t errlen);
+
 /* The reply's text (malloc'd, NUL-terminated, *len bytes; the model's bytes
  * as they came, not checked as UTF-8), or NULL with err set to why the call
  * failed, e.g. "HTTP 500: overloaded" (the caller prefixes "model request
