@@ -537,3 +537,43 @@ def test_the_key_is_a_bearer_token_and_appears_in_no_log(client, stack, stub, ro
     assert any("model request failed" in t for t in texts.values()), list(texts)
     for path, text in texts.items():
         assert KEY not in text, f"the key is in {path}"
+
+
+AGENT_CALLS_MAX = 256   # fcgi-app/agent.h
+
+
+def test_past_the_bound_of_model_calls_in_flight_is_503_and_not_stored(client, stub):
+    room = f"full-{secrets.token_hex(6)}"
+
+    def script(call):
+        stub.gate.wait(STUB_HOLD)
+        call.reply("released")
+    stub.reset(script)
+    results = [None] * AGENT_CALLS_MAX
+
+    def one(i):
+        try:
+            results[i] = post_user(client, room, f"call {i}", timeout=STUB_HOLD + 60).status
+        except Exception as e:             # reported below
+            results[i] = repr(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(AGENT_CALLS_MAX)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: stub.in_flight == AGENT_CALLS_MAX, 120,
+                   f"{AGENT_CALLS_MAX} model calls in flight (have {stub.in_flight})")
+        r = post_user(client, room, "one too many")
+        assert r.status == 503, r
+        assert r.header("retry-after") == "1"
+        assert r.json == {"error": f"too many model calls in flight ({AGENT_CALLS_MAX}); try again"}
+        # an exec still answers, and the refused message was not stored
+        assert client.exec(f"free-{secrets.token_hex(6)}", "echo ok",
+                           http_timeout=60)["stdout"] == "ok\n"
+    finally:
+        stub.gate.set()
+        for t in threads:
+            t.join(STUB_HOLD + 120)
+    assert results == [201] * AGENT_CALLS_MAX, [r for r in results if r != 201][:5]
+    contents = [m["content"] for m in listed(client, room)]
+    assert len(contents) == 2 * AGENT_CALLS_MAX and "one too many" not in contents
