@@ -17,13 +17,14 @@ import re
 import secrets
 import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import wait_until
+from conftest import FCGI, wait_until
 
 SEED_USER = "Create a hello.txt file with 'Hello World'"
 SEED_AI = "I'll create the file for you.\n<run>echo 'Hello World' > hello.txt</run>"
@@ -194,7 +195,8 @@ def reconfigured(stack, **keys):
     text = original
     for k, v in keys.items():
         text, n = re.subn(rf"^{k} = .*$", f"{k} = {v}", text, flags=re.M)
-        assert n == 1, f"{k} is not in the test configuration"
+        if n == 0:
+            text += f"{k} = {v}\n"
     stack.conf_path.write_text(text)
     stack.restart_fcgi()
     try:
@@ -577,3 +579,38 @@ def test_past_the_bound_of_model_calls_in_flight_is_503_and_not_stored(client, s
     assert results == [201] * AGENT_CALLS_MAX, [r for r in results if r != 201][:5]
     contents = [m["content"] for m in listed(client, room)]
     assert len(contents) == 2 * AGENT_CALLS_MAX and "one too many" not in contents
+
+
+# ---------------------------------------------------------------- start-up
+
+def test_own_system_prompt_file(client, stack, stub, room, tmp_path):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("You are the test's own prompt, caf\u00e9.\nUse <run>.\n")
+    os.chmod(tmp_path, 0o755)
+    stub.reset(lambda call: call.reply("ok"))
+    with reconfigured(stack, llm_system_prompt_file=str(prompt)):
+        assert post_user(client, room, "hi").status == 201
+    assert stub.calls[0].messages[0] == {
+        "role": "system", "content": "You are the test's own prompt, caf\u00e9.\nUse <run>.\n"}
+
+
+@pytest.mark.parametrize("key_text,why", [
+    (None, "No such file or directory"),
+    ("", "empty"),
+    ("two words\n", "the key must be one line of printable characters without blanks"),
+])
+def test_a_bad_key_file_stops_the_start_with_its_reason(stack, tmp_path, key_text, why):
+    key = tmp_path / "key"
+    if key_text is not None:
+        key.write_text(key_text)
+    conf = tmp_path / "roombox.conf"
+    text = stack.conf_path.read_text().replace(KEY_FILE, str(key))
+    text = re.sub(r"^(state_dir|socket) = .*$", "", text, flags=re.M)
+    conf.write_text(text + f"state_dir = {tmp_path}/state\nsocket = {tmp_path}/s.sock\n")
+    r = subprocess.run([str(FCGI), "-c", str(conf)], capture_output=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    err = r.stderr.decode()
+    assert r.returncode == 2, (r.returncode, err)
+    assert f"llm_key_file {key}: {why}" in err, err
+    assert "two" not in err and "words" not in err     # no piece of the key
+    assert not (tmp_path / "s.sock").exists()
