@@ -38,7 +38,9 @@ LIB_COMMON := $(B)/libcommon.a
 LIB_FCGI   := $(B)/libfcgiapp.a
 LIB_HELPER := $(B)/libhelper.a
 
-FCGI_LIBS   := $(shell pkg-config --libs fcgi json-c uuid 2>/dev/null) -lpthread
+# libcurl (the agent's model calls, fcgi-app/llm.c) is roombox-fcgi's alone:
+# the setuid helper never links it.
+FCGI_LIBS   := $(shell pkg-config --libs fcgi json-c uuid libcurl 2>/dev/null) -lpthread
 SECCOMP_LIBS := $(shell pkg-config --libs libseccomp 2>/dev/null)
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)

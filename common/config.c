@@ -56,6 +56,8 @@ enum value_kind {
 	V_DURATION,	/* uint64_t ms, bare number = seconds; >= min */
 	V_MILLIS,	/* uint64_t ms, bare number = milliseconds */
 	V_CPU,		/* double > 0 */
+	V_URL,		/* http:// or https:// URL, no blanks or controls */
+	V_TEXT,		/* one word: printable, no blanks or controls */
 };
 
 struct key_desc {
@@ -95,6 +97,13 @@ static const struct key_desc key_table[] = {
 	{ "max_body",             V_SIZE,     FIELD(max_body),             1, 0 },
 	{ "max_concurrent_execs", V_INT,      FIELD(max_concurrent_execs), 1, 0 },
 	{ "idle_timeout",         V_DURATION, FIELD(idle_timeout_ms),      0, 0 },
+	{ "llm_url",              V_URL,      FIELD(llm_url),              0, 0 },
+	{ "llm_model",            V_TEXT,     FIELD(llm_model),            0, 0 },
+	{ "llm_key_file",         V_PATH,     FIELD(llm_key_file),         0, 0 },
+	{ "llm_system_prompt_file", V_PATH,   FIELD(llm_system_prompt_file), 0, 0 },
+	{ "llm_timeout",          V_DURATION, FIELD(llm_timeout_ms),       1, 0 },
+	{ "llm_rounds",           V_INT,      FIELD(llm_rounds),           1, 0 },
+	{ "llm_history",          V_INT,      FIELD(llm_history),          0, 0 },
 };
 
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
@@ -139,6 +148,9 @@ void config_defaults(struct config *c)
 	c->max_body = 1ull << 20;
 	c->max_concurrent_execs = 64;
 	c->idle_timeout_ms = 15 * 60 * 1000;
+	c->llm_timeout_ms = 120 * 1000;
+	c->llm_rounds = 1;
+	c->llm_history = 20;
 }
 
 /* ---- value parsers ---- */
@@ -242,6 +254,29 @@ static int parse_cpus(const char *s, double *out)
 	return 0;
 }
 
+/* Printable ASCII or UTF-8, no blanks or controls: such a value goes into
+ * an HTTP request (llm_model into its JSON, llm_url as its target), where a
+ * stray space or line break is a mistake, never a meaning. */
+static bool word_ok(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if ((unsigned char)*s <= ' ' || *s == 0x7f)
+			return false;
+	return true;
+}
+
+/* The model's base URL: http or https, a host, nothing libcurl would read
+ * as another protocol. */
+static bool url_ok(const char *s)
+{
+	size_t n = strncmp(s, "http://", 7) == 0 ? 7 :
+		   strncmp(s, "https://", 8) == 0 ? 8 : 0;
+
+	return n && word_ok(s) && s[n] && s[n] != '/';
+}
+
 /* ---- errors ---- */
 
 static int fail(struct parse_state *st, unsigned line, const char *fmt, ...)
@@ -280,6 +315,8 @@ static const char *expected_text(const struct key_desc *k)
 			      : "expected a duration like 30s";
 	case V_MILLIS:   return "expected milliseconds like 50, or a duration like 50ms";
 	case V_CPU:      return "expected a positive number of CPUs like 1.5";
+	case V_URL:      return "expected an http:// or https:// URL like http://127.0.0.1:11434/v1";
+	case V_TEXT:     return "expected a name without blanks, like llama3.1:8b";
 	}
 	return "unexpected value";
 }
@@ -378,6 +415,14 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		if (parse_cpus(value, field) < 0)
 			return bad_value(st, line, k, value);
 		return 0;
+	case V_URL:
+		if (!url_ok(value))
+			return bad_value(st, line, k, value);
+		return set_string(st, line, k, field, value);
+	case V_TEXT:
+		if (!word_ok(value))
+			return bad_value(st, line, k, value);
+		return set_string(st, line, k, field, value);
 	default:
 		if (set_number(k, field, value) < 0)
 			return bad_value(st, line, k, value);
@@ -500,6 +545,10 @@ static int check_consistency(struct parse_state *st, const struct config *c)
 		return fail(st, line,
 			    "uid_base + max_rooms must be below %llu (uid_base %u, max_rooms %d)",
 			    UID_LIMIT, c->uid_base, c->max_rooms);
+	line = later_line(st, "llm_url", "llm_model");
+	if (line && !c->llm_url[0] != !c->llm_model[0])
+		return fail(st, line, "llm_url and llm_model go together: set both "
+			    "(the agent) or neither");
 	return 0;
 }
 

@@ -41,6 +41,14 @@ struct config {
 	uint64_t max_body;       /* bytes, 1M */
 	int max_concurrent_execs; /* 64 */
 	uint64_t idle_timeout_ms; /* 15m; 0 = never */
+	/* the agent (SPEC §8.6): on when llm_url and llm_model are both set */
+	char llm_url[512];       /* "" or an http:// or https:// /v1 base */
+	char llm_model[256];     /* "" or the model's name */
+	char llm_key_file[256];  /* "" or an absolute path */
+	char llm_system_prompt_file[256]; /* "" = the built-in prompt */
+	uint64_t llm_timeout_ms; /* 120s: one model call, start to end */
+	int llm_rounds;          /* 1: model replies per user message */
+	int llm_history;         /* 20: earlier messages sent to the model */
 };
 
 /* Fill every key with its default. */

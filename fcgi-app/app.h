@@ -25,6 +25,8 @@
 #endif
 
 struct auth_tokens;
+struct http_input;
+struct http_output;
 
 struct app {
 	struct config cfg;
@@ -33,6 +35,9 @@ struct app {
 	atomic_int execs_running;     /* for max_concurrent_execs */
 	char cgroup_mode[16];         /* helper op "info" at start, or "unknown" */
 	bool log_requests;            /* one line per request on stderr */
+	char *llm_key;                /* llm_key_file's token, or NULL (agent.c) */
+	char *llm_prompt;             /* the system prompt (agent.c) */
+	atomic_int agent_calls;       /* model calls in flight (agent.c) */
 };
 
 static inline struct helper_target app_helper(const struct app *app)
@@ -47,6 +52,7 @@ struct request {
 	const char *path;             /* request URI without its query string */
 	char room[ROOM_ID_MAX + 1];   /* the {roomId} segment, "" if none */
 	json_object *body;            /* parsed body (routes with ROUTE_BODY) */
+	const struct http_input *in;  /* its parameters (headers), e.g. Accept */
 };
 
 /* One answer: always a JSON object (see http.c for how it is written). */
@@ -56,6 +62,11 @@ struct response {
 	char allow[64];               /* Allow: for 405, "" otherwise */
 	int retry_after;              /* Retry-After: seconds, 0 = none */
 	bool www_authenticate;        /* WWW-Authenticate: Bearer */
+	/* Set instead of body by a handler that answers later from a thread
+	 * of its own (agent.c): main.c calls later(later_job, out) with the
+	 * connection, or with out NULL when it cannot hand it over. */
+	void (*later)(void *job, const struct http_output *out);
+	void *later_job;
 };
 
 typedef void route_handler(struct request *rq, struct response *rs);

@@ -21,6 +21,16 @@ struct http_input {
 	void *ctx;
 };
 
+/* Where an answer written from another thread goes (main.c wraps the
+ * FastCGI request): write and flush give 0, or -1 once the client is gone;
+ * end finishes the request and frees ctx (no call after it). */
+struct http_output {
+	int (*write)(void *ctx, const char *buf, size_t n);
+	int (*flush)(void *ctx);
+	void (*end)(void *ctx);
+	void *ctx;
+};
+
 /* At most this much of an unwanted or oversized body is read and thrown away
  * (so the web server is not cut off mid-write); past it the connection is
  * simply closed when the request ends. */

@@ -19,6 +19,12 @@
  *             handler which may spawn the helper, write the answer).  A slow
  *             exec holds one worker; requests for other rooms go to the
  *             others, so they are never delayed by it;
+ *   agent     (one per model call in flight, at most AGENT_CALLS_MAX,
+ *             detached) with llm_url and llm_model set, a user message is
+ *             routed and stored by a worker, which then hands the whole
+ *             FCGX_Request to a thread of its own (agent.c) and takes a
+ *             fresh one: a model call may take minutes and never holds a
+ *             worker, so execs of every room go on while models think;
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept).
@@ -66,6 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "app.h"
 #include "store.h"
 #include "auth.h"
@@ -187,14 +194,21 @@ static int fcgi_read(void *ctx, char *buf, int n)
 	return got;
 }
 
-static void serve_one(FCGX_Request *req)
+static bool hand_off(FCGX_Request **reqp, struct response *rs);
+
+/* true when the request was handed to another thread (*reqp is then a
+ * fresh one for this worker). */
+static bool serve_one(FCGX_Request **reqp)
 {
+	FCGX_Request *req = *reqp;
 	struct http_input in = { fcgi_param, fcgi_read, req };
 	struct response rs = { .status = 500 };
 	size_t len = 0;
 	char *out;
 
 	router_serve(&app, &in, &rs);
+	if (rs.later && hand_off(reqp, &rs))
+		return true;
 	out = http_render(&rs, &len);
 	if (out && len <= INT_MAX)
 		FCGX_PutStr(out, (int)len, req->out);
@@ -204,6 +218,7 @@ static void serve_one(FCGX_Request *req)
 			  "{\"error\":\"out of memory\"}\n", req->out);
 	free(out);
 	json_object_put(rs.body);
+	return false;
 }
 
 /* Every read of a request's input, after libfcgi has its parameters,
@@ -268,16 +283,74 @@ static int accept_connection(FCGX_Request *req)
 	return 0;
 }
 
+/* ---- a request answered by a thread of its own ----
+ *
+ * A handler that answers later (the agent: a model call may take minutes)
+ * sets rs->later.  libfcgi's streams point back at their FCGX_Request, so
+ * the request itself moves, by pointer, to that thread; this worker takes a
+ * fresh one and goes back to accepting at once. */
+
+static int conn_write(void *ctx, const char *buf, size_t n)
+{
+	FCGX_Request *req = ctx;
+
+	return n <= INT_MAX && FCGX_PutStr(buf, (int)n, req->out) == (int)n ? 0 : -1;
+}
+
+static int conn_flush(void *ctx)
+{
+	return FCGX_FFlush(((FCGX_Request *)ctx)->out) == 0 ? 0 : -1;
+}
+
+static void conn_end(void *ctx)
+{
+	FCGX_Request *req = ctx;
+
+	input_end_or_graceful(req);
+	FCGX_Finish_r(req);
+	if (req->ipcFd >= 0)   /* a kept connection: nobody will accept on it */
+		FCGX_Free(req, 1);
+	free(req);
+}
+
+static FCGX_Request *request_new(void)
+{
+	FCGX_Request *req = malloc(sizeof(*req));
+
+	/* no listening socket: the worker accepts itself (accept_connection) */
+	if (req && FCGX_InitRequest(req, -1, 0) != 0) {
+		free(req);
+		req = NULL;
+	}
+	return req;
+}
+
+static bool hand_off(FCGX_Request **reqp, struct response *rs)
+{
+	FCGX_Request *fresh = request_new();
+	struct http_output out = { conn_write, conn_flush, conn_end, *reqp };
+
+	if (!fresh) {
+		rs->later(rs->later_job, NULL);
+		rs->later = NULL;
+		response_error(rs, 500, "out of memory");
+		return false;
+	}
+	*reqp = fresh;
+	rs->later(rs->later_job, &out);
+	return true;
+}
+
 static void *worker_main(void *arg)
 {
-	FCGX_Request req;
+	FCGX_Request *req = request_new();
 
-	if (FCGX_InitRequest(&req, -1, 0) != 0) {
+	if (!req) {
 		fprintf(stderr, "roombox-fcgi: FCGX_InitRequest failed\n");
 		return NULL;
 	}
 	while (!atomic_load(&stopping)) {
-		if (req.ipcFd < 0 && accept_connection(&req) < 0) {
+		if (req->ipcFd < 0 && accept_connection(req) < 0) {
 			if (atomic_load(&stopping))
 				break;
 			if (errno != EINTR && errno != ECONNABORTED) {
@@ -286,21 +359,23 @@ static void *worker_main(void *arg)
 			}
 			continue;
 		}
-		input_wait(&req, INPUT_WAIT_MS);
-		if (FCGX_Accept_r(&req) < 0) {
+		input_wait(req, INPUT_WAIT_MS);
+		if (FCGX_Accept_r(req) < 0) {
 			/* libfcgi closed it: no whole request head in time, or not FastCGI */
 			if (!atomic_load(&stopping))
 				fprintf(stderr, "roombox-fcgi: FastCGI connection closed: no whole "
 					"request (a read waited %d s, or not FastCGI)\n", INPUT_WAIT_MS / 1000);
 			continue;
 		}
-		serve_one(&req);
-		input_end_or_graceful(&req);
+		if (serve_one(&req))
+			continue;   /* handed to a thread of its own; req is a fresh one */
+		input_end_or_graceful(req);
 		/* closes the connection (or keeps it, as its peer asked) now, so
 		 * that the next FCGX_Accept_r has no request of ours to finish */
-		FCGX_Finish_r(&req);
+		FCGX_Finish_r(req);
 	}
-	FCGX_Finish_r(&req);
+	FCGX_Finish_r(req);
+	free(req);
 	return NULL;
 }
 
@@ -436,6 +511,18 @@ static void setup_auth(void)
 	/* otherwise auth.c has said why every request will be refused */
 }
 
+/* The model's key and system prompt, read once (SPEC §8.6). */
+static int setup_agent(void)
+{
+	char err[512];
+
+	if (agent_init(&app, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 static void join_workers(pthread_t *workers, int n)
 {
 	struct timespec deadline;
@@ -495,6 +582,8 @@ int main(int argc, char **argv)
 		return 1;
 	setup_auth();
 	app.log_requests = true;
+	if (setup_agent() < 0)
+		return 2;
 
 	if (FCGX_Init() != 0) {
 		fprintf(stderr, "roombox-fcgi: FCGX_Init failed\n");

@@ -1,6 +1,7 @@
 /* GET and POST /api/rooms/{id}/messages (SPEC §2.2).
  *
- * A user message is stored as it came.  An assistant message first goes
+ * A user message is stored as it came (with a model configured, the agent
+ * answers it: agent.c).  An assistant message first goes
  * through the seed's executeCommands (runtags.c), whose commands run in the
  * room's sandbox one after another like POST .../sandbox/exec with default
  * limits; then it is stored (store.c, fsync'd) and only then answered 201. */
@@ -8,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "exec.h"
 #include "http.h"
+#include "messages.h"
 #include "runtags.h"
 #include "store.h"
 
@@ -74,6 +77,10 @@ void api_messages_post(struct request *rq, struct response *rs)
 		response_json(rs, 400, answer);
 		return;
 	}
+	if (strcmp(m.role, "user") == 0 && agent_enabled(rq->app)) {
+		agent_post(rq, rs, m.content, m.content_len);   /* SPEC §8.6 */
+		return;
+	}
 	const char *content = m.content;
 	size_t len = m.content_len;
 	char *processed = NULL;
@@ -97,4 +104,9 @@ void api_messages_post(struct request *rq, struct response *rs)
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "message", message);
 	response_json(rs, 201, answer);
+}
+
+int messages_run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_exec_result *res)
+{
+	return run_tag(ctx, cmd, cmd_len, res);
 }

@@ -142,7 +142,7 @@ void router_serve(struct app *app, const struct http_input *in,
 		  struct response *rs)
 {
 	const char *method = in->param(in->ctx, "REQUEST_METHOD");
-	struct request rq = { .app = app, .method = method ? method : "" };
+	struct request rq = { .app = app, .method = method ? method : "", .in = in };
 	struct route_match match;
 	struct timespec start;
 	bool body_read = false;
@@ -179,9 +179,9 @@ done:
 	 * off mid-write (nginx answers 502 to that) */
 	if (!body_read)
 		http_discard_body(in);
-	if (!rs->body)
+	if (!rs->body && !rs->later)
 		response_error(rs, 500, "internal error: no answer");
-	if (app->log_requests)
+	if (app->log_requests && !rs->later)   /* the later answer logs itself */
 		log_request(rq.method, rq.path, rs->status, &start);
 	json_object_put(rq.body);
 	free(path);

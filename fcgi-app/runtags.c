@@ -204,12 +204,36 @@ static void exec_result_free(struct runtags_exec_result *res)
 	free(res->error);
 }
 
+char *runtags_summary(int rc, const struct runtags_exec_result *res, size_t *outlen)
+{
+	struct textbuf tb = { 0 };
+
+	textbuf_add(&tb, "", 0);	/* never NULL, even when empty */
+	if (rc != 0) {
+		if (res->error)
+			textbuf_add(&tb, res->error, res->error_len);
+		else
+			textbuf_adds(&tb, "unknown error");
+	} else if (!summary_add(&tb, res->out, res->out_len) &&
+		   !summary_add(&tb, res->err, res->err_len)) {
+		textbuf_adds(&tb, "[no output]");
+	}
+	if (tb.failed) {
+		free(tb.data);
+		return NULL;
+	}
+	if (outlen)
+		*outlen = tb.len;
+	return tb.data;
+}
+
 /* Run one trimmed command and append its "Output" or "Error" section. */
 static void command_run(struct textbuf *tb, const char *cmd, size_t cmd_len,
 			runtags_exec_fn *exec, void *ctx)
 {
 	struct runtags_exec_result res = { 0 };
-	char *copy = malloc(cmd_len + 1);
+	char *copy = malloc(cmd_len + 1), *summary;
+	size_t summary_len = 0;
 	int rc;
 
 	if (!copy) {
@@ -221,18 +245,15 @@ static void command_run(struct textbuf *tb, const char *cmd, size_t cmd_len,
 	rc = exec(ctx, copy, cmd_len, &res);
 	free(copy);
 
+	summary = runtags_summary(rc, &res, &summary_len);
+	if (!summary)
+		tb->failed = true;
 	textbuf_adds(tb, rc == 0 ? "\n\nOutput (" : "\n\nError (");
 	textbuf_add(tb, cmd, cmd_len);
 	textbuf_adds(tb, "):\n");
-	if (rc != 0) {
-		if (res.error)
-			textbuf_add(tb, res.error, res.error_len);
-		else
-			textbuf_adds(tb, "unknown error");
-	} else if (!summary_add(tb, res.out, res.out_len) &&
-		   !summary_add(tb, res.err, res.err_len)) {
-		textbuf_adds(tb, "[no output]");
-	}
+	if (summary)
+		textbuf_add(tb, summary, summary_len);
+	free(summary);
 	exec_result_free(&res);
 }
 

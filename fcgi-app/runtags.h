@@ -47,6 +47,13 @@ typedef int runtags_exec_fn(void *ctx, const char *cmd, size_t cmd_len,
 char *runtags_process(const char *text, size_t len, runtags_exec_fn *exec,
 		      void *ctx, size_t *outlen);
 
+/* What follows "Output (cmd):\n" (rc 0) or "Error (cmd):\n" (rc -1) for a
+ * command whose callback returned rc and filled res: the first
+ * RUNTAGS_SUMMARY_UNITS of stdout, else of stderr, else "[no output]"; or
+ * the error.  malloc'd, NUL-terminated, length in *outlen (may be NULL);
+ * NULL when memory runs out.  The agent (agent.c) shows it as it comes. */
+char *runtags_summary(int rc, const struct runtags_exec_result *res, size_t *outlen);
+
 /* JavaScript's String.prototype.trim on UTF-8: the bounds of s[0..len)
  * without leading and trailing WhiteSpace and LineTerminator characters
  * (TAB LF VT FF CR SPACE, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,

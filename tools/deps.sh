@@ -8,6 +8,7 @@ packages=(
 	build-essential pkg-config musl-tools
 	clang libclang-rt-dev
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
+	libcurl4-openssl-dev
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests
 	time

@@ -701,6 +701,106 @@ static void test_max_body_is_bounded_by_the_helpers_budget(void **state)
 		     "request within a 64 MiB memory budget");
 }
 
+/* ---- the agent's keys (SPEC §8.6) ---- */
+
+static void test_llm_defaults(void **state)
+{
+	struct config c;
+
+	(void)state;
+	config_defaults(&c);
+	assert_string_equal(c.llm_url, "");
+	assert_string_equal(c.llm_model, "");
+	assert_string_equal(c.llm_key_file, "");
+	assert_string_equal(c.llm_system_prompt_file, "");
+	assert_int_equal(c.llm_timeout_ms, 120000);
+	assert_int_equal(c.llm_rounds, 1);
+	assert_int_equal(c.llm_history, 20);
+}
+
+static void test_llm_every_key(void **state)
+{
+	struct config c;
+
+	(void)state;
+	c = expect_ok("llm_url = http://127.0.0.1:11434/v1\n"
+		      "llm_model = llama3.1:8b\n"
+		      "llm_key_file = /etc/roombox/llm-key\n"
+		      "llm_system_prompt_file = /etc/roombox/prompt.txt\n"
+		      "llm_timeout = 90s\n"
+		      "llm_rounds = 3\n"
+		      "llm_history = 0\n");
+	assert_string_equal(c.llm_url, "http://127.0.0.1:11434/v1");
+	assert_string_equal(c.llm_model, "llama3.1:8b");
+	assert_string_equal(c.llm_key_file, "/etc/roombox/llm-key");
+	assert_string_equal(c.llm_system_prompt_file, "/etc/roombox/prompt.txt");
+	assert_int_equal(c.llm_timeout_ms, 90000);
+	assert_int_equal(c.llm_rounds, 3);
+	assert_int_equal(c.llm_history, 0);
+	c = expect_ok("llm_model = gpt-4o-mini\nllm_url = https://api.openai.com/v1\n");
+	assert_string_equal(c.llm_url, "https://api.openai.com/v1");
+}
+
+static void test_llm_bad_values(void **state)
+{
+	(void)state;
+	expect_error("llm_url = ftp://host/v1\n",
+		     "t.conf:1: bad value for llm_url: 'ftp://host/v1' (expected an "
+		     "http:// or https:// URL like http://127.0.0.1:11434/v1)");
+	expect_error("llm_url = http:///v1\n",
+		     "t.conf:1: bad value for llm_url: 'http:///v1' (expected an "
+		     "http:// or https:// URL like http://127.0.0.1:11434/v1)");
+	expect_error("llm_url = http://\n",
+		     "t.conf:1: bad value for llm_url: 'http://' (expected an "
+		     "http:// or https:// URL like http://127.0.0.1:11434/v1)");
+	expect_error("llm_url = localhost:8080/v1\n",
+		     "t.conf:1: bad value for llm_url: 'localhost:8080/v1' (expected an "
+		     "http:// or https:// URL like http://127.0.0.1:11434/v1)");
+	expect_error("llm_model = my model\n",
+		     "t.conf:1: bad value for llm_model: 'my model' (expected a name "
+		     "without blanks, like llama3.1:8b)");
+	expect_error("llm_model =\n",
+		     "t.conf:1: bad value for llm_model: '' (expected a name "
+		     "without blanks, like llama3.1:8b)");
+	expect_error("llm_key_file = key\n",
+		     "t.conf:1: bad value for llm_key_file: 'key' (expected an absolute path)");
+	expect_error("llm_system_prompt_file = p.txt\n",
+		     "t.conf:1: bad value for llm_system_prompt_file: 'p.txt' (expected an absolute path)");
+	expect_error("llm_timeout = 0\n",
+		     "t.conf:1: bad value for llm_timeout: '0' (expected a duration like 30s, greater than 0)");
+	expect_error("llm_rounds = 0\n",
+		     "t.conf:1: bad value for llm_rounds: '0' (expected a whole number from 1 to 2147483647)");
+	expect_error("llm_history = -1\n",
+		     "t.conf:1: bad value for llm_history: '-1' (expected a whole number from 0 to 2147483647)");
+}
+
+static void test_llm_url_and_model_go_together(void **state)
+{
+	(void)state;
+	expect_error("llm_url = http://127.0.0.1:8080/v1\nworkers = 2\n",
+		     "t.conf:1: llm_url and llm_model go together: set both (the agent) or neither");
+	expect_error("workers = 2\nllm_model = m\n",
+		     "t.conf:2: llm_url and llm_model go together: set both (the agent) or neither");
+	/* the key file alone turns nothing on */
+	expect_ok("llm_key_file = /etc/roombox/llm-key\n");
+}
+
+static void test_llm_url_length_limit(void **state)
+{
+	char text[700], url[600];
+
+	(void)state;
+	memset(url, 'h', sizeof(url));
+	memcpy(url, "http://", 7);
+	url[511] = '\0';
+	snprintf(text, sizeof(text), "llm_model = m\nllm_url = %s\n", url);
+	expect_ok(text);
+	url[511] = 'h';
+	url[512] = '\0';
+	snprintf(text, sizeof(text), "llm_model = m\nllm_url = %s\n", url);
+	expect_error(text, "t.conf:2: value for llm_url is too long (512 bytes, at most 511)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -740,6 +840,11 @@ int main(void)
 		cmocka_unit_test(test_load_rejects_nul_byte),
 		cmocka_unit_test(test_load_rejects_huge_file),
 		cmocka_unit_test(test_max_body_is_bounded_by_the_helpers_budget),
+		cmocka_unit_test(test_llm_defaults),
+		cmocka_unit_test(test_llm_every_key),
+		cmocka_unit_test(test_llm_bad_values),
+		cmocka_unit_test(test_llm_url_and_model_go_together),
+		cmocka_unit_test(test_llm_url_length_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -382,11 +382,52 @@ static void test_js_trim_whitespace_set(void **state)
 	check_trim(" a b ", 5, 1, 3);
 }
 
+/* runtags_summary: the text after "Output (cmd):\n" / "Error (cmd):\n",
+ * which the agent streams as each command ends. */
+static void check_summary(int rc, const char *out, const char *err,
+			  const char *error, const char *want)
+{
+	struct runtags_exec_result res = {
+		.out = (char *)out, .out_len = out ? strlen(out) : 0,
+		.err = (char *)err, .err_len = err ? strlen(err) : 0,
+		.error = (char *)error, .error_len = error ? strlen(error) : 0,
+	};
+	size_t len = 99;
+	char *s = runtags_summary(rc, &res, &len);
+
+	assert_non_null(s);
+	assert_string_equal(s, want);
+	assert_int_equal(len, strlen(want));
+	free(s);
+}
+
+static void test_summary(void **state)
+{
+	char big[700];
+
+	(void)state;
+	check_summary(0, "hi\n", "warn", NULL, "hi\n");
+	check_summary(0, "", "warn\n", NULL, "warn\n");
+	check_summary(0, NULL, NULL, NULL, "[no output]");
+	check_summary(-1, NULL, NULL, "too many concurrent execs", "too many concurrent execs");
+	check_summary(-1, NULL, NULL, NULL, "unknown error");
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	big[RUNTAGS_SUMMARY_UNITS] = '\0';
+	{
+		char want[RUNTAGS_SUMMARY_UNITS + 1];
+
+		memcpy(want, big, sizeof(want));
+		big[RUNTAGS_SUMMARY_UNITS] = 'y';
+		check_summary(0, big, NULL, NULL, want);
+	}
+}
+
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
 int main(void)
 {
-	struct CMUnitTest tests[NCASES + 1];
+	struct CMUnitTest tests[NCASES + 2];
 
 	for (size_t i = 0; i < NCASES; i++) {
 		struct CMUnitTest t = {
@@ -397,5 +438,6 @@ int main(void)
 		tests[i] = t;
 	}
 	tests[NCASES] = (struct CMUnitTest)cmocka_unit_test(test_js_trim_whitespace_set);
+	tests[NCASES + 1] = (struct CMUnitTest)cmocka_unit_test(test_summary);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
