@@ -67,6 +67,9 @@ struct response {
 	 * connection, or with out NULL when it cannot hand it over. */
 	void (*later)(void *job, const struct http_output *out);
 	void *later_job;
+	/* Set by a handler that has written its whole answer itself through
+	 * rq->in->out (status says what it sent, for the log); body unused. */
+	bool streamed;
 };
 
 typedef void route_handler(struct request *rq, struct response *rs);

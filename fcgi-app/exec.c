@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "exec.h"
+#include "exec_stream.h"
 #include "http.h"
 #include "protocol.h"
 #include "textenc.h"
@@ -212,6 +213,24 @@ json_object *exec_in_room(struct app *app, const char *room,
 	return result;
 }
 
+void exec_answer_error(struct response *rs, const struct helper_error *err)
+{
+	switch (err->http_status) {
+	case 503:
+		rs->retry_after = 1;
+		response_error(rs, 503, "too many concurrent execs");
+		break;
+	case 429:
+		response_error(rs, 429, "room limit reached");
+		break;
+	case 413:
+		response_error(rs, 413, "request body too large");
+		break;
+	default:
+		response_error(rs, 500, "sandbox execution failed: %s", err->message);
+	}
+}
+
 void api_exec_post(struct request *rq, struct response *rs)
 {
 	struct exec_request ex;
@@ -227,22 +246,13 @@ void api_exec_post(struct request *rq, struct response *rs)
 		response_json(rs, 400, answer);
 		return;
 	}
+	if (exec_wants_stream(rq)) {
+		exec_sse(rq, rs, &ex);
+		return;
+	}
 	result = exec_in_room(rq->app, rq->room, &ex, &err);
 	if (!result) {
-		switch (err.http_status) {
-		case 503:
-			rs->retry_after = 1;
-			response_error(rs, 503, "too many concurrent execs");
-			break;
-		case 429:
-			response_error(rs, 429, "room limit reached");
-			break;
-		case 413:
-			response_error(rs, 413, "request body too large");
-			break;
-		default:
-			response_error(rs, 500, "sandbox execution failed: %s", err.message);
-		}
+		exec_answer_error(rs, &err);
 		return;
 	}
 	room_sandbox_name(rq->room, name, sizeof(name));

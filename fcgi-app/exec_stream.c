@@ -25,6 +25,7 @@
 
 #include "drain.h"
 #include "exec_stream.h"
+#include "http.h"
 #include "protocol.h"
 #include "textenc.h"
 #include "timefmt.h"
@@ -183,7 +184,7 @@ static void close_fd(int *fd)
 }
 
 json_object *exec_stream_in_room(struct app *app, const char *room, const struct exec_request *ex,
-				 const struct exec_sink *sink, struct helper_error *err)
+				 struct exec_sink *sink, struct helper_error *err)
 {
 	struct helper_target target = app_helper(app);
 	uint64_t timeout = ex->timeout_ms ? ex->timeout_ms : app->cfg.exec_timeout_ms;
@@ -217,6 +218,9 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 	close_fd(&errp[1]);
 	if (!run)
 		goto out;
+	sink->started = true;
+	if (sink->start)
+		sink->start(sink->ctx, ex);
 	so.fd = out[0];
 	se.fd = errp[0];
 	out[0] = errp[0] = -1;
@@ -304,4 +308,98 @@ out:
 	if (!result)
 		fprintf(stderr, "roombox-fcgi: room %s: exec (streamed): %s\n", room, err->message);
 	return result;
+}
+
+/* ---- POST …/sandbox/exec with Accept: text/event-stream (SPEC §8.1) ---- */
+
+struct sse {
+	const struct http_output *out;
+	bool gone;                /* the client went away: the command runs on */
+};
+
+static void sse_write(struct sse *s, const char *text, size_t n)
+{
+	if (!s->gone && (s->out->write(s->out->ctx, text, n) < 0 || s->out->flush(s->out->ctx) < 0))
+		s->gone = true;
+}
+
+static int sse_event(void *ctx, json_object *ev)
+{
+	struct sse *s = ctx;
+	size_t len = 0;
+	const char *json = json_write(ev, &len);
+	char *frame = json ? malloc(len + 8) : NULL;
+
+	if (!frame)
+		return -1;
+	memcpy(frame, "data: ", 6);
+	memcpy(frame + 6, json, len);
+	memcpy(frame + 6 + len, "\n\n", 2);
+	sse_write(s, frame, len + 8);
+	free(frame);
+	return s->gone ? -1 : 0;
+}
+
+static void sse_keepalive(void *ctx)
+{
+	sse_write(ctx, ": keep-alive\n\n", 14);
+}
+
+/* The 200 and the start event, once the helper runs the command: what
+ * fails before that is an ordinary JSON error. */
+static void sse_start(void *ctx, const struct exec_request *ex)
+{
+	static const char head[] = "Status: 200 OK\r\n"
+				   "Content-Type: text/event-stream\r\n"
+				   "Cache-Control: no-cache\r\n"
+				   "X-Accel-Buffering: no\r\n\r\n";
+	struct timespec now;
+	char stamp[40];
+	json_object *ev = json_object_new_object();
+
+	sse_write(ctx, head, sizeof(head) - 1);
+	clock_gettime(CLOCK_REALTIME, &now);
+	iso8601_utc(&now, stamp, sizeof(stamp));
+	json_object_object_add(ev, "type", json_object_new_string("start"));
+	json_object_object_add(ev, "command", json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
+	json_object_object_add(ev, "timestamp", json_object_new_string(stamp));
+	sse_event(ctx, ev);
+	json_object_put(ev);
+}
+
+bool exec_wants_stream(const struct request *rq)
+{
+	const char *accept = rq->in ? rq->in->param(rq->in->ctx, "HTTP_ACCEPT") : NULL;
+
+	return accept && rq->in->out && strstr(accept, "text/event-stream");
+}
+
+void exec_sse(struct request *rq, struct response *rs, const struct exec_request *ex)
+{
+	struct sse s = { rq->in->out, false };
+	struct exec_sink sink = { &s, sse_event, sse_keepalive, sse_start, false };
+	struct helper_error err;
+	json_object *result, *ev;
+
+	result = exec_stream_in_room(rq->app, rq->room, ex, &sink, &err);
+	if (!sink.started) {   /* nothing sent yet: the usual JSON error */
+		exec_answer_error(rs, &err);
+		json_object_put(result);
+		return;
+	}
+	ev = json_object_new_object();
+	if (result) {
+		json_object_object_add(ev, "type", json_object_new_string("complete"));
+		json_object_object_add(ev, "result", result);
+	} else {
+		char msg[1200];
+
+		snprintf(msg, sizeof(msg), "sandbox execution failed: %s", err.message);
+		json_object_object_add(ev, "type", json_object_new_string("error"));
+		json_object_object_add(ev, "error", json_object_new_string(msg));
+	}
+	sse_event(&s, ev);
+	json_object_put(ev);
+	rs->status = 200;
+	rs->streamed = true;
 }

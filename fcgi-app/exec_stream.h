@@ -13,12 +13,20 @@ struct exec_sink {
 	void *ctx;
 	int (*event)(void *ctx, json_object *ev);
 	void (*keepalive)(void *ctx);
+	/* once the helper has the command (may be NULL); started says so */
+	void (*start)(void *ctx, const struct exec_request *ex);
+	bool started;
 };
 
 /* Run ex in room like exec_in_room, telling sink about the output as it
  * comes; returns SPEC §2.1's result (its stdout/stderr as far as
  * output_limit), or NULL with err set. */
 json_object *exec_stream_in_room(struct app *app, const char *room, const struct exec_request *ex,
-				 const struct exec_sink *sink, struct helper_error *err);
+				 struct exec_sink *sink, struct helper_error *err);
+
+/* SPEC §8.1: does the client ask for an event stream (and can we write
+ * one)?  exec_sse then runs ex and answers as a stream. */
+bool exec_wants_stream(const struct request *rq);
+void exec_sse(struct request *rq, struct response *rs, const struct exec_request *ex);
 
 #endif

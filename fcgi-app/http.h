@@ -12,6 +12,8 @@
 
 #include "app.h"
 
+struct http_output;
+
 /* Where a request comes from: CGI-style parameters and the body stream. */
 struct http_input {
 	/* The value of a parameter (REQUEST_METHOD, CONTENT_LENGTH, ...) or NULL. */
@@ -19,6 +21,10 @@ struct http_input {
 	/* Up to n body bytes into buf; 0 at the end of the body, -1 on error. */
 	int (*read)(void *ctx, char *buf, int n);
 	void *ctx;
+	/* The connection itself, for a handler that writes its answer as it
+	 * goes (an event stream) on the worker's own thread and then sets
+	 * rs->streamed; end is NULL here.  NULL where there is none (units). */
+	const struct http_output *out;
 };
 
 /* Where an answer written from another thread goes (main.c wraps the

@@ -195,13 +195,16 @@ static int fcgi_read(void *ctx, char *buf, int n)
 }
 
 static bool hand_off(FCGX_Request **reqp, struct response *rs);
+static int conn_write(void *ctx, const char *buf, size_t n);
+static int conn_flush(void *ctx);
 
 /* true when the request was handed to another thread (*reqp is then a
  * fresh one for this worker). */
 static bool serve_one(FCGX_Request **reqp)
 {
 	FCGX_Request *req = *reqp;
-	struct http_input in = { fcgi_param, fcgi_read, req };
+	struct http_output direct = { conn_write, conn_flush, NULL, req };
+	struct http_input in = { fcgi_param, fcgi_read, req, &direct };
 	struct response rs = { .status = 500 };
 	size_t len = 0;
 	char *out;
@@ -209,6 +212,10 @@ static bool serve_one(FCGX_Request **reqp)
 	router_serve(&app, &in, &rs);
 	if (rs.later && hand_off(reqp, &rs))
 		return true;
+	if (rs.streamed) {
+		json_object_put(rs.body);
+		return false;
+	}
 	out = http_render(&rs, &len);
 	if (out && len <= INT_MAX)
 		FCGX_PutStr(out, (int)len, req->out);

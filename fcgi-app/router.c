@@ -179,7 +179,7 @@ done:
 	 * off mid-write (nginx answers 502 to that) */
 	if (!body_read)
 		http_discard_body(in);
-	if (!rs->body && !rs->later)
+	if (!rs->body && !rs->later && !rs->streamed)
 		response_error(rs, 500, "internal error: no answer");
 	if (app->log_requests && !rs->later)   /* the later answer logs itself */
 		log_request(rq.method, rq.path, rs->status, &start);
