@@ -55,6 +55,7 @@ enum value_kind {
 	V_DURATION,	/* uint64_t ms, bare number = seconds; >= min */
 	V_MILLIS,	/* uint64_t ms, bare number = milliseconds */
 	V_CPU,		/* double > 0 */
+	V_CHOICE,	/* one of key_desc.choices, stored as its index (an enum) */
 };
 
 struct key_desc {
@@ -94,7 +95,31 @@ static const struct key_desc key_table[] = {
 	{ "max_body",             V_SIZE,     FIELD(max_body),             1, 0 },
 	{ "max_concurrent_execs", V_INT,      FIELD(max_concurrent_execs), 1, 0 },
 	{ "idle_timeout",         V_DURATION, FIELD(idle_timeout_ms),      0, 0 },
+	{ "log_format",           V_CHOICE,   FIELD(log_format),           0, 0 },
+	{ "metrics",              V_CHOICE,   FIELD(metrics),              0, 0 },
 };
+
+/* The words of each V_CHOICE key, in the order of its enum. */
+static const struct {
+	const char *key;
+	const char *const words[4];
+} choice_table[] = {
+	{ "log_format", { "text", "json", NULL } },           /* enum log_format */
+	{ "metrics",    { "token", "open", "none", NULL } },  /* enum metrics_mode */
+};
+
+static const char *const *choice_words(const struct key_desc *k)
+{
+	static const char *const none[] = { NULL };
+
+	for (size_t i = 0; i < sizeof(choice_table) / sizeof(choice_table[0]); i++)
+		if (strcmp(choice_table[i].key, k->name) == 0)
+			return choice_table[i].words;
+	return none;
+}
+
+_Static_assert(sizeof(enum log_format) == sizeof(int) &&
+	       sizeof(enum metrics_mode) == sizeof(int), "V_CHOICE fields are ints");
 
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
 
@@ -138,6 +163,8 @@ void config_defaults(struct config *c)
 	c->max_body = 1ull << 20;
 	c->max_concurrent_execs = 64;
 	c->idle_timeout_ms = 15 * 60 * 1000;
+	c->log_format = LOG_FORMAT_TEXT;
+	c->metrics = METRICS_TOKEN;
 }
 
 /* ---- value parsers ---- */
@@ -279,6 +306,7 @@ static const char *expected_text(const struct key_desc *k)
 			      : "expected a duration like 30s";
 	case V_MILLIS:   return "expected milliseconds like 50, or a duration like 50ms";
 	case V_CPU:      return "expected a positive number of CPUs like 1.5";
+	case V_CHOICE:   break;	/* the words are printed by bad_value */
 	}
 	return "unexpected value";
 }
@@ -291,6 +319,18 @@ static int bad_value(struct parse_state *st, unsigned line,
 			    "bad value for %s: '%s' (expected a whole number from %llu to %llu)",
 			    k->name, value, (unsigned long long)k->min,
 			    (unsigned long long)int_max(k));
+	if (k->kind == V_CHOICE) {
+		const char *const *choices = choice_words(k);
+		char words[128] = "";
+		size_t used = 0;
+
+		for (size_t i = 0; choices[i] && used < sizeof(words); i++)
+			used += (size_t)snprintf(words + used, sizeof(words) - used, "%s'%s'",
+						 i ? (choices[i + 1] ? ", " : " or ") : "",
+						 choices[i]);
+		return fail(st, line, "bad value for %s: '%s' (expected %s)",
+			    k->name, value, words);
+	}
 	return fail(st, line, "bad value for %s: '%s' (%s)",
 		    k->name, value, expected_text(k));
 }
@@ -377,6 +417,13 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		if (parse_cpus(value, field) < 0)
 			return bad_value(st, line, k, value);
 		return 0;
+	case V_CHOICE:
+		for (int i = 0; choice_words(k)[i]; i++)
+			if (strcmp(value, choice_words(k)[i]) == 0) {
+				*(int *)field = i;
+				return 0;
+			}
+		return bad_value(st, line, k, value);
 	default:
 		if (set_number(k, field, value) < 0)
 			return bad_value(st, line, k, value);

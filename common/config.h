@@ -17,6 +17,11 @@
 
 enum auth_mode { AUTH_TOKEN, AUTH_NONE };
 enum network_mode { NETWORK_NONE };
+/* Operating it (SPEC §8.7): the request log's format; who may read /metrics
+ * (token: as the API, so open too under auth = none; open: anyone who
+ * reaches the web server; none: not served). */
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+enum metrics_mode { METRICS_TOKEN, METRICS_OPEN, METRICS_NONE };
 
 struct config {
 	char state_dir[256];     /* /var/lib/roombox */
@@ -41,6 +46,8 @@ struct config {
 	uint64_t max_body;       /* bytes, 1M */
 	int max_concurrent_execs; /* 64 */
 	uint64_t idle_timeout_ms; /* 15m; 0 = never */
+	enum log_format log_format;     /* text */
+	enum metrics_mode metrics;      /* token */
 };
 
 /* Fill every key with its default. */

@@ -53,6 +53,11 @@ struct response {
 	char allow[64];               /* Allow: for 405, "" otherwise */
 	int retry_after;              /* Retry-After: seconds, 0 = none */
 	bool www_authenticate;        /* WWW-Authenticate: Bearer */
+	char request_id[24];          /* X-Request-Id: (router.c), "" = none */
+	char *text;                   /* owned; set instead of body for an answer
+					* that is not JSON (GET /metrics) */
+	size_t text_len;
+	const char *content_type;     /* of text */
 };
 
 typedef void route_handler(struct request *rq, struct response *rs);
@@ -65,5 +70,9 @@ route_handler api_rooms_list, api_rooms_create, api_rooms_get, api_rooms_cleanup
 route_handler api_exec_post;
 /* messages.c */
 route_handler api_messages_list, api_messages_post;
+/* metrics.c */
+route_handler api_metrics_get;
+/* rooms.c */
+route_handler api_rooms_stop;
 
 #endif

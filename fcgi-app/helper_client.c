@@ -40,6 +40,7 @@
 
 #include "helper_client.h"
 #include "http.h"
+#include "metrics.h"
 #include "protocol.h"
 
 int helper_code_status(const char *code)
@@ -374,8 +375,8 @@ static json_object *reply_decode(int status, const char *text, size_t len,
 	return NULL;
 }
 
-json_object *helper_call(const struct helper_target *target, json_object *request,
-			 long deadline_ms, struct helper_error *err)
+static json_object *helper_call_once(const struct helper_target *target, json_object *request,
+				     long deadline_ms, struct helper_error *err)
 {
 	struct child c = { .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
 	const char *req;
@@ -418,4 +419,16 @@ json_object *helper_call(const struct helper_target *target, json_object *reques
 	out = reply_decode(status, reply, reply_len, err);
 	free(reply);
 	return out;
+}
+
+/* Every call is timed and counted (metrics.c): the request log's helper
+ * time, helper errors by op, and an exec's outcome. */
+json_object *helper_call(const struct helper_target *target, json_object *request,
+			 long deadline_ms, struct helper_error *err)
+{
+	uint64_t start = metrics_now_ns();
+	json_object *reply = helper_call_once(target, request, deadline_ms, err);
+
+	metrics_helper_call_done(request, reply, err, metrics_now_ns() - start);
+	return reply;
 }

@@ -69,6 +69,7 @@
 #include "auth.h"
 #include "helper_client.h"
 #include "http.h"
+#include "metrics.h"
 #include "router.h"
 
 #define LISTEN_BACKLOG 128
@@ -201,6 +202,7 @@ static void serve_one(FCGX_Request *req)
 			  "{\"error\":\"out of memory\"}\n", req->out);
 	free(out);
 	json_object_put(rs.body);
+	free(rs.text);
 }
 
 /* Every read of a request's input, after libfcgi has its parameters,
@@ -293,6 +295,16 @@ static void log_stopped(const char *why, json_object *reply)
 			json_object_get_string(json_object_array_get_idx(list, i)), why);
 }
 
+static unsigned count_stopped(json_object *reply)
+{
+	json_object *list;
+
+	if (!json_object_object_get_ex(reply, "stopped", &list) ||
+	    !json_object_is_type(list, json_type_array))
+		return 0;
+	return (unsigned)json_object_array_length(list);
+}
+
 static void cache_cgroup_mode(void)
 {
 	json_object *reply = service_op("info", 30 * 1000), *mode;
@@ -336,6 +348,7 @@ static void *idle_main(void *arg)
 		pthread_mutex_unlock(&stop_lock);
 		reply = service_op("stop-idle", HELPER_DEFAULT_DEADLINE_MS);
 		log_stopped("idle", reply);
+		metrics_idle_stops_add(count_stopped(reply));
 		json_object_put(reply);
 		pthread_mutex_lock(&stop_lock);
 	}
@@ -377,6 +390,10 @@ static int load_config(const char *path)
 static void setup_auth(void)
 {
 	int n;
+
+	if (app.cfg.metrics == METRICS_OPEN)
+		fprintf(stderr, "roombox-fcgi: warning: metrics = open: /metrics answers "
+			"without a token to anyone who can reach the web server\n");
 
 	if (app.cfg.auth == AUTH_NONE) {
 		fprintf(stderr, "roombox-fcgi: warning: auth = none: the API is open to "

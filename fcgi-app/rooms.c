@@ -4,6 +4,7 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
+#include "metrics.h"
 #include "store.h"
 
 /* Answer a helper failure: the helper's message names the room and step. */
@@ -54,6 +55,7 @@ void api_rooms_create(struct request *rq, struct response *rs)
 		return;
 	}
 	json_object_put(reply);
+	metrics_room_started(ROOM_START_NEW);
 	snprintf(name, sizeof(name), "sandbox-%s", id);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "roomId", json_object_new_string(id));
@@ -96,6 +98,38 @@ void api_rooms_get(struct request *rq, struct response *rs)
 		return;
 	}
 	response_json(rs, 200, reply);
+}
+
+/* POST /api/rooms/{id}/sandbox/stop (roombox's own, for roomboxctl): the
+ * room's processes end and its namespaces and mounts are released, files
+ * and session stay -- what idle_timeout does, now.  The next exec starts it
+ * again.  A room that does not exist is a 404, not created. */
+void api_rooms_stop(struct request *rq, struct response *rs)
+{
+	struct helper_error err;
+	json_object *reply, *answer;
+
+	reply = room_call(rq->app, "status", rq->room, &err);
+	if (!reply && err.http_status == 404) {
+		response_error(rs, 404, "room not found");
+		return;
+	}
+	if (!reply) {
+		helper_failure(rs, rq->room, "status", &err);
+		return;
+	}
+	json_object_put(reply);
+	reply = room_call(rq->app, "stop", rq->room, &err);
+	if (!reply) {
+		helper_failure(rs, rq->room, "stop", &err);
+		return;
+	}
+	json_object_put(reply);
+	fprintf(stderr, "roombox-fcgi: room %s: stopped (asked)\n", rq->room);
+	answer = json_object_new_object();
+	json_object_object_add(answer, "stopped", json_object_new_boolean(1));
+	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
+	response_json(rs, 200, answer);
 }
 
 /* ---- cleanup ----

@@ -16,6 +16,7 @@
 enum {
 	ROUTE_PUBLIC = 1 << 0,   /* no Authorization needed */
 	ROUTE_BODY   = 1 << 1,   /* the handler gets the parsed JSON body */
+	ROUTE_METRICS = 1 << 2,  /* auth per the `metrics` key, not `auth` */
 };
 
 struct route_method {
@@ -31,6 +32,7 @@ struct route {
 
 struct route_match {
 	const struct route_method *m;  /* NULL: rs holds the 404/405 */
+	const struct route *route;     /* the pattern matched (also for a 405), or NULL */
 	bool has_room;                 /* the pattern has {id} */
 	char room[ROOM_ID_MAX + 2];    /* the {id} segment as sent, unchecked;
 					* cut at ROOM_ID_MAX + 1 bytes, which
@@ -45,6 +47,14 @@ void router_match(const char *method, const char *path,
 /* The request path: REQUEST_URI without its query string, or SCRIPT_NAME +
  * PATH_INFO when the web server sends no REQUEST_URI.  malloc'd. */
 char *router_request_path(const struct http_input *in);
+
+/* Metrics and the request log name a request by its slot: one per
+ * (pattern, method) of the table, one per pattern for a method it does not
+ * serve (method "other"), one for a path no pattern matches (route
+ * "unmatched"): a bounded set, never the client's path. */
+int router_slot(const struct route_match *match);
+/* The route pattern and method of a slot; false if the slot is not used. */
+bool router_slot_name(int slot, const char **route, const char **method);
 
 /* Run one request from start to finish; rs gets the answer. */
 void router_serve(struct app *app, const struct http_input *in,
