@@ -10,7 +10,7 @@ packages=(
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
-	prometheus
+	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	debhelper devscripts lintian fakeroot
 )
 # Any of these provides /usr/sbin/nginx; nginx-light is installed when none is.
