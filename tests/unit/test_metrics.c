@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "http.h"
 #include "metrics.h"
 #include "reqlog.h"
 #include "router.h"
@@ -369,6 +370,41 @@ static void test_log_line_json(void **state)
 	json_object_put(o);
 }
 
+/* ---- the answer (http.c) ---- */
+
+static void test_text_answer_and_request_id_header(void **state)
+{
+	struct response rs = { .status = 200 };
+	size_t len = 0;
+	char *out;
+
+	(void)state;
+	snprintf(rs.request_id, sizeof(rs.request_id), "0011223344556677");
+	rs.text = strdup("a 1\n");
+	rs.text_len = 4;
+	rs.content_type = "text/plain; version=0.0.4; charset=utf-8";
+	out = http_render(&rs, &len);
+	assert_string_equal(out, "Status: 200 OK\r\n"
+			    "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+			    "Content-Length: 4\r\n"
+			    "X-Request-Id: 0011223344556677\r\n"
+			    "\r\n"
+			    "a 1\n");
+	assert_int_equal(len, strlen(out));
+	free(out);
+	free(rs.text);
+	/* a JSON answer keeps its type, its newline and gets the header too */
+	rs = (struct response){ .status = 401, .www_authenticate = true };
+	snprintf(rs.request_id, sizeof(rs.request_id), "8899aabbccddeeff");
+	response_error(&rs, 401, "unauthorized");
+	out = http_render(&rs, &len);
+	assert_non_null(strstr(out, "Content-Type: application/json\r\n"));
+	assert_non_null(strstr(out, "WWW-Authenticate: Bearer\r\nX-Request-Id: 8899aabbccddeeff\r\n\r\n"
+			       "{\"error\":\"unauthorized\"}\n"));
+	free(out);
+	json_object_put(rs.body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -384,6 +420,7 @@ int main(void)
 		cmocka_unit_test(test_request_ids_unique_hex),
 		cmocka_unit_test(test_log_line_text),
 		cmocka_unit_test(test_log_line_json),
+		cmocka_unit_test(test_text_answer_and_request_id_header),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
