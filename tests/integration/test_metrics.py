@@ -151,6 +151,32 @@ def test_promtool_accepts_the_exposition(client, room):
         f"promtool: rc {r.returncode}\n{r.stdout.decode()}\n{r.stderr.decode()}"
 
 
+def test_room_starts_new_counts_created_rooms(client):
+    before = samples(scrape(client))
+    r = client.post("/api/rooms")
+    assert r.status == 201, r
+    client.touch(r.json["roomId"])
+    after = samples(scrape(client))
+    assert delta(before, after, 'roombox_room_starts_total{kind="new"}') == 1
+    assert delta(before, after, 'roombox_rooms{state="running"}') == 1
+
+
+def test_idle_stops_are_counted(stack, own_stack, room):
+    from conftest import Client
+    idle = own_stack(stack.server, {"idle_timeout": "1s"})
+    c = Client(idle)
+    try:
+        assert samples(scrape(c))["roombox_idle_stops_total"] == 0
+        c.sh(room, "true")
+        wait_until(lambda: c.get(f"/api/rooms/{room}").json["state"] == "stopped", 20,
+                   f"room {room} to be stopped for being idle")
+        # the count follows the stop in the same helper answer
+        wait_until(lambda: samples(scrape(c))["roombox_idle_stops_total"] == 1, 10,
+                   "roombox_idle_stops_total to be 1")
+    finally:
+        c.destroy(room)
+
+
 # ---------------------------------------------------------------- who may read it
 
 def test_metrics_token_by_default(client):
