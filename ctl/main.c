@@ -38,6 +38,7 @@
 #include "config.h"
 #include "fcgi_client.h"
 #include "roomid.h"
+#include "textenc.h"
 #include "tokens.h"
 
 #define EXIT_EXEC_FAILED 125
@@ -245,15 +246,24 @@ static char *join_args(int argc, char **argv)
 	return cmd;
 }
 
-/* The command's output as it came (utf8 answers hold text with U+FFFD for
- * bytes that were not UTF-8; json-c gives it back with its length). */
-static void put_stream(json_object *result, const char *key, FILE *f)
+/* The command's output, its exact bytes: asked for in base64, so bytes
+ * that are not UTF-8 come through as they were written.  0, or -1 when the
+ * answer's field is not base64. */
+static int put_stream(json_object *result, const char *key, FILE *f)
 {
 	json_object *v;
+	unsigned char *bytes;
+	size_t len = 0;
 
-	if (json_object_object_get_ex(result, key, &v))
-		fwrite(json_object_get_string(v), 1, (size_t)json_object_get_string_len(v), f);
+	if (!json_object_object_get_ex(result, key, &v))
+		return -1;
+	bytes = base64_decode(json_object_get_string(v), (size_t)json_object_get_string_len(v), &len);
+	if (!bytes)
+		return -1;
+	fwrite(bytes, 1, len, f);
 	fflush(f);
+	free(bytes);
+	return 0;
 }
 
 static int verb_exec(struct ctl *c, const char *room, int argc, char **argv)
@@ -272,6 +282,7 @@ static int verb_exec(struct ctl *c, const char *room, int argc, char **argv)
 	}
 	body = json_object_new_object();
 	json_object_object_add(body, "cmd", json_object_new_string(cmd));
+	json_object_object_add(body, "encoding", json_object_new_string("base64"));
 	free(cmd);
 	snprintf(uri, sizeof(uri), "/api/rooms/%s/sandbox/exec", room);
 	code = api(c, "POST", uri, body, &r);
@@ -283,8 +294,11 @@ static int verb_exec(struct ctl *c, const char *room, int argc, char **argv)
 		answer_free(&r);
 		return EXIT_EXEC_FAILED;
 	}
-	put_stream(result, "stdout", stdout);
-	put_stream(result, "stderr", stderr);
+	if (put_stream(result, "stdout", stdout) < 0 || put_stream(result, "stderr", stderr) < 0) {
+		fprintf(stderr, "roomboxctl: %s: the answer's output is not base64\n", uri);
+		answer_free(&r);
+		return EXIT_EXEC_FAILED;
+	}
 	code = (int)num(result, "exitCode");
 	if (json_object_get_boolean(json_object_object_get(result, "timedOut")))
 		fprintf(stderr, "roomboxctl: room %s: the command timed out\n", room);

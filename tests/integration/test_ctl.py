@@ -15,12 +15,16 @@ from conftest import REPO, wait_until, pid_alive
 CTL = REPO / "build" / "roomboxctl"
 
 
+def ctl_socket(stack):
+    if stack.server != "lighttpd":
+        return []
+    socks = sorted(stack.dir.glob("lighttpd-fcgi.sock*"))
+    assert len(socks) == 1, socks
+    return ["-s", str(socks[0])]
+
+
 def ctl(stack, *args, timeout=120):
-    argv = [str(CTL), "-c", str(stack.conf_path)]
-    if stack.server == "lighttpd":
-        socks = sorted(stack.dir.glob("lighttpd-fcgi.sock*"))
-        assert len(socks) == 1, socks
-        argv += ["-s", str(socks[0])]
+    argv = [str(CTL), "-c", str(stack.conf_path)] + ctl_socket(stack)
     r = subprocess.run(argv + [str(a) for a in args], capture_output=True, timeout=timeout)
     return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 
@@ -58,6 +62,11 @@ def test_exec_output_and_exit_status(client, stack, room):
     assert (rc, out, err) == (0, "a|b|c|", "")
     # the room is the one the API sees
     assert client.sh(room, "true") == ""
+    # the output's exact bytes, not UTF-8 with U+FFFD
+    argv_ = ["exec", room, r"printf '\377\000x'; printf '\376' >&2"]
+    r = subprocess.run([str(CTL), "-c", str(stack.conf_path)] + ctl_socket(stack) + argv_,
+                       capture_output=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"\xff\x00x", b"\xfe")
     rc, out, err = ctl(stack, "exec", room, "kill -9 $$")
     assert rc == 137, (rc, out, err)
 
