@@ -1,8 +1,9 @@
 /* roombox-fcgi: the state every request handler shares, one request, one
  * response, and the handlers the route table (router.c) points at.
  *
- * Threads share exactly three mutable things: the atomic exec counter here,
- * the token cache (auth.c, behind its own mutex) and nothing else; the
+ * Threads share these mutable things: the atomic exec counter here, the
+ * token cache (auth.c, behind its own mutex), the metrics counters
+ * (metrics.c, relaxed atomics) and nothing else; the
  * configuration and the cached cgroup mode are written once before the
  * worker threads start and only read afterwards. */
 #ifndef ROOMBOX_FCGI_APP_H

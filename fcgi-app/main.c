@@ -24,8 +24,9 @@
  *             processes and mounts (files are kept).
  *
  * Shared state: the configuration and the cached cgroup mode (written
- * before the threads start, read-only after), the exec counter (atomic) and
- * the token cache (auth.c, behind a mutex).  Each request's state lives in
+ * before the threads start, read-only after), the exec counter (atomic),
+ * the metrics counters (metrics.c, atomics) and the token cache (auth.c,
+ * behind a mutex).  Each request's state lives in
  * its own struct request / struct response.
  *
  * The socket: when started by spawn-fcgi or lighttpd's bin-path, fd 0 is
