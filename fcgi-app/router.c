@@ -150,16 +150,16 @@ static bool route_needs_token(const struct app *app, const struct route_method *
 	return true;
 }
 
-/* Count and log the request: the one place every request ends. */
-static void request_end(struct app *app, const struct request *rq,
-			const struct route_match *match, int status, const char *id,
-			uint64_t start_ns)
+void router_request_end(struct app *app, const struct request *rq,
+			const struct route_match *match, int status, const char *request_id,
+			uint64_t start_ns, uint64_t helper_ns)
 {
 	uint64_t ns = metrics_now_ns() - start_ns;
 	struct reqlog line = {
-		.id = id, .method = rq->method, .route = match->route ? match->route->pattern : NULL,
+		.id = request_id, .method = rq->method,
+		.route = match->route ? match->route->pattern : NULL,
 		.room = rq->room, .path = rq->path, .status = status, .duration_ns = ns,
-		.helper_ns = metrics_helper_time_take(),
+		.helper_ns = helper_ns,
 	};
 
 	metrics_http_request(router_slot(match), status, ns);
@@ -234,7 +234,8 @@ done:
 		http_discard_body(in);
 	if (!rs->body && !rs->text)
 		response_error(rs, 500, "internal error: no answer");
-	request_end(app, &rq, &match, rs->status, rs->request_id, start);
+	router_request_end(app, &rq, &match, rs->status, rs->request_id, start,
+			   metrics_helper_time_take());
 	json_object_put(rq.body);
 	free(path);
 }

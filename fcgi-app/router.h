@@ -10,6 +10,8 @@
 #ifndef ROOMBOX_FCGI_ROUTER_H
 #define ROOMBOX_FCGI_ROUTER_H
 
+#include <stdint.h>
+
 #include "app.h"
 #include "http.h"
 
@@ -55,6 +57,16 @@ char *router_request_path(const struct http_input *in);
 int router_slot(const struct route_match *match);
 /* The route pattern and method of a slot; false if the slot is not used. */
 bool router_slot_name(int slot, const char **route, const char **method);
+
+/* Count a request in the metrics and write its one log line (reqlog.h).
+ * router_serve does it for every request as it answers; a handler that
+ * answers later, from a thread of its own, calls it once when that answer is
+ * sent, with what it kept of the request (rq, match, rs->request_id, the
+ * start time) and the helper time of its own thread
+ * (metrics_helper_time_take()). */
+void router_request_end(struct app *app, const struct request *rq,
+			const struct route_match *match, int status, const char *request_id,
+			uint64_t start_ns, uint64_t helper_ns);
 
 /* Run one request from start to finish; rs gets the answer. */
 void router_serve(struct app *app, const struct http_input *in,
