@@ -48,6 +48,7 @@ enum value_kind {
 	V_PATH,		/* absolute path into a char array */
 	V_ROOTFS,	/* "host" or an absolute path */
 	V_AUTH,		/* token | none */
+	V_CHOICE,	/* a word of choice_table, stored as its index (an enum) */
 	V_NETWORK,	/* none */
 	V_INT,		/* int >= min */
 	V_UID,		/* uint32_t >= min */
@@ -55,7 +56,6 @@ enum value_kind {
 	V_DURATION,	/* uint64_t ms, bare number = seconds; >= min */
 	V_MILLIS,	/* uint64_t ms, bare number = milliseconds */
 	V_CPU,		/* double > 0 */
-	V_CHOICE,	/* one of key_desc.choices, stored as its index (an enum) */
 };
 
 struct key_desc {
@@ -81,6 +81,8 @@ static const struct key_desc key_table[] = {
 	{ "helper",               V_PATH,     FIELD(helper),               0, 0 },
 	{ "workers",              V_INT,      FIELD(workers),              1, 0 },
 	{ "auth",                 V_AUTH,     FIELD(auth),                 0, 0 },
+	{ "metrics",              V_CHOICE,   FIELD(metrics),              0, 0 },
+	{ "log_format",           V_CHOICE,   FIELD(log_format),           0, 0 },
 	{ "network",              V_NETWORK,  FIELD(network),              0, 0 },
 	{ "uid_base",             V_UID,      FIELD(uid_base),             1000, 0 },
 	{ "max_rooms",            V_INT,      FIELD(max_rooms),            1, 0 },
@@ -95,8 +97,6 @@ static const struct key_desc key_table[] = {
 	{ "max_body",             V_SIZE,     FIELD(max_body),             1, 0 },
 	{ "max_concurrent_execs", V_INT,      FIELD(max_concurrent_execs), 1, 0 },
 	{ "idle_timeout",         V_DURATION, FIELD(idle_timeout_ms),      0, 0 },
-	{ "log_format",           V_CHOICE,   FIELD(log_format),           0, 0 },
-	{ "metrics",              V_CHOICE,   FIELD(metrics),              0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -149,6 +149,8 @@ void config_defaults(struct config *c)
 	snprintf(c->helper, sizeof(c->helper), "%s", ROOMBOX_HELPER);
 	c->workers = 32;
 	c->auth = AUTH_TOKEN;
+	c->metrics = METRICS_TOKEN;
+	c->log_format = LOG_FORMAT_TEXT;
 	c->network = NETWORK_NONE;
 	c->uid_base = 200000;
 	c->max_rooms = 1000;
@@ -163,8 +165,6 @@ void config_defaults(struct config *c)
 	c->max_body = 1ull << 20;
 	c->max_concurrent_execs = 64;
 	c->idle_timeout_ms = 15 * 60 * 1000;
-	c->log_format = LOG_FORMAT_TEXT;
-	c->metrics = METRICS_TOKEN;
 }
 
 /* ---- value parsers ---- */
@@ -295,6 +295,7 @@ static const char *expected_text(const struct key_desc *k)
 	case V_PATH:     return "expected an absolute path";
 	case V_ROOTFS:   return "expected 'host' or an absolute path";
 	case V_AUTH:     return "expected 'token' or 'none'";
+	case V_CHOICE:   break;	/* the words are printed by bad_value */
 	case V_NETWORK:  return "expected 'none'";
 	case V_INT:
 	case V_UID:      break;	/* bounds are printed by bad_value */
@@ -306,7 +307,6 @@ static const char *expected_text(const struct key_desc *k)
 			      : "expected a duration like 30s";
 	case V_MILLIS:   return "expected milliseconds like 50, or a duration like 50ms";
 	case V_CPU:      return "expected a positive number of CPUs like 1.5";
-	case V_CHOICE:   break;	/* the words are printed by bad_value */
 	}
 	return "unexpected value";
 }
@@ -408,6 +408,13 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		else
 			return bad_value(st, line, k, value);
 		return 0;
+	case V_CHOICE:
+		for (int i = 0; choice_words(k)[i]; i++)
+			if (strcmp(value, choice_words(k)[i]) == 0) {
+				*(int *)field = i;
+				return 0;
+			}
+		return bad_value(st, line, k, value);
 	case V_NETWORK:
 		if (strcmp(value, "none") != 0)
 			return bad_value(st, line, k, value);
@@ -417,13 +424,6 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		if (parse_cpus(value, field) < 0)
 			return bad_value(st, line, k, value);
 		return 0;
-	case V_CHOICE:
-		for (int i = 0; choice_words(k)[i]; i++)
-			if (strcmp(value, choice_words(k)[i]) == 0) {
-				*(int *)field = i;
-				return 0;
-			}
-		return bad_value(st, line, k, value);
 	default:
 		if (set_number(k, field, value) < 0)
 			return bad_value(st, line, k, value);

@@ -32,6 +32,8 @@ struct config {
 	char helper[256];        /* path of roombox-helper (roombox extension) */
 	int workers;             /* 32 */
 	enum auth_mode auth;     /* token */
+	enum metrics_mode metrics;      /* token */
+	enum log_format log_format;     /* text */
 	enum network_mode network; /* none */
 	uint32_t uid_base;       /* 200000 */
 	int max_rooms;           /* 1000 */
@@ -46,8 +48,6 @@ struct config {
 	uint64_t max_body;       /* bytes, 1M */
 	int max_concurrent_execs; /* 64 */
 	uint64_t idle_timeout_ms; /* 15m; 0 = never */
-	enum log_format log_format;     /* text */
-	enum metrics_mode metrics;      /* token */
 };
 
 /* Fill every key with its default. */
