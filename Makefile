@@ -44,7 +44,7 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 .PHONY: all check unit integration security package-test run bench install clean deps
-all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper $(B)/roomboxctl
+all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper
 
 $(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h sandbox-helper/keeper/*.h)
 	@mkdir -p $(dir $@)
@@ -66,6 +66,7 @@ $(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
 # The operator's command line (ctl/): a FastCGI client of roombox-fcgi and
 # an editor of tokens_file; links the configuration parser and json-c only.
 CTL_SRC := $(wildcard ctl/*.c)
+all: $(B)/roomboxctl
 $(call obj,$(CTL_SRC)): $(wildcard ctl/*.h)
 $(B)/roomboxctl: $(call obj,$(CTL_SRC)) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c 2>/dev/null) -o $@

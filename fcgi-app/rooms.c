@@ -4,8 +4,8 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
-#include "metrics.h"
 #include "store.h"
+#include "metrics.h"
 
 /* Answer a helper failure: the helper's message names the room and step. */
 static void helper_failure(struct response *rs, const char *room, const char *op,
