@@ -55,11 +55,11 @@ void api_rooms_create(struct request *rq, struct response *rs)
 		return;
 	}
 	json_object_put(reply);
-	metrics_room_started(ROOM_START_NEW);
 	snprintf(name, sizeof(name), "sandbox-%s", id);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "roomId", json_object_new_string(id));
 	json_object_object_add(answer, "sandboxName", json_object_new_string(name));
+	metrics_room_started(ROOM_START_NEW);
 	response_json(rs, 201, answer);
 }
 
