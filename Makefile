@@ -1,6 +1,6 @@
 # roombox — build, test, run.  See README.md.
 #
-#   make          build build/roombox-fcgi and build/roombox-helper
+#   make          build build/roombox-fcgi, build/roombox-helper, build/roomboxctl
 #   make check    install missing Debian packages, then every test
 #   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
@@ -66,6 +66,16 @@ $(LIB_HELPER): $(call obj,$(HELPER_SRC)) $(B)/gen/room_filter.o
 
 $(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(FCGI_LIBS) -o $@
+
+# The operator's command line (ctl/): a FastCGI client of roombox-fcgi and
+# an editor of tokens_file; links the configuration parser, roombox-fcgi's
+# base64 (textenc.c) and json-c only.
+CTL_SRC := $(wildcard ctl/*.c)
+all: $(B)/roomboxctl
+$(call obj,$(CTL_SRC)): $(wildcard ctl/*.h)
+$(call obj,$(CTL_SRC)): CFLAGS += -Ifcgi-app
+$(B)/roomboxctl: $(call obj,$(CTL_SRC)) $(B)/fcgi-app/textenc.o $(LIB_COMMON)
+	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c 2>/dev/null) -o $@
 
 # PID 1 of every room: static and libc-only, so an idle room costs a few pages.
 # Built against musl: a few dozen KiB instead of glibc's 700, and no start-up
@@ -209,6 +219,7 @@ bench: deps
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(dir $(HELPER))
 	install -m 0755 $(B)/roombox-fcgi $(DESTDIR)$(PREFIX)/sbin/roombox-fcgi
+	install -m 0755 $(B)/roomboxctl $(DESTDIR)$(PREFIX)/sbin/roomboxctl
 	install -m 0755 $(B)/roombox-helper $(DESTDIR)$(HELPER)
 	install -m 0755 $(B)/roombox-keeper $(DESTDIR)$(KEEPER)
 

@@ -49,6 +49,7 @@ enum value_kind {
 	V_PATH,		/* absolute path into a char array */
 	V_ROOTFS,	/* "host" or an absolute path */
 	V_AUTH,		/* token | none */
+	V_CHOICE,	/* a word of choice_table, stored as its index (an enum) */
 	V_NETWORK,	/* none */
 	V_INT,		/* int >= min */
 	V_UID,		/* uint32_t >= min */
@@ -83,6 +84,8 @@ static const struct key_desc key_table[] = {
 	{ "helper",               V_PATH,     FIELD(helper),               0, 0 },
 	{ "workers",              V_INT,      FIELD(workers),              1, 0 },
 	{ "auth",                 V_AUTH,     FIELD(auth),                 0, 0 },
+	{ "metrics",              V_CHOICE,   FIELD(metrics),              0, 0 },
+	{ "log_format",           V_CHOICE,   FIELD(log_format),           0, 0 },
 	{ "network",              V_NETWORK,  FIELD(network),              0, 0 },
 	{ "uid_base",             V_UID,      FIELD(uid_base),             1000, 0 },
 	{ "max_rooms",            V_INT,      FIELD(max_rooms),            1, 0 },
@@ -105,6 +108,28 @@ static const struct key_desc key_table[] = {
 	{ "llm_rounds",           V_INT,      FIELD(llm_rounds),           1, 0 },
 	{ "llm_history",          V_INT,      FIELD(llm_history),          0, 0 },
 };
+
+/* The words of each V_CHOICE key, in the order of its enum. */
+static const struct {
+	const char *key;
+	const char *const words[4];
+} choice_table[] = {
+	{ "log_format", { "text", "json", NULL } },           /* enum log_format */
+	{ "metrics",    { "token", "open", "none", NULL } },  /* enum metrics_mode */
+};
+
+static const char *const *choice_words(const struct key_desc *k)
+{
+	static const char *const none[] = { NULL };
+
+	for (size_t i = 0; i < sizeof(choice_table) / sizeof(choice_table[0]); i++)
+		if (strcmp(choice_table[i].key, k->name) == 0)
+			return choice_table[i].words;
+	return none;
+}
+
+_Static_assert(sizeof(enum log_format) == sizeof(int) &&
+	       sizeof(enum metrics_mode) == sizeof(int), "V_CHOICE fields are ints");
 
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
 
@@ -134,6 +159,8 @@ void config_defaults(struct config *c)
 	snprintf(c->helper, sizeof(c->helper), "%s", ROOMBOX_HELPER);
 	c->workers = 32;
 	c->auth = AUTH_TOKEN;
+	c->metrics = METRICS_TOKEN;
+	c->log_format = LOG_FORMAT_TEXT;
 	c->network = NETWORK_NONE;
 	c->uid_base = 200000;
 	c->max_rooms = 1000;
@@ -304,6 +331,7 @@ static const char *expected_text(const struct key_desc *k)
 	case V_PATH:     return "expected an absolute path";
 	case V_ROOTFS:   return "expected 'host' or an absolute path";
 	case V_AUTH:     return "expected 'token' or 'none'";
+	case V_CHOICE:   break;	/* the words are printed by bad_value */
 	case V_NETWORK:  return "expected 'none'";
 	case V_INT:
 	case V_UID:      break;	/* bounds are printed by bad_value */
@@ -329,6 +357,18 @@ static int bad_value(struct parse_state *st, unsigned line,
 			    "bad value for %s: '%s' (expected a whole number from %llu to %llu)",
 			    k->name, value, (unsigned long long)k->min,
 			    (unsigned long long)int_max(k));
+	if (k->kind == V_CHOICE) {
+		const char *const *choices = choice_words(k);
+		char words[128] = "";
+		size_t used = 0;
+
+		for (size_t i = 0; choices[i] && used < sizeof(words); i++)
+			used += (size_t)snprintf(words + used, sizeof(words) - used, "%s'%s'",
+						 i ? (choices[i + 1] ? ", " : " or ") : "",
+						 choices[i]);
+		return fail(st, line, "bad value for %s: '%s' (expected %s)",
+			    k->name, value, words);
+	}
 	return fail(st, line, "bad value for %s: '%s' (%s)",
 		    k->name, value, expected_text(k));
 }
@@ -406,6 +446,13 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		else
 			return bad_value(st, line, k, value);
 		return 0;
+	case V_CHOICE:
+		for (int i = 0; choice_words(k)[i]; i++)
+			if (strcmp(value, choice_words(k)[i]) == 0) {
+				*(int *)field = i;
+				return 0;
+			}
+		return bad_value(st, line, k, value);
 	case V_NETWORK:
 		if (strcmp(value, "none") != 0)
 			return bad_value(st, line, k, value);

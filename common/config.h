@@ -17,6 +17,11 @@
 
 enum auth_mode { AUTH_TOKEN, AUTH_NONE };
 enum network_mode { NETWORK_NONE };
+/* Operating it (SPEC §8.7): the request log's format; who may read /metrics
+ * (token: as the API, so open too under auth = none; open: anyone who
+ * reaches the web server; none: not served). */
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+enum metrics_mode { METRICS_TOKEN, METRICS_OPEN, METRICS_NONE };
 
 struct config {
 	char state_dir[256];     /* /var/lib/roombox */
@@ -27,6 +32,8 @@ struct config {
 	char helper[256];        /* path of roombox-helper (roombox extension) */
 	int workers;             /* 32 */
 	enum auth_mode auth;     /* token */
+	enum metrics_mode metrics;      /* token */
+	enum log_format log_format;     /* text */
 	enum network_mode network; /* none */
 	uint32_t uid_base;       /* 200000 */
 	int max_rooms;           /* 1000 */

@@ -3,7 +3,8 @@
  *
  * Mutable state the threads share: the atomic exec counter here, the count
  * of helper calls running (helper_client.c, atomic), the token cache
- * (auth.c, behind its own mutex) and main.c's stop flag and lock; the
+ * (auth.c, behind its own mutex), the metrics counters (metrics.c,
+ * relaxed atomics) and main.c's stop flag and lock; the
  * message store shares nothing in memory (its locks are flock()s on each
  * room's file).  The configuration and the cached cgroup mode are written
  * once before the worker threads start and only read afterwards.
@@ -70,6 +71,11 @@ struct response {
 	/* Set by a handler that has written its whole answer itself through
 	 * rq->in->out (status says what it sent, for the log); body unused. */
 	bool streamed;
+	char request_id[24];          /* X-Request-Id: (router.c), "" = none */
+	char *text;                   /* owned; set instead of body for an answer
+					* that is not JSON (GET /metrics) */
+	size_t text_len;
+	const char *content_type;     /* of text */
 };
 
 typedef void route_handler(struct request *rq, struct response *rs);
@@ -82,5 +88,9 @@ route_handler api_rooms_list, api_rooms_create, api_rooms_get, api_rooms_cleanup
 route_handler api_exec_post;
 /* messages.c */
 route_handler api_messages_list, api_messages_post;
+/* metrics.c */
+route_handler api_metrics_get;
+/* rooms.c */
+route_handler api_rooms_stop;
 
 #endif

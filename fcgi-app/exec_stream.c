@@ -315,6 +315,7 @@ out:
 struct sse {
 	const struct http_output *out;
 	bool gone;                /* the client went away: the command runs on */
+	const char *request_id;
 };
 
 static void sse_write(struct sse *s, const char *text, size_t n)
@@ -349,15 +350,18 @@ static void sse_keepalive(void *ctx)
  * fails before that is an ordinary JSON error. */
 static void sse_start(void *ctx, const struct exec_request *ex)
 {
-	static const char head[] = "Status: 200 OK\r\n"
-				   "Content-Type: text/event-stream\r\n"
-				   "Cache-Control: no-cache\r\n"
-				   "X-Accel-Buffering: no\r\n\r\n";
+	struct sse *s = ctx;
 	struct timespec now;
-	char stamp[40];
+	char stamp[40], head[256];
 	json_object *ev = json_object_new_object();
+	int n = snprintf(head, sizeof(head), "Status: 200 OK\r\n"
+			 "Content-Type: text/event-stream\r\n"
+			 "Cache-Control: no-cache\r\n"
+			 "X-Accel-Buffering: no\r\n"
+			 "%s%s%s\r\n", s->request_id[0] ? "X-Request-Id: " : "", s->request_id,
+			 s->request_id[0] ? "\r\n" : "");
 
-	sse_write(ctx, head, sizeof(head) - 1);
+	sse_write(ctx, head, (size_t)n);
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, stamp, sizeof(stamp));
 	json_object_object_add(ev, "type", json_object_new_string("start"));
@@ -376,7 +380,7 @@ bool exec_wants_stream(const struct request *rq)
 
 void exec_sse(struct request *rq, struct response *rs, const struct exec_request *ex)
 {
-	struct sse s = { rq->in->out, false };
+	struct sse s = { rq->in->out, false, rs->request_id };
 	struct exec_sink sink = { &s, sse_event, sse_keepalive, sse_start, false };
 	struct helper_error err;
 	json_object *result, *ev;

@@ -40,6 +40,7 @@
 
 #include "helper_client.h"
 #include "http.h"
+#include "metrics.h"
 #include "protocol.h"
 
 int helper_code_status(const char *code)
@@ -400,6 +401,8 @@ struct helper_run {
 	long deadline, deadline_ms;
 	int talk;
 	struct helper_error err;   /* a failure while sending, kept for finish */
+	json_object *request;      /* for the metrics: its op */
+	uint64_t start_ns;
 };
 
 struct helper_run *helper_start(const struct helper_target *target, json_object *request,
@@ -425,11 +428,15 @@ struct helper_run *helper_start(const struct helper_target *target, json_object 
 		return NULL;
 	}
 	run->c = (struct child){ .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
+	run->request = json_object_get(request);
+	run->start_ns = metrics_now_ns();
 	run->deadline_ms = deadline_ms;
 	run->deadline = now_ms() + deadline_ms;
 	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
 	if (child_spawn(target, &run->c, req, req_len, alone, pass, err) < 0) {
 		atomic_fetch_sub(&calls_running, 1);
+		metrics_helper_call_done(request, NULL, err, metrics_now_ns() - run->start_ns);
+		json_object_put(run->request);
 		free(run);
 		return NULL;
 	}
@@ -469,14 +476,21 @@ json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
 		talk = reply_read(c->reply, &reply, &reply_len, err);
 	close(c->reply);
 	long deadline_ms = run->deadline_ms;
-	free(run);
 	if (talk < 0) {
 		if (strcmp(err->code, "timeout") == 0)
 			snprintf(err->message, sizeof(err->message),
 				 "roombox-helper: no answer within %ld ms, killed", deadline_ms);
-		return NULL;
+		out = NULL;
+	} else {
+		out = reply_decode(status, reply, reply_len, &header_len, err);
 	}
-	out = reply_decode(status, reply, reply_len, &header_len, err);
+	/* every call is timed and counted (metrics.c): the request log's
+	 * helper time, helper errors by op, an exec's outcome */
+	metrics_helper_call_done(run->request, out, err, metrics_now_ns() - run->start_ns);
+	json_object_put(run->request);
+	free(run);
+	if (talk < 0)
+		return NULL;
 	if (out && tail) {
 		tail->buf = reply;   /* the tail stays where it was read */
 		tail->data = reply + header_len;

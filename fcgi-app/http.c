@@ -73,12 +73,18 @@ char *http_render(const struct response *rs, size_t *len)
 	const char *body = fallback;
 	size_t blen = sizeof(fallback) - 1;
 	int status = rs->status;
-	char extra[160] = "";
+	char extra[224] = "";
+	const char *ctype = "application/json", *nl = "\n";
 	size_t used = 0;
 	char *out = NULL;
 	int n;
 
-	if (rs->body) {
+	if (rs->text) {
+		body = rs->text;
+		blen = rs->text_len;
+		ctype = rs->content_type ? rs->content_type : "text/plain; charset=utf-8";
+		nl = "";
+	} else if (rs->body) {
 		body = json_write(rs->body, &blen);
 		if (!body) {
 			body = fallback;
@@ -95,16 +101,19 @@ char *http_render(const struct response *rs, size_t *len)
 		used += snprintf(extra + used, sizeof(extra) - used,
 				 "WWW-Authenticate: Bearer\r\n");
 	if (rs->retry_after > 0 && used < sizeof(extra))
+		used += snprintf(extra + used, sizeof(extra) - used,
+				 "Retry-After: %d\r\n", rs->retry_after);
+	if (rs->request_id[0] && used < sizeof(extra))
 		snprintf(extra + used, sizeof(extra) - used,
-			 "Retry-After: %d\r\n", rs->retry_after);
+			 "X-Request-Id: %s\r\n", rs->request_id);
 
 	n = asprintf(&out, "Status: %d %s\r\n"
-		     "Content-Type: application/json\r\n"
+		     "Content-Type: %s\r\n"
 		     "Content-Length: %zu\r\n"
 		     "%s\r\n"
-		     "%.*s\n",
-		     status, http_reason(status), blen + 1, extra,
-		     (int)blen, body);
+		     "%.*s%s",
+		     status, http_reason(status), ctype, blen + strlen(nl), extra,
+		     (int)blen, body, nl);
 	if (n < 0)
 		return NULL;
 	*len = (size_t)n;

@@ -54,8 +54,9 @@ const char *json_write(json_object *obj, size_t *len);
 const char *http_reason(int status);
 
 /* The full FastCGI/CGI answer: Status, Content-Type, Content-Length, the
- * optional Allow / WWW-Authenticate / Retry-After headers, a blank line and
- * the JSON body followed by "\n".  malloc'd; NULL on allocation failure. */
+ * optional Allow / WWW-Authenticate / Retry-After / X-Request-Id headers, a
+ * blank line and the JSON body followed by "\n" (or rs->text as it is, with
+ * rs->content_type).  malloc'd; NULL on allocation failure. */
 char *http_render(const struct response *rs, size_t *len);
 
 /* Read the body announced by CONTENT_LENGTH (or, without it, up to the end

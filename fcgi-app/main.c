@@ -30,8 +30,9 @@
  *             processes and mounts (files are kept).
  *
  * Shared state: the configuration and the cached cgroup mode (written
- * before the threads start, read-only after), the exec counter (atomic) and
- * the token cache (auth.c, behind a mutex).  Each request's state lives in
+ * before the threads start, read-only after), the exec counter (atomic),
+ * the metrics counters (metrics.c, atomics) and the token cache (auth.c,
+ * behind a mutex).  Each request's state lives in
  * its own struct request / struct response.
  *
  * The socket: when started by spawn-fcgi or lighttpd's bin-path, fd 0 is
@@ -79,6 +80,7 @@
 #include "helper_client.h"
 #include "protocol.h"
 #include "http.h"
+#include "metrics.h"
 #include "router.h"
 
 #define LISTEN_BACKLOG 128
@@ -214,6 +216,7 @@ static bool serve_one(FCGX_Request **reqp)
 		return true;
 	if (rs.streamed) {
 		json_object_put(rs.body);
+		free(rs.text);
 		return false;
 	}
 	out = http_render(&rs, &len);
@@ -225,6 +228,7 @@ static bool serve_one(FCGX_Request **reqp)
 			  "{\"error\":\"out of memory\"}\n", req->out);
 	free(out);
 	json_object_put(rs.body);
+	free(rs.text);
 	return false;
 }
 
@@ -417,6 +421,16 @@ static void log_stopped(const char *why, json_object *reply)
 			json_object_get_string(json_object_array_get_idx(list, i)), why);
 }
 
+static unsigned count_stopped(json_object *reply)
+{
+	json_object *list;
+
+	if (!json_object_object_get_ex(reply, "stopped", &list) ||
+	    !json_object_is_type(list, json_type_array))
+		return 0;
+	return (unsigned)json_object_array_length(list);
+}
+
 static void cache_cgroup_mode(void)
 {
 	json_object *reply = service_op(HELPER_OP_INFO, 30 * 1000), *mode;
@@ -460,6 +474,7 @@ static void *idle_main(void *arg)
 		pthread_mutex_unlock(&stop_lock);
 		reply = service_op(HELPER_OP_STOP_IDLE, HELPER_DEFAULT_DEADLINE_MS);
 		log_stopped("idle", reply);
+		metrics_idle_stops_add(count_stopped(reply));
 		json_object_put(reply);
 		pthread_mutex_lock(&stop_lock);
 	}
@@ -501,6 +516,10 @@ static int load_config(const char *path)
 static void setup_auth(void)
 {
 	int n;
+
+	if (app.cfg.metrics == METRICS_OPEN)
+		fprintf(stderr, "roombox-fcgi: warning: metrics = open: /metrics answers "
+			"without a token to anyone who can reach the web server\n");
 
 	if (app.cfg.auth == AUTH_NONE) {
 		fprintf(stderr, "roombox-fcgi: warning: auth = none: the API is open to "

@@ -27,6 +27,7 @@ static void strip_host_paths(char *out, size_t outlen, const char *text)
 	}
 	out[o] = '\0';
 }
+#include "metrics.h"
 
 /* Answer a helper failure: the helper's message names the room and step. */
 static void helper_failure(struct response *rs, const char *room, const char *op,
@@ -83,6 +84,7 @@ void api_rooms_create(struct request *rq, struct response *rs)
 	answer = json_object_new_object();
 	json_object_object_add(answer, "roomId", json_object_new_string(id));
 	json_object_object_add(answer, "sandboxName", json_object_new_string(name));
+	metrics_room_started(ROOM_START_NEW);
 	response_json(rs, 201, answer);
 }
 
@@ -173,6 +175,38 @@ void api_rooms_get(struct request *rq, struct response *rs)
 		return;
 	}
 	response_json(rs, 200, st);
+}
+
+/* POST /api/rooms/{id}/sandbox/stop (roombox's own, for roomboxctl): the
+ * room's processes end and its namespaces and mounts are released, files
+ * and session stay -- what idle_timeout does, now.  The next exec starts it
+ * again.  A room that does not exist is a 404, not created. */
+void api_rooms_stop(struct request *rq, struct response *rs)
+{
+	struct helper_error err;
+	json_object *reply, *answer;
+
+	reply = room_call(rq->app, HELPER_OP_STATUS, rq->room, &err);
+	if (!reply && err.http_status == 404) {
+		response_error(rs, 404, "room not found");
+		return;
+	}
+	if (!reply) {
+		helper_failure(rs, rq->room, HELPER_OP_STATUS, &err);
+		return;
+	}
+	json_object_put(reply);
+	reply = room_call(rq->app, HELPER_OP_STOP, rq->room, &err);
+	if (!reply) {
+		helper_failure(rs, rq->room, HELPER_OP_STOP, &err);
+		return;
+	}
+	json_object_put(reply);
+	fprintf(stderr, "roombox-fcgi: room %s: stopped (asked)\n", rq->room);
+	answer = json_object_new_object();
+	json_object_object_add(answer, "stopped", json_object_new_boolean(1));
+	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
+	response_json(rs, 200, answer);
 }
 
 /* ---- cleanup ----

@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include "auth.h"
+#include "metrics.h"
+#include "reqlog.h"
 #include "router.h"
 
 /* Path pattern -> method -> handler.  A path that matches no pattern is a
@@ -20,10 +22,18 @@ static const struct route routes[] = {
 	{ "/api/rooms/{id}/sandbox/exec", { { "POST", api_exec_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/messages",    { { "GET", api_messages_list, 0 },
 					   { "POST", api_messages_post, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/stop", { { "POST", api_rooms_stop, 0 } } },
+	{ "/metrics",                    { { "GET", api_metrics_get, ROUTE_METRICS } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 #define NMETHODS(r) (sizeof((r)->methods) / sizeof((r)->methods[0]))
+/* slots: NMETHODS + 1 per route (the last: a method it does not serve),
+ * then one for "no route" */
+#define SLOT_STRIDE (NMETHODS(&routes[0]) + 1)
+#define SLOT_UNMATCHED ((int)(NROUTES * SLOT_STRIDE))
+_Static_assert(NROUTES * (sizeof(routes[0].methods) / sizeof(routes[0].methods[0]) + 1) + 1
+	       <= METRICS_ROUTE_SLOTS, "raise METRICS_ROUTE_SLOTS (metrics.h)");
 
 /* Does path match pattern?  Fills room from the {id} segment. */
 static bool pattern_match(const char *pattern, const char *path,
@@ -60,6 +70,7 @@ void router_match(const char *method, const char *path,
 	size_t i, j, used = 0;
 
 	match->m = NULL;
+	match->route = NULL;
 	for (i = 0; i < NROUTES; i++)
 		if (pattern_match(routes[i].pattern, path, match))
 			break;
@@ -67,6 +78,7 @@ void router_match(const char *method, const char *path,
 		response_error(rs, 404, "not found");
 		return;
 	}
+	match->route = &routes[i];
 	for (j = 0; j < NMETHODS(&routes[i]) && routes[i].methods[j].method; j++) {
 		if (strcmp(routes[i].methods[j].method, method) == 0) {
 			match->m = &routes[i].methods[j];
@@ -95,29 +107,64 @@ char *router_request_path(const struct http_input *in)
 	return path;
 }
 
-/* For the log: the path with anything unprintable replaced, bounded. */
-static void log_safe(char *dst, size_t dstlen, const char *src)
+int router_slot(const struct route_match *match)
 {
-	size_t i;
+	size_t r;
 
-	for (i = 0; src[i] && i + 1 < dstlen; i++)
-		dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
-	dst[i] = '\0';
+	if (!match->route)
+		return SLOT_UNMATCHED;
+	r = (size_t)(match->route - routes);
+	if (!match->m)
+		return (int)(r * SLOT_STRIDE + SLOT_STRIDE - 1);
+	return (int)(r * SLOT_STRIDE + (size_t)(match->m - match->route->methods));
 }
 
-static void log_request(const char *method, const char *path, int status,
-			const struct timespec *start)
+bool router_slot_name(int slot, const char **route, const char **method)
 {
-	struct timespec end;
-	char m[16], p[256];
-	double ms;
+	size_t r = (size_t)slot / SLOT_STRIDE, j = (size_t)slot % SLOT_STRIDE;
 
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	ms = (double)(end.tv_sec - start->tv_sec) * 1e3 +
-	     (double)(end.tv_nsec - start->tv_nsec) / 1e6;
-	log_safe(m, sizeof(m), method);
-	log_safe(p, sizeof(p), path);
-	fprintf(stderr, "roombox-fcgi: %s %s %d %.1f ms\n", m, p, status, ms);
+	if (slot == SLOT_UNMATCHED) {
+		*route = "unmatched";
+		*method = "other";
+		return true;
+	}
+	if (slot < 0 || r >= NROUTES)
+		return false;
+	*route = routes[r].pattern;
+	if (j == SLOT_STRIDE - 1) {
+		*method = "other";
+		return true;
+	}
+	*method = routes[r].methods[j].method;
+	return *method != NULL;
+}
+
+/* Does this route want a token?  `metrics` decides for /metrics: token
+ * follows `auth` like the API, open never asks (none never routes here). */
+static bool route_needs_token(const struct app *app, const struct route_method *m)
+{
+	if (!app->tokens || (m->flags & ROUTE_PUBLIC))
+		return false;
+	if (m->flags & ROUTE_METRICS)
+		return app->cfg.metrics == METRICS_TOKEN;
+	return true;
+}
+
+void router_request_end(struct app *app, const struct request *rq,
+			const struct route_match *match, int status, const char *request_id,
+			uint64_t start_ns, uint64_t helper_ns)
+{
+	uint64_t ns = metrics_now_ns() - start_ns;
+	struct reqlog line = {
+		.id = request_id, .method = rq->method,
+		.route = match->route ? match->route->pattern : NULL,
+		.room = rq->room, .path = rq->path, .status = status, .duration_ns = ns,
+		.helper_ns = helper_ns,
+	};
+
+	metrics_http_request(router_slot(match), status, ns);
+	if (app->log_requests)
+		reqlog_write(app->cfg.log_format, &line);
 }
 
 /* Read and parse the body; 0, or -1 with rs set. */
@@ -144,17 +191,23 @@ void router_serve(struct app *app, const struct http_input *in,
 	const char *method = in->param(in->ctx, "REQUEST_METHOD");
 	struct request rq = { .app = app, .method = method ? method : "", .in = in };
 	struct route_match match;
-	struct timespec start;
+	uint64_t start = metrics_now_ns();
 	bool body_read = false;
 	char *path;
 
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	metrics_helper_time_take();   /* this request's helper time starts at 0 */
+	reqlog_new_id(rs->request_id);
 	path = router_request_path(in);
 	rq.path = path ? path : "";
 	router_match(rq.method, rq.path, &match, rs);
+	if (match.m && (match.m->flags & ROUTE_METRICS) && app->cfg.metrics == METRICS_NONE) {
+		match.m = NULL;   /* `metrics = none`: no such path */
+		match.route = NULL;
+		response_error(rs, 404, "not found");
+	}
 	if (!match.m)
 		goto done;
-	if (!(match.m->flags & ROUTE_PUBLIC) && app->tokens &&
+	if (route_needs_token(app, match.m) &&
 	    !auth_tokens_check(app->tokens, in->param(in->ctx, "HTTP_AUTHORIZATION"))) {
 		rs->www_authenticate = true;
 		response_error(rs, 401, "unauthorized");
@@ -179,10 +232,11 @@ done:
 	 * off mid-write (nginx answers 502 to that) */
 	if (!body_read)
 		http_discard_body(in);
-	if (!rs->body && !rs->later && !rs->streamed)
+	if (!rs->body && !rs->text && !rs->later && !rs->streamed)
 		response_error(rs, 500, "internal error: no answer");
-	if (app->log_requests && !rs->later)   /* the later answer logs itself */
-		log_request(rq.method, rq.path, rs->status, &start);
+	if (!rs->later)   /* an answer sent later logs and counts itself */
+		router_request_end(app, &rq, &match, rs->status, rs->request_id, start,
+				   metrics_helper_time_take());
 	json_object_put(rq.body);
 	free(path);
 }

@@ -144,6 +144,57 @@ char *base64_encode(const unsigned char *in, size_t len)
 	return out;
 }
 
+static int base64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+unsigned char *base64_decode(const char *in, size_t len, size_t *outlen)
+{
+	size_t pad = 0, o = 0;
+	unsigned char *out;
+
+	if (len % 4)
+		return NULL;
+	while (pad < 2 && pad < len && in[len - 1 - pad] == '=')
+		pad++;
+	out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 4) {
+		uint32_t v = 0;
+
+		for (size_t j = 0; j < 4; j++) {
+			bool padding = i + j >= len - pad;
+			int d = padding ? 0 : base64_value(in[i + j]);
+
+			if (d < 0) {
+				free(out);
+				return NULL;
+			}
+			v = v << 6 | (uint32_t)d;
+		}
+		out[o++] = (unsigned char)(v >> 16);
+		if (i + 4 < len || pad < 2)
+			out[o++] = (unsigned char)(v >> 8);
+		if (i + 4 < len || pad < 1)
+			out[o++] = (unsigned char)v;
+	}
+	out[o] = '\0';
+	*outlen = o;
+	return out;
+}
+
 /* Byte length and UTF-16 length of the character at s[0..avail). The input
  * should be valid UTF-8; for anything else this still steps forward and
  * counts one unit per stray byte, so callers cannot loop or overrun. */

@@ -21,6 +21,11 @@ bool utf8_valid(const char *in, size_t len);
 
 /* Standard base64 with padding; malloc'd, NUL-terminated. */
 char *base64_encode(const unsigned char *in, size_t len);
+/* The inverse, strict: only the standard alphabet, length a multiple of 4,
+ * '=' only as the last one or two characters.  malloc'd bytes (plus a NUL
+ * not counted in *outlen), or NULL when the text is not such base64 or on
+ * allocation failure. */
+unsigned char *base64_decode(const char *in, size_t len, size_t *outlen);
 
 /* Length of `s` (valid UTF-8) counted in UTF-16 code units. */
 size_t utf16_length(const char *s, size_t len);

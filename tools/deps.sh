@@ -13,6 +13,7 @@ packages=(
 	python3-pytest python3-requests
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
+	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	debhelper devscripts lintian fakeroot
 )
 # Any of these provides /usr/sbin/nginx; nginx-light is installed when none is.

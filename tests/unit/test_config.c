@@ -358,6 +358,41 @@ static void test_integer_bounds_accepted(void **state)
 	assert_int_equal(c.workers, 7);
 }
 
+/* ---- log_format and metrics (SPEC §8.7) ---- */
+
+static void test_log_format_and_metrics(void **state)
+{
+	struct config c;
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(c.log_format, LOG_FORMAT_TEXT);
+	assert_int_equal(c.metrics, METRICS_TOKEN);
+	c = expect_ok("log_format = json\nmetrics = open\n");
+	assert_int_equal(c.log_format, LOG_FORMAT_JSON);
+	assert_int_equal(c.metrics, METRICS_OPEN);
+	c = expect_ok("log_format = text\nmetrics = none\n");
+	assert_int_equal(c.log_format, LOG_FORMAT_TEXT);
+	assert_int_equal(c.metrics, METRICS_NONE);
+	c = expect_ok("metrics = token  # the default\n");
+	assert_int_equal(c.metrics, METRICS_TOKEN);
+}
+
+static void test_bad_log_format_and_metrics(void **state)
+{
+	(void)state;
+	expect_error("log_format = JSON\n",
+		     "t.conf:1: bad value for log_format: 'JSON' (expected 'text' or 'json')");
+	expect_error("log_format =\n",
+		     "t.conf:1: bad value for log_format: '' (expected 'text' or 'json')");
+	expect_error("\nmetrics = public\n",
+		     "t.conf:2: bad value for metrics: 'public' (expected 'token', 'open' or 'none')");
+	expect_error("metrics = token open\n",
+		     "t.conf:1: bad value for metrics: 'token open' (expected 'token', 'open' or 'none')");
+	expect_error("metrics = none\nmetrics = open\n",
+		     "t.conf:2: duplicate key 'metrics' (first set on line 1)");
+}
+
 static void test_bad_enum_values(void **state)
 {
 	(void)state;
@@ -823,6 +858,8 @@ int main(void)
 		cmocka_unit_test(test_bad_duration_values),
 		cmocka_unit_test(test_bad_integer_values),
 		cmocka_unit_test(test_integer_bounds_accepted),
+		cmocka_unit_test(test_log_format_and_metrics),
+		cmocka_unit_test(test_bad_log_format_and_metrics),
 		cmocka_unit_test(test_bad_enum_values),
 		cmocka_unit_test(test_bad_cpu_values),
 		cmocka_unit_test(test_good_cpu_values),

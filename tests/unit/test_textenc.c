@@ -214,10 +214,32 @@ static void test_utf8_valid_agrees(void **state)
 static void check_base64(const char *in, size_t len, const char *want)
 {
 	char *out = base64_encode((const unsigned char *)in, len);
+	unsigned char *back;
+	size_t back_len = 99;
 
 	assert_non_null(out);
 	assert_string_equal(out, want);
 	free(out);
+	/* and back */
+	back = base64_decode(want, strlen(want), &back_len);
+	assert_non_null(back);
+	assert_int_equal(back_len, len);
+	assert_memory_equal(back, in, len);
+	free(back);
+}
+
+static void test_base64_decode_refuses_what_is_not_base64(void **state)
+{
+	static const char *const bad[] = {
+		"Zg=", "Zg", "Z", "Zm9v=", "===", "Z===", "=Zm9", "Zm=v", "Zm 9", "Zm9\n",
+		"Zm9-", "Zm9_", "Zg==Zg==",
+	};
+	size_t n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (base64_decode(bad[i], strlen(bad[i]), &n))
+			fail_msg("'%s' was decoded", bad[i]);
 }
 
 static void test_base64_rfc4648_vectors(void **state)
@@ -346,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_utf8_valid_agrees),
 		cmocka_unit_test(test_base64_rfc4648_vectors),
 		cmocka_unit_test(test_base64_binary),
+		cmocka_unit_test(test_base64_decode_refuses_what_is_not_base64),
 		cmocka_unit_test(test_utf16_length),
 		cmocka_unit_test(test_utf16_prefix_ascii_and_bmp),
 		cmocka_unit_test(test_utf16_prefix_never_splits_pair),
