@@ -371,11 +371,18 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		input_wait(req, INPUT_WAIT_MS);
-		if (FCGX_Accept_r(req) < 0) {
-			/* libfcgi closed it: no whole request head in time, or not FastCGI */
+		if (FCGX_Accept_r(req) < 0 || FCGX_GetError(req->in) != 0) {
+			/* libfcgi closed it (no request head, or not FastCGI), or
+			 * took a read that timed out between two parameters for
+			 * their end: a request cut short is not served */
+			if (req->in) {
+				FCGX_Detach(req);	/* a plain close: the peer is gone or broken */
+				FCGX_Free(req, 1);
+			}
 			if (!atomic_load(&stopping))
 				fprintf(stderr, "roombox-fcgi: FastCGI connection closed: no whole "
-					"request (a read waited %d s, or not FastCGI)\n", INPUT_WAIT_MS / 1000);
+					"request parameters (a read waited %d s, or not FastCGI)\n",
+					INPUT_WAIT_MS / 1000);
 			continue;
 		}
 		if (serve_one(&req))

@@ -628,6 +628,10 @@ static int remove_failed(const struct room *r, const char *path, int e, char *er
 int room_forget(const struct room *r, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
+	struct stat st;
+	/* no real directory, no meta of ours: never unlink through a link */
+	if (lstat(r->state, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
 	if (path_in(p, r->state, "meta") < 0)
 		return ERR("room %s: remove meta: %s", r->id, strerror(errno));
 	if (unlink(p) < 0 && errno != ENOENT && errno != ENOTDIR) {
