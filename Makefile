@@ -136,17 +136,17 @@ $(B)/tests/%: tests/unit/%.c $(LIB_FCGI) $(LIB_HELPER) $(LIB_COMMON)
 	   $(FCGI_LIBS) $(SECCOMP_LIBS) -lcmocka -o $@
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/, run by tools/fuzz.sh ----
-# Every tests/fuzz/fuzz_*.c is a target (one LLVMFuzzerTestOneInput each;
-# it may include headers of fcgi-app/, sandbox-helper/, keeper/, common/ and
-# tests/fuzz/ by name; keeper/ comes after the system's, whose <spawn.h> it
-# would hide),
+# Every tests/fuzz/fuzz_*.c is a target (one LLVMFuzzerTestOneInput each),
 # linked against one archive of all the project's code compiled again with
 # clang, coverage instrumentation, ASan and UBSan (UBSan aborts), in
 # $(B)/fuzz/.  An archive member is linked only when a target needs it, so a
 # target pulls in just what it calls.  Left out: fcgi-app/main.c and
 # sandbox-helper/main.c (main() and the programs' globals), the musl-only
 # allocator sandbox-helper/alloc/; the keeper's main() in keeper.c is renamed
-# (libFuzzer has its own), the rest of keeper.c is linkable.
+# (libFuzzer has its own), the rest of keeper.c is linkable.  A target
+# includes headers by name from fcgi-app/, sandbox-helper/, common/,
+# tests/fuzz/ and, after the system's (its spawn.h would hide <spawn.h>),
+# sandbox-helper/keeper/.
 FUZZ_CC     ?= clang
 FUZZ_S      ?= 300
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
