@@ -109,3 +109,21 @@ class Background:
         if self.error:
             raise self.error
         return self.response
+
+
+def helper_answer(r):
+    """The answer object of common/protocol.h: one JSON line; an exec's
+    output bytes follow it (stdout_bytes, then stderr_bytes), added here as
+    "stdout"/"stderr" text."""
+    head, _, tail = r.stdout.partition(b"\n")
+    try:
+        out = json.loads(head)
+        if "stdout_bytes" in out:
+            n = out["stdout_bytes"]
+            assert n + out["stderr_bytes"] == len(tail), (out, len(tail))
+            out["stdout"] = tail[:n].decode("utf-8", "replace")
+            out["stderr"] = tail[n:].decode("utf-8", "replace")
+        return out
+    except ValueError:
+        raise AssertionError(f"the helper did not print JSON: rc {r.returncode}, "
+                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r}")

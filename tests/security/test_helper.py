@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HELPER, REPO, ROOM_ID, pid_alive, unique_room
-from security_helpers import file_fingerprint
+from security_helpers import file_fingerprint, helper_answer
 
 SERVERS = ("nginx",)
 KEEPER = REPO / "build" / "roombox-keeper"
@@ -42,24 +42,6 @@ def run_helper(argv, request, *, user=None, env=None, pass_fds=(), timeout=60):
                        timeout=timeout, env=env if env is not None else {"PATH": "/usr/bin:/bin"},
                        pass_fds=pass_fds, cwd="/")
     return r.returncode, helper_answer(r)
-
-
-def helper_answer(r):
-    """The answer object of common/protocol.h: one JSON line; an exec's
-    output bytes follow it (stdout_bytes, then stderr_bytes), added here as
-    "stdout"/"stderr" text."""
-    head, _, tail = r.stdout.partition(b"\n")
-    try:
-        out = json.loads(head)
-        if "stdout_bytes" in out:
-            n = out["stdout_bytes"]
-            assert n + out["stderr_bytes"] == len(tail), (out, len(tail))
-            out["stdout"] = tail[:n].decode("utf-8", "replace")
-            out["stderr"] = tail[n:].decode("utf-8", "replace")
-        return out
-    except ValueError:
-        raise AssertionError(f"the helper did not print JSON: rc {r.returncode}, "
-                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r}")
 
 
 def denied(rc, out):

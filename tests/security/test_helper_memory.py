@@ -18,6 +18,7 @@ import tempfile
 import pytest
 
 from conftest import HELPER, unique_room
+from security_helpers import helper_answer
 
 SERVERS = ("nginx",)
 ROOMBOX_CONFIG = {"max_body": "8M"}
@@ -37,12 +38,7 @@ def run_measured(stack, data):
                            input=data, capture_output=True, timeout=120, cwd="/")
         # time prints "Command exited with non-zero status N" first then
         lines = open(rss.name).read().split()
-    try:
-        answer = json.loads(r.stdout)
-    except ValueError:
-        raise AssertionError(f"the helper did not print JSON: rc {r.returncode}, "
-                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r}")
-    return r.returncode, answer, int(lines[-1]) * 1024
+    return r.returncode, helper_answer(r), int(lines[-1]) * 1024
 
 
 def env_of_small_keys(room, size):
@@ -126,7 +122,7 @@ def test_exec_works_through_the_stack(client, stack, room):
     rc, out, peak = run_measured(stack, json.dumps(
         {"op": "exec", "room": room, "cmd": "cat; echo \"$A\"", "env": {"A": "é"},
          "stdin": "in\n"}).encode())
-    assert rc == 0 and out["stdout"] == "in\né\n" and out["exitCode"] == 0, out
+    assert rc == 0 and out["stdout"] == "in\né\n" and out["wait_status"] == 0, out
     assert peak < MEMORY_MAX
 
 
