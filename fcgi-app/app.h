@@ -54,6 +54,7 @@ struct request {
 	char room[ROOM_ID_MAX + 1];   /* the {roomId} segment, "" if none */
 	json_object *body;            /* parsed body (routes with ROUTE_BODY) */
 	const struct http_input *in;  /* its parameters (headers), e.g. Accept */
+	const char *rest;             /* a {path*} route's rest of the path, raw */
 };
 
 /* One answer: always a JSON object (see http.c for how it is written). */
@@ -92,5 +93,6 @@ route_handler api_messages_list, api_messages_post;
 route_handler api_metrics_get;
 /* rooms.c */
 route_handler api_rooms_stop;
+route_handler api_files_get, api_files_put, api_files_delete, api_files_move;
 
 #endif

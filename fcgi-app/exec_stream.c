@@ -31,6 +31,7 @@
 #include "timefmt.h"
 
 #define KEEPALIVE_MS 15000
+#define FEED_MAX 65536
 
 struct out_stream {
 	int fd;                  /* our read end, -1 once at its end */
@@ -40,6 +41,7 @@ struct out_stream {
 	bool cut;
 	char pending[4];         /* an incomplete UTF-8 sequence */
 	size_t npending;
+	int (*raw)(void *ctx, const char *data, size_t n);   /* see exec_sink */
 };
 
 static long mono_ms(void)
@@ -89,6 +91,11 @@ static int emit(const struct exec_sink *sink, const struct out_stream *s, const 
 static void take(struct out_stream *s, const struct exec_sink *sink, bool base64,
 		 const char *data, size_t n, bool last)
 {
+	if (s->raw) {   /* all of it, as it is, kept nowhere */
+		if (s->raw(sink->ctx, data, n) == 0)
+			return;
+		s->raw = NULL;   /* not the sink's: this and the rest are kept */
+	}
 	size_t keep = n;
 	char joined[65536 + 4];
 	size_t jn = 0, tail;
@@ -194,7 +201,8 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 	struct out_stream se = { .fd = -1, .name = "stderr", .limit = app->cfg.output_limit };
 	struct helper_run *run;
 	json_object *req, *reply, *result = NULL;
-	size_t in_off = 0;
+	size_t in_off = 0, feed_len = 0;
+	char *feed = NULL;   /* a piece of sink->input on its way to the pipe */
 
 	memset(err, 0, sizeof(*err));
 	if (!exec_slot_take(app)) {
@@ -222,13 +230,19 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 	if (sink->start)
 		sink->start(sink->ctx, ex);
 	so.fd = out[0];
+	so.raw = sink->stdout_raw;
 	se.fd = errp[0];
 	out[0] = errp[0] = -1;
 	fcntl(so.fd, F_SETFL, O_NONBLOCK);
 	fcntl(se.fd, F_SETFL, O_NONBLOCK);
 	fcntl(in[1], F_SETFL, O_NONBLOCK);
-	if (!ex->stdin_data || !ex->stdin_len)
+	if (sink->input) {   /* the input comes from the sink, in pieces */
+		feed = malloc(FEED_MAX);
+		if (!feed)
+			close_fd(&in[1]);
+	} else if (!ex->stdin_data || !ex->stdin_len) {
 		close_fd(&in[1]);
+	}
 
 	/* until the helper exits, then drain_ms for what is already written */
 	long quiet_since = mono_ms(), drain_until = -1;
@@ -257,7 +271,24 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 			close_fd(&se.fd);
 		if ((i_out >= 0 && p[i_out].revents) || (i_err >= 0 && p[i_err].revents))
 			quiet_since = now;
-		if (i_in >= 0 && p[i_in].revents) {
+		if (i_in >= 0 && p[i_in].revents && feed) {
+			if (in_off == feed_len) {
+				ssize_t got = sink->input(sink->ctx, feed, FEED_MAX);
+
+				in_off = 0;
+				feed_len = got > 0 ? (size_t)got : 0;
+				if (got <= 0)
+					close_fd(&in[1]);   /* the end, or the client's failure */
+			}
+			if (in[1] >= 0) {
+				ssize_t k = write(in[1], feed + in_off, feed_len - in_off);
+
+				if (k > 0)
+					in_off += (size_t)k;
+				else if (errno != EAGAIN && errno != EINTR)
+					close_fd(&in[1]);
+			}
+		} else if (i_in >= 0 && p[i_in].revents) {
 			ssize_t k = write(in[1], ex->stdin_data + in_off, ex->stdin_len - in_off);
 
 			if (k > 0)
@@ -304,6 +335,7 @@ out:
 	close_fd(&se.fd);
 	free(so.buf);
 	free(se.buf);
+	free(feed);
 	exec_slot_give(app);
 	if (!result)
 		fprintf(stderr, "roombox-fcgi: room %s: exec (streamed): %s\n", room, err->message);
@@ -381,7 +413,8 @@ bool exec_wants_stream(const struct request *rq)
 void exec_sse(struct request *rq, struct response *rs, const struct exec_request *ex)
 {
 	struct sse s = { rq->in->out, false, rs->request_id };
-	struct exec_sink sink = { &s, sse_event, sse_keepalive, sse_start, false };
+	struct exec_sink sink = { .ctx = &s, .event = sse_event, .keepalive = sse_keepalive,
+				  .start = sse_start };
 	struct helper_error err;
 	json_object *result, *ev;
 

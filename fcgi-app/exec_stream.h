@@ -3,6 +3,8 @@
 #ifndef ROOMBOX_FCGI_EXEC_STREAM_H
 #define ROOMBOX_FCGI_EXEC_STREAM_H
 
+#include <sys/types.h>
+
 #include "exec.h"
 
 /* Where the pieces go.  event gets {"type":"stdout"|"stderr","data":...}
@@ -16,6 +18,14 @@ struct exec_sink {
 	/* once the helper has the command (may be NULL); started says so */
 	void (*start)(void *ctx, const struct exec_request *ex);
 	bool started;
+	/* When set: stdout's bytes go here as they come, kept nowhere and made
+	 * no event (a file's contents), while it returns 0; once it returns 1,
+	 * that piece and the rest are kept for the result as usual. */
+	int (*stdout_raw)(void *ctx, const char *data, size_t n);
+	/* When set: the command's stdin, read piece by piece (up to n bytes;
+	 * 0 at the end, -1 on failure: either closes the stdin) instead of
+	 * ex->stdin_data. */
+	ssize_t (*input)(void *ctx, char *buf, size_t n);
 };
 
 /* Run ex in room like exec_in_room, telling sink about the output as it

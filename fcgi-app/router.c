@@ -24,6 +24,10 @@ static const struct route routes[] = {
 					   { "POST", api_messages_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/stop", { { "POST", api_rooms_stop, 0 } } },
 	{ "/metrics",                    { { "GET", api_metrics_get, ROUTE_METRICS } } },
+	{ "/api/rooms/{id}/sandbox/files/{path*}", { { "GET", api_files_get, 0 },
+					   { "PUT", api_files_put, 0 },
+					   { "DELETE", api_files_delete, 0 },
+					   { "POST", api_files_move, ROUTE_BODY } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -43,9 +47,14 @@ static bool pattern_match(const char *pattern, const char *path,
 
 	match->has_room = false;
 	match->room[0] = '\0';
+	match->rest = NULL;
 	for (;;) {
 		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
 
+		if (strcmp(p, "{path*}") == 0) {   /* the rest, slashes and all */
+			match->rest = s;
+			return true;
+		}
 		if (plen == 4 && memcmp(p, "{id}", 4) == 0) {
 			size_t n = slen < ROOM_ID_MAX + 1 ? slen : ROOM_ID_MAX + 1;
 
@@ -57,6 +66,10 @@ static bool pattern_match(const char *pattern, const char *path,
 		}
 		p += plen;
 		s += slen;
+		if (!*s && strcmp(p, "/{path*}") == 0) {   /* .../files: the rest is "" */
+			match->rest = s;
+			return true;
+		}
 		if (!*p || !*s)
 			return !*p && !*s;
 		p++;   /* both at '/' */
@@ -221,6 +234,7 @@ void router_serve(struct app *app, const struct http_input *in,
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
 	}
+	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {
 		body_read = true;
 		if (request_body(&rq, in, rs) < 0)

@@ -28,14 +28,16 @@ struct route_method {
 };
 
 struct route {
-	const char *pattern;     /* segments; "{id}" is the room id */
-	struct route_method methods[3];
+	const char *pattern;     /* segments; "{id}" is the room id, a last
+				  * "{path*}" the rest of the path (maybe "") */
+	struct route_method methods[4];
 };
 
 struct route_match {
 	const struct route_method *m;  /* NULL: rs holds the 404/405 */
 	const struct route *route;     /* the pattern matched (also for a 405), or NULL */
 	bool has_room;                 /* the pattern has {id} */
+	const char *rest;              /* what {path*} matched (into the path), or NULL */
 	char room[ROOM_ID_MAX + 2];    /* the {id} segment as sent, unchecked;
 					* cut at ROOM_ID_MAX + 1 bytes, which
 					* keeps an overlong one invalid */

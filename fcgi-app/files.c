@@ -1,0 +1,629 @@
+/* /api/rooms/{id}/sandbox/files/{path} (SPEC §8.2): files in and out of a
+ * room, streamed both ways.
+ *
+ * Every operation is a short fixed shell script run in the room like an
+ * exec (exec_stream.c, passed I/O): inside the room's mount namespace, as
+ * the room's user, so a symlink, `..`, a hard link or a path swapped during
+ * the request resolves inside the room and never reaches the host or
+ * another room -- the kernel does the confining, not a path check here.
+ * The path is percent-decoded here and given to the script single-quoted.
+ * A script answers on its first stdout line ("F <size>", "D", "ok created"
+ * ...) or with "E <kind>" for the errors a client is told apart; a failure
+ * it did not foresee is read from its stderr (LANG=C.UTF-8, so the words
+ * are the C library's).
+ *
+ * Uploads go from the web server through a pipe straight into a temporary
+ * file next to the target, renamed over it only when every byte came (its
+ * size is checked against Content-Length): a full disk, a departed client or
+ * a failure leaves nothing under the target name.  Downloads go from `cat`
+ * through a pipe to the client, with Content-Length from the open file.
+ * Neither is ever held whole in memory here. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "exec_stream.h"
+#include "http.h"
+#include "timefmt.h"
+
+#define LIST_MAX 10000
+/* file operations get the longest exec time: a large upload takes a while */
+#define FILES_TIMEOUT(app) ((app)->cfg.exec_timeout_max_ms)
+
+/* ---- paths ---- */
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The room path of a {path} as sent: percent-decoded, absolute or relative
+ * to /workspace.  malloc'd, or NULL (bad escape, NUL byte, too long). */
+char *files_room_path(const char *raw)
+{
+	size_t n = strlen(raw);
+	char *dec = malloc(n + 1), *out = NULL, *o = dec;
+
+	if (!dec || n > 4096)
+		goto bad;
+	for (size_t i = 0; i < n; i++) {
+		if (raw[i] != '%') {
+			*o++ = raw[i];
+			continue;
+		}
+		if (i + 2 >= n)
+			goto bad;
+		int hi = hexval(raw[i + 1]), lo = hexval(raw[i + 2]);
+		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+			goto bad;   /* not an escape, or a NUL byte */
+		*o++ = (char)(hi * 16 + lo);
+		i += 2;
+	}
+	*o = '\0';
+	if (dec[0] == '/') {
+		out = dec;
+		dec = NULL;
+	} else if (asprintf(&out, "/workspace/%s", dec) < 0) {
+		out = NULL;
+	}
+bad:
+	free(dec);
+	return out;
+}
+
+/* 'text' for sh, appended to a growing string (NULL stays NULL). */
+static char *sh_append_quoted(char *s, const char *text)
+{
+	size_t n = strlen(s), extra = 3;
+	char *o;
+
+	for (const char *t = text; *t; t++)
+		extra += *t == '\'' ? 4 : 1;
+	s = realloc(s, n + extra);
+	if (!s)
+		return NULL;
+	o = s + n;
+	*o++ = '\'';
+	for (const char *t = text; *t; t++) {
+		if (*t == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *t;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return s;
+}
+
+static char *sh_append(char *s, const char *text)
+{
+	size_t n, m = strlen(text);
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	s = realloc(s, n + m + 1);
+	if (s)
+		memcpy(s + n, text, m + 1);
+	return s;
+}
+
+/* A script with P (and T, for moves) set first: "P='...'; T='...'; body". */
+static char *script(const char *p, const char *t, const char *body)
+{
+	char *s = strdup("P=");
+
+	s = s ? sh_append_quoted(s, p) : NULL;
+	if (t) {
+		s = sh_append(s, "; T=");
+		s = s ? sh_append_quoted(s, t) : NULL;
+	}
+	s = sh_append(s, "\n");
+	return sh_append(s, body);
+}
+
+static bool query_flag(const struct request *rq, const char *name, char *val, size_t vlen)
+{
+	const char *q = rq->in ? rq->in->param(rq->in->ctx, "QUERY_STRING") : NULL;
+	size_t n = strlen(name);
+
+	for (; q && *q; q += strcspn(q, "&"), q += *q == '&') {
+		if (strncmp(q, name, n) == 0 && (q[n] == '=' || q[n] == '&' || !q[n])) {
+			const char *v = q[n] == '=' ? q + n + 1 : "";
+			size_t len = strcspn(v, "&");
+
+			if (val) {
+				snprintf(val, vlen, "%.*s", (int)(len < vlen ? len : vlen - 1), v);
+			}
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool query_true(const struct request *rq, const char *name)
+{
+	char v[8] = "";
+
+	return query_flag(rq, name, v, sizeof(v)) && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+}
+
+/* ---- running a script ---- */
+
+struct run {
+	struct request *rq;
+	/* upload */
+	uint64_t left;            /* body bytes still to come */
+	bool input_failed;
+	/* download */
+	struct response *rs;
+	bool headers_sent, client_gone;
+	char head[64];            /* the first line, while it comes */
+	size_t head_len;
+	uint64_t size, sent;
+};
+
+static int ignore_event(void *ctx, json_object *ev)
+{
+	(void)ctx;
+	(void)ev;
+	return 0;
+}
+
+/* The script's result (stdout and stderr as text, output_limit each), or
+ * NULL with err set. */
+static json_object *run_script(struct request *rq, char *cmd, struct exec_sink *sink,
+			       struct helper_error *err)
+{
+	struct exec_request ex = { .cmd = cmd, .cmd_len = cmd ? strlen(cmd) : 0, .cwd = "/",
+				   .timeout_ms = FILES_TIMEOUT(rq->app) };
+	json_object *res;
+
+	if (!cmd) {
+		memset(err, 0, sizeof(*err));
+		err->http_status = 500;
+		snprintf(err->message, sizeof(err->message), "out of memory");
+		return NULL;
+	}
+	if (!sink->event)
+		sink->event = ignore_event;
+	res = exec_stream_in_room(rq->app, rq->room, &ex, sink, err);
+	free(cmd);
+	return res;
+}
+
+static const char *field(json_object *res, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(res, key, &v) ? json_object_get_string(v) : "";
+}
+
+static int exit_code(json_object *res)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(res, "exitCode", &v) ? json_object_get_int(v) : -1;
+}
+
+/* A script's failure as the client's answer: what it said on "E ..." or,
+ * else, the C library's words on stderr. */
+static void answer_failure(struct response *rs, const char *path, const char *said,
+			   const char *stderr_text)
+{
+	const char *e = said && strncmp(said, "E ", 2) == 0 ? said + 2 : "";
+	const char *why = stderr_text ? stderr_text : "";
+
+	if (!strncmp(e, "notfound", 8) || (!*e && strstr(why, "No such file or directory")))
+		response_error(rs, 404, "not found: %s", path);
+	else if (!strncmp(e, "nospace", 7) || strstr(why, "No space left on device") ||
+		 strstr(why, "Disk quota exceeded"))
+		response_error(rs, 507, "no space left in the room");
+	else if (!strncmp(e, "denied", 6) || strstr(why, "Permission denied") ||
+		 strstr(why, "Operation not permitted") || strstr(why, "Read-only file system"))
+		response_error(rs, 403, "permission denied: %s", path);
+	else if (!strncmp(e, "isdir", 5) || strstr(why, "Is a directory"))
+		response_error(rs, 409, "is a directory: %s", path);
+	else if (!strncmp(e, "notdir", 6) || strstr(why, "Not a directory"))
+		response_error(rs, 409, "not a directory: %s", path);
+	else if (!strncmp(e, "notempty", 8) || strstr(why, "Directory not empty"))
+		response_error(rs, 409, "directory not empty: %s (DELETE with ?recursive=1)", path);
+	else if (!strncmp(e, "exists", 6) || strstr(why, "File exists"))
+		response_error(rs, 409, "already exists: %s", path);
+	else if (!strncmp(e, "short", 5))
+		response_error(rs, 400, "the upload ended before Content-Length bytes came");
+	else
+		response_error(rs, 500, "file operation failed: %.*s", (int)strcspn(why, "\n"),
+			       *why ? why : "unknown reason");
+}
+
+static void answer_exec_failure(struct response *rs, const struct helper_error *err)
+{
+	exec_answer_error(rs, err);
+}
+
+/* ---- GET: a file's bytes, or a directory's entries ---- */
+
+static const char GET_SCRIPT[] =
+	"if [ ! -e \"$P\" ]; then echo 'E notfound'; exit 0; fi\n"
+	"if [ -d \"$P\" ]; then\n"
+	"  if [ ! -r \"$P\" ] || [ ! -x \"$P\" ]; then echo 'E denied'; exit 0; fi\n"
+	"  echo D\n"
+	"  exec find \"$P\" -mindepth 1 $DEPTH -printf '%y\\t%s\\t%m\\t%T@\\t%P\\0' 2>/dev/null\n"
+	"fi\n"
+	"exec 3< \"$P\" 2>/dev/null || { echo 'E denied'; exit 0; }\n"
+	"echo \"F $(stat -L -c %s /proc/self/fd/3)\"\n"
+	"exec cat <&3\n";
+
+static const char *entry_type(char y)
+{
+	return y == 'f' ? "file" : y == 'd' ? "directory" : y == 'l' ? "symlink" : "other";
+}
+
+/* find's records ("type\tsize\tmode\tmtime\trelative\0") as entries. */
+static json_object *list_entries(const char *text, size_t len, bool recursive, bool *truncated)
+{
+	json_object *entries = json_object_new_array();
+	const char *p = text, *end = text + len;
+	size_t count = 0;
+
+	*truncated = false;
+	while (p < end) {
+		const char *rec_end = memchr(p, '\0', (size_t)(end - p));
+		char type, mode[16], rel[4097];
+		unsigned long long size;
+		double mtime;
+		int used = 0;
+
+		if (!rec_end) {   /* cut by output_limit */
+			*truncated = true;
+			break;
+		}
+		if (count == LIST_MAX) {
+			*truncated = true;
+			break;
+		}
+		if (sscanf(p, "%c\t%llu\t%15[0-7]\t%lf\t%n", &type, &size, mode, &mtime, &used) >= 4 &&
+		    used > 0 && (size_t)(rec_end - p - used) < sizeof(rel)) {
+			json_object *e = json_object_new_object();
+			char stamp[40], m[8];
+			const char *name;
+
+			memcpy(rel, p + used, (size_t)(rec_end - p - used));
+			rel[rec_end - p - used] = '\0';
+			name = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+			iso8601_utc_ms((int64_t)(mtime * 1000.0), stamp, sizeof(stamp));
+			snprintf(m, sizeof(m), "%04lo", strtoul(mode, NULL, 8) & 07777);
+			json_object_object_add(e, "name", json_object_new_string(name));
+			if (recursive)
+				json_object_object_add(e, "relativePath", json_object_new_string(rel));
+			json_object_object_add(e, "type", json_object_new_string(entry_type(type)));
+			json_object_object_add(e, "size", json_object_new_int64((int64_t)size));
+			json_object_object_add(e, "mode", json_object_new_string(m));
+			json_object_object_add(e, "modifiedAt", json_object_new_string(stamp));
+			json_object_array_add(entries, e);
+			count++;
+		}
+		p = rec_end + 1;
+	}
+	return entries;
+}
+
+/* stdout of a GET: the first line says what it is; a file's bytes follow
+ * and go to the client as they come, after the headers. */
+static int get_stdout(void *ctx, const char *data, size_t n)
+{
+	struct run *r = ctx;
+	const struct http_output *out = r->rq->in->out;
+
+	while (!r->headers_sent && n) {
+		char c = *data++;
+
+		n--;
+		if (c != '\n') {
+			if (r->head_len + 1 < sizeof(r->head))
+				r->head[r->head_len++] = c;
+			continue;
+		}
+		r->head[r->head_len] = '\0';
+		if (r->head[0] != 'F')
+			return 1;   /* a directory or an error: kept in the result */
+		char hdr[256];
+		r->size = strtoull(r->head + 2, NULL, 10);
+		int len = snprintf(hdr, sizeof(hdr), "Status: 200 OK\r\n"
+				   "Content-Type: application/octet-stream\r\n"
+				   "Content-Length: %llu\r\n%s%s%s\r\n", (unsigned long long)r->size,
+				   r->rs->request_id[0] ? "X-Request-Id: " : "", r->rs->request_id,
+				   r->rs->request_id[0] ? "\r\n" : "");
+		r->headers_sent = true;
+		if (out->write(out->ctx, hdr, (size_t)len) < 0)
+			r->client_gone = true;
+	}
+	if (n && r->headers_sent && !r->client_gone) {
+		/* never more than the size announced (the file grew meanwhile) */
+		size_t k = r->size - r->sent < n ? (size_t)(r->size - r->sent) : n;
+
+		if (k && out->write(out->ctx, data, k) < 0)
+			r->client_gone = true;
+		r->sent += k;
+	}
+	return 0;
+}
+
+void api_files_get(struct request *rq, struct response *rs)
+{
+	struct helper_error err;
+	struct run r = { .rq = rq, .rs = rs };
+	struct exec_sink sink = { .ctx = &r };
+	bool recursive = query_true(rq, "recursive");
+	char *path = files_room_path(rq->rest ? rq->rest : "");
+	json_object *res;
+
+	if (!path) {
+		response_error(rs, 400, "invalid path");
+		return;
+	}
+	if (rq->in && rq->in->out)
+		sink.stdout_raw = get_stdout;
+	char *body = sh_append(strdup(recursive ? "DEPTH=\n" : "DEPTH='-maxdepth 1'\n"), GET_SCRIPT);
+	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
+	free(body);
+	if (r.headers_sent) {   /* the file went out as it came */
+		json_object_put(res);
+		rs->status = 200;
+		rs->streamed = true;
+		free(path);
+		return;
+	}
+	if (!res) {
+		answer_exec_failure(rs, &err);
+		free(path);
+		return;
+	}
+	/* not a file: a directory's listing or an error, in the result */
+	json_object *v;
+	const char *out = field(res, "stdout");
+	size_t out_len = json_object_object_get_ex(res, "stdout", &v)
+		? (size_t)json_object_get_string_len(v) : 0;
+	const char *nl = memchr(out, '\n', out_len);
+	if (out[0] == 'D' && nl) {
+		bool truncated;
+		json_object *answer = json_object_new_object();
+		json_object *entries = list_entries(nl + 1, out_len - (size_t)(nl + 1 - out),
+						    recursive, &truncated);
+
+		json_object_object_add(answer, "path", json_object_new_string(path));
+		json_object_object_add(answer, "entries", entries);
+		if (truncated)
+			json_object_object_add(answer, "truncated", json_object_new_boolean(1));
+		response_json(rs, 200, answer);
+	} else if (out[0] == 'F') {
+		/* no connection to stream to (unit tests) */
+		response_error(rs, 500, "file download needs a connection");
+	} else {
+		answer_failure(rs, path, out, field(res, "stderr"));
+	}
+	json_object_put(res);
+	free(path);
+}
+
+/* ---- PUT: upload a file, or make a directory ---- */
+
+static const char PUT_SCRIPT[] =
+	"d=${P%/*}; [ -n \"$d\" ] || d=/\n"
+	"if [ -d \"$P\" ]; then echo 'E isdir'; exit 0; fi\n"
+	"mkdir -p -- \"$d\" || exit 1\n"
+	"t=$(mktemp -p \"$d\" .roombox-upload.XXXXXX) || exit 1\n"
+	"trap 'rm -f -- \"$t\"' EXIT\n"
+	"cat > \"$t\" || exit 1\n"
+	"[ \"$(stat -c %s \"$t\")\" = \"$SIZE\" ] || { echo 'E short'; exit 0; }\n"
+	"if [ -n \"$MODE\" ]; then chmod \"$MODE\" \"$t\" || exit 1\n"
+	"elif [ -e \"$P\" ]; then chmod \"$(stat -L -c %a \"$P\")\" \"$t\" || exit 1\n"
+	"else chmod \"$(printf '%o' $((0666 & ~$(umask))))\" \"$t\" || exit 1; fi\n"
+	"if [ -e \"$P\" ]; then w=replaced; else w=created; fi\n"
+	"mv -f -- \"$t\" \"$P\" || exit 1\n"
+	"trap - EXIT\n"
+	"echo \"ok $w\"\n";
+
+static const char MKDIR_SCRIPT[] =
+	"if [ -e \"$P\" ] && [ ! -d \"$P\" ]; then echo 'E exists'; exit 0; fi\n"
+	"if [ -d \"$P\" ]; then echo 'ok replaced'; exit 0; fi\n"
+	"mkdir -p -- \"$P\" || exit 1\n"
+	"[ -z \"$MODE\" ] || chmod \"$MODE\" \"$P\" || exit 1\n"
+	"echo 'ok created'\n";
+
+static ssize_t put_input(void *ctx, char *buf, size_t n)
+{
+	struct run *r = ctx;
+	int k;
+
+	if (r->left == 0)
+		return 0;
+	if (n > r->left)
+		n = (size_t)r->left;
+	k = r->rq->in->read(r->rq->in->ctx, buf, (int)n);
+	if (k <= 0) {
+		r->input_failed = true;
+		return -1;
+	}
+	r->left -= (uint64_t)k;
+	return k;
+}
+
+static bool mode_valid(const char *m)
+{
+	size_t n = strlen(m);
+
+	return n >= 1 && n <= 4 && strspn(m, "01234567") == n;
+}
+
+void api_files_put(struct request *rq, struct response *rs)
+{
+	const char *cl = rq->in->param(rq->in->ctx, "CONTENT_LENGTH");
+	char mode[8] = "", vars[96];
+	char *path = files_room_path(rq->rest ? rq->rest : "");
+	uint64_t size = cl && *cl ? strtoull(cl, NULL, 10) : 0;
+	bool dir = rq->rest && *rq->rest && rq->rest[strlen(rq->rest) - 1] == '/';
+	struct run r = { .rq = rq, .left = size };
+	struct exec_sink sink = { .ctx = &r };
+	struct helper_error err;
+	json_object *res;
+
+	if (!path || (path[strlen(path) - 1] == '/' && !dir) || strcmp(path, "/") == 0) {
+		response_error(rs, 400, "invalid path");
+		goto out;
+	}
+	if (query_flag(rq, "mode", mode, sizeof(mode)) && !mode_valid(mode)) {
+		response_error(rs, 400, "invalid mode: octal, like 0755");
+		goto out;
+	}
+	if (size > rq->app->cfg.max_file) {
+		response_error(rs, 413, "file larger than max_file (%llu bytes)",
+			       (unsigned long long)rq->app->cfg.max_file);
+		goto out;
+	}
+	if (dir && size) {
+		response_error(rs, 400, "a path ending in / makes a directory: send no body");
+		goto out;
+	}
+	if (dir)
+		path[strlen(path) - 1] = '\0';
+	snprintf(vars, sizeof(vars), "SIZE=%llu; MODE=%s\n", (unsigned long long)size, mode);
+	sink.input = put_input;
+	char *body = sh_append(strdup(vars), dir ? MKDIR_SCRIPT : PUT_SCRIPT);
+	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
+	free(body);
+	if (!res) {
+		answer_exec_failure(rs, &err);
+		goto out;
+	}
+	const char *said = field(res, "stdout");
+	if (strncmp(said, "ok ", 3) == 0 && exit_code(res) == 0) {
+		json_object *answer = json_object_new_object();
+
+		json_object_object_add(answer, "path", json_object_new_string(path));
+		if (!dir)
+			json_object_object_add(answer, "size", json_object_new_int64((int64_t)size));
+		response_json(rs, strncmp(said, "ok created", 10) == 0 ? 201 : 200, answer);
+	} else if (r.input_failed) {
+		response_error(rs, 400, "the upload ended before Content-Length bytes came");
+	} else {
+		answer_failure(rs, path, said, field(res, "stderr"));
+	}
+	json_object_put(res);
+out:
+	free(path);
+}
+
+/* ---- DELETE ---- */
+
+static const char DELETE_SCRIPT[] =
+	"if [ ! -e \"$P\" ] && [ ! -L \"$P\" ]; then echo 'E notfound'; exit 0; fi\n"
+	"if [ -d \"$P\" ] && [ ! -L \"$P\" ]; then\n"
+	"  if [ -n \"$REC\" ]; then rm -rf -- \"$P\" || exit 1\n"
+	"  else rmdir -- \"$P\" || exit 1; fi\n"
+	"else rm -f -- \"$P\" || exit 1; fi\n"
+	"echo ok\n";
+
+void api_files_delete(struct request *rq, struct response *rs)
+{
+	char *path = files_room_path(rq->rest ? rq->rest : "");
+	struct exec_sink sink = { 0 };
+	struct helper_error err;
+	json_object *res;
+
+	if (!path || strcmp(path, "/") == 0 || strcmp(path, "/workspace/") == 0) {
+		response_error(rs, 400, "invalid path");
+		free(path);
+		return;
+	}
+	if (strlen(path) > 1 && path[strlen(path) - 1] == '/')
+		path[strlen(path) - 1] = '\0';
+	char *body = sh_append(strdup(query_true(rq, "recursive") ? "REC=1\n" : "REC=\n"), DELETE_SCRIPT);
+	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
+	free(body);
+	if (!res) {
+		answer_exec_failure(rs, &err);
+	} else if (strcmp(field(res, "stdout"), "ok\n") == 0 && exit_code(res) == 0) {
+		json_object *answer = json_object_new_object();
+
+		json_object_object_add(answer, "deleted", json_object_new_string(path));
+		response_json(rs, 200, answer);
+	} else {
+		answer_failure(rs, path, field(res, "stdout"), field(res, "stderr"));
+	}
+	json_object_put(res);
+	free(path);
+}
+
+/* ---- POST {"to"}: move or rename ---- */
+
+static const char MOVE_SCRIPT[] =
+	"if [ ! -e \"$P\" ] && [ ! -L \"$P\" ]; then echo 'E notfound'; exit 0; fi\n"
+	"d=${T%/*}; [ -n \"$d\" ] || d=/\n"
+	"mkdir -p -- \"$d\" || exit 1\n"
+	"mv -T -- \"$P\" \"$T\" || exit 1\n"
+	"echo ok\n";
+
+void api_files_move(struct request *rq, struct response *rs)
+{
+	char *path = files_room_path(rq->rest ? rq->rest : "");
+	json_object *to_v;
+	struct exec_sink sink = { 0 };
+	struct helper_error err;
+	json_object *res;
+	char *to = NULL;
+
+	if (!path || strcmp(path, "/") == 0) {
+		response_error(rs, 400, "invalid path");
+		goto out;
+	}
+	if (!json_object_is_type(rq->body, json_type_object) ||
+	    !json_object_object_get_ex(rq->body, "to", &to_v) ||
+	    !json_object_is_type(to_v, json_type_string) || !json_object_get_string_len(to_v)) {
+		json_object *answer = json_object_new_object(), *details = json_object_new_object();
+		json_object *msgs = json_object_new_array();
+
+		json_object_array_add(msgs, json_object_new_string(
+			"Invalid input: expected string, received undefined"));
+		json_object_object_add(details, "to", msgs);
+		json_object_object_add(answer, "error", json_object_new_string("invalid request"));
+		json_object_object_add(answer, "details", details);
+		response_json(rs, 400, answer);
+		goto out;
+	}
+	const char *t = json_object_get_string(to_v);
+	if (memchr(t, '\0', (size_t)json_object_get_string_len(to_v))) {
+		response_error(rs, 400, "invalid path: to");
+		goto out;
+	}
+	/* "to" is a path in the room as is (JSON, not a URL: no decoding) */
+	if (t[0] == '/')
+		to = strdup(t);
+	else if (asprintf(&to, "/workspace/%s", t) < 0)
+		to = NULL;
+	if (!to) {
+		response_error(rs, 500, "out of memory");
+		goto out;
+	}
+	res = run_script(rq, script(path, to, MOVE_SCRIPT), &sink, &err);
+	if (!res) {
+		answer_exec_failure(rs, &err);
+	} else if (strcmp(field(res, "stdout"), "ok\n") == 0 && exit_code(res) == 0) {
+		json_object *answer = json_object_new_object();
+
+		json_object_object_add(answer, "path", json_object_new_string(to));
+		response_json(rs, 200, answer);
+	} else {
+		answer_failure(rs, path, field(res, "stdout"), field(res, "stderr"));
+	}
+	json_object_put(res);
+out:
+	free(to);
+	free(path);
+}
