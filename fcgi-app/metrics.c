@@ -453,21 +453,21 @@ static struct metrics_rooms rooms_now(struct app *app)
 	json_object *req = json_object_new_object(), *reply, *list, *st;
 	size_t i, n;
 
-	json_object_object_add(req, "op", json_object_new_string("list"));
+	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_LIST));
 	reply = helper_call(&target, req, 30 * 1000, &err);
 	json_object_put(req);
 	if (!reply) {
 		fprintf(stderr, "roombox-fcgi: metrics: list rooms: %s\n", err.message);
 		return r;
 	}
-	if (json_object_object_get_ex(reply, "rooms", &list) &&
+	if (json_object_object_get_ex(reply, HK_ROOMS, &list) &&
 	    json_object_is_type(list, json_type_array)) {
 		r.known = true;
 		n = json_object_array_length(list);
 		for (i = 0; i < n; i++) {
 			json_object *room = json_object_array_get_idx(list, i);
-			bool running = json_object_object_get_ex(room, "state", &st) &&
-				       strcmp(json_object_get_string(st), "running") == 0;
+			bool running = json_object_object_get_ex(room, HK_RUNNING, &st) &&
+				       json_object_get_boolean(st);
 
 			if (running)
 				r.running++;

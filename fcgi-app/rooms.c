@@ -76,7 +76,7 @@ void api_rooms_create(struct request *rq, struct response *rs)
 	uuid_unparse_lower(uu, id);
 	reply = room_call(rq->app, HELPER_OP_CREATE, id, &err);
 	if (!reply) {
-		helper_failure(rs, id, "create", &err);
+		helper_failure(rs, id, HELPER_OP_CREATE, &err);
 		return;
 	}
 	json_object_put(reply);
