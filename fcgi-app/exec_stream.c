@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "drain.h"
 #include "exec_stream.h"
 #include "http.h"
@@ -43,14 +44,6 @@ struct out_stream {
 	size_t npending;
 	int (*raw)(void *ctx, const char *data, size_t n);   /* see exec_sink */
 };
-
-static long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 /* Bytes at the end of p[0..n) that begin a UTF-8 character not complete
  * yet (0 to 3). */
@@ -245,11 +238,11 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 	}
 
 	/* until the helper exits, then drain_ms for what is already written */
-	long quiet_since = mono_ms(), drain_until = -1;
+	long quiet_since = monotonic_ms(), drain_until = -1;
 	for (;;) {
 		struct pollfd p[4];
 		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_run = -1;
-		long now = mono_ms(), wait;
+		long now = monotonic_ms(), wait;
 
 		if (drain_until >= 0 && (now >= drain_until || (so.fd < 0 && se.fd < 0)))
 			break;
@@ -264,7 +257,7 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		wait = drain_until >= 0 ? drain_until - now : quiet_since + KEEPALIVE_MS - now;
 		if (poll(p, (nfds_t)n, wait < 0 ? 0 : (int)wait) < 0 && errno != EINTR)
 			break;
-		now = mono_ms();
+		now = monotonic_ms();
 		if (i_out >= 0 && p[i_out].revents && !pull(&so, sink, base64))
 			close_fd(&so.fd);
 		if (i_err >= 0 && p[i_err].revents && !pull(&se, sink, base64))

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "helper_client.h"
 #include "http.h"
 #include "metrics.h"
@@ -68,14 +69,6 @@ static void set_error(struct helper_error *err, int status, const char *code,
 	va_start(ap, fmt);
 	vsnprintf(err->message, sizeof(err->message), fmt, ap);
 	va_end(ap);
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* Helper calls in progress in this process (see child_spawn). */
@@ -295,7 +288,7 @@ static int child_talk(struct child *c, const char *req, size_t req_len,
 	for (;;) {
 		struct pollfd pfd[2];
 		int nfds = 0, rc, w = -1;
-		long left = deadline - now_ms();
+		long left = deadline - monotonic_ms();
 
 		if (until_sent && c->to_child < 0)
 			return 0;
@@ -431,7 +424,7 @@ struct helper_run *helper_start(const struct helper_target *target, json_object 
 	run->request = json_object_get(request);
 	run->start_ns = metrics_now_ns();
 	run->deadline_ms = deadline_ms;
-	run->deadline = now_ms() + deadline_ms;
+	run->deadline = monotonic_ms() + deadline_ms;
 	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
 	if (child_spawn(target, &run->c, req, req_len, alone, pass, err) < 0) {
 		atomic_fetch_sub(&calls_running, 1);

@@ -43,6 +43,7 @@
  * names the path, so that on v1 one can tell which tree refused.
  */
 #include "cgroup.h"
+#include "clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -106,13 +107,6 @@ static int path_fmt(char *buf, size_t len, const char *fmt, ...)
 	return 0;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -137,7 +131,7 @@ static bool component_ok(const char *s)
 /* cgroupfs files are written in one write(2) each: the kernel parses each
  * write as a whole.  O_TRUNC means nothing to cgroupfs (as with `echo >`)
  * and keeps a plain file, as in tests, holding only the last value. */
-static int write_file(const char *path, const char *value)
+static int cgroup_file_write(const char *path, const char *value)
 {
 	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -331,7 +325,7 @@ static int write_value(struct cg_op *op, const char *dir, const char *file,
 	char path[PATH_MAX];
 
 	if (path_fmt(path, sizeof(path), "%s/%s", dir, file) < 0 ||
-	    write_file(path, value) < 0)
+	    cgroup_file_write(path, value) < 0)
 		return op_fail(op, "write %s/%s", dir, file);
 	return 0;
 }
@@ -488,7 +482,7 @@ static bool freeze(const struct cgroup_sys *sys, const char *room)
 	const char *value;
 
 	if (!freeze_file(sys, room, path, sizeof(path), true, &value) ||
-	    write_file(path, value) < 0)
+	    cgroup_file_write(path, value) < 0)
 		return false;
 	for (int i = 0; i < FREEZE_WAIT_MS && !is_frozen(sys, room); i++)
 		sleep_ms(1);
@@ -501,7 +495,7 @@ static void thaw(const struct cgroup_sys *sys, const char *room)
 	const char *value;
 
 	if (freeze_file(sys, room, path, sizeof(path), false, &value))
-		write_file(path, value);
+		cgroup_file_write(path, value);
 }
 
 /* --- kill ---------------------------------------------------------------- */
@@ -516,7 +510,7 @@ static bool kill_by_kernel(const struct cgroup_sys *sys, const char *room)
 	    path_fmt(path, sizeof(path), "%s/%s/%s/cgroup.kill",
 		     sys->v2_root, sys->group, room) < 0)
 		return false;
-	return write_file(path, "1") == 0;
+	return cgroup_file_write(path, "1") == 0;
 }
 
 /* One pass: SIGKILL whatever is listed anywhere under the room, in any
@@ -550,13 +544,13 @@ static int kill_pass(struct cg_op *op)
 
 static int kill_until_empty(struct cg_op *op)
 {
-	uint64_t deadline = now_ms() + KILL_DEADLINE_MS;
+	int64_t deadline = monotonic_ms() + KILL_DEADLINE_MS;
 
 	for (;;) {
 		int left = kill_pass(op);
 		if (left <= 0)
 			return left;
-		if (now_ms() >= deadline) {
+		if (monotonic_ms() >= deadline) {
 			errno = EBUSY;
 			return op_fail(op, "kill %s: processes left after %d ms",
 				       op->room, KILL_DEADLINE_MS);
@@ -865,7 +859,7 @@ void cgroup_room_release_memory(const struct cgroup_sys *sys, const char *room)
 	if (sys->mode == CG_V1) {
 		if (room_path(dir, sizeof(dir), sys, sys->memory_root, room, NULL) == 0 &&
 		    path_fmt(path, sizeof(path), "%s/memory.force_empty", dir) == 0)
-			write_file(path, "0");
+			cgroup_file_write(path, "0");
 		return;
 	}
 	if (room_path(dir, sizeof(dir), sys, sys->v2_root, room, NULL) < 0 ||
@@ -874,7 +868,7 @@ void cgroup_room_release_memory(const struct cgroup_sys *sys, const char *room)
 	    path_fmt(path, sizeof(path), "%s/memory.reclaim", dir) < 0)
 		return;
 	snprintf(amount, sizeof(amount), "%llu", (unsigned long long)used);
-	write_file(path, amount);   /* EAGAIN when not all of it could go */
+	cgroup_file_write(path, amount);   /* EAGAIN when not all of it could go */
 }
 
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,

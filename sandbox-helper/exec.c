@@ -172,7 +172,7 @@ static void child_env_free(struct child_env *ce)
 	free(ce->envp);
 }
 
-static int build_env(const struct room *r, const struct exec_request *q, bool save,
+static int build_env(const struct room *r, const struct exec_order *q, bool save,
 		     struct child_env *ce, char *err, size_t errlen)
 {
 	ce->envp = calloc(N_ENV_FIXED + 5, sizeof(char *));
@@ -526,7 +526,7 @@ void exec_job_free(struct exec_job *j)
 	free(j);
 }
 
-struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q,
+struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 			      char *err, size_t errlen)
 {
 	struct exec_job *j = calloc(1, sizeof(*j));
@@ -567,7 +567,7 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q
 	return j;
 }
 
-int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
+int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_order *q,
 	     struct exec_outcome *o, char *err, size_t errlen)
 {
 	/* start time and duration are the command's: from here, not from the

@@ -8,7 +8,10 @@
 #include "room.h"
 #include "cgroup.h"
 
-struct exec_request {
+/* One exec as the helper was asked for it (common/protocol.h's exec op),
+ * checked by request.c; roombox-fcgi's struct exec_request is the HTTP
+ * request it came from. */
+struct exec_order {
 	const char *cmd;
 	uint64_t timeout_ms;
 	const struct mj_value *env;  /* object of string -> string, or NULL */
@@ -39,7 +42,7 @@ int exec_connect(const struct room *r);
 /* One exec's argv, environment (with the room's session), memfds and
  * pipes, made before the keeper is connected; NULL with err set. */
 struct exec_job;
-struct exec_job *exec_prepare(const struct room *r, const struct exec_request *q,
+struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 			      char *err, size_t errlen);
 void exec_job_free(struct exec_job *j);
 
@@ -49,7 +52,7 @@ void exec_job_free(struct exec_job *j);
  * when the request could not be sent (it never reached a keeper: the
  * caller restarts the jail and runs the same job again). */
 #define EXEC_KEEPER_GONE (-2)
-int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
+int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_order *q,
 	     struct exec_outcome *o, char *err, size_t errlen);
 
 /* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */

@@ -245,7 +245,7 @@ static int stop_room(struct helper *h, struct room *r);
 static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
-	struct exec_request q;
+	struct exec_order q;
 	if (open_room(h, req, &r) < 0)
 		return -1;
 	const char *code = request_exec_parse(req, &h->cfg, &q, h->err, sizeof(h->err));

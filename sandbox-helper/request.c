@@ -133,7 +133,7 @@ static const char *env_check(const struct mj_value *env, const char *room, char 
 }
 
 const char *request_exec_parse(const struct mj_value *req, const struct config *cfg,
-			       struct exec_request *q, char *err, size_t errlen)
+			       struct exec_order *q, char *err, size_t errlen)
 {
 	const struct mj_value *v;
 	const char *code;

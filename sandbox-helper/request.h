@@ -31,7 +31,7 @@ const struct mj_value *request_parse(const char *buf, size_t len, struct mj_doc 
  * an env no shell can take (as exec.c answers one it finds while
  * building the environment: refused here before anything is built). */
 const char *request_exec_parse(const struct mj_value *req, const struct config *cfg,
-			       struct exec_request *q, char *err, size_t errlen);
+			       struct exec_order *q, char *err, size_t errlen);
 
 /* Together, for main: read fd bounded and parse it. */
 const struct mj_value *request_read_parse(int fd, uint64_t max_body, struct mj_doc **doc,

@@ -180,7 +180,7 @@ static char *read_small(const char *dir, const char *name, size_t max, size_t *l
 }
 
 /* Write a whole file atomically: temporary name, (fsync,) rename. */
-static int write_file(const char *dir, const char *name, const char *data, size_t len, bool sync)
+static int room_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync)
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
@@ -206,7 +206,7 @@ static int write_file(const char *dir, const char *name, const char *data, size_
 
 static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
 {
-	return write_file(dir, name, data, len, true);
+	return room_file_write(dir, name, data, len, true);
 }
 
 static void room_set_slot(struct room *r, int slot)
@@ -361,17 +361,17 @@ int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 		 "user:x:%u:%u:sandbox user:/home/user:/bin/sh\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		 (unsigned)r->uid, (unsigned)r->gid);
-	if (write_file(dir, "passwd", text, strlen(text), false) < 0)
+	if (room_file_write(dir, "passwd", text, strlen(text), false) < 0)
 		return ERR("room %s: write /etc/passwd: %s", r->id, strerror(errno));
 	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n",
 		 (unsigned)r->gid);
-	if (write_file(dir, "group", text, strlen(text), false) < 0)
+	if (room_file_write(dir, "group", text, strlen(text), false) < 0)
 		return ERR("room %s: write /etc/group: %s", r->id, strerror(errno));
 	snprintf(p, sizeof(p), "%s/passwd", dir);
 	chmod(p, 0644);
 	snprintf(p, sizeof(p), "%s/group", dir);
 	chmod(p, 0644);
-	if (write_file(disk, ".ready", "", 0, false) < 0)
+	if (room_file_write(disk, ".ready", "", 0, false) < 0)
 		return ERR("room %s: mark disk ready: %s", r->id, strerror(errno));
 	return 0;
 }
@@ -498,7 +498,7 @@ int room_keeper_record(const struct room *r, pid_t pid, char *err, size_t errlen
 	char text[64];
 	int n = snprintf(text, sizeof(text), "%d %llu\n", (int)pid, proc_starttime(pid));
 	/* run_dir is a tmpfs: nothing to sync, and a reboot forgets keepers */
-	if (write_file(r->run, "keeper", text, (size_t)n, false) < 0)
+	if (room_file_write(r->run, "keeper", text, (size_t)n, false) < 0)
 		return ERR("room %s: record keeper: %s", r->id, strerror(errno));
 	return 0;
 }
@@ -565,7 +565,7 @@ char *room_session_read(const struct room *r, size_t max)
 /* Not fsync'd: the session is a convenience, and this runs on every exec. */
 int room_session_write(const struct room *r, const char *text, size_t len)
 {
-	return write_file(r->state, "session", text, len, false);
+	return room_file_write(r->state, "session", text, len, false);
 }
 
 static uint64_t du_total;

@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "clock.h"
 #include "keeper_proto.h"
 #include "plan.h"
 #include "spawn.h"
@@ -314,13 +315,6 @@ static int room_processes(int stop)
 	return n;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* ---- execs ------------------------------------------------------------------ */
 
 #define MAX_EXECS 256
@@ -428,7 +422,7 @@ static void exec_reaped(struct exec *x, int status)
 	 * they may be orphans too: remember the deadline to be safe) */
 	siginfo_t si = { 0 };
 	bool children = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
-	if (children && !x->timed_out && x->deadline > now_ms()) {
+	if (children && !x->timed_out && x->deadline > monotonic_ms()) {
 		if (n_linger == MAX_LINGER)   /* keep the latest deadlines */
 			linger[0] = linger[--n_linger];
 		linger[n_linger].deadline = x->deadline;
@@ -602,7 +596,7 @@ static void exec_start(int conn, int *fds, int nfds)
 	x->session = NO_SESSION;
 	x->status = 0;
 	x->timed_out = x->reported = false;
-	x->deadline = now_ms() + (int64_t)plan.hdr.timeout_ms;
+	x->deadline = monotonic_ms() + (int64_t)plan.hdr.timeout_ms;
 }
 
 /* Read the request on conn (an exec, or output pipes to drain): 1 taken
@@ -642,7 +636,7 @@ static void accept_exec(void)
 	}
 	if (!take_request(conn)) {
 		pending[n_pending].fd = conn;
-		pending[n_pending++].deadline = now_ms() + PENDING_MS;
+		pending[n_pending++].deadline = monotonic_ms() + PENDING_MS;
 	}
 }
 
@@ -699,7 +693,7 @@ int main(void)
 		int first_pending = n;
 		for (int i = 0; i < n_pending; i++)
 			p[n++] = (struct pollfd){ pending[i].fd, POLLIN, 0 };
-		int timeout = next_timeout(now_ms());
+		int timeout = next_timeout(monotonic_ms());
 		if (poll(p, (nfds_t)n, timeout) < 0)
 			continue;
 		if (p[1].revents) {
@@ -722,7 +716,7 @@ int main(void)
 			if (p[i].revents && i - first_drain < n_drains && drains[i - first_drain] == p[i].fd)
 				drain(i - first_drain);
 		/* the same way: pending_check moves the last entry too */
-		int64_t now = now_ms();
+		int64_t now = monotonic_ms();
 		for (int i = n - 1; i >= first_pending; i--)
 			if (i - first_pending < n_pending && pending[i - first_pending].fd == p[i].fd)
 				pending_check(i - first_pending, p[i].revents != 0, now);

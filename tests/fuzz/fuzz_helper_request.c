@@ -138,7 +138,7 @@ static void check_round_trip(const struct mj_value *req)
 static void check_exec(const struct mj_value *req)
 {
 	struct config cfg;
-	struct exec_request q;
+	struct exec_order q;
 	char err[512] = "";
 
 	config_defaults(&cfg);

@@ -121,7 +121,7 @@ static void test_parse_refuses_too_many_values(void **state)
 	free(text);
 }
 
-static const char *exec_parse(const char *text, struct exec_request *q, char *err, size_t errlen)
+static const char *exec_parse(const char *text, struct exec_order *q, char *err, size_t errlen)
 {
 	static struct mj_doc *doc;
 	struct config cfg;
@@ -136,7 +136,7 @@ static const char *exec_parse(const char *text, struct exec_request *q, char *er
 
 static void expect_exec_error(const char *text, const char *code, const char *want)
 {
-	struct exec_request q;
+	struct exec_order q;
 	char err[512] = "";
 	const char *got = exec_parse(text, &q, err, sizeof(err));
 	assert_non_null(got);
@@ -146,7 +146,7 @@ static void expect_exec_error(const char *text, const char *code, const char *wa
 
 static void test_exec_fields(void **state)
 {
-	struct exec_request q;
+	struct exec_order q;
 	char err[256] = "";
 
 	(void)state;
@@ -182,7 +182,7 @@ static void test_exec_env_no_shell_can_take(void **state)
 {
 	size_t n = 32 * 4096;
 	char *text = malloc(n + 100), *q = text;
-	struct exec_request r;
+	struct exec_order r;
 	char err[256];
 
 	(void)state;
