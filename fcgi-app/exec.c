@@ -36,7 +36,7 @@ void exec_slot_give(struct app *app)
 		atomic_fetch_sub(&app->execs_running, 1);
 }
 
-static json_object *exec_helper_request(const char *room, const struct exec_request *ex)
+json_object *exec_helper_request(const char *room, const struct exec_request *ex)
 {
 	json_object *req = json_object_new_object();
 

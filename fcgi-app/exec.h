@@ -34,6 +34,9 @@ json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t 
  * for what is not UTF-8, or base64 of the exact bytes. */
 json_object *exec_stream(const char *data, size_t len, bool base64);
 
+/* The helper's exec request for ex (common/protocol.h). */
+json_object *exec_helper_request(const char *room, const struct exec_request *ex);
+
 /* A failed exec's JSON answer (503 with Retry-After, 429, 413, 500). */
 void exec_answer_error(struct response *rs, const struct helper_error *err);
 

@@ -159,23 +159,6 @@ static void stream_end(struct out_stream *s, const struct exec_sink *sink, bool 
 	}
 }
 
-static json_object *helper_exec_request(const char *room, const struct exec_request *ex)
-{
-	json_object *req = json_object_new_object();
-
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_EXEC));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	json_object_object_add(req, HK_CMD, json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
-	if (ex->timeout_ms)
-		json_object_object_add(req, HK_TIMEOUT_MS, json_object_new_int64((int64_t)ex->timeout_ms));
-	if (ex->env)
-		json_object_object_add(req, HK_ENV, json_object_get(ex->env));
-	if (ex->cwd)
-		json_object_object_add(req, HK_CWD, json_object_new_string(ex->cwd));
-	json_object_object_add(req, HK_IO, json_object_new_boolean(1));
-	return req;
-}
-
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
@@ -210,7 +193,9 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		goto out;
 	}
 	int pass[3] = { in[0], out[1], errp[1] };
-	req = helper_exec_request(room, ex);
+	req = exec_helper_request(room, ex);
+	json_object_object_del(req, HK_STDIN);   /* we write it into the pipe */
+	json_object_object_add(req, HK_IO, json_object_new_boolean(1));
 	run = helper_start(&target, req, (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
 			   pass, err);
 	json_object_put(req);

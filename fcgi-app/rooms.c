@@ -153,20 +153,26 @@ void api_rooms_list(struct request *rq, struct response *rs)
 	response_json(rs, 200, answer);
 }
 
-void api_rooms_get(struct request *rq, struct response *rs)
+/* The helper's <status> of an existing room, or NULL with rs answered
+ * (404 for a room that does not exist: never created by asking). */
+static json_object *room_status_or_answer(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
+	json_object *reply = room_call(rq->app, HELPER_OP_STATUS, rq->room, &err);
+
+	if (!reply && err.http_status == 404)
+		response_error(rs, 404, "room not found");
+	else if (!reply)
+		helper_failure(rs, rq->room, HELPER_OP_STATUS, &err);
+	return reply;
+}
+
+void api_rooms_get(struct request *rq, struct response *rs)
+{
 	json_object *reply, *st;
 
-	reply = room_call(rq->app, HELPER_OP_STATUS, rq->room, &err);
-	if (!reply && err.http_status == 404) {
-		response_error(rs, 404, "room not found");
+	if (!(reply = room_status_or_answer(rq, rs)))
 		return;
-	}
-	if (!reply) {
-		helper_failure(rs, rq->room, HELPER_OP_STATUS, &err);
-		return;
-	}
 	st = room_status_answer(reply);
 	json_object_put(reply);
 	if (!st) {
@@ -186,15 +192,8 @@ void api_rooms_stop(struct request *rq, struct response *rs)
 	struct helper_error err;
 	json_object *reply, *answer;
 
-	reply = room_call(rq->app, HELPER_OP_STATUS, rq->room, &err);
-	if (!reply && err.http_status == 404) {
-		response_error(rs, 404, "room not found");
+	if (!(reply = room_status_or_answer(rq, rs)))
 		return;
-	}
-	if (!reply) {
-		helper_failure(rs, rq->room, HELPER_OP_STATUS, &err);
-		return;
-	}
 	json_object_put(reply);
 	reply = room_call(rq->app, HELPER_OP_STOP, rq->room, &err);
 	if (!reply) {
