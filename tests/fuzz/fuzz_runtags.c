@@ -206,7 +206,7 @@ static char *reference(const char *text, size_t len, size_t *outlen)
 		pos = en;
 		if (a == b)
 			continue;
-		cmd = strndup(inner + a, b - a);
+		cmd = dup_bytes(inner + a, b - a);	/* it may hold U+0000 */
 		rc = canned_exec(&calls, cmd, b - a, &res);
 		puts_(&r, rc == 0 ? "\n\nOutput (" : "\n\nError (");
 		put(&r, inner + a, b - a);
