@@ -29,6 +29,14 @@
  *                                      than idle_timeout
  *   {"op":"stop-all"}               -> {"stopped":[R...]}
  *   {"op":"info"}                   -> {"cgroup":"v1"|"v2"|"none",...}
+ *   {"op":"kill-all","room":R}      -> {"killed":N}  HELPER_OP_KILL_ALL
+ *   {"op":"restart","room":R}       -> {"restarted":true}  HELPER_OP_RESTART
+ *     both: code "not_found" for a room that does not exist
+ *
+ *   An exec that cannot start because the room is at pids_limit (the
+ *   keeper cannot fork the shell, or the shell exits 2 while the room's
+ *   pids cgroup is full) kills the room's processes as kill-all does,
+ *   logs one line on the helper's stderr, and runs once more.
  *
  *   <status> = {"roomId":R,"sandboxName":"sandbox-R","state":"running"|"stopped",
  *               "createdAt":S,"lastActiveAt":S,
@@ -45,5 +53,12 @@
 #define ROOMBOX_PROTOCOL_H
 
 #define HELPER_REQUEST_MAX (8u << 20)  /* cmd + stdin + env, bounded */
+
+/* Kill every process of a room but its PID 1 (the keeper); files, session
+ * and the jail stay (DELETE /api/rooms/{id}/sandbox/processes). */
+#define HELPER_OP_KILL_ALL "kill-all"
+/* Stop a room's jail and start it again; files and session stay
+ * (POST /api/rooms/{id}/sandbox/restart). */
+#define HELPER_OP_RESTART "restart"
 
 #endif

@@ -491,6 +491,7 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 		c->timed_out = m.timed_out != 0;
 	} else if (k == (ssize_t)sizeof(m) && m.type == KP_FAILED) {
 		c->failed = true;
+		c->status = m.status;   /* the fork's errno, if that failed */
 		memcpy(c->why, m.text, sizeof(c->why));
 		c->why[sizeof(c->why) - 1] = '\0';
 	} else if (k < 0 && errno == EINTR) {
@@ -679,10 +680,15 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	collect(&c, r, q->timeout_ms);
 	close(conn);
 	int rc = -1;
-	if (c.failed) {
+	if (c.failed && c.status == EAGAIN && q->at_pids_limit) {
+		rc = EXEC_AT_LIMIT;
+	} else if (c.failed) {
 		ERR("room %s: start the shell: %s", r->id, c.why);
 	} else if (c.lost) {
 		ERR("room %s: the room stopped while the command ran", r->id);
+	} else if (q->at_pids_limit && !c.timed_out && WIFEXITED(c.status) &&
+		   WEXITSTATUS(c.status) == 2 && q->at_pids_limit(q->ctx, r)) {
+		rc = EXEC_AT_LIMIT;   /* the shell could not fork: nothing saved */
 	} else {
 		if (j->save && !c.timed_out && WIFEXITED(c.status))
 			save_session(r, j->blob, (off_t)j->blob_len, &j->ce);

@@ -16,6 +16,13 @@ struct exec_request {
 	const char *stdin_data;  /* NULL = /dev/null */
 	size_t stdin_len;
 	bool base64;
+	/* Set for a first attempt: asked once the shell could not start
+	 * because of the room's process limit, or exited 2 (dash's status
+	 * when it cannot fork); true makes exec_run answer EXEC_AT_LIMIT
+	 * instead of a result, so the caller can free the room and run the
+	 * command again.  NULL: every outcome is the answer. */
+	bool (*at_pids_limit)(void *ctx, const struct room *r);
+	void *ctx;
 };
 
 /* Connect to the room's keeper: the socket, or -1 when no keeper listens
@@ -35,6 +42,7 @@ void exec_job_free(struct exec_job *j);
  * when the request could not be sent (it never reached a keeper: the
  * caller restarts the jail and runs the same job again). */
 #define EXEC_KEEPER_GONE (-2)
+#define EXEC_AT_LIMIT (-3)     /* see exec_request.at_pids_limit */
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
 	     struct mj_writer *out, char *err, size_t errlen);
 
