@@ -1023,10 +1023,12 @@ static int pids_refused(const char *dir, uint64_t *n)
 }
 
 /* A fork bomb keeps pids.current moving (its processes die as fast as
- * they are made), so "at the limit" is: full now, or forks being refused
- * right now (the count grows within PIDS_WATCH_MS). */
+ * they are made), so "at the limit" is: the shell said it could not fork,
+ * or full now, or forks being refused right now (the count grows within
+ * PIDS_WATCH_MS) -- and in any case some fork refused for the limit. */
 #define PIDS_WATCH_MS 100
-bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit)
+bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit,
+				bool evidence)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	const char *root = sys->mode == CG_V2 ? sys->v2_root : sys->pids_root;
@@ -1036,6 +1038,8 @@ bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, 
 	    room_path(dir, sizeof(dir), sys, root, room, NULL) < 0 ||
 	    pids_refused(dir, &refused) < 0 || refused == 0)
 		return false;
+	if (evidence)
+		return true;
 	if (path_fmt(path, sizeof(path), "%s/pids.current", dir) == 0 &&
 	    read_u64(path, &current) == 0 && current + 2 >= (uint64_t)limit)
 		return true;

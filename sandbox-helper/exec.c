@@ -573,6 +573,13 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 
 /* ---- the exec ------------------------------------------------------------ */
 
+/* dash's message when fork() fails: "sh: <line>: [<cmd>: ]Cannot fork" */
+static bool said_cannot_fork(const struct stream *s)
+{
+	static const char msg[] = "Cannot fork\n";
+	return s->buf && memmem(s->buf, s->len, msg, sizeof(msg) - 1);
+}
+
 static int pipe_pair(int p[2])
 {
 	return pipe2(p, O_CLOEXEC);
@@ -687,7 +694,8 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	} else if (c.lost) {
 		ERR("room %s: the room stopped while the command ran", r->id);
 	} else if (q->at_pids_limit && !c.timed_out && WIFEXITED(c.status) &&
-		   WEXITSTATUS(c.status) == 2 && q->at_pids_limit(q->ctx, r)) {
+		   WEXITSTATUS(c.status) == 2 &&
+		   q->at_pids_limit(q->ctx, r, said_cannot_fork(&c.out) || said_cannot_fork(&c.err))) {
 		rc = EXEC_AT_LIMIT;   /* the shell could not fork: nothing saved */
 	} else {
 		if (j->save && !c.timed_out && WIFEXITED(c.status))

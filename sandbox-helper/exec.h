@@ -18,10 +18,12 @@ struct exec_request {
 	bool base64;
 	/* Set for a first attempt: asked once the shell could not start
 	 * because of the room's process limit, or exited 2 (dash's status
-	 * when it cannot fork); true makes exec_run answer EXEC_AT_LIMIT
+	 * when it cannot fork; said_cannot_fork: its message is in the
+	 * output, wherever the command sent its stderr); true makes exec_run
+	 * answer EXEC_AT_LIMIT
 	 * instead of a result, so the caller can free the room and run the
 	 * command again.  NULL: every outcome is the answer. */
-	bool (*at_pids_limit)(void *ctx, const struct room *r);
+	bool (*at_pids_limit)(void *ctx, const struct room *r, bool said_cannot_fork);
 	void *ctx;
 };
 

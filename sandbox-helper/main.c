@@ -359,10 +359,10 @@ static int exec_attempts(struct helper *h, struct room *r, const struct exec_req
 
 /* exec_request.at_pids_limit: the shell exited 2 -- was it because the
  * room could not fork? */
-static bool room_pids_exhausted(void *ctx, const struct room *r)
+static bool room_pids_exhausted(void *ctx, const struct room *r, bool said_cannot_fork)
 {
 	struct helper *h = ctx;
-	return cgroup_room_pids_exhausted(cgroups(h), r->id, h->cfg.pids_limit);
+	return cgroup_room_pids_exhausted(cgroups(h), r->id, h->cfg.pids_limit, said_cannot_fork);
 }
 
 static int kill_room_processes(struct helper *h, struct room *r, int *killed);
