@@ -688,6 +688,7 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	close(conn);
 	int rc = -1;
 	if (c.failed && c.status == EAGAIN && q->at_pids_limit) {
+		ERR("the shell could not start");   /* what EXEC_AT_LIMIT was */
 		rc = EXEC_AT_LIMIT;
 	} else if (c.failed) {
 		ERR("room %s: start the shell: %s", r->id, c.why);
@@ -696,7 +697,8 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	} else if (q->at_pids_limit && !c.timed_out && WIFEXITED(c.status) &&
 		   WEXITSTATUS(c.status) == 2 &&
 		   q->at_pids_limit(q->ctx, r, said_cannot_fork(&c.out) || said_cannot_fork(&c.err))) {
-		rc = EXEC_AT_LIMIT;   /* the shell could not fork: nothing saved */
+		ERR("the shell could not fork");    /* nothing saved */
+		rc = EXEC_AT_LIMIT;
 	} else {
 		if (j->save && !c.timed_out && WIFEXITED(c.status))
 			save_session(r, j->blob, (off_t)j->blob_len, &j->ce);

@@ -44,7 +44,7 @@ void exec_job_free(struct exec_job *j);
  * when the request could not be sent (it never reached a keeper: the
  * caller restarts the jail and runs the same job again). */
 #define EXEC_KEEPER_GONE (-2)
-#define EXEC_AT_LIMIT (-3)     /* see exec_request.at_pids_limit */
+#define EXEC_AT_LIMIT (-3)     /* see exec_request.at_pids_limit; err says which */
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_request *q,
 	     struct mj_writer *out, char *err, size_t errlen);
 

@@ -393,10 +393,12 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	uint64_t spent = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 	q.timeout_ms = spent + 1000 < q.timeout_ms ? q.timeout_ms - spent : 1000;
 	int killed = 0;
+	char why[64];
+	snprintf(why, sizeof(why), "%s", h->err);
 	if (kill_room_processes(h, &r, &killed) < 0)
 		return fail(h, "failed");
-	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d): "
-		"killed %d processes, running the exec again\n", r.id, h->cfg.pids_limit, killed);
+	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
+		"killed %d processes, running the exec again\n", r.id, h->cfg.pids_limit, why, killed);
 	q.at_pids_limit = NULL;
 	rc = exec_attempts(h, &r, &q, out);
 	return rc == EXEC_AT_LIMIT ? fail(h, "failed") : rc;

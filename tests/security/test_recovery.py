@@ -6,6 +6,7 @@ Small pids_limit, so that a fork bomb fills its room at once.  The bombs
 run with a long exec timeout (120 s): the keeper's own clean-up at that
 deadline must not be what ends them within the test."""
 
+import os
 import threading
 import time
 
@@ -122,7 +123,7 @@ def test_fork_bomb_room_answers_again_with_its_files_and_other_rooms_never_notic
 # Holds its room at pids_limit (free=0) or one below it (free=1), steadily,
 # unlike a bomb: once the exec that started it has ended (it is then the
 # keeper's child), it starts sleeps until the kernel refuses one, gives
-# `free` slots back, and waits.
+# `free` slots back, says so in /tmp/holder.ready and waits.
 HOLDER = r"""
 import os, subprocess, sys, time
 free = int(sys.argv[1])
@@ -139,16 +140,19 @@ while True:
 for p in kids[:free]:
     p.kill()
     p.wait()
+open("/tmp/holder.ready", "w").close()
 time.sleep(3600)
 """
 
 
-def fill_room(client, a, uid, free):
+def fill_room(client, stack, a, uid, free):
     client.sh(a, "cat > /tmp/holder.py", stdin=HOLDER)
     client.sh(a, f"python3 /tmp/holder.py {free} >/dev/null 2>&1 &")
+    # seen from the host, through the keeper's root: no exec can ask
+    ready = f"/proc/{stack.keeper_pid(a)}/root/tmp/holder.ready"
+    wait_until(lambda: os.path.exists(ready), 20, "the holder to fill room A")
     # the keeper (not of the room's uid) + the room's processes
-    want = PIDS_LIMIT - 1 - free
-    wait_until(lambda: live_count(uid) == want, 20, f"room A to hold {want} processes")
+    assert live_count(uid) == PIDS_LIMIT - 1 - free
 
 
 def test_exec_in_a_full_room_frees_it_and_runs(client, stack):
@@ -158,11 +162,12 @@ def test_exec_in_a_full_room_frees_it_and_runs(client, stack):
     uid = client.room_uid(a)
     client.sh(a, "cd /tmp && echo kept > /workspace/keep.txt")
     keeper = stack.keeper_pid(a)
-    fill_room(client, a, uid, 0)
+    fill_room(client, stack, a, uid, 0)
     res = client.exec(a, "echo ok; pwd; cat /workspace/keep.txt")
     assert (res["exitCode"], res["stdout"], res["stderr"]) == (0, "ok\n/tmp\nkept\n", ""), res
     lines = recovery_logged(stack, a)
-    assert len(lines) == 1 and "killed" in lines[0], lines
+    assert len(lines) == 1 and "the shell could not start" in lines[0], lines
+    assert f"killed {PIDS_LIMIT - 1} processes" in lines[0], lines
     assert stack.keeper_pid(a) == keeper
     assert_room_holds_only_keeper_and_this_exec(client, a)
 
@@ -175,10 +180,12 @@ def test_shell_that_cannot_fork_under_2_to_1_answers_without_the_error(client, s
     a = unique_room("a")
     uid = client.room_uid(a)
     client.sh(a, "echo kept > /workspace/keep.txt")
-    fill_room(client, a, uid, 1)
+    fill_room(client, stack, a, uid, 1)
     res = client.exec(a, "cat /workspace/keep.txt 2>&1")
     assert (res["exitCode"], res["stdout"], res["stderr"]) == (0, "kept\n", ""), res
-    assert len(recovery_logged(stack, a)) == 1
+    lines = recovery_logged(stack, a)
+    assert len(lines) == 1 and "the shell could not fork" in lines[0], lines
+    assert f"killed {PIDS_LIMIT - 2} processes" in lines[0], lines
     assert_room_holds_only_keeper_and_this_exec(client, a)
 
 
