@@ -57,7 +57,10 @@
  * restore), so the usual path has none: the saved directory is tested
  * before cd (2>/dev/null only on the way to a fallback), and the EXIT trap
  * moves stdout to fd 9 once for both of its writes (the shell is ending:
- * nothing else is written to stdout). */
+ * nothing else is written to stdout).  `command exec`: a command that
+ * closed fd 9 gets dash's complaint on stderr and keeps its own exit status
+ * (a plain special builtin's failure would end the shell with 2), and no
+ * session is written to its stdout. */
 static const char WRAPPER[] =
 	"__RB_WRAPPER=\n"
 	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
@@ -74,7 +77,7 @@ static const char WRAPPER[] =
 	"__rb_c=$1; shift\n"
 	"if [ -n \"$__RB_SAVE\" ]; then\n"
 	"  unset __RB_SAVE\n"
-	"  trap '__RB_CWD=$PWD; export __RB_CWD; exec >&9; export -p; echo \"#roombox-session-end\"' EXIT\n"
+	"  trap '__RB_CWD=$PWD; export __RB_CWD; if command exec >&9; then export -p; echo \"#roombox-session-end\"; fi' EXIT\n"
 	"fi\n"
 	"eval \"$__rb_c\"\n";
 
