@@ -395,8 +395,14 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	int killed = 0;
 	char why[64];
 	snprintf(why, sizeof(why), "%s", h->err);
-	if (kill_room_processes(h, &r, &killed) < 0)
+	/* locked: a restart meanwhile would make another keeper, which this
+	 * must not take for one of the room's processes */
+	if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
 		return fail(h, "failed");
+	rc = kill_room_processes(h, &r, &killed);
+	room_unlock(&r);
+	if (rc < 0)
+		return -1;
 	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
 		"killed %d processes, running the exec again\n", r.id, h->cfg.pids_limit, why, killed);
 	q.at_pids_limit = NULL;
@@ -516,7 +522,7 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 }
 
 /* Every process of the room but its keeper killed (the room locked by the
- * caller or not: nothing here changes its state); a stopped room has none.
+ * caller, so the keeper is the one recorded); a stopped room has none.
  * Frozen through its cgroup while they are signalled, so a fork bomb cannot
  * outrun it, and the keeper (the room's PID 1) is spared. */
 static int kill_room_processes(struct helper *h, struct room *r, int *killed)
