@@ -37,6 +37,7 @@
 #include "exec.h"
 #include "jail.h"
 #include "minijson.h"
+#include "nsprocs.h"
 #include "protocol.h"
 #include "room.h"
 #include "roomid.h"
@@ -524,20 +525,23 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 /* Every process of the room but its keeper killed (the room locked by the
  * caller, so the keeper is the one recorded); a stopped room has none.
  * Frozen through its cgroup while they are signalled, so a fork bomb cannot
- * outrun it, and the keeper (the room's PID 1) is spared. */
+ * outrun it, and the keeper (the room's PID 1) is spared; without cgroups,
+ * found by the keeper's pid namespace (nsprocs.c). */
 static int kill_room_processes(struct helper *h, struct room *r, int *killed)
 {
 	*killed = 0;
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
 		return 0;
-	if (cgroups(h)->mode == CG_NONE) {
-		snprintf(h->err, sizeof(h->err), "room %s: kill its processes: this host has no "
-			 "usable cgroups (stop or restart the room instead)", r->id);
+	if (cgroups(h)->mode != CG_NONE)
+		return cgroup_kill_others(cgroups(h), r->id, keeper, killed, h->err, sizeof(h->err)) < 0
+			? fail(h, "failed") : 0;
+	char err[256];
+	if (nsprocs_kill_others(keeper, killed, err, sizeof(err)) < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: kill its processes: %s", r->id, err);
 		return fail(h, "failed");
 	}
-	return cgroup_kill_others(cgroups(h), r->id, keeper, killed, h->err, sizeof(h->err)) < 0
-		? fail(h, "failed") : 0;
+	return 0;
 }
 
 /* An existing room, locked: 0, or -1 with "not_found" (the room was never
