@@ -47,6 +47,15 @@
  *   stop-idle {}     -> {stopped:[R...]}  rooms idle longer than idle_timeout
  *   stop-all {}      -> {stopped:[R...]}
  *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S}
+ *   kill-all {room}  -> {killed:N}       every process of the room but its
+ *                                        keeper; files, session, jail stay
+ *   restart  {room}  -> {restarted:true} the jail stopped and started again
+ *     (both: code not_found for a room that does not exist)
+ *
+ *   An exec that cannot start because the room is at pids_limit (the
+ *   keeper cannot fork the shell, or the shell exits 2 while the room's
+ *   pids cgroup is full) kills the room's processes as kill-all does,
+ *   logs one line on the helper's stderr, and runs once more.
  *
  *   <status> = {room, running:B, created_at:S (as stored at creation),
  *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
@@ -74,6 +83,8 @@
 #define HELPER_OP_STOP_IDLE "stop-idle"
 #define HELPER_OP_STOP_ALL  "stop-all"
 #define HELPER_OP_INFO      "info"
+#define HELPER_OP_KILL_ALL  "kill-all"   /* DELETE …/sandbox/processes */
+#define HELPER_OP_RESTART   "restart"    /* POST …/sandbox/restart */
 
 /* ---- request keys ---- */
 #define HK_OP         "op"
@@ -110,6 +121,8 @@
 #define HK_STOPPED          "stopped"
 #define HK_CGROUP           "cgroup"
 #define HK_VERSION          "version"
+#define HK_KILLED           "killed"
+#define HK_RESTARTED        "restarted"
 
 /* ---- error codes ---- */
 #define HELPER_ERR_INVALID   "invalid"
@@ -140,5 +153,6 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 #define HELPER_MEMORY_MAX (64u << 20)
 #define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
 #define MAX_BODY_LIMIT (8u << 20)
+
 
 #endif

@@ -1,4 +1,5 @@
-/* The room resource (SPEC §2.3, §2.4): create, list, status, clean up. */
+/* The room resource (SPEC §2.3, §2.4): create, list, status, clean up;
+ * and rooms that recover (§8.3 DELETE …/sandbox/processes, §8.4 restart). */
 #include <stdio.h>
 #include <string.h>
 #include <uuid/uuid.h>
@@ -275,6 +276,56 @@ void api_rooms_cleanup(struct request *rq, struct response *rs)
 		return;
 	}
 	json_object_put(errors);
+	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
+	response_json(rs, 200, answer);
+}
+
+/* ---- rooms that recover ----
+ * Both act on a room that exists: one that was never made (or was cleaned
+ * up) is a 404, not created for nothing. */
+
+void api_processes_kill_all(struct request *rq, struct response *rs)
+{
+	struct helper_error err;
+	json_object *reply = room_call(rq->app, HELPER_OP_KILL_ALL, rq->room, &err), *n;
+
+	if (!reply && err.http_status == 404) {
+		response_error(rs, 404, "room not found");
+		return;
+	}
+	if (!reply) {
+		helper_failure(rs, rq->room, HELPER_OP_KILL_ALL, &err);
+		return;
+	}
+	if (!json_object_object_get_ex(reply, HK_KILLED, &n) || !json_object_is_type(n, json_type_int)) {
+		json_object_put(reply);
+		fprintf(stderr, "roombox-fcgi: room %s: kill-all: helper reply lacks \"killed\"\n", rq->room);
+		response_error(rs, 500, "roombox-helper: kill-all reply lacks \"killed\"");
+		return;
+	}
+	json_object *answer = json_object_new_object();
+	json_object_object_add(answer, "killed", json_object_get(n));
+	json_object_put(reply);
+	response_json(rs, 200, answer);
+}
+
+void api_rooms_restart(struct request *rq, struct response *rs)
+{
+	struct helper_error err;
+	json_object *reply = room_call(rq->app, HELPER_OP_RESTART, rq->room, &err);
+
+	if (!reply && err.http_status == 404) {
+		response_error(rs, 404, "room not found");
+		return;
+	}
+	if (!reply) {
+		helper_failure(rs, rq->room, HELPER_OP_RESTART, &err);
+		return;
+	}
+	json_object_put(reply);
+	metrics_room_started(ROOM_START_RESTART);
+	json_object *answer = json_object_new_object();
+	json_object_object_add(answer, "restarted", json_object_new_boolean(1));
 	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
 	response_json(rs, 200, answer);
 }

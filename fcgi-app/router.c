@@ -20,6 +20,8 @@ static const struct route routes[] = {
 					   { "DELETE", api_rooms_cleanup, 0 } } },
 	{ "/api/rooms/{id}/cleanup",     { { "POST", api_rooms_cleanup, 0 } } },
 	{ "/api/rooms/{id}/sandbox/exec", { { "POST", api_exec_post, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/processes", { { "DELETE", api_processes_kill_all, 0 } } },
+	{ "/api/rooms/{id}/sandbox/restart", { { "POST", api_rooms_restart, 0 } } },
 	{ "/api/rooms/{id}/messages",    { { "GET", api_messages_list, 0 },
 					   { "POST", api_messages_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/stop", { { "POST", api_rooms_stop, 0 } } },

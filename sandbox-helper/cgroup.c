@@ -788,6 +788,101 @@ int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
 	return sys->mode == CG_V2 ? v2_setup(&op, lim) : v1_setup(&op, lim);
 }
 
+/* --- kill all but the keeper ----------------------------------------------- */
+
+/* The pids signalled so far, sorted after each pass: a process still
+ * dying is listed again by the next pass and must not count twice. */
+struct pid_set {
+	pid_t *pid;
+	size_t n, cap, sorted;
+	pid_t keep;
+	int left;        /* listed in this pass, keep aside */
+};
+
+static int pid_cmp(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int kill_and_note(pid_t pid, void *arg)
+{
+	struct pid_set *s = arg;
+	if (pid == s->keep || pid == getpid())
+		return -1;
+	if (kill(pid, SIGKILL) < 0 && errno == ESRCH)
+		return -1;
+	s->left++;
+	if (bsearch(&pid, s->pid, s->sorted, sizeof(pid_t), pid_cmp))
+		return 0;
+	for (size_t i = s->sorted; i < s->n; i++)
+		if (s->pid[i] == pid)
+			return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		pid_t *p = realloc(s->pid, cap * sizeof(pid_t));
+		if (!p)
+			return 0;   /* still killed, only not counted */
+		s->pid = p;
+		s->cap = cap;
+	}
+	s->pid[s->n++] = pid;
+	return 0;
+}
+
+/* One pass over every tree, frozen where the host can freeze: nothing
+ * forks between the listing and the signal.  -1 on a read error. */
+static int kill_others_pass(struct cg_op *op, struct pid_set *s)
+{
+	const char *roots[MAX_ROOTS];
+	size_t n = cg_roots(op->sys, roots);
+	bool frozen = freeze(op->sys, op->room);
+	int rc = 0;
+
+	s->left = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char dir[PATH_MAX];
+		if (room_path(dir, sizeof(dir), op->sys, roots[i], op->room, NULL) < 0)
+			rc = op_fail(op, "path %s/%s/%s", roots[i], op->sys->group, op->room);
+		else if (for_each_pid(dir, true, 0, kill_and_note, s) < 0)
+			rc = op_fail(op, "read %s/cgroup.procs", dir);
+	}
+	if (frozen)
+		thaw(op->sys, op->room);
+	qsort(s->pid, s->n, sizeof(pid_t), pid_cmp);
+	s->sorted = s->n;
+	return rc;
+}
+
+int cgroup_kill_others(const struct cgroup_sys *sys, const char *room, pid_t keep,
+		       int *killed, char *err, size_t errlen)
+{
+	struct cg_op op;
+	struct pid_set s = { .keep = keep };
+	int rc = 0;
+
+	*killed = 0;
+	if (sys->mode == CG_NONE)
+		return 0;
+	if (op_begin(&op, sys, room, err, errlen) < 0)
+		return -1;
+	int64_t deadline = monotonic_ms() + KILL_DEADLINE_MS;
+	for (;;) {
+		if ((rc = kill_others_pass(&op, &s)) < 0 || s.left == 0)
+			break;
+		if (monotonic_ms() >= deadline) {
+			errno = EBUSY;
+			rc = op_fail(&op, "kill %s: %d processes left after %d ms",
+				     room, s.left, KILL_DEADLINE_MS);
+			break;
+		}
+		sleep_ms(2);
+	}
+	*killed = (int)s.n;
+	free(s.pid);
+	return rc;
+}
+
 /* --- public: processes --------------------------------------------------- */
 
 int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
@@ -907,4 +1002,45 @@ void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 	    path_fmt(path, sizeof(path), "%s/pids.current", dir) == 0 &&
 	    read_u64(path, processes) < 0)
 		*processes = 0;
+}
+
+/* "max N" of pids.events: forks refused for this cgroup's limit. */
+static int pids_refused(const char *dir, uint64_t *n)
+{
+	char path[PATH_MAX], events[256];
+	if (path_fmt(path, sizeof(path), "%s/pids.events", dir) < 0 ||
+	    read_file(path, events, sizeof(events)) < 0)
+		return -1;
+	const char *m = strstr(events, "max ");
+	*n = m ? strtoull(m + 4, NULL, 10) : 0;
+	return m ? 0 : -1;
+}
+
+/* A fork bomb keeps pids.current moving (its processes die as fast as
+ * they are made), so "at the limit" is: the shell said it could not fork,
+ * or full now, or forks being refused right now (the count grows within
+ * PIDS_WATCH_MS) -- and in any case some fork refused for the limit. */
+#define PIDS_WATCH_MS 100
+bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit,
+				bool evidence)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *root = sys->mode == CG_V2 ? sys->v2_root : sys->pids_root;
+	uint64_t current = 0, refused = 0, later = 0;
+
+	if (sys->mode == CG_NONE || limit <= 0 || !component_ok(room) ||
+	    room_path(dir, sizeof(dir), sys, root, room, NULL) < 0 ||
+	    pids_refused(dir, &refused) < 0 || refused == 0)
+		return false;
+	if (evidence)
+		return true;
+	if (path_fmt(path, sizeof(path), "%s/pids.current", dir) == 0 &&
+	    read_u64(path, &current) == 0 && current + 2 >= (uint64_t)limit)
+		return true;
+	for (int ms = 0; ms < PIDS_WATCH_MS; ms += 5) {
+		sleep_ms(5);
+		if (pids_refused(dir, &later) < 0 || later != refused)
+			return later > refused;
+	}
+	return false;
 }

@@ -17,6 +17,7 @@
 #ifndef ROOMBOX_CGROUP_H
 #define ROOMBOX_CGROUP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -64,6 +65,13 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
  * again into them. */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
 		char *err, size_t errlen);
+/* Kill every process of the room but `keep` (its keeper, PID 1 of the
+ * room): frozen where the host can freeze (v1 freezer, v2 cgroup.freeze),
+ * every other listed process gets SIGKILL, thawed, and again until only
+ * `keep` is left (at most KILL_DEADLINE_MS).  *killed = how many distinct
+ * processes were killed.  Not cgroup.kill: it would take the keeper too. */
+int cgroup_kill_others(const struct cgroup_sys *sys, const char *room, pid_t keep,
+		       int *killed, char *err, size_t errlen);
 /* Give back the memory still charged to the room's memory cgroup -- page
  * cache of the files its processes read first, most of it -- by reclaiming
  * it (v1 memory.force_empty, v2 memory.reclaim), best effort.  Left
@@ -79,6 +87,13 @@ int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 /* Remove the instance's <group> directories once they hold no room.  The
  * caller serialises this with cgroup_room_setup (the state lock). */
 void cgroup_group_remove_if_empty(const struct cgroup_sys *sys);
+/* Did the room's process limit make a fork fail: some fork refused for it
+ * (pids.events) and either `evidence` (the caller saw the failure), or
+ * pids.current within 2 of `limit`, or forks being refused right now
+ * (watched up to 100 ms)?  False when unknown (no pids controller, no
+ * limit). */
+bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit,
+				bool evidence);
 /* Memory in bytes and number of processes of the room; 0 when unknown. */
 void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 		       uint64_t *memory_bytes, uint64_t *processes);

@@ -56,7 +56,10 @@
  * restore), so the usual path has none: the saved directory is tested
  * before cd (2>/dev/null only on the way to a fallback), and the EXIT trap
  * moves stdout to fd 9 once for both of its writes (the shell is ending:
- * nothing else is written to stdout). */
+ * nothing else is written to stdout).  `command exec`: a command that
+ * closed fd 9 gets dash's complaint on stderr and keeps its own exit status
+ * (a plain special builtin's failure would end the shell with 2), and no
+ * session is written to its stdout. */
 static const char WRAPPER[] =
 	"__RB_WRAPPER=\n"
 	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
@@ -73,7 +76,7 @@ static const char WRAPPER[] =
 	"__rb_c=$1; shift\n"
 	"if [ -n \"$__RB_SAVE\" ]; then\n"
 	"  unset __RB_SAVE\n"
-	"  trap '__RB_CWD=$PWD; export __RB_CWD; exec >&9; export -p; echo \"#roombox-session-end\"' EXIT\n"
+	"  trap '__RB_CWD=$PWD; export __RB_CWD; if command exec >&9; then export -p; echo \"#roombox-session-end\"; fi' EXIT\n"
 	"fi\n"
 	"eval \"$__rb_c\"\n";
 
@@ -406,6 +409,7 @@ static void collect_message(struct collect *c, double now, double *drain_until, 
 		c->timed_out = m.timed_out != 0;
 	} else if (k == (ssize_t)sizeof(m) && m.type == KP_FAILED) {
 		c->failed = true;
+		c->status = m.status;   /* the fork's errno, if that failed */
 		memcpy(c->why, m.text, sizeof(c->why));
 		c->why[sizeof(c->why) - 1] = '\0';
 	} else if (k < 0 && errno == EINTR) {
@@ -487,6 +491,13 @@ static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms
 }
 
 /* ---- the exec ------------------------------------------------------------ */
+
+/* dash's message when fork() fails: "sh: <line>: [<cmd>: ]Cannot fork" */
+static bool said_cannot_fork(const struct stream *s)
+{
+	static const char msg[] = "Cannot fork\n";
+	return s->buf && memmem(s->buf, s->len, msg, sizeof(msg) - 1);
+}
 
 static int pipe_pair(int p[2])
 {
@@ -607,6 +618,12 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
 	collect(&c, r, q->timeout_ms);
 	close(conn);
+	if (c.failed && c.status == EAGAIN && q->at_pids_limit) {
+		ERR("the shell could not start");   /* what EXEC_AT_LIMIT was */
+		free(c.out.buf);
+		free(c.err.buf);
+		return EXEC_AT_LIMIT;
+	}
 	if (c.failed || c.lost) {
 		if (c.failed)
 			ERR("room %s: start the shell: %s", r->id, c.why);
@@ -615,6 +632,13 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 		free(c.out.buf);
 		free(c.err.buf);
 		return -1;
+	}
+	if (q->at_pids_limit && !c.timed_out && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 &&
+	    q->at_pids_limit(q->ctx, r, said_cannot_fork(&c.out) || said_cannot_fork(&c.err))) {
+		ERR("the shell could not fork");    /* nothing saved */
+		free(c.out.buf);
+		free(c.err.buf);
+		return EXEC_AT_LIMIT;
 	}
 	if (j->save && !c.timed_out && WIFEXITED(c.status))
 		save_session(r, j->blob, (off_t)j->blob_len, &j->ce);

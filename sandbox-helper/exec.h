@@ -20,6 +20,15 @@ struct exec_order {
 	size_t stdin_len;
 	const int *io;           /* passed I/O: the caller's stdin, stdout and
 				  * stderr pipes (fds 3-5), or NULL */
+	/* Set for a first attempt: asked once the shell could not start
+	 * because of the room's process limit, or exited 2 (dash's status
+	 * when it cannot fork; said_cannot_fork: its message is in the
+	 * output, wherever the command sent its stderr); true makes exec_run
+	 * answer EXEC_AT_LIMIT
+	 * instead of a result, so the caller can free the room and run the
+	 * command again.  NULL: every outcome is the answer. */
+	bool (*at_pids_limit)(void *ctx, const struct room *r, bool said_cannot_fork);
+	void *ctx;
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by
@@ -52,6 +61,7 @@ void exec_job_free(struct exec_job *j);
  * when the request could not be sent (it never reached a keeper: the
  * caller restarts the jail and runs the same job again). */
 #define EXEC_KEEPER_GONE (-2)
+#define EXEC_AT_LIMIT (-3)     /* see exec_order.at_pids_limit; err says which */
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_order *q,
 	     struct exec_outcome *o, char *err, size_t errlen);
 

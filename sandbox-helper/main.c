@@ -10,7 +10,8 @@
  *
  *   exec     lock the room, create it if new, start its keeper if none runs
  *            (jail.c), unlock, and run the command (exec.c);
- *   create / status / list / destroy / stop / stop-idle / stop-all / info.
+ *   create / status / list / destroy / stop / stop-idle / stop-all / info;
+ *   kill-all / restart (rooms that recover: see verb_exec too).
  *
  * A room's processes live in namespaces held by its keeper (PID 1 of the
  * room, keeper/keeper.c).  The helper enters none of them: it hands each
@@ -36,6 +37,7 @@
 #include "exec.h"
 #include "jail.h"
 #include "minijson.h"
+#include "nsprocs.h"
 #include "protocol.h"
 #include "request.h"
 #include "room.h"
@@ -241,7 +243,93 @@ static int stop_room(struct helper *h, struct room *r);
 /* A warm room is one whose keeper answers on its socket: then the exec
  * needs nothing else of the room's state (the keeper knows the room's uid),
  * so no meta, keeper record or /proc is read.  Otherwise the room is
- * loaded, created if new, and its keeper started. */
+ * loaded, created if new, and its keeper started.  0, -1 (error set) or
+ * EXEC_AT_LIMIT (nothing written to out). */
+/* The exec answer of common/protocol.h: the facts; the output follows it
+ * (finish). */
+static int answer_exec(struct mj_writer *out, const struct exec_outcome *o)
+{
+	mjw_object_begin(out);
+	mjw_key(out, HK_WAIT_STATUS);
+	mjw_int(out, o->wait_status);
+	mjw_key(out, HK_TIMED_OUT);
+	mjw_bool(out, o->timed_out);
+	mjw_key(out, HK_STDOUT_BYTES);
+	mjw_int(out, (int64_t)o->out_len);
+	mjw_key(out, HK_STDERR_BYTES);
+	mjw_int(out, (int64_t)o->err_len);
+	mjw_key(out, HK_STDOUT_TRUNCATED);
+	mjw_bool(out, o->out_truncated);
+	mjw_key(out, HK_STDERR_TRUNCATED);
+	mjw_bool(out, o->err_truncated);
+	mjw_key(out, HK_DURATION_US);
+	mjw_int(out, (int64_t)o->duration_us);
+	mjw_key(out, HK_STARTED_MS);
+	mjw_int(out, o->started_ms);
+	mjw_object_end(out);
+	return 0;
+}
+
+static int exec_attempts(struct helper *h, struct room *r, const struct exec_order *q)
+{
+	struct exec_job *job = exec_prepare(r, q, h->err, sizeof(h->err));
+	if (!job)
+		return fail(h, HELPER_ERR_FAILED);
+	int rc = -1;
+	for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
+		if (room_lock(r, true, h->err, sizeof(h->err)) < 0)
+			break;
+		if (attempt == 0 && room_state_check(r, h->err, sizeof(h->err)) < 0) {
+			room_unlock(r);
+			break;
+		}
+		int conn = exec_connect(r);
+		/* a second attempt: the keeper died or hung under the first one.
+		 * If another exec has not replaced it meanwhile (it answers),
+		 * make sure it is gone before starting another. */
+		if (attempt > 0 && conn < 0)
+			stop_room(h, r);
+		if (conn < 0) {
+			if (ensure_running(h, r, true) <= 0) {
+				room_unlock(r);
+				exec_job_free(job);
+				return -1;
+			}
+			conn = exec_connect(r);
+		}
+		if (conn < 0) {
+			/* alive but not answering: the next attempt replaces it */
+			snprintf(h->err, sizeof(h->err), "room %s: its keeper does not answer", r->id);
+			room_unlock(r);
+			continue;
+		}
+		int busy = room_busy_enter(r);
+		room_unlock(r);
+		rc = exec_run(r, conn, job, q, &h->tail, h->err, sizeof(h->err));
+		room_touch_active(r);
+		if (busy >= 0)
+			close(busy);
+		if (rc != 0 && rc != EXEC_KEEPER_GONE)
+			break;
+	}
+	exec_job_free(job);
+	return rc == 0 || rc == EXEC_AT_LIMIT ? rc : fail(h, HELPER_ERR_FAILED);
+}
+
+/* exec_order.at_pids_limit: the shell exited 2 -- was it because the
+ * room could not fork? */
+static bool room_pids_exhausted(void *ctx, const struct room *r, bool said_cannot_fork)
+{
+	struct helper *h = ctx;
+	return cgroup_room_pids_exhausted(cgroups(h), r->id, h->cfg.pids_limit, said_cannot_fork);
+}
+
+static int kill_room_processes(struct helper *h, struct room *r, int *killed);
+
+/* A room held at pids_limit by its own processes (a fork bomb) recovers
+ * by itself (SPEC §8.3): when the exec could not start for the limit,
+ * every process of the room but its keeper is killed, the service log
+ * says so, and the command runs again -- once. */
 static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
@@ -263,69 +351,36 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	struct exec_job *job = exec_prepare(&r, &q, h->err, sizeof(h->err));
-	if (!job)
+	q.at_pids_limit = h->cfg.pids_limit > 0 ? room_pids_exhausted : NULL;
+	q.ctx = h;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = exec_attempts(h, &r, &q);
+	if (rc != EXEC_AT_LIMIT)
+		return rc == 0 ? answer_exec(out, &h->tail) : rc;
+	/* the request's timeout is for the whole request: the second run gets
+	 * what the first left of it (a second at least) */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	uint64_t spent = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	q.timeout_ms = spent + 1000 < q.timeout_ms ? q.timeout_ms - spent : 1000;
+	int killed = 0;
+	char why[64];
+	snprintf(why, sizeof(why), "%s", h->err);
+	/* locked: a restart meanwhile would make another keeper, which this
+	 * must not take for one of the room's processes */
+	if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
 		return fail(h, HELPER_ERR_FAILED);
-	int rc = -1;
-	for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
-		if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-			break;
-		if (attempt == 0 && room_state_check(&r, h->err, sizeof(h->err)) < 0) {
-			room_unlock(&r);
-			break;
-		}
-		int conn = exec_connect(&r);
-		/* a second attempt: the keeper died or hung under the first one.
-		 * If another exec has not replaced it meanwhile (it answers),
-		 * make sure it is gone before starting another. */
-		if (attempt > 0 && conn < 0)
-			stop_room(h, &r);
-		if (conn < 0) {
-			if (ensure_running(h, &r, true) <= 0) {
-				room_unlock(&r);
-				exec_job_free(job);
-				return -1;
-			}
-			conn = exec_connect(&r);
-		}
-		if (conn < 0) {
-			/* alive but not answering: the next attempt replaces it */
-			snprintf(h->err, sizeof(h->err), "room %s: its keeper does not answer", r.id);
-			room_unlock(&r);
-			continue;
-		}
-		int busy = room_busy_enter(&r);
-		room_unlock(&r);
-		rc = exec_run(&r, conn, job, &q, &h->tail, h->err, sizeof(h->err));
-		room_touch_active(&r);
-		if (busy >= 0)
-			close(busy);
-		if (rc != 0 && rc != EXEC_KEEPER_GONE)
-			break;
-	}
-	exec_job_free(job);
-	if (rc != 0)
+	rc = kill_room_processes(h, &r, &killed);
+	room_unlock(&r);
+	if (rc < 0)
+		return -1;
+	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
+		"killed %d processes, running the exec again\n", r.id, h->cfg.pids_limit, why, killed);
+	q.at_pids_limit = NULL;
+	rc = exec_attempts(h, &r, &q);
+	if (rc == EXEC_AT_LIMIT)
 		return fail(h, HELPER_ERR_FAILED);
-	const struct exec_outcome *o = &h->tail;
-	mjw_object_begin(out);
-	mjw_key(out, HK_WAIT_STATUS);
-	mjw_int(out, o->wait_status);
-	mjw_key(out, HK_TIMED_OUT);
-	mjw_bool(out, o->timed_out);
-	mjw_key(out, HK_STDOUT_BYTES);
-	mjw_int(out, (int64_t)o->out_len);
-	mjw_key(out, HK_STDERR_BYTES);
-	mjw_int(out, (int64_t)o->err_len);
-	mjw_key(out, HK_STDOUT_TRUNCATED);
-	mjw_bool(out, o->out_truncated);
-	mjw_key(out, HK_STDERR_TRUNCATED);
-	mjw_bool(out, o->err_truncated);
-	mjw_key(out, HK_DURATION_US);
-	mjw_int(out, (int64_t)o->duration_us);
-	mjw_key(out, HK_STARTED_MS);
-	mjw_int(out, o->started_ms);
-	mjw_object_end(out);
-	return 0;
+	return rc == 0 ? answer_exec(out, &h->tail) : rc;
 }
 
 static int verb_create(struct helper *h, const struct mj_value *req, struct mj_writer *out)
@@ -445,6 +500,77 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 	return 0;
 }
 
+/* Every process of the room but its keeper killed (the room locked by the
+ * caller, so the keeper is the one recorded); a stopped room has none.
+ * Frozen through its cgroup while they are signalled, so a fork bomb cannot
+ * outrun it, and the keeper (the room's PID 1) is spared; without cgroups,
+ * found by the keeper's pid namespace (nsprocs.c). */
+static int kill_room_processes(struct helper *h, struct room *r, int *killed)
+{
+	*killed = 0;
+	pid_t keeper = room_keeper_pid(r);
+	if (keeper <= 0)
+		return 0;
+	if (cgroups(h)->mode != CG_NONE)
+		return cgroup_kill_others(cgroups(h), r->id, keeper, killed, h->err, sizeof(h->err)) < 0
+			? fail(h, HELPER_ERR_FAILED) : 0;
+	char err[256];
+	if (nsprocs_kill_others(keeper, killed, err, sizeof(err)) < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: kill its processes: %s", r->id, err);
+		return fail(h, HELPER_ERR_FAILED);
+	}
+	return 0;
+}
+
+/* An existing room, locked: 0, or -1 with "not_found" (the room was never
+ * made or was cleaned up) or another error. */
+static int lock_existing_room(struct helper *h, const struct mj_value *req, struct room *r)
+{
+	if (open_room(h, req, r) < 0 || room_lock(r, true, h->err, sizeof(h->err)) < 0)
+		return -1;
+	int found = room_load(r, h->err, sizeof(h->err));
+	if (found == 1)
+		return 0;
+	room_unlock(r);
+	if (found == 0)
+		snprintf(h->err, sizeof(h->err), "room not found");
+	return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
+}
+
+static int verb_kill_all(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+{
+	struct room r;
+	int killed;
+	if (lock_existing_room(h, req, &r) < 0)
+		return -1;
+	int rc = kill_room_processes(h, &r, &killed);
+	room_unlock(&r);
+	if (rc < 0)
+		return -1;
+	mjw_object_begin(out);
+	mjw_key(out, HK_KILLED);
+	mjw_int(out, killed);
+	mjw_object_end(out);
+	return 0;
+}
+
+/* Stop the jail (every process, the keeper too) and start a new one: files
+ * and session are on disk and stay. */
+static int verb_restart(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+{
+	struct room r;
+	if (lock_existing_room(h, req, &r) < 0)
+		return -1;
+	int rc = stop_room(h, &r) < 0 ? fail(h, HELPER_ERR_FAILED) : 0;
+	if (rc == 0 && ensure_running(h, &r, false) <= 0)
+		rc = -1;
+	room_unlock(&r);
+	if (rc < 0)
+		return -1;
+	answer_flag(out, HK_RESTARTED);
+	return 0;
+}
+
 struct stop_many {
 	struct helper *h;
 	struct mj_writer *out;
@@ -522,6 +648,10 @@ static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writ
 		return verb_stop_many(h, false, out);
 	if (!strcmp(op, HELPER_OP_INFO))
 		return verb_info(h, out);
+	if (!strcmp(op, HELPER_OP_KILL_ALL))
+		return verb_kill_all(h, req, out);
+	if (!strcmp(op, HELPER_OP_RESTART))
+		return verb_restart(h, req, out);
 	snprintf(h->err, sizeof(h->err), "unknown op '%.40s'", op);
 	return fail(h, HELPER_ERR_INVALID);
 }
@@ -621,8 +751,8 @@ int main(int argc, char **argv)
 		return finish(&h, &out, -1);
 	struct mj_doc *doc;
 	const struct mj_value *req = request_read_parse(0, h.cfg.max_body, &doc, h.err, sizeof(h.err));
-	int rc = !req ? fail(&h, "invalid")
-		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, "failed")
+	int rc = !req ? fail(&h, HELPER_ERR_INVALID)
+		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, HELPER_ERR_FAILED)
 		: dispatch(&h, req, &out);
 	mj_free(doc);
 	return finish(&h, &out, rc);

@@ -584,7 +584,8 @@ static void exec_start(int conn, int *fds, int nfds)
 	}
 	if (why) {
 		plan_free(&plan);
-		send_msg(conn, KP_FAILED, 0, 0, why);
+		/* the errno tells the helper a full room (EAGAIN) from the rest */
+		send_msg(conn, KP_FAILED, shell < 0 ? (int)-shell : 0, 0, why);
 		close(conn);
 		return;
 	}

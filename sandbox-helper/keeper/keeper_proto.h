@@ -16,8 +16,10 @@
  *                      own (given at its start, ROOMBOX_UID/ROOMBOX_GID),
  *                      never the request's.
  *   keeper -> helper   one answer, when the shell ends: KP_EXITED (wait
- *                      status, timed_out), or KP_FAILED (text) if it could
- *                      not start; then the keeper closes the connection.
+ *                      status, timed_out), or KP_FAILED (text, and in
+ *                      status the errno of a failed fork: EAGAIN = the
+ *                      room is at its pids_limit) if it could not start;
+ *                      then the keeper closes the connection.
  *                      At the deadline the keeper first stops and kills the
  *                      shell's whole tree (the shell is a child subreaper,
  *                      so daemonised processes stay in it).  A connection

@@ -60,10 +60,16 @@ def test_a_saved_directory_that_is_gone_or_closed_falls_back_quietly(client, roo
 
 
 def test_a_command_that_closes_fd_9_saves_nothing(client, room):
-    """fd 9 is where the shell writes the session as it ends."""
+    """fd 9 is where the shell writes the session as it ends.  The shell's
+    complaint goes to stderr; the command keeps its own exit status, and no
+    session text reaches its stdout."""
     client.sh(room, "cd /tmp; export K=1")
     res = client.exec(room, "exec 9>&-; cd /usr; export K=2")
-    assert res["exitCode"] == 2 and "Bad file descriptor" in res["stderr"], res
+    assert res["exitCode"] == 0 and "Bad file descriptor" in res["stderr"], res
+    assert res["stdout"] == "", res
+    res = client.exec(room, "exec 9>&-; echo out; exit 3")
+    assert (res["exitCode"], res["stdout"]) == (3, "out\n"), res
+    assert "Bad file descriptor" in res["stderr"], res
     assert client.sh(room, 'pwd; echo "$K"') == "/tmp\n1\n"
 
 

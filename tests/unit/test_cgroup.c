@@ -1151,6 +1151,139 @@ static void test_real_kill_contains_fork_bomb(void **state)
 	remove_room(&sys, room);
 }
 
+/* Four sleeping children and nothing else that comes and goes. */
+static void body_four_sleepers(int fd)
+{
+	for (int i = 0; i < 4; i++) {
+		pid_t p = fork();
+		if (p == 0)
+			child_sleeps(fd);
+		report_int(fd, p);
+	}
+	child_sleeps(fd);
+}
+
+/* kill-all: every process of the room but `keep` dies, in whatever cgroup
+ * below the room; `keep` (the keeper, in the product) lives on, the room
+ * is left thawed, and the count is of the processes killed. */
+static void test_real_kill_others_spares_keep(void **state)
+{
+	(void)state;
+	struct cgroup_sys sys;
+	char room[96], err[512];
+	int report, pids[4], killed = -1, status;
+
+	real_sys(&sys);
+	room_name(room, sizeof(room), "others");
+	setup_room(&sys, room, &default_limits);
+	pid_t top = spawn_in_room(&sys, room, body_four_sleepers, &report);
+	assert_int_equal(read_ints(report, pids, 4), 4);
+	close(report);
+	move_below_room(&sys, pids[3], room, "own");
+	if (cgroup_kill_others(&sys, room, top, &killed, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_int_equal(killed, 4);
+	for (int i = 0; i < 4; i++)
+		if (!dead_within(pids[i], 1000))
+			fail_msg("pid %d survived cgroup_kill_others", pids[i]);
+	assert_true(alive(top));
+	assert_thawed(&sys, room);
+	/* nothing left but keep: a second call kills none */
+	if (cgroup_kill_others(&sys, room, top, &killed, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_int_equal(killed, 0);
+	assert_true(alive(top));
+	remove_room(&sys, room);
+	waitpid(top, &status, 0);   /* remove_room may have reaped it */
+}
+
+/* The keeper's stand-in sleeps while its child bombs the room. */
+static void body_keep_and_bomb(int fd)
+{
+	if (fork() == 0)
+		body_fork_bomb(fd);
+	report_int(fd, getpid());
+	child_sleeps(fd);
+}
+
+/* kill-all must win against a fork bomb at the room's limit, sparing
+ * `keep`; and the room is seen at its limit while the bomb runs, not
+ * after. */
+static void test_real_kill_others_contains_fork_bomb(void **state)
+{
+	(void)state;
+	struct cgroup_sys sys;
+	char room[96], err[512], want[32];
+	struct cgroup_limits lim = { 256 * MIB, 32, 0.5 };
+	int report, self, killed = -1, status;
+	uint64_t mem, procs = 0;
+
+	real_sys(&sys);
+	room_name(room, sizeof(room), "bomb-others");
+	setup_room(&sys, room, &lim);
+	pid_t top = spawn_in_room(&sys, room, body_keep_and_bomb, &report);
+	assert_int_equal(read_ints(report, &self, 1), 1);
+	close(report);
+	assert_int_equal(self, top);
+	const char *pids_root = sys.mode == CG_V2 ? sys.v2_root : sys.pids_root;
+	/* until the room is full and the kernel has refused a fork */
+	for (int i = 0; i < 200 && (procs < 32 || !strcmp(get("%s/roombox/%s/pids.events",
+				pids_root, room), "max 0")); i++) {
+		usleep(10 * 1000);
+		cgroup_room_usage(&sys, room, &mem, &procs);
+	}
+	print_message("fork bomb: %llu tasks of 32, pids.events: %s\n", (unsigned long long)procs,
+		      get("%s/roombox/%s/pids.events", pids_root, room));
+	assert_true(procs == 32);
+	assert_true(cgroup_room_pids_exhausted(&sys, room, 32, false));
+	if (cgroup_kill_others(&sys, room, top, &killed, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	print_message("killed %d\n", killed);
+	assert_true(killed >= 2);
+	assert_true(alive(top));
+	snprintf(want, sizeof(want), "%d", (int)top);
+	const char *roots[4];
+	size_t n = sys_roots(&sys, roots);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(get("%s/roombox/%s/%s/cgroup.procs", roots[i], room,
+					home(&sys) ? home(&sys) : "."), want);
+	assert_thawed(&sys, room);
+	/* the bomb's zombies count in pids.current until reaped (by us: the
+	 * test is their subreaper; the keeper, in the product); top's own
+	 * child stays its zombie */
+	for (int i = 0; i < 200 && (reap_all(), cgroup_room_usage(&sys, room, &mem, &procs), procs > 2); i++)
+		usleep(5 * 1000);
+	assert_true(procs <= 2);
+	/* forks were refused, but none is now and the room is far from full */
+	assert_false(cgroup_room_pids_exhausted(&sys, room, 32, false));
+	/* the shell's own word counts once a fork was refused */
+	assert_true(cgroup_room_pids_exhausted(&sys, room, 32, true));
+	remove_room(&sys, room);
+	waitpid(top, &status, 0);   /* remove_room may have reaped it */
+}
+
+/* A room whose forks were never refused is not "at its limit", whatever
+ * the caller saw. */
+static void test_real_pids_exhausted_needs_a_refusal(void **state)
+{
+	(void)state;
+	struct cgroup_sys sys;
+	char room[96];
+	int report, self;
+
+	real_sys(&sys);
+	room_name(room, sizeof(room), "no-refusal");
+	setup_room(&sys, room, &default_limits);
+	pid_t top = spawn_in_room(&sys, room, body_report_self, &report);
+	assert_int_equal(read_ints(report, &self, 1), 1);
+	close(report);
+	assert_false(cgroup_room_pids_exhausted(&sys, room, 256, true));
+	assert_false(cgroup_room_pids_exhausted(&sys, room, 1, true));
+	remove_room(&sys, room);
+	waitpid(top, NULL, 0);
+	reap_all();
+}
+
 /* A stop (jail_stop) takes the keeper too and leaves the room ready to
  * start again: the room (and on v2 keeper/) in place, nothing frozen, and a new
  * keeper entered after a new set-up runs there. */
@@ -1387,6 +1520,9 @@ int main(void)
 		cmocka_unit_test(test_real_daemons_die_with_room),
 		cmocka_unit_test(test_real_pids_limit_stops_forks),
 		cmocka_unit_test(test_real_kill_contains_fork_bomb),
+		cmocka_unit_test(test_real_kill_others_spares_keep),
+		cmocka_unit_test(test_real_kill_others_contains_fork_bomb),
+		cmocka_unit_test(test_real_pids_exhausted_needs_a_refusal),
 		cmocka_unit_test(test_real_room_kill),
 		cmocka_unit_test(test_real_enter_self_with_pid_0),
 		cmocka_unit_test(test_real_release_memory),

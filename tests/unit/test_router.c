@@ -127,12 +127,16 @@ static void test_match(void **state)
 		{ "DELETE", "/api/rooms/r1", 0, "r1", NULL },
 		{ "POST", "/api/rooms/r1/cleanup", 0, "r1", NULL },
 		{ "POST", "/api/rooms/r1/sandbox/exec", 0, "r1", NULL },
+		{ "DELETE", "/api/rooms/r1/sandbox/processes", 0, "r1", NULL },
+		{ "POST", "/api/rooms/r1/sandbox/restart", 0, "r1", NULL },
 		{ "POST", "/api/health", 405, NULL, "GET" },
 		{ "HEAD", "/api/health", 405, NULL, "GET" },
 		{ "DELETE", "/api/rooms", 405, NULL, "GET, POST" },
 		{ "POST", "/api/rooms/r1", 405, NULL, "GET, DELETE" },
 		{ "GET", "/api/rooms/r1/cleanup", 405, NULL, "POST" },
 		{ "GET", "/api/rooms/r1/sandbox/exec", 405, NULL, "POST" },
+		{ "GET", "/api/rooms/r1/sandbox/processes", 405, NULL, "DELETE" },
+		{ "GET", "/api/rooms/r1/sandbox/restart", 405, NULL, "POST" },
 		{ "get", "/api/health", 405, NULL, "GET" },      /* methods are case-sensitive */
 		{ "GET", "/", 404, NULL, NULL },
 		{ "GET", "", 404, NULL, NULL },
@@ -458,6 +462,8 @@ static void test_room_routes_helper_missing(void **state)
 	struct fake f2 = REQ("POST", "/api/rooms/r1/cleanup");
 	struct fake f3 = REQ("GET", "/api/rooms/r1");
 	struct fake f4 = REQ("POST", "/api/rooms");
+	struct fake f5 = REQ("DELETE", "/api/rooms/r1/sandbox/processes");
+	struct fake f6 = REQ("POST", "/api/rooms/r1/sandbox/restart");
 	struct response rs;
 	char body[512];
 
@@ -474,6 +480,13 @@ static void test_room_routes_helper_missing(void **state)
 			    "spawn roombox-helper: No such file or directory\"}");
 	json_object_put(rs.body);
 	assert_int_equal(serve(&f4, &rs, body, sizeof(body)), 500);
+	json_object_put(rs.body);
+	/* the helper's failure, not a 404: nothing says the room is missing */
+	assert_int_equal(serve(&f5, &rs, body, sizeof(body)), 500);
+	assert_string_equal(body, "{\"error\":\"roombox-helper: "
+			    "spawn roombox-helper: No such file or directory\"}");
+	json_object_put(rs.body);
+	assert_int_equal(serve(&f6, &rs, body, sizeof(body)), 500);
 	json_object_put(rs.body);
 }
 

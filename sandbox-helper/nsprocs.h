@@ -1,0 +1,19 @@
+/* A room's processes found by its pid namespace, for hosts without cgroups.
+ *
+ * Where the room has a cgroup, cgroup_kill_others (cgroup.c) is the way:
+ * it freezes the room while it kills.  Without cgroups there is no pids
+ * limit either (no fork bomb can hold the room full), and the room's
+ * processes are those whose /proc/<pid>/ns/pid is its keeper's: a room
+ * cannot make a pid namespace of its own (the seccomp filter refuses it). */
+#ifndef ROOMBOX_NSPROCS_H
+#define ROOMBOX_NSPROCS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* SIGKILL every process in keeper's pid namespace but the keeper, again
+ * until none is left (at most 2 s).  *killed = how many distinct processes
+ * were killed.  0, or -1 with err naming the step. */
+int nsprocs_kill_others(pid_t keeper, int *killed, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,189 @@
+/* Unit test of nsprocs_kill_others: the room's processes found by its pid
+ * namespace, where the host has no cgroups.  Root only (a pid namespace);
+ * failing, not skipping, without it.
+ *
+ * A stand-in keeper is PID 1 of a new pid namespace with three sleepers
+ * (one daemonised, so not its child), and a control sleeper runs outside
+ * it, all named "nsp-sleeper".  The kill must take the three, spare the
+ * keeper and the control, and count three. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "nsprocs.h"
+
+#define NAME "nsp-sleeper"
+
+static pid_t control = -1, outer = -1, keeper_pid = -1;
+
+/* Whatever a failed assertion left running goes (it would hold the test
+ * runner's output pipe, too). */
+static int teardown(void **state)
+{
+	(void)state;
+	if (keeper_pid > 0)
+		kill(keeper_pid, SIGKILL);
+	if (control > 0)
+		kill(control, SIGKILL);
+	if (outer > 0)
+		waitpid(outer, NULL, 0);
+	if (control > 0)
+		waitpid(control, NULL, 0);
+	control = outer = keeper_pid = -1;
+	return 0;
+}
+
+static void __attribute__((noreturn)) sleeper(void)
+{
+	int null = open("/dev/null", O_RDWR);
+	for (int fd = 0; fd < 3 && null >= 0; fd++)
+		dup2(null, fd);
+	prctl(PR_SET_NAME, NAME, 0, 0, 0);
+	for (;;)
+		pause();
+}
+
+/* Live (not zombie) processes named NAME whose parent chain we can see:
+ * how many, in ns (pid_ns text) or outside it. */
+static int count_sleepers(const char *ns, bool inside)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d))) {
+		int pid = atoi(e->d_name);
+		char path[64], buf[512], link[64];
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		size_t k = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[k] = '\0';
+		char *close_paren = strrchr(buf, ')');
+		if (!strstr(buf, "(" NAME ")") || !close_paren || close_paren[2] == 'Z')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		if (l <= 0)
+			continue;
+		link[l] = '\0';
+		if ((strcmp(link, ns) == 0) == inside)
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void test_kills_the_namespace_but_its_pid_1(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		fail_msg("needs root (a pid namespace)");
+	int report[2];
+	assert_int_equal(pipe(report), 0);
+	control = fork();
+	if (control == 0)
+		sleeper();
+	outer = fork();
+	if (outer == 0) {
+		if (unshare(CLONE_NEWPID) < 0)
+			_exit(2);
+		pid_t keeper = fork();
+		if (keeper == 0) {
+			for (int i = 0; i < 2; i++)
+				if (fork() == 0)
+					sleeper();
+			if (fork() == 0) {
+				if (fork() == 0)
+					sleeper();
+				_exit(0);
+			}
+			/* the keeper's part: reap what comes */
+			int32_t ready = 1;
+			if (write(report[1], &ready, sizeof(ready)) != sizeof(ready))
+				_exit(2);
+			for (;;)
+				if (wait(NULL) < 0)
+					pause();
+		}
+		int32_t pid = keeper;
+		if (write(report[1], &pid, sizeof(pid)) != sizeof(pid))
+			_exit(2);
+		waitpid(keeper, NULL, 0);
+		_exit(0);
+	}
+	close(report[1]);
+	int32_t keeper = 0, ready = 0;
+	assert_int_equal(read(report[0], &keeper, sizeof(keeper)), sizeof(keeper));
+	keeper_pid = keeper;
+	assert_int_equal(read(report[0], &ready, sizeof(ready)), sizeof(ready));
+	close(report[0]);
+	char ns[64], path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)keeper);
+	ssize_t l = readlink(path, ns, sizeof(ns) - 1);
+	assert_true(l > 0);
+	ns[l] = '\0';
+	/* the daemonised one may take a moment to be named */
+	for (int i = 0; i < 200 && count_sleepers(ns, true) < 3; i++)
+		usleep(5000);
+	assert_int_equal(count_sleepers(ns, true), 3);
+
+	int killed = -1;
+	char err[256] = "";
+	if (nsprocs_kill_others(keeper, &killed, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_int_equal(killed, 3);
+	assert_int_equal(count_sleepers(ns, true), 0);
+	assert_int_equal(kill(keeper, 0), 0);                 /* PID 1 lives */
+	assert_true(count_sleepers(ns, false) >= 1);           /* the control too */
+	assert_int_equal(kill(control, 0), 0);
+	/* again: nothing left to kill */
+	assert_int_equal(nsprocs_kill_others(keeper, &killed, err, sizeof(err)), 0);
+	assert_int_equal(killed, 0);
+
+}
+
+static void test_a_keeper_that_is_gone(void **state)
+{
+	(void)state;
+	int killed = -1;
+	char err[256] = "";
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	waitpid(p, NULL, 0);
+	assert_int_equal(nsprocs_kill_others(p, &killed, err, sizeof(err)), -1);
+	assert_int_equal(killed, 0);
+	assert_non_null(strstr(err, "read its pid namespace"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_kills_the_namespace_but_its_pid_1, teardown),
+		cmocka_unit_test(test_a_keeper_that_is_gone),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
