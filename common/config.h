@@ -17,6 +17,9 @@
 
 enum auth_mode { AUTH_TOKEN, AUTH_NONE };
 enum network_mode { NETWORK_NONE };
+/* Who runs a command in a room by default: the room's root (uid 0 in its
+ * user namespace) or its user (uid 1000). */
+enum exec_user { EXEC_USER_ROOT, EXEC_USER_USER };
 
 struct config {
 	char state_dir[256];     /* /var/lib/roombox */
@@ -41,6 +44,7 @@ struct config {
 	uint64_t max_body;       /* bytes, 1M */
 	int max_concurrent_execs; /* 64 */
 	uint64_t idle_timeout_ms; /* 15m; 0 = never */
+	enum exec_user exec_user; /* root */
 };
 
 /* Fill every key with its default. */

@@ -15,6 +15,7 @@ struct exec_request {
 	const char *cwd;         /* absolute path, or NULL */
 	const char *stdin_data;  /* NULL = /dev/null */
 	size_t stdin_len;
+	bool as_user;            /* run as the room's user (1000), else its root */
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by

@@ -286,6 +286,12 @@ static int exec_request_parse(struct helper *h, const struct mj_value *req, stru
 		q->stdin_data = v->str;
 		q->stdin_len = v->len;
 	}
+	const char *user = mj_get_str(req, HK_USER);
+	if (user && strcmp(user, HK_USER_ROOT) != 0 && strcmp(user, HK_USER_USER) != 0) {
+		snprintf(h->err, sizeof(h->err), "user must be \"%s\" or \"%s\"", HK_USER_ROOT, HK_USER_USER);
+		return fail(h, HELPER_ERR_INVALID);
+	}
+	q->as_user = user ? strcmp(user, HK_USER_USER) == 0 : h->cfg.exec_user == EXEC_USER_USER;
 	return 0;
 }
 
