@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,18 +304,58 @@ void room_slot_release(const struct room *r)
 		unlink(link);
 }
 
+/* The host's system accounts (ids 1-999) of /etc/passwd or /etc/group
+ * appended to *buf: packages name them (dpkg's statoverride, file owners),
+ * and in a room they are the same ids, mapped like the host's files.  Not
+ * root, user or nobody, which the room defines itself.  At most 1 MiB of
+ * the host's file is read. */
+static void host_system_accounts(const char *path, char *buf, size_t cap)
+{
+	size_t len = 0;
+	char *text = read_small("/etc", path, 1 << 20, &len);
+	if (!text)
+		return;
+	size_t used = strlen(buf);
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char name[64], *f2 = strchr(line, ':'), *f3 = f2 ? strchr(f2 + 1, ':') : NULL;
+		if (!f3 || f2 - line >= (ptrdiff_t)sizeof(name))
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(f2 - line), line);
+		long id = strtol(f3 + 1, NULL, 10);
+		if (id < 1 || id > 999 || !strcmp(name, "root") || !strcmp(name, "user") ||
+		    !strcmp(name, "nobody") || !strcmp(name, "nogroup"))
+			continue;
+		size_t n = strlen(line);
+		if (used + n + 2 > cap)
+			break;
+		memcpy(buf + used, line, n);
+		buf[used + n] = '\n';
+		used += n + 1;
+		buf[used] = '\0';
+	}
+	free(text);
+}
+
 /* The room's own /etc/passwd and /etc/group, in <disk>/upper/root/etc: the
- * shared lower /etc knows none of the room's users, and `id -un` must say
- * "user".  Ids are the room's own (its disk stores room-relative ids). */
+ * shared lower /etc has neither, and `id -un` must say "user".  Ids are the
+ * room's own (its disk stores room-relative ids). */
 int room_etc_ids_write(const struct room *r, const char *disk)
 {
 	char dir[PATH_MAX], p[PATH_MAX];
-	static const char passwd[] =
-		"root:x:0:0:root:/root:/bin/sh\n"
-		"_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n"
-		"user:x:1000:1000:sandbox user:/home/user:/bin/sh\n"
-		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-	static const char group[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+	static char passwd[1 << 16], group[1 << 16];
+	snprintf(passwd, sizeof(passwd), "root:x:0:0:root:/root:/bin/sh\n");
+	host_system_accounts("passwd", passwd, sizeof(passwd) - 256);
+	/* apt's sandbox user, if the host has none */
+	if (!strstr(passwd, "\n_apt:"))
+		strcat(passwd, "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n");
+	strcat(passwd, "user:x:1000:1000:sandbox user:/home/user:/bin/sh\n"
+		       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	snprintf(group, sizeof(group), "root:x:0:\n");
+	host_system_accounts("group", group, sizeof(group) - 256);
+	strcat(group, "user:x:1000:\nnogroup:x:65534:\n");
 	snprintf(dir, sizeof(dir), "%s/upper/root/etc", disk);
 	if (write_file(dir, "passwd", passwd, strlen(passwd), false) < 0 ||
 	    write_file(dir, "group", group, strlen(group), false) < 0)

@@ -11,6 +11,7 @@ packages=(
 	python3-pytest python3-requests
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	debhelper devscripts lintian fakeroot
+	dpkg-dev
 )
 # Any of these provides /usr/sbin/nginx; nginx-light is installed when none is.
 nginx_flavours=(nginx-light nginx nginx-core nginx-full nginx-extras)
