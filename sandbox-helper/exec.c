@@ -59,7 +59,9 @@
  * nothing else is written to stdout). */
 static const char WRAPPER[] =
 	"__RB_WRAPPER=\n"
+	"__rb_h=$HOME __rb_u=$USER\n"
 	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
+	"HOME=$__rb_h USER=$__rb_u LOGNAME=$__rb_u; unset __rb_h __rb_u\n"
 	"if [ -n \"$__RB_ONEOFF_CWD\" ]; then\n"
 	"  cd -- \"$__RB_ONEOFF_CWD\" || exit 1\n"
 	"else\n"

@@ -67,7 +67,7 @@ def test_id_ranges_differ_are_unprivileged_and_named(client, stack):
     client.sh(a, "sleep 3004 >/dev/null 2>&1 &", user="user")
     assert [p for p in procs_with_uid(ua) if p[1] == "sleep 3003"]
     assert [p for p in procs_with_uid(ua + 1000) if p[1] == "sleep 3004"]
-    assert not [p for p in procs_with_uid_in(ub, ub + ROOM_IDS) if p[1].startswith("sleep 300")]
+    assert not [p for p in procs_with_uid_in(ub, ub + ROOM_IDS) if p[2].startswith("sleep 300")]
     assert not [p for p in procs_with_uid(0) if p[1] in ("sleep 3003", "sleep 3004")]
 
 
@@ -141,12 +141,20 @@ def test_nothing_on_the_host_answers(client, stack, room):
 
 
 def test_default_environment(client, room):
-    out = client.sh(room, 'pwd; echo "$HOME"; echo "$LANG"; echo "$PATH"')
-    cwd, home, lang, path = out.splitlines()
-    assert cwd == "/workspace"
-    assert home == "/home/user"
-    assert lang == "C.UTF-8"
-    assert "/usr/bin" in path.split(":") and "/bin" in path.split(":")
+    for who, want_home in (("root", "/root"), ("user", "/home/user")):
+        out = client.sh(room, 'pwd; echo "$HOME"; echo "$LANG"; echo "$PATH"; echo "$USER"', user=who)
+        cwd, home, lang, path, user = out.splitlines()
+        assert cwd == "/workspace"
+        assert home == want_home
+        assert user == who
+        assert lang == "C.UTF-8"
+        assert "/usr/bin" in path.split(":") and "/bin" in path.split(":")
+    # without "user", the room's root (exec_user's default); the session is
+    # the room's, but who runs an exec is that exec's
+    client.sh(room, "export KEPT=1")
+    assert client.sh(room, 'echo "$HOME $KEPT"') == "/root 1\n"
+    assert client.sh(room, 'echo "$HOME $USER $LOGNAME $KEPT"', user="user") == "/home/user user user 1\n"
+    assert client.sh(room, 'echo "$HOME $USER $LOGNAME $KEPT"') == "/root root root 1\n"
 
 
 def test_host_files_are_invisible(client, stack, room):
