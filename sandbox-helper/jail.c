@@ -322,6 +322,19 @@ static int setup_proc(const char *root)
 	return mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
+/* /sys stays empty and read-only even for the room's root (which owns the
+ * bare directory of the lower tree): an empty read-only tmpfs covers it. */
+static int setup_sys(const char *root)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/sys", root);
+	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	return mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     "mode=0555,size=4k,nr_inodes=1");
+}
+
 static int loopback_up(void)
 {
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -480,6 +493,8 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
 		return ERR("room %s: mount /proc: %s", r->id, strerror(errno));
 	if (setup_dev(root) < 0)
 		return ERR("room %s: build /dev: %s", r->id, strerror(errno));
+	if (setup_sys(root) < 0)
+		return ERR("room %s: cover /sys: %s", r->id, strerror(errno));
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return ERR("room %s: pivot_root: %s", r->id, strerror(errno));

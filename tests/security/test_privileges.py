@@ -267,7 +267,9 @@ def test_keeper_cannot_be_read_signalled_or_traced(client, stack, room, who):
     res = client.exec(room, "cat /proc/1/environ; echo \"environ=$?\"; "
                             "head -c 16 /proc/1/mem; echo \"mem=$?\"; "
                             "ls /proc/1/root/ >/dev/null; echo \"root=$?\"; "
-                            "ls /proc/1/fd/ >/dev/null; echo \"fd=$?\"; "
+                            "ls -l /proc/1/fd/ >/dev/null; echo \"fd=$?\"; "
+                            "readlink /proc/1/fd/0; echo \"fdlink=$?\"; "
+                            "cat /proc/1/fd/4 </dev/null; echo \"fdopen=$?\"; "
                             "cat /proc/1/maps >/dev/null; echo \"maps=$?\"; "
                             "kill -9 1; echo \"kill1=$?\"; "
                             "kill -TERM 1; echo \"term1=$?\"; "
@@ -276,13 +278,17 @@ def test_keeper_cannot_be_read_signalled_or_traced(client, stack, room, who):
                             "kill -STOP 1; echo \"stop1=$?\"", user=who)
     keeper = stack.keeper_pid(room)
     values = dict(l.split("=") for l in res["stdout"].splitlines() if "=" in l)
-    assert set(values) == {"environ", "mem", "root", "fd", "maps", "kill1", "term1", "hup1",
-                           "killsup", "stop1"}, res
+    assert set(values) == {"environ", "mem", "root", "fd", "fdlink", "fdopen", "maps", "kill1",
+                           "term1", "hup1", "killsup", "stop1"}, res
     for k, v in values.items():
-        # the room's root may send signals to its own PID 1 (same uid); they
-        # must have no effect, checked below
-        if who == "user" or k in ("environ", "mem", "root", "fd", "maps"):
+        # the room's root may send signals to its own PID 1 (same uid), and
+        # list its descriptors' numbers (a non-dumpable process's /proc
+        # directory belongs to the root of its user namespace): the signals
+        # must have no effect (checked below), the descriptors stay closed
+        if who == "user" or k not in ("fd", "kill1", "term1", "hup1", "killsup", "stop1"):
             assert v != "0", f"{k} succeeded from inside the room as {who}: {res}"
+    if who == "root":
+        assert "->" not in res["stdout"], res
     assert "PATH=" not in res["stdout"]
     assert keeper, "the keeper is not running any more"
     st = open(f"/proc/{keeper}/status").read()

@@ -4,7 +4,7 @@ limits so that each is crossed quickly."""
 
 import os
 
-from conftest import GONE_TIMEOUT, procs_with_uid, unique_room, wait_until
+from conftest import GONE_TIMEOUT, ROOM_IDS, procs_with_uid, procs_with_uid_in, unique_room, wait_until
 from security_helpers import (Background, assert_room_holds_only_keeper_and_this_exec,
                               room_python_json)
 
@@ -16,7 +16,9 @@ ROOMBOX_CONFIG = {"memory_limit": "64M", "pids_limit": str(PIDS_LIMIT), "disk_li
 
 
 def live_count(uid):
-    return len(procs_with_uid(uid))
+    """Live processes under the room's host ids (`uid`: its root's), the
+    keeper (the room's root too) left out."""
+    return len([p for p in procs_with_uid_in(uid, uid + ROOM_IDS) if p[2] != "roombox-keeper"])
 
 
 # A bomb held at pids_limit keeps losing and regaining processes, so "it is
