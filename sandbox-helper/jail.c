@@ -351,11 +351,6 @@ static int loopback_up(void)
 	return rc;
 }
 
-/* Binding ports below 1024 needs CAP_NET_BIND_SERVICE over the room's
- * network namespace, which the host's user namespace owns: as Docker does,
- * the room's namespace lets every port be bound, and ping use ICMP sockets
- * (the room's host gids).  Written through the host's /proc/sys, which
- * shows the writer's network namespace. */
 static int sysctl_write(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -369,6 +364,11 @@ static int sysctl_write(const char *path, const char *text)
 	return rc;
 }
 
+/* Binding ports below 1024 needs CAP_NET_BIND_SERVICE over the room's
+ * network namespace, which the host's user namespace owns: as Docker does,
+ * the room's namespace lets every port be bound, and ping use ICMP sockets
+ * (the room's host gids).  Written through the host's /proc/sys, which
+ * shows the writer's network namespace. */
 static int room_net_sysctls(const struct room *r)
 {
 	char range[64];

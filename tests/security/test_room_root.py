@@ -54,6 +54,17 @@ def test_root_changes_system_files_of_its_room_only_and_they_persist(client, sta
     assert not os.path.exists(f"/usr/local/bin/x-{tag}")
 
 
+def test_root_serves_on_a_privileged_port_of_its_room(client, room):
+    """Docker's default set has CAP_NET_BIND_SERVICE; the room's network
+    namespace is the host's user namespace's, so the room lets every port
+    be bound instead (as Docker does): a server on port 80 of its lo."""
+    client.sh(room, "cd /tmp && python3 -m http.server 80 --bind 127.0.0.1 >/dev/null 2>&1 &")
+    out = client.sh(room, "for i in $(seq 100); do python3 -c \"import urllib.request as u; "
+                          "print(u.urlopen('http://127.0.0.1:80/').status)\" 2>/dev/null && break; "
+                          "sleep 0.1; done")
+    assert out == "200\n", out
+
+
 def test_the_room_user_is_1000_with_its_own_home(client, room):
     assert client.sh(room, "id -u; id -g; id -un; echo $HOME $USER; pwd", user="user") == \
         "1000\n1000\nuser\n/home/user user\n/workspace\n"
