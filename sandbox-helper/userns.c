@@ -37,10 +37,16 @@ static int write_text(const char *path, const char *text)
 }
 
 /* The child only unshares and waits: its namespace outlives it through the
- * descriptor the parent opens.  It never runs anything else. */
+ * descriptor the parent opens.  It never runs anything else.  Root of the
+ * new namespace, it sets that namespace's max_user_namespaces to 0 (the
+ * /proc/sys/user files show the reader's namespace): no process of the room
+ * can make a user namespace, even past the seccomp filter (clone3's flags
+ * are out of a filter's sight). */
 static void __attribute__((noreturn)) userns_child(int ready, int go)
 {
 	char c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'e';
+	if (c == 'u' && write_text("/proc/sys/user/max_user_namespaces", "0\n") < 0)
+		c = 'm';
 	if (write(ready, &c, 1) != 1)
 		_exit(2);
 	/* returns when the parent closes its end */
@@ -72,8 +78,9 @@ int userns_make(const struct room *r, char *err, size_t errlen)
 	if (pid < 0) {
 		ERR("room %s: user namespace: fork: %s", r->id, strerror(errno));
 	} else if (read(ready[0], &c, 1) != 1 || c != 'u') {
-		ERR("room %s: unshare a user namespace: %s", r->id,
-		    c == 'e' ? "refused by the kernel" : "the child died");
+		ERR("room %s: %s", r->id, c == 'e' ? "unshare a user namespace: refused by the kernel"
+		    : c == 'm' ? "user namespace: set max_user_namespaces to 0: refused"
+		    : "user namespace: the child died");
 	} else {
 		/* written by host root: setgroups stays allowed in the room,
 		 * and the maps may name any host ids */
