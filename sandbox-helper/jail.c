@@ -515,9 +515,16 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
  * namespace only, host ids of the room's range. */
 static int enter_userns(const struct room *r, int userns, char *err, size_t errlen)
 {
-	int fd = open("/proc/self/loginuid", O_WRONLY | O_CLOEXEC);
+	/* read first: a write costs an audit record (milliseconds), and the
+	 * service's is usually unset already */
+	char now[16] = "";
+	int fd = open("/proc/self/loginuid", O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && read(fd, now, sizeof(now) - 1) > 0 && strcmp(now, "4294967295") == 0) {
+		close(fd);
+		fd = -1;
+	}
 	if (fd >= 0) {
-		if (write(fd, "4294967295", 10) != 10 && errno != EPERM) {
+		if (pwrite(fd, "4294967295", 10, 0) != 10 && errno != EPERM) {
 			int e = errno;
 			close(fd);
 			return ERR("room %s: clear audit login uid: %s", r->id, strerror(e));
