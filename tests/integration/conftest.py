@@ -140,6 +140,12 @@ def procs_with_uid_in(lo, hi):
     return found
 
 
+def procs_of_room(uid):
+    """[(pid, cmdline)] of live host processes under any of the room's host
+    ids (`uid`: its root's, the first of its 65536), the keeper included."""
+    return [(pid, cmd) for pid, _, cmd in procs_with_uid_in(uid, uid + ROOM_IDS)]
+
+
 def pid_alive(pid):
     st = proc_status(pid)
     return st is not None and not st.get("State", "").startswith("Z")

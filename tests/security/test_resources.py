@@ -4,7 +4,8 @@ limits so that each is crossed quickly."""
 
 import os
 
-from conftest import GONE_TIMEOUT, ROOM_IDS, procs_with_uid, procs_with_uid_in, unique_room, wait_until
+from conftest import (GONE_TIMEOUT, ROOM_IDS, procs_of_room, procs_with_uid, procs_with_uid_in,
+                      unique_room, wait_until)
 from security_helpers import (Background, assert_room_holds_only_keeper_and_this_exec,
                               room_python_json)
 
@@ -154,7 +155,7 @@ def test_600_sleeps_stop_at_pids_limit(client, room):
     # the keeper, the shell and python take 3 of the slots
     assert PIDS_LIMIT - 7 <= out["started"] <= PIDS_LIMIT - 3, out
     assert out["errors"] == [[11, "Resource temporarily unavailable"]], out
-    wait_until(lambda: not [p for p in procs_with_uid(uid) if p[1].startswith("sleep")],
+    wait_until(lambda: not [p for p in procs_of_room(uid) if p[1].startswith("sleep")],
                GONE_TIMEOUT, "the sleeps to end")
     assert client.sh(room, "echo still fine") == "still fine\n"
 
