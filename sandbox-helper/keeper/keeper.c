@@ -186,7 +186,8 @@ static int plan_read(int blob_fd, struct exec_plan *p)
 		return -1;
 	p->data[st.st_size] = '\0';
 	memcpy(&p->hdr, p->data, sizeof(p->hdr));
-	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096)
+	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096 ||
+	    (p->hdr.who != KP_AS_ROOT && p->hdr.who != KP_AS_USER))
 		return -1;
 	p->argv = calloc(p->hdr.argc + 1, sizeof(char *));
 	p->envp = calloc(p->hdr.envc + 1, sizeof(char *));
@@ -687,8 +688,8 @@ static void accept_exec(void)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	/* the helper is outside the room's pid namespace, so its pid here is
-	 * 0; any process of the room has one (and the room's root has uid 0
-	 * here, as the helper's host uid 0 has no name here at all) */
+	 * 0; any process of the room has one.  (Its uid tells nothing now:
+	 * here the room's root is uid 0, and host root has no id at all.) */
 	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != 0 ||
 	    n_pending == MAX_PENDING) {
 		close(conn);
