@@ -14,7 +14,8 @@
  *   - drain_ms is a duration whose bare number is milliseconds (its name
  *     says so); every other duration's bare number is seconds.
  *   - Checks between keys (exec_timeout <= exec_timeout_max,
- *     uid_base + max_rooms < 2^31) run after the last line and name the line
+ *     uid_base + max_rooms * 65536 <= 2^31: each room owns 65536 host ids)
+ *     run after the last line and name the line
  *     of whichever of the two keys came later.
  */
 #include "config.h"
@@ -37,9 +38,11 @@
  * device) from being slurped into memory. */
 #define CONFIG_FILE_MAX (1u << 20)
 
-/* Highest uid a room may get: uids at or above 2^31 confuse tools that keep
- * them in a signed int, and (uid_t)-1 is "no change" for setresuid. */
+/* Host ids of rooms stay below this: uids at or above 2^31 confuse tools that
+ * keep them in a signed int, and (uid_t)-1 is "no change" for setresuid. */
 #define UID_LIMIT 2147483648ull
+/* Each room's user namespace maps its ids 0-65535 onto a range of its own. */
+#define ROOM_IDS 65536ull
 
 /* Keeps cpu.max / cpu.cfs_quota_us arithmetic (cpus * period) far from
  * overflow whatever the period. */
@@ -51,6 +54,7 @@ enum value_kind {
 	V_AUTH,		/* token | none */
 	V_CHOICE,	/* a word of choice_table, stored as its index (an enum) */
 	V_NETWORK,	/* none */
+	V_EXEC_USER,	/* root | user */
 	V_INT,		/* int >= min */
 	V_UID,		/* uint32_t >= min */
 	V_SIZE,		/* uint64_t bytes, K/M/G; >= min */
@@ -108,6 +112,7 @@ static const struct key_desc key_table[] = {
 	{ "llm_timeout",          V_DURATION, FIELD(llm_timeout_ms),       1, 0 },
 	{ "llm_rounds",           V_INT,      FIELD(llm_rounds),           1, 0 },
 	{ "llm_history",          V_INT,      FIELD(llm_history),          0, 0 },
+	{ "exec_user",            V_EXEC_USER, FIELD(exec_user),           0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -180,6 +185,7 @@ void config_defaults(struct config *c)
 	c->llm_timeout_ms = 120 * 1000;
 	c->llm_rounds = 1;
 	c->llm_history = 20;
+	c->exec_user = EXEC_USER_ROOT;
 }
 
 /* ---- value parsers ---- */
@@ -335,6 +341,7 @@ static const char *expected_text(const struct key_desc *k)
 	case V_AUTH:     return "expected 'token' or 'none'";
 	case V_CHOICE:   break;	/* the words are printed by bad_value */
 	case V_NETWORK:  return "expected 'none'";
+	case V_EXEC_USER: return "expected 'root' or 'user'";
 	case V_INT:
 	case V_UID:      break;	/* bounds are printed by bad_value */
 	case V_SIZE:
@@ -459,6 +466,14 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		if (strcmp(value, "none") != 0)
 			return bad_value(st, line, k, value);
 		*(enum network_mode *)field = NETWORK_NONE;
+		return 0;
+	case V_EXEC_USER:
+		if (strcmp(value, "root") == 0)
+			*(enum exec_user *)field = EXEC_USER_ROOT;
+		else if (strcmp(value, "user") == 0)
+			*(enum exec_user *)field = EXEC_USER_USER;
+		else
+			return bad_value(st, line, k, value);
 		return 0;
 	case V_CPU:
 		if (parse_cpus(value, field) < 0)
@@ -590,9 +605,10 @@ static int check_consistency(struct parse_state *st, const struct config *c)
 			    "within a %u MiB memory budget",
 			    (unsigned long long)c->max_body, MAX_BODY_LIMIT >> 20, HELPER_MEMORY_MAX >> 20);
 	line = later_line(st, "uid_base", "max_rooms");
-	if (line && (uint64_t)c->uid_base + (uint64_t)c->max_rooms >= UID_LIMIT)
+	if (line && (uint64_t)c->uid_base + (uint64_t)c->max_rooms * ROOM_IDS > UID_LIMIT)
 		return fail(st, line,
-			    "uid_base + max_rooms must be below %llu (uid_base %u, max_rooms %d)",
+			    "uid_base + max_rooms * 65536 must be at most %llu: each room owns "
+			    "65536 host ids (uid_base %u, max_rooms %d)",
 			    UID_LIMIT, c->uid_base, c->max_rooms);
 	line = later_line(st, "llm_url", "llm_model");
 	if (line && !c->llm_url[0] != !c->llm_model[0])

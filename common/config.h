@@ -22,6 +22,9 @@ enum network_mode { NETWORK_NONE };
  * reaches the web server; none: not served). */
 enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
 enum metrics_mode { METRICS_TOKEN, METRICS_OPEN, METRICS_NONE };
+/* Who runs a command in a room by default: the room's root (uid 0 in its
+ * user namespace) or its user (uid 1000). */
+enum exec_user { EXEC_USER_ROOT, EXEC_USER_USER };
 
 struct config {
 	char state_dir[256];     /* /var/lib/roombox */
@@ -57,6 +60,7 @@ struct config {
 	uint64_t llm_timeout_ms; /* 120s: one model call, start to end */
 	int llm_rounds;          /* 1: model replies per user message */
 	int llm_history;         /* 20: earlier messages sent to the model */
+	enum exec_user exec_user; /* root */
 };
 
 /* Fill every key with its default. */

@@ -23,12 +23,13 @@
  * Requests (HK_OP selects the operation; HK_ROOM is checked against the
  * room-id rule):
  *
- *   exec     {room, cmd, timeout_ms?, env?, cwd?, stdin?}
+ *   exec     {room, cmd, timeout_ms?, env?, cwd?, stdin?, user?}
  *            timeout_ms: default exec_timeout (fcgi has checked it against
  *            exec_timeout_max); env {S:S} and cwd: a one-off scope, the
  *            session is not saved; stdin: bytes on standard input (default
- *            /dev/null).  The room is created, or its jail restarted, when
- *            needed.
+ *            /dev/null); user: HK_USER_ROOT or HK_USER_USER, who runs it in
+ *            the room (default: exec_user).  The room is created, or its
+ *            jail restarted, when needed.
  *         -> {wait_status, timed_out, stdout_bytes, stderr_bytes,
  *             stdout_truncated, stderr_truncated, duration_us, started_ms}
  *            + the two streams' bytes.  wait_status is waitpid()'s status
@@ -95,6 +96,10 @@
 #define HK_CWD        "cwd"
 #define HK_STDIN      "stdin"
 #define HK_IO         "io"   /* true: passed I/O, see below */
+#define HK_USER       "user"
+/* values of HK_USER: the room's root (uid 0) or its user (uid 1000) */
+#define HK_USER_ROOT  "root"
+#define HK_USER_USER  "user"
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"

@@ -52,6 +52,8 @@ json_object *exec_helper_request(const char *room, const struct exec_request *ex
 	if (ex->stdin_data)
 		json_object_object_add(req, HK_STDIN,
 				       json_object_new_string_len(ex->stdin_data, (int)ex->stdin_len));
+	if (ex->user)   /* else the helper's default, exec_user */
+		json_object_object_add(req, HK_USER, json_object_new_string(ex->user));
 	return req;
 }
 

@@ -8,7 +8,8 @@
  *              env:      z.record(z.string(), z.string()).optional(),
  *              cwd:      z.string().startsWith("/").optional(),
  *              encoding: z.enum(["utf8", "base64"]).optional(),
- *              stdin:    z.string().optional() })
+ *              stdin:    z.string().optional(),
+ *              user:     z.enum(["root", "user"]).optional() })
  *
  * (key order = the order of SPEC §2.1's validation table, which is the
  * order several bad fields must come back in)
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "protocol.h"
 #include "textenc.h"
 #include "validate.h"
 
@@ -422,6 +424,7 @@ json_object *validate_exec_request(json_object *body, uint64_t timeout_max_ms,
 		.starts_with = "/", .nul_msg = MSG_CWD_NUL };
 	static const struct zod_string_rules stdin_rules = { 0 };
 	static const char *const encodings[] = { "utf8", "base64", NULL };
+	static const char *const users[] = { HK_USER_ROOT, HK_USER_USER, NULL };
 	json_object *details = json_object_new_object();
 	const char *encoding = NULL;
 
@@ -439,6 +442,7 @@ json_object *validate_exec_request(json_object *body, uint64_t timeout_max_ms,
 	}
 	zod_string(details, body, "stdin", true, &stdin_rules,
 		   &out->stdin_data, &out->stdin_len);
+	zod_enum(details, body, "user", true, users, &out->user);
 	if (json_object_object_length(details) > 0)
 		return details;
 	json_object_put(details);

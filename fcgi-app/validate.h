@@ -34,6 +34,7 @@ struct exec_request {
 	size_t stdin_len;
 	bool has_encoding;
 	enum exec_encoding encoding;
+	const char *user;         /* NULL (exec_user) or HK_USER_ROOT / HK_USER_USER */
 };
 
 json_object *validate_exec_request(json_object *body, uint64_t timeout_max_ms,

@@ -62,7 +62,9 @@
  * session is written to its stdout. */
 static const char WRAPPER[] =
 	"__RB_WRAPPER=\n"
+	"__rb_h=$HOME __rb_u=$USER\n"
 	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
+	"HOME=$__rb_h USER=$__rb_u LOGNAME=$__rb_u; unset __rb_h __rb_u\n"
 	"if [ -n \"$__RB_ONEOFF_CWD\" ]; then\n"
 	"  cd -- \"$__RB_ONEOFF_CWD\" || exit 1\n"
 	"else\n"
@@ -157,10 +159,13 @@ struct child_env {
 
 static const char *const ENV_FIXED[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME=/home/user", "USER=user", "LOGNAME=user", "SHELL=/bin/sh",
-	"LANG=C.UTF-8", "TERM=dumb",
+	"SHELL=/bin/sh", "LANG=C.UTF-8", "TERM=dumb",
 };
 #define N_ENV_FIXED (sizeof(ENV_FIXED) / sizeof(ENV_FIXED[0]))
+/* who the shell is: the room's root or its user */
+static const char *const ENV_ROOT[] = { "HOME=/root", "USER=root", "LOGNAME=root" };
+static const char *const ENV_USER[] = { "HOME=/home/user", "USER=user", "LOGNAME=user" };
+#define N_ENV_WHO 3
 
 static void child_env_add(struct child_env *ce, char *s)
 {
@@ -178,7 +183,7 @@ static void child_env_free(struct child_env *ce)
 static int build_env(const struct room *r, const struct exec_order *q, bool save,
 		     struct child_env *ce, char *err, size_t errlen)
 {
-	ce->envp = calloc(N_ENV_FIXED + 5, sizeof(char *));
+	ce->envp = calloc(N_ENV_FIXED + N_ENV_WHO + 5, sizeof(char *));
 	size_t len = 0, cap = 256;
 	char *s = malloc(cap);
 	if (!ce->envp || !s) {
@@ -187,6 +192,8 @@ static int build_env(const struct room *r, const struct exec_order *q, bool save
 	}
 	for (size_t i = 0; i < N_ENV_FIXED; i++)
 		child_env_add(ce, strdup(ENV_FIXED[i]));
+	for (size_t i = 0; i < N_ENV_WHO; i++)
+		child_env_add(ce, strdup(q->as_user ? ENV_USER[i] : ENV_ROOT[i]));
 	child_env_add(ce, strdup(WRAPPER));
 	if (save)
 		child_env_add(ce, strdup("__RB_SAVE=1"));
@@ -296,9 +303,10 @@ static void save_session(const struct room *r, int fd, off_t off, const struct c
  * fd 9: the file offset, shared, is left at the end of the blob, so the
  * session the shell writes there follows it. */
 static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms,
-		     size_t *len)
+		     bool as_user, size_t *len)
 {
-	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, timeout_ms };
+	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, timeout_ms,
+			     as_user ? KP_AS_USER : KP_AS_ROOT, 0 };
 	size_t size = sizeof(h);
 	while (argv[h.argc])
 		size += strlen(argv[h.argc++]) + 1;
@@ -555,7 +563,7 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 		return NULL;
 	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms, &j->blob_len);
+	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms, q->as_user, &j->blob_len);
 	if (q->io) {
 		/* the caller's pipes: it writes the input and reads the output
 		 * itself, as the command runs; the helper only waits */

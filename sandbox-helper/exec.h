@@ -29,6 +29,7 @@ struct exec_order {
 	 * command again.  NULL: every outcome is the answer. */
 	bool (*at_pids_limit)(void *ctx, const struct room *r, bool said_cannot_fork);
 	void *ctx;
+	bool as_user;            /* run as the room's user (1000), else its root */
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by

@@ -1,20 +1,27 @@
 /* The jail of a room.
  *
- * jail_start forks twice.  The first child unshares the room's mount, uts,
- * ipc, net, pid and cgroup namespaces (after entering the room's cgroup) and
- * forks the second child, which is PID 1 of the new pid namespace: the
- * keeper.  The keeper builds the room's root in its private mount namespace —
- * overlays of a read-only lower tree and the room's upper dirs, a fresh
- * /proc, a minimal /dev — pivots into it, sets the hostname, brings up lo,
- * and execs roombox-keeper, which reports "ok" on a pipe (the failing step
- * if a step before it failed) and then serves the room's execs and reaps its
- * orphans until it is killed (keeper/keeper.c).  No mount is ever made in the
- * host's namespace, so when the keeper dies the kernel releases every mount
- * of the room with it.
+ * jail_start forks twice.  The first child enters the room's cgroup, makes
+ * the room's user namespace (userns.c: the room's ids 0-65535 on host ids of
+ * that room alone), unshares the room's mount, uts, ipc, net, pid and cgroup
+ * namespaces -- owned by the host's user namespace, so no capability of the
+ * room ever reaches them -- and forks the second child, which is PID 1 of
+ * the new pid namespace: the keeper.  Still host root, the keeper builds the
+ * room's root in its private mount namespace: on a scratch tmpfs it mounts
+ * idmapped clones of the lower trees and of the room's disk (host id N shows
+ * as room id N, so the host's files appear owned by the room's root and the
+ * disk keeps room-relative ids), overlays of them, a fresh /proc, a minimal
+ * /dev; it pivots into the root, sets the hostname, brings up lo, enters the
+ * room's user namespace as its root, and execs roombox-keeper, which reports
+ * "ok" on a pipe (the failing step if a step before it failed) and then
+ * serves the room's execs and reaps its orphans until it is killed
+ * (keeper/keeper.c).  No mount is ever made in the host's namespace, so when
+ * the keeper dies the kernel releases every mount of the room with it.
  *
- * The lower tree for rootfs = host is <run_dir>/base: symlinks or overlay
- * mount points for /usr, /bin, /lib*, /sbin as on the host, and an /etc made
- * from an allowlist of host files.  It lives on the run directory (tmpfs), so
+ * The lower tree for rootfs = host is <run_dir>/base-2: symlinks or overlay
+ * mount points for /usr, /bin, /lib*, /sbin and /var/lib/dpkg as on the
+ * host, and an /etc made from an allowlist of host files (with apt's and
+ * dpkg's, so the room's apt knows the host's sources and its dpkg the host's
+ * installed packages).  It lives on the run directory (tmpfs), so
  * it is rebuilt after each boot, from whatever the host then has.
  */
 #include "errbuf.h"
@@ -22,11 +29,13 @@
 #include "roomid.h"
 #include "disk.h"
 #include "room_filter.h"
+#include "userns.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -52,6 +61,17 @@
 static const char *const host_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
 #define N_HOST_DIRS (sizeof(host_dirs) / sizeof(host_dirs[0]))
 
+/* Host directories each overlaid at the same place in a room with rootfs =
+ * host, and the name of their upper and work directories on the room's
+ * disk: the system directories above, and dpkg's database, so the room's
+ * dpkg starts from the host's installed packages and records its own. */
+static const struct { const char *path, *upper; } host_layers[] = {
+	{ "usr", "usr" }, { "bin", "bin" }, { "sbin", "sbin" }, { "lib", "lib" },
+	{ "lib32", "lib32" }, { "lib64", "lib64" }, { "libx32", "libx32" },
+	{ "var/lib/dpkg", "var-lib-dpkg" },
+};
+#define N_HOST_LAYERS (sizeof(host_layers) / sizeof(host_layers[0]))
+
 /* Host /etc entries a room may see: nothing secret, nothing of roombox. */
 static const char *const etc_allow[] = {
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "nsswitch.conf",
@@ -61,6 +81,9 @@ static const char *const etc_allow[] = {
 	"perl", "environment", "shells", "magic", "magic.mime", "gai.conf",
 	"host.conf", "issue", "manpath.config", "vim", "wgetrc", "gitconfig",
 	"locale.alias", "locale.gen", "mke2fs.conf",
+	/* apt's sources and settings, dpkg's settings (readable files only:
+	 * apt's auth.conf.d is root's alone and stays out) */
+	"apt", "dpkg", "debconf.conf", "ucf.conf", "login.defs", "skel", "adduser.conf",
 };
 
 /* ---- the lower tree for rootfs = host ---------------------------------- */
@@ -148,7 +171,12 @@ static int write_text(const char *path, const char *text)
 static int build_base_tree(const char *dir)
 {
 	static const char *const dirs[] = { "etc", "proc", "dev", "tmp", "home", "root",
-		"run", "var", "var/tmp", "workspace", "mnt", "opt", "srv", "media", "sys" };
+		"run", "var", "var/tmp", "workspace", "mnt", "opt", "srv", "media", "sys",
+		/* where apt and dpkg keep their state, logs and downloads */
+		"var/lib", "var/lib/dpkg", "var/lib/apt", "var/lib/apt/lists",
+		"var/lib/apt/lists/partial", "var/cache", "var/cache/apt",
+		"var/cache/apt/archives", "var/cache/apt/archives/partial",
+		"var/cache/debconf", "var/log", "var/log/apt" };
 	char p[PATH_MAX], h[PATH_MAX];
 
 	if (mkdir(dir, 0755) < 0)
@@ -200,7 +228,9 @@ static int base_prepare(const struct config *cfg, char *base, size_t baselen,
 			char *err, size_t errlen)
 {
 	struct stat st;
-	snprintf(base, baselen, "%s/base", cfg->run_dir);
+	/* -2: the tree of this version (apt's and dpkg's places); one made
+	 * by an earlier version, if any, stays until the next boot */
+	snprintf(base, baselen, "%s/base-2", cfg->run_dir);
 	if (lstat(base, &st) == 0) {
 		if (!S_ISDIR(st.st_mode) || st.st_uid != 0)
 			return ERR("%s: not a root-owned directory (refusing)", base);
@@ -292,6 +322,19 @@ static int setup_proc(const char *root)
 	return mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
+/* /sys stays empty and read-only even for the room's root (which owns the
+ * bare directory of the lower tree): an empty read-only tmpfs covers it. */
+static int setup_sys(const char *root)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/sys", root);
+	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	return mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     "mode=0555,size=4k,nr_inodes=1");
+}
+
 static int loopback_up(void)
 {
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -308,46 +351,150 @@ static int loopback_up(void)
 	return rc;
 }
 
-/* Build the root in <run_dir>/mnt (private to this mount namespace). */
-static int keeper_build_root(const struct room *r, const char *base, char *err, size_t errlen)
+static int sysctl_write(const char *path, const char *text)
 {
-	const struct config *cfg = r->cfg;
-	char root[PATH_MAX], up[PATH_MAX], wk[PATH_MAX], p[PATH_MAX], h[PATH_MAX];
-	bool host = strcmp(cfg->rootfs, "host") == 0;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t len = strlen(text);
+	int rc = write(fd, text, len) == (ssize_t)len ? 0 : -1;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
 
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return ERR("room %s: make / private: %s", r->id, strerror(errno));
-	snprintf(root, sizeof(root), "%s/mnt", cfg->run_dir);
-	snprintf(p, sizeof(p), "%s/disk.img", r->state);
-	snprintf(h, sizeof(h), "%s/disk", r->state);
+/* Binding ports below 1024 needs CAP_NET_BIND_SERVICE over the room's
+ * network namespace, which the host's user namespace owns: as Docker does,
+ * the room's namespace lets every port be bound, and ping use ICMP sockets
+ * (the room's host gids).  Written through the host's /proc/sys, which
+ * shows the writer's network namespace. */
+static int room_net_sysctls(const struct room *r)
+{
+	char range[64];
+	snprintf(range, sizeof(range), "%u %u", (unsigned)room_host_id(r, 0),
+		 (unsigned)room_host_id(r, ROOM_ID_COUNT - 1));
+	if (sysctl_write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0\n") < 0)
+		return -1;
+	/* ping_group_range: only where the kernel has it */
+	if (sysctl_write("/proc/sys/net/ipv4/ping_group_range", range) < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+/* The room's disk: mounted (or a plain directory), its skeleton made, and
+ * a room of the previous version converted to room-relative ids (once). */
+static int keeper_disk(const struct room *r, char *err, size_t errlen)
+{
+	char img[PATH_MAX], disk[PATH_MAX];
+	struct stat st;
+	snprintf(img, sizeof(img), "%s/disk.img", r->state);
+	snprintf(disk, sizeof(disk), "%s/disk", r->state);
 	/* a room made while disk_limit was 0 has no image: its layer is a
 	 * plain directory */
-	struct stat img;
-	if (lstat(p, &img) == 0 && disk_image_mount(p, h, err, errlen) < 0)
+	if (lstat(img, &st) == 0 && disk_image_mount(img, disk, err, errlen) < 0)
 		return room_error_relative(r, "mount its disk image", err, errlen);
 	if (room_upper_prepare(r, err, errlen) < 0)
 		return -1;
-	snprintf(up, sizeof(up), "%s/disk/upper/root", r->state);
-	snprintf(wk, sizeof(wk), "%s/disk/work/root", r->state);
-	if (mount_overlay(host ? base : cfg->rootfs, up, wk, root) < 0)
-		return ERR("room %s: mount overlay root: %s", r->id, strerror(errno));
-	for (size_t i = 0; host && i < N_HOST_DIRS; i++) {
+	if (!r->ids_room && (userns_migrate_upper(r, err, errlen) < 0 ||
+			     room_meta_mark_ids(r, err, errlen) < 0))
+		return -1;
+	return 0;
+}
+
+/* On the scratch tmpfs <stage>: lower/<name> idmapped clones of the lower
+ * trees, disk an idmapped clone of the room's disk. */
+static int stage_layers(const struct room *r, const char *stage, const char *base, int userns,
+			char *err, size_t errlen)
+{
+	const struct config *cfg = r->cfg;
+	char p[PATH_MAX], h[PATH_MAX];
+	bool host = strcmp(cfg->rootfs, "host") == 0;
+
+	if (mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") < 0)
+		return ERR("room %s: mount scratch tmpfs on %s: %s", r->id, stage, strerror(errno));
+	snprintf(p, sizeof(p), "%s/lower", stage);
+	if (mkdir(p, 0755) < 0)
+		return ERR("room %s: mkdir %s: %s", r->id, p, strerror(errno));
+	snprintf(h, sizeof(h), "%s/disk", r->state);
+	snprintf(p, sizeof(p), "%s/disk", stage);
+	if (idmap_bind(h, p, userns) < 0)
+		return ERR("room %s: idmapped mount of its disk %s: %s", r->id, h, strerror(errno));
+	snprintf(p, sizeof(p), "%s/lower/root", stage);
+	if (idmap_bind(host ? base : cfg->rootfs, p, userns) < 0)
+		return ERR("room %s: idmapped mount of %s: %s", r->id, host ? base : cfg->rootfs, strerror(errno));
+	for (size_t i = 0; host && i < N_HOST_LAYERS; i++) {
 		struct stat st;
-		snprintf(h, sizeof(h), "/%s", host_dirs[i]);
+		snprintf(h, sizeof(h), "/%s", host_layers[i].path);
 		if (lstat(h, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
-		snprintf(up, sizeof(up), "%s/disk/upper/%s", r->state, host_dirs[i]);
-		snprintf(wk, sizeof(wk), "%s/disk/work/%s", r->state, host_dirs[i]);
-		snprintf(p, sizeof(p), "%s/%s", root, host_dirs[i]);
-		if (mount_overlay(h, up, wk, p) < 0)
-			return ERR("room %s: mount overlay /%s: %s", r->id, host_dirs[i], strerror(errno));
+		snprintf(p, sizeof(p), "%s/lower/%s", stage, host_layers[i].upper);
+		if (idmap_bind(h, p, userns) < 0)
+			return ERR("room %s: idmapped mount of %s: %s", r->id, h, strerror(errno));
 	}
-	if (setup_proc(root) < 0)
-		return ERR("room %s: mount /proc: %s", r->id, strerror(errno));
+	return 0;
+}
+
+/* The overlays, with the room root's ids as fsuid (userns.h): the root on
+ * <stage>/root, and each host layer in it. */
+static int mount_overlays(const struct room *r, const char *stage, char *err, size_t errlen)
+{
+	char root[PATH_MAX], lo[PATH_MAX], up[PATH_MAX], wk[PATH_MAX], p[PATH_MAX];
+	bool host = strcmp(r->cfg->rootfs, "host") == 0;
+
+	snprintf(root, sizeof(root), "%s/root", stage);
+	snprintf(lo, sizeof(lo), "%s/lower/root", stage);
+	snprintf(up, sizeof(up), "%s/disk/upper/root", stage);
+	snprintf(wk, sizeof(wk), "%s/disk/work/root", stage);
+	if (mkdir(root, 0755) < 0 || mount_overlay(lo, up, wk, root) < 0)
+		return ERR("room %s: mount overlay root: %s", r->id, strerror(errno));
+	for (size_t i = 0; host && i < N_HOST_LAYERS; i++) {
+		struct stat st;
+		snprintf(lo, sizeof(lo), "%s/lower/%s", stage, host_layers[i].upper);
+		if (lstat(lo, &st) < 0)
+			continue;
+		snprintf(up, sizeof(up), "%s/disk/upper/%s", stage, host_layers[i].upper);
+		snprintf(wk, sizeof(wk), "%s/disk/work/%s", stage, host_layers[i].upper);
+		snprintf(p, sizeof(p), "%s/%s", root, host_layers[i].path);
+		if (mount_overlay(lo, up, wk, p) < 0)
+			return ERR("room %s: mount overlay /%s: %s", r->id, host_layers[i].path, strerror(errno));
+	}
+	/* mount points a prepared rootfs may lack, made as the room's root */
+	snprintf(p, sizeof(p), "%s/proc", root);
+	mkdir(p, 0555);
 	snprintf(p, sizeof(p), "%s/dev", root);
 	mkdir(p, 0755);
+	return 0;
+}
+
+/* Build the root in <run_dir>/mnt/root (private to this mount namespace). */
+static int keeper_build_root(const struct room *r, const char *base, int userns, char *err, size_t errlen)
+{
+	char stage[PATH_MAX], root[PATH_MAX];
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return ERR("room %s: make / private: %s", r->id, strerror(errno));
+	if (room_net_sysctls(r) < 0)
+		return ERR("room %s: network sysctls: %s", r->id, strerror(errno));
+	if (keeper_disk(r, err, errlen) < 0)
+		return -1;
+	snprintf(stage, sizeof(stage), "%s/mnt", r->cfg->run_dir);
+	snprintf(root, sizeof(root), "%s/root", stage);
+	if (stage_layers(r, stage, base, userns, err, errlen) < 0)
+		return -1;
+	if (overlay_creds(r, true) < 0)
+		return ERR("room %s: take the room root's ids: %s", r->id, strerror(errno));
+	int rc = mount_overlays(r, stage, err, errlen);
+	if (overlay_creds(r, false) < 0 && rc == 0)
+		rc = ERR("room %s: take back host root's ids: %s", r->id, strerror(errno));
+	if (rc < 0)
+		return -1;
+	if (setup_proc(root) < 0)
+		return ERR("room %s: mount /proc: %s", r->id, strerror(errno));
 	if (setup_dev(root) < 0)
 		return ERR("room %s: build /dev: %s", r->id, strerror(errno));
+	if (setup_sys(root) < 0)
+		return ERR("room %s: cover /sys: %s", r->id, strerror(errno));
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return ERR("room %s: pivot_root: %s", r->id, strerror(errno));
@@ -357,6 +504,37 @@ static int keeper_build_root(const struct room *r, const char *base, char *err, 
 		return ERR("room %s: sethostname: %s", r->id, strerror(errno));
 	if (loopback_up() < 0)
 		return ERR("room %s: bring up lo: %s", r->id, strerror(errno));
+	return 0;
+}
+
+/* Last step on the host's side.  The audit login uid is cleared first (it
+ * takes CAP_AUDIT_CONTROL, which the room never has), so that each exec's
+ * child may set it once, without privilege, and then nothing in the room
+ * can change it; without audit there is nothing to clear.  Then the keeper
+ * becomes the root of the room's user namespace: capabilities over that
+ * namespace only, host ids of the room's range. */
+static int enter_userns(const struct room *r, int userns, char *err, size_t errlen)
+{
+	/* read first: a write costs an audit record (milliseconds), and the
+	 * service's is usually unset already */
+	char now[16] = "";
+	int fd = open("/proc/self/loginuid", O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && read(fd, now, sizeof(now) - 1) > 0 && strcmp(now, "4294967295") == 0) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0) {
+		if (pwrite(fd, "4294967295", 10, 0) != 10 && errno != EPERM) {
+			int e = errno;
+			close(fd);
+			return ERR("room %s: clear audit login uid: %s", r->id, strerror(e));
+		}
+		close(fd);
+	}
+	if (setns(userns, CLONE_NEWUSER) < 0)
+		return ERR("room %s: enter its user namespace: %s", r->id, strerror(errno));
+	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		return ERR("room %s: become the room's root: %s", r->id, strerror(errno));
 	return 0;
 }
 
@@ -385,12 +563,14 @@ static int listen_exec_socket(const struct room *r, char *err, size_t errlen)
  * with /dev/null, the report pipe (fd 3, where it says "ok"), the exec
  * socket (fd 4) and the seccomp filter (fd 5). */
 static void __attribute__((noreturn))
-keeper_main(const struct room *r, const char *base, const int *keeper_fds, int report_fd)
+keeper_main(const struct room *r, const char *base, const int *keeper_fds, int userns, int report_fd)
 {
 	char err[512] = "";
 	int sock = listen_exec_socket(r, err, sizeof(err));
-	if (sock < 0 || keeper_build_root(r, base, err, sizeof(err)) < 0)
+	if (sock < 0 || keeper_build_root(r, base, userns, err, sizeof(err)) < 0 ||
+	    enter_userns(r, userns, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
+	close(userns);
 	/* The helper's descriptors (its stdin/stdout pipes among them) must not
 	 * stay open for the life of the room. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -407,10 +587,7 @@ keeper_main(const struct room *r, const char *base, const int *keeper_fds, int r
 	syscall(SYS_close_range, 7, ~0U, 0);
 	fcntl(6, F_SETFD, FD_CLOEXEC);
 	char *argv[] = { "roombox-keeper", NULL };
-	char uid[32], gid[32];
-	snprintf(uid, sizeof(uid), "ROOMBOX_UID=%u", (unsigned)r->uid);
-	snprintf(gid, sizeof(gid), "ROOMBOX_GID=%u", (unsigned)r->gid);
-	char *envp[] = { uid, gid, NULL };
+	char *envp[] = { NULL };
 	syscall(SYS_execveat, 6, "", argv, envp, AT_EMPTY_PATH);
 	snprintf(err, sizeof(err), "room %s: exec roombox-keeper: %s", r->id, strerror(errno));
 	report_fail(3, err);
@@ -449,6 +626,9 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	setsid();
 	if (cgroup_enter(cg, r->id, 0, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
+	int userns = userns_make(r, err, sizeof(err));
+	if (userns < 0)
+		report_fail(report_fd, err);
 	if (unshare(JAIL_NS_FLAGS) < 0) {
 		snprintf(err, sizeof(err), "room %s: unshare: %s", r->id, strerror(errno));
 		report_fail(report_fd, err);
@@ -460,7 +640,7 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	}
 	if (keeper == 0) {
 		close(pid_fd);
-		keeper_main(r, base, keeper_fds, report_fd);
+		keeper_main(r, base, keeper_fds, userns, report_fd);
 	}
 	int32_t pid = keeper;
 	_exit(write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2);

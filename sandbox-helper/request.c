@@ -160,5 +160,10 @@ const char *request_exec_parse(const struct mj_value *req, const struct config *
 		q->stdin_data = v->str;
 		q->stdin_len = v->len;
 	}
+	const char *user = mj_get_str(req, HK_USER);
+	if (user && strcmp(user, HK_USER_ROOT) != 0 && strcmp(user, HK_USER_USER) != 0)
+		return errorf(err, errlen, "user must be \"%s\" or \"%s\"", HK_USER_ROOT, HK_USER_USER),
+		       HELPER_ERR_INVALID;
+	q->as_user = user ? strcmp(user, HK_USER_USER) == 0 : cfg->exec_user == EXEC_USER_USER;
 	return NULL;
 }

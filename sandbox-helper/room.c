@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include "disk.h"
 #include "minijson.h"
+#include "userns.h"
 #include "errbuf.h"
 #include "timefmt.h"
 
@@ -212,7 +214,7 @@ static int write_atomic(const char *dir, const char *name, const char *data, siz
 static void room_set_slot(struct room *r, int slot)
 {
 	r->slot = slot;
-	r->uid = r->cfg->uid_base + (uid_t)slot;
+	r->uid = room_host_id(r, 0);
 	r->gid = r->uid;
 }
 
@@ -265,6 +267,8 @@ int room_load(struct room *r, char *err, size_t errlen)
 		return ERR("room %s: meta: slot %lld out of range", r->id, (long long)slot);
 	}
 	room_set_slot(r, (int)v->integer);
+	const char *ids = mj_get_str(mj_root(d), "ids");
+	r->ids_room = ids && strcmp(ids, "room") == 0;
 	const char *created = mj_get_str(mj_root(d), "createdAt");
 	if (created)
 		snprintf(r->created_at, sizeof(r->created_at), "%s", created);
@@ -324,10 +328,73 @@ void room_slot_release(const struct room *r)
 		unlink(link);
 }
 
+/* The host's system accounts (ids 1-999) of /etc/passwd or /etc/group
+ * appended to *buf: packages name them (dpkg's statoverride, file owners),
+ * and in a room they are the same ids, mapped like the host's files.  Not
+ * root, user or nobody, which the room defines itself.  At most 1 MiB of
+ * the host's file is read. */
+static void host_system_accounts(const char *path, char *buf, size_t cap)
+{
+	size_t len = 0;
+	char *text = read_small("/etc", path, 1 << 20, &len);
+	if (!text)
+		return;
+	size_t used = strlen(buf);
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char name[64], *f2 = strchr(line, ':'), *f3 = f2 ? strchr(f2 + 1, ':') : NULL;
+		if (!f3 || f2 - line >= (ptrdiff_t)sizeof(name))
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(f2 - line), line);
+		long id = strtol(f3 + 1, NULL, 10);
+		if (id < 1 || id > 999 || !strcmp(name, "root") || !strcmp(name, "user") ||
+		    !strcmp(name, "nobody") || !strcmp(name, "nogroup"))
+			continue;
+		size_t n = strlen(line);
+		if (used + n + 2 > cap)
+			break;
+		memcpy(buf + used, line, n);
+		buf[used + n] = '\n';
+		used += n + 1;
+		buf[used] = '\0';
+	}
+	free(text);
+}
+
+/* The room's own /etc/passwd and /etc/group, in <disk>/upper/root/etc: the
+ * shared lower /etc has neither, and `id -un` must say "user".  Ids are the
+ * room's own (its disk stores room-relative ids). */
+int room_etc_ids_write(const struct room *r, const char *disk)
+{
+	char dir[PATH_MAX], p[PATH_MAX];
+	static char passwd[1 << 16], group[1 << 16];
+	snprintf(passwd, sizeof(passwd), "root:x:0:0:root:/root:/bin/sh\n");
+	host_system_accounts("passwd", passwd, sizeof(passwd) - 256);
+	/* apt's sandbox user, if the host has none */
+	if (!strstr(passwd, "\n_apt:"))
+		strcat(passwd, "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n");
+	strcat(passwd, "user:x:1000:1000:sandbox user:/home/user:/bin/sh\n"
+		       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	snprintf(group, sizeof(group), "root:x:0:\n");
+	host_system_accounts("group", group, sizeof(group) - 256);
+	strcat(group, "user:x:1000:\nnogroup:x:65534:\n");
+	snprintf(dir, sizeof(dir), "%s/upper/root/etc", disk);
+	if (room_file_write(dir, "passwd", passwd, strlen(passwd), false) < 0 ||
+	    room_file_write(dir, "group", group, strlen(group), false) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/passwd", dir);
+	chmod(p, 0644);
+	snprintf(p, sizeof(p), "%s/group", dir);
+	chmod(p, 0644);
+	return 0;
+}
+
 /* The writable layer's skeleton, made once (marked by .ready, written
  * last): what the room user owns from the start, and the room's own passwd
- * and group — the shared lower /etc cannot know which uid this room has, and
- * `id -un` must say "user".  Runs where <state>/disk is the room's disk. */
+ * and group.  Runs where <state>/disk is the room's disk, with its raw
+ * (room-relative) ids. */
 int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 {
 	static const char *dirs[] = { "upper", "work", "upper/root", "work/root",
@@ -351,28 +418,29 @@ int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 	static const char *owned[] = { "upper/root/home/user", "upper/root/workspace" };
 	for (size_t i = 0; i < 2; i++) {
 		snprintf(p, sizeof(p), "%s/%s", disk, owned[i]);
-		if (lchown(p, r->uid, r->gid) < 0)
+		if (lchown(p, ROOM_USER_ID, ROOM_USER_ID) < 0)
 			return ERR("room %s: chown %s: %s", r->id, owned[i], strerror(errno));
 	}
-	char text[512], dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/upper/root/etc", disk);
-	snprintf(text, sizeof(text),
-		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-		 "user:x:%u:%u:sandbox user:/home/user:/bin/sh\n"
-		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		 (unsigned)r->uid, (unsigned)r->gid);
-	if (room_file_write(dir, "passwd", text, strlen(text), false) < 0)
-		return ERR("room %s: write /etc/passwd: %s", r->id, strerror(errno));
-	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n",
-		 (unsigned)r->gid);
-	if (room_file_write(dir, "group", text, strlen(text), false) < 0)
-		return ERR("room %s: write /etc/group: %s", r->id, strerror(errno));
-	snprintf(p, sizeof(p), "%s/passwd", dir);
-	chmod(p, 0644);
-	snprintf(p, sizeof(p), "%s/group", dir);
-	chmod(p, 0644);
+	if (room_etc_ids_write(r, disk) < 0)
+		return ERR("room %s: write /etc/passwd and /etc/group: %s", r->id, strerror(errno));
 	if (room_file_write(disk, ".ready", "", 0, false) < 0)
 		return ERR("room %s: mark disk ready: %s", r->id, strerror(errno));
+	return 0;
+}
+
+/* meta, as room_create writes it: the room's files keep room-relative ids */
+static int meta_write(const struct room *r)
+{
+	char meta[160];
+	int n = snprintf(meta, sizeof(meta), "{\"slot\":%d,\"createdAt\":\"%s\",\"ids\":\"room\"}\n",
+			 r->slot, r->created_at);
+	return write_atomic(r->state, "meta", meta, (size_t)n);
+}
+
+int room_meta_mark_ids(const struct room *r, char *err, size_t errlen)
+{
+	if (meta_write(r) < 0)
+		return ERR("room %s: write meta: %s", r->id, strerror(errno));
 	return 0;
 }
 
@@ -429,11 +497,10 @@ int room_create(struct room *r, char *err, size_t errlen)
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, r->created_at, sizeof(r->created_at));
-	char meta[128];
-	int n = snprintf(meta, sizeof(meta), "{\"slot\":%d,\"createdAt\":\"%s\"}\n", slot, r->created_at);
 	/* meta last: a room without meta does not exist, so a crash before
 	 * this point leaves nothing that holds a slot. */
-	if (write_atomic(r->state, "meta", meta, (size_t)n) < 0) {
+	r->ids_room = true;
+	if (meta_write(r) < 0) {
 		ERR("room %s: write meta: %s", r->id, strerror(errno));
 		goto out;
 	}

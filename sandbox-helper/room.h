@@ -1,6 +1,10 @@
 /* The one place that knows the state directory layout.
  *
- *   <state_dir>/rooms/<id>/meta        {"slot":N,"createdAt":"..."}  (root, 0600)
+ *   <state_dir>/rooms/<id>/meta        {"slot":N,"createdAt":"...","ids":"room"}
+ *                                      (root, 0600); "ids":"room": the disk
+ *                                      holds room-relative ids (a room made
+ *                                      before user namespaces has no "ids"
+ *                                      and is converted at its next start)
  *   <state_dir>/rooms/<id>/session     the shell session (exported variables
  *                                      and working directory), written by the
  *                                      helper, never inside the room's tree
@@ -11,13 +15,14 @@
  *                                      upper/<dir> and work/<dir> for each
  *                                      overlay (root, usr, ...) and .ready
  *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
- *   <state_dir>/slots/<n>              symlink to the id of the room with uid
- *                                      uid_base + n
+ *   <state_dir>/slots/<n>              symlink to the id of the room whose ids
+ *                                      0-65535 are host ids uid_base + n * 65536
+ *                                      onwards (userns.h)
  *   <state_dir>/.disk-<bytes>.img      empty ext4 image each room disk is copied from
  *   <run_dir>/rooms/<id>/lock          serialises start/stop/destroy of a room
  *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
  *   <run_dir>/rooms/<id>/keeper        "<pid> <starttime>" of the keeper
- *   <run_dir>/base/                    generated lower root for rootfs = host
+ *   <run_dir>/base-2/                  generated lower root for rootfs = host
  *   <run_dir>/mnt/                     mount point used inside each keeper's
  *                                      own mount namespace
  * Every path under the state and run directories is opened without following
@@ -39,8 +44,9 @@ struct room {
 	char state[PATH_MAX];     /* <state_dir>/rooms/<id> */
 	char run[PATH_MAX];       /* <run_dir>/rooms/<id> */
 	int slot;                 /* -1 until loaded */
-	uid_t uid;
+	uid_t uid;                /* host ids of the room's root (userns.h) */
 	gid_t gid;
+	bool ids_room;            /* its disk holds room-relative ids (meta) */
 	char created_at[32];
 	int lock_fd;              /* -1 when not locked */
 };
@@ -81,6 +87,11 @@ void room_slot_release(const struct room *r);
 
 /* Make the writable layer's skeleton on the mounted disk (once). */
 int room_upper_prepare(const struct room *r, char *err, size_t errlen);
+/* (Re)write the room's /etc/passwd and /etc/group under <disk>/upper;
+ * 0 or -1 with errno. */
+int room_etc_ids_write(const struct room *r, const char *disk);
+/* Record in meta that the room's disk holds room-relative ids. */
+int room_meta_mark_ids(const struct room *r, char *err, size_t errlen);
 
 /* The keeper's pid if it is alive and is the one recorded, else 0. */
 pid_t room_keeper_pid(const struct room *r);

@@ -208,12 +208,14 @@ else
 fi
 case $port in ''|*[!0-9]*) die "PORT must be a number, not '$port'" ;; esac
 
-# A uid range no process uses (the tests use 400000-800000, make run 200000).
+# A uid range no process uses: each room owns 65536 host ids (the tests use
+# 70000000 onwards, make run 200000 to 65736000).
 span=1024
+ids=$((span * 65536))
 uid_base=
 for _ in $(seq 50); do
-	b=$((300000 + (RANDOM % 90) * 1024))
-	if ! ps -eo uid=,gid= | awk -v lo="$b" -v hi=$((b + span)) \
+	b=$((300000000 + (RANDOM % 16) * ids))
+	if ! ps -eo uid=,gid= | awk -v lo="$b" -v hi=$((b + ids)) \
 		'($1 >= lo && $1 < hi) || ($2 >= lo && $2 < hi) { f = 1 } END { exit !f }'; then
 		uid_base=$b
 		break
@@ -446,7 +448,7 @@ done
 loops=$(for f in /sys/block/loop*/loop/backing_file; do
 	[ -r "$f" ] && grep -l "^$tmp/" "$f" 2>/dev/null; done | wc -l)
 [ "$loops" -eq 0 ] || leak+=("$loops loop devices backed by $tmp")
-uprocs=$(ps -eo uid= | awk -v lo="$uid_base" -v hi=$((uid_base + span)) '$1 >= lo && $1 < hi' | wc -l)
+uprocs=$(ps -eo uid= | awk -v lo="$uid_base" -v hi=$((uid_base + ids)) '$1 >= lo && $1 < hi' | wc -l)
 [ "$uprocs" -eq 0 ] || leak+=("$uprocs processes with a room uid")
 cgs=$(ls -d /sys/fs/cgroup/*/roombox*/"$prefix"* /sys/fs/cgroup/roombox*/"$prefix"* 2>/dev/null | wc -l)
 [ "$cgs" -eq 0 ] || leak+=("$cgs room cgroups")

@@ -15,6 +15,7 @@ packages=(
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	debhelper devscripts lintian fakeroot
+	dpkg-dev
 )
 # Any of these provides /usr/sbin/nginx; nginx-light is installed when none is.
 nginx_flavours=(nginx-light nginx nginx-core nginx-full nginx-extras)

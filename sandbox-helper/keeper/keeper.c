@@ -11,8 +11,11 @@
  * It is static (musl) and libc-only, so an idle room costs a few pages and
  * `ps` in the room shows nothing of the host.
  *
- * The keeper loads the filter and drops the capability bounding set once,
- * for itself and so for every process of the room.  Then it is one event
+ * The keeper runs as root of the room's user namespace (the helper made it,
+ * mapping the room's ids 0-65535 onto host ids of that room alone, and
+ * entered it last, after building the room's root).  It loads the filter
+ * and lowers the capability bounding set to Docker's default set once, for
+ * itself and so for every process of the room (caps.h).  Then it is one event
  * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap),
  * connections whose request has not come yet (2 s at most; the loop never
  * blocks on one), per running exec its connection to the helper, and the
@@ -20,8 +23,9 @@
  * child (spawn.c: sharing the keeper's memory until its execve, not a copy
  * of it): already in all of the room's namespaces and its cgroup, it
  * becomes non-dumpable, a child subreaper and the leader of a new audit
- * session, drops to the room's uid with no capabilities and no_new_privs,
- * and execs the shell.  Being a subreaper, the shell adopts whatever its
+ * session, sets no_new_privs, stays the room's root (and so gets ROOM_CAPS
+ * at its execve) or drops to the room's user (1000, no capabilities), and
+ * execs the shell.  Being a subreaper, the shell adopts whatever its
  * descendants orphan; the audit session follows every process the exec
  * starts and the room cannot change it.  At the deadline the keeper stops
  * the shell's tree and session (SIGSTOP, round after round until the set
@@ -33,9 +37,11 @@
  * after the helper is done with them, so those never die of SIGPIPE.
  *
  * After confining the room the keeper lowers its own capabilities to the
- * few it uses, named in caps.h.  Signals from inside the room cannot reach
- * the keeper: it is root and the room is not.  SIGTERM from the host ends
- * the room.
+ * few it uses, named in caps.h, and makes itself non-dumpable: the room's
+ * root has the keeper's uid, but may not trace it (no CAP_SYS_PTRACE).  A
+ * signal from inside the room that would end the keeper is ignored (as PID 1
+ * it cannot get SIGKILL or SIGSTOP from there); SIGTERM from the host ends
+ * the room.  Exec connections are taken from outside the room only.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -69,18 +75,17 @@
 #define FD_FILTER 5
 #define EXEC_FDS 5   /* blob, stdout, stderr, session, [stdin] */
 
-static uid_t room_uid;
-static gid_t room_gid;
-
-/* From here on the keeper holds KEEPER_CAPS (caps.h) and nothing else;
- * what it execs keeps none of them (the inheritable set is empty, and the
- * shell's child drops to the room's uid before its execve). */
+/* From here on the keeper uses KEEPER_CAPS (caps.h) and nothing else; it
+ * keeps ROOM_CAPS permitted only so that the room's root gets them at each
+ * exec (no_new_privs grants nothing more).  The inheritable set is empty. */
 static void keep_only_keeper_caps(void)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2] = { 0 };
-	for (int i = 0; i < 2; i++)
-		data[i].permitted = data[i].effective = (uint32_t)(KEEPER_CAPS >> (32 * i));
+	for (int i = 0; i < 2; i++) {
+		data[i].permitted = (uint32_t)(ROOM_CAPS >> (32 * i));
+		data[i].effective = (uint32_t)(KEEPER_CAPS >> (32 * i));
+	}
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		_exit(2);
 }
@@ -102,8 +107,13 @@ static void confine_room(void)
 	if (!filter.filter || pread(FD_FILTER, filter.filter, (size_t)st.st_size, 0) != st.st_size)
 		_exit(2);
 	close(FD_FILTER);
+	/* the room's root shares the keeper's uid: only CAP_SYS_PTRACE (which
+	 * no one in the room has) would let it look into a non-dumpable keeper */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		_exit(2);
 	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+		if (!(ROOM_CAPS & KEEPER_CAP_BIT(cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
+		    errno != EINVAL)
 			_exit(2);
 	struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } dfl = { 0 };
 	for (int s = 1; s <= 64; s++)
@@ -569,8 +579,9 @@ static void exec_start(int conn, int *fds, int nfds)
 	if (!why) {
 		pids_limit = plan.hdr.pids_limit;
 		x->plan = plan;
+		uid_t id = plan.hdr.who == KP_AS_USER ? KP_USER_ID : KP_ROOT_ID;
 		x->spawn = (struct spawn_plan){ plan.argv, plan.envp, fds[1], fds[2], fds[3],
-						nfds > 4 ? fds[4] : -1, ep[1], room_uid, room_gid };
+						nfds > 4 ? fds[4] : -1, ep[1], id, id };
 		shell = spawn_shell(&x->spawn, &stacks[k]);
 		close(ep[1]);
 	}
@@ -630,7 +641,10 @@ static void accept_exec(void)
 		return;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0 ||
+	/* the helper is outside the room's pid namespace, so its pid here is
+	 * 0; any process of the room has one.  (Its uid tells nothing now:
+	 * here the room's root is uid 0, and host root has no id at all.) */
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != 0 ||
 	    n_pending == MAX_PENDING) {
 		close(conn);
 		return;
@@ -655,20 +669,8 @@ static void pending_check(int i, bool readable, int64_t now)
 
 /* ---- the keeper ------------------------------------------------------------- */
 
-/* The room's uid and gid, from the helper that started us. */
-static void room_identity(void)
-{
-	const char *u = getenv("ROOMBOX_UID"), *g = getenv("ROOMBOX_GID");
-	long uid = u ? strtol(u, NULL, 10) : 0, gid = g ? strtol(g, NULL, 10) : 0;
-	if (uid <= 0 || gid <= 0 || uid > 0x7fffffff || gid > 0x7fffffff)
-		_exit(2);
-	room_uid = (uid_t)uid;
-	room_gid = (gid_t)gid;
-}
-
 int main(void)
 {
-	room_identity();
 	confine_room();
 	spawn_init();
 	int sigfd = signal_fd();
@@ -699,8 +701,12 @@ int main(void)
 			continue;
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
+			/* a sender outside the room's pid namespace has pid 0
+			 * here; the room's root may signal the keeper (same
+			 * uid), but not end it */
 			while (read(sigfd, &si, sizeof(si)) == sizeof(si))
-				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
+				if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP) &&
+				    si.ssi_pid == 0)
 					return 0;
 			reap();
 		}

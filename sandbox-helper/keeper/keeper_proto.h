@@ -12,9 +12,10 @@
  *                      the shell writes its `export -p` as it ends (the
  *                      helper passes the blob's memfd again, its offset at
  *                      the blob's end).
- *                      The uid and gid the shell runs as are the keeper's
- *                      own (given at its start, ROOMBOX_UID/ROOMBOX_GID),
- *                      never the request's.
+ *                      The shell runs as the room's root (uid 0 in the
+ *                      room's user namespace) or, with KP_AS_USER, as its
+ *                      user (uid 1000): ids of that namespace, which is all
+ *                      the keeper can name -- never a host id.
  *   keeper -> helper   one answer, when the shell ends: KP_EXITED (wait
  *                      status, timed_out), or KP_FAILED (text, and in
  *                      status the errno of a failed fork: EAGAIN = the
@@ -40,7 +41,7 @@
 
 #include <stdint.h>
 
-#define KP_MAGIC 0x72626b35u  /* "rbk5" */
+#define KP_MAGIC 0x72626b36u  /* "rbk6" */
 
 enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_DRAIN };
 
@@ -56,6 +57,13 @@ struct kp_blob {
 	uint32_t argc, envc;
 	uint32_t pids_limit;      /* to tell a fork bomb from a background job */
 	uint64_t timeout_ms;
+	uint32_t who;             /* KP_AS_ROOT or KP_AS_USER */
+	uint32_t reserved;
 };
+
+enum kp_who { KP_AS_ROOT = 0, KP_AS_USER = 1 };
+/* the room's ids, inside its user namespace */
+#define KP_ROOT_ID 0u
+#define KP_USER_ID 1000u
 
 #endif

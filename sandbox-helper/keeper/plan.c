@@ -19,7 +19,8 @@ int plan_read(int blob_fd, struct exec_plan *p)
 		return -1;
 	p->data[st.st_size] = '\0';
 	memcpy(&p->hdr, p->data, sizeof(p->hdr));
-	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096)
+	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096 ||
+	    (p->hdr.who != KP_AS_ROOT && p->hdr.who != KP_AS_USER))
 		return -1;
 	p->argv = calloc(p->hdr.argc + 1, sizeof(char *));
 	p->envp = calloc(p->hdr.envc + 1, sizeof(char *));

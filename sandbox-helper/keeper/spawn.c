@@ -1,4 +1,4 @@
-/* Starting one exec's shell as the room's user.
+/* Starting one exec's shell as the room's root or its user.
  *
  * fork() copies the keeper's address space, and that was most of what an
  * exec cost the keeper: the page tables are copied, every writable page is
@@ -11,7 +11,8 @@
  * must not stop the keeper (it kills the child at the deadline like any
  * shell).
  *
- * A child that shares the keeper's memory and turns into the room's uid
+ * A child that shares the keeper's memory and turns into the room's user
+ * (uid 1000 in the room's user namespace; the keeper is the room's root)
  * needs care:
  *  - it reads only its spawn_plan (which the keeper keeps unchanged until
  *    the child has exec'd or died) and writes only its own stack, and it
@@ -26,9 +27,12 @@
  *    calls here) the child is forked as before.
  *
  * In the child: every privileged step first (descriptors, not dumpable, no
- * new privileges, child subreaper, a new audit session), then the drop to
- * the room's uid (no capabilities: the bounding set and the seccomp filter
- * are the keeper's, inherited) and at once execve.  Failures are written
+ * new privileges, child subreaper, a new audit session), then the room's
+ * root stays root (its execve gives it the keeper's permitted set, Docker's
+ * default, caps.h) or the room's user is dropped to (no capabilities), and
+ * at once execve; the bounding set and the seccomp filter are the keeper's,
+ * inherited.  The keeper itself is non-dumpable, so a root child, which
+ * changes no uid, is as closed to the room as the keeper.  Failures are written
  * on the error pipe (fd 10, close-on-exec: the keeper sees end-of-file once
  * the shell runs).
  */
@@ -162,7 +166,7 @@ static int child_main(void *arg)
 	if ((rc = ksys(SYS_setgroups, 0, 0, 0, 0, 0)) < 0 ||
 	    (rc = ksys(SYS_setresgid, p->gid, p->gid, p->gid, 0, 0)) < 0 ||
 	    (rc = ksys(SYS_setresuid, p->uid, p->uid, p->uid, 0, 0)) < 0)
-		child_fail(10, "drop to the room's uid", rc);
+		child_fail(10, "become the room's root or user", rc);
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)p->envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
 }

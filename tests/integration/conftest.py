@@ -60,6 +60,7 @@ BASE_CONFIG = {
     "max_rooms": "200",
 }
 
+ROOM_IDS = 65536         # host ids per room: its user namespace's ids 0-65535
 STARTUP_TIMEOUT = 20.0   # seconds for a stack to answer /api/health
 GONE_TIMEOUT = 5.0       # seconds for processes to disappear after a kill
 
@@ -137,6 +138,12 @@ def procs_with_uid_in(lo, hi):
         if any(lo <= u < hi for u in st["Uid"][:2]):
             found.append((pid, st["Uid"][0], proc_cmdline(pid)))
     return found
+
+
+def procs_of_room(uid):
+    """[(pid, cmdline)] of live host processes under any of the room's host
+    ids (`uid`: its root's, the first of its 65536), the keeper included."""
+    return [(pid, cmd) for pid, _, cmd in procs_with_uid_in(uid, uid + ROOM_IDS)]
 
 
 def pid_alive(pid):
@@ -312,9 +319,24 @@ class Client:
         return res["stdout"]
 
     def room_uid(self, room):
+        """The host uid of the room's root: the first of the room's own 65536
+        host ids (its user namespace maps room ids 0-65535 onto them).  From
+        the room's meta when it exists (a room whose root took its own system
+        apart runs no shell), else from inside the room, which creates it."""
+        try:
+            slot = json.loads((self.stack.room_state_dir(room) / "meta").read_text())["slot"]
+            return self.stack.uid_base + slot * ROOM_IDS
+        except FileNotFoundError:
+            pass
         # shell builtins only: a room on a prepared rootfs may have no id(1)
-        return int(self.sh(room, 'while read k v rest; do [ "$k" = Uid: ] && echo "$v"; '
-                                 'done < /proc/self/status; true').strip())
+        inside, outside, count = self.sh(room, 'read a b c < /proc/self/uid_map; echo "$a $b $c"').split()
+        assert (int(inside), int(count)) == (0, ROOM_IDS), f"uid_map of {room}: {inside} {outside} {count}"
+        return int(outside)
+
+    def room_ids(self, room):
+        """The room's host ids, as a range."""
+        lo = self.room_uid(room)
+        return range(lo, lo + ROOM_IDS)
 
     def destroy(self, room):
         r = self.delete(f"/api/rooms/{room}")
@@ -391,10 +413,11 @@ def free_port():
 
 
 def pick_uid_base(span):
-    """A uid range no host process uses, away from the default 200000 so a
-    test stack never shares uids with a `make run` stack."""
+    """A uid range no host process uses, away from the default 200000 (and
+    the default max_rooms' 1000 * 65536 ids after it) so a test stack never
+    shares uids with a `make run` stack."""
     for _ in range(50):
-        base = 400000 + random.randrange(0, 400) * 1000
+        base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
         if not procs_with_uid_in(base, base + span):
             return base
     raise AssertionError("no free uid range for the test stack")
@@ -421,7 +444,7 @@ class Stack:
         cfg = dict(BASE_CONFIG)
         cfg.update(extra_config)
         self.max_rooms = int(cfg["max_rooms"])
-        self.uid_base = int(cfg.get("uid_base") or pick_uid_base(self.max_rooms))
+        self.uid_base = int(cfg.get("uid_base") or pick_uid_base(self.max_rooms * ROOM_IDS))
         cfg.update({
             "state_dir": str(self.state_dir),
             "run_dir": str(self.run_dir),
@@ -620,7 +643,7 @@ class Stack:
             rid = st.get("roomId")
             problems.append(f"room {rid} still existed at the end of the module")
             self.helper({"op": "destroy", "room": rid})
-        left = procs_with_uid_in(self.uid_base, self.uid_base + self.max_rooms)
+        left = procs_with_uid_in(self.uid_base, self.uid_base + self.max_rooms * ROOM_IDS)
         if left:
             problems.append(f"processes of the stack's rooms left: {left}")
             for pid, _, _ in left:
@@ -696,8 +719,10 @@ def destroy_and_check(client, room):
         pid_ns = ns_inode(keeper, "pid") if keeper else None
     client.destroy(room)
     if uid is not None:
-        wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
-                   f"processes of room {room} (uid {uid}) to end: {procs_with_uid(uid)}")
+        # every host id of the room: its root's, its user's, any other
+        wait_until(lambda: not procs_with_uid_in(uid, uid + ROOM_IDS), GONE_TIMEOUT,
+                   f"processes of room {room} (uids {uid}-{uid + ROOM_IDS - 1}) to end: "
+                   f"{procs_with_uid_in(uid, uid + ROOM_IDS)}")
     if keeper:
         wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT,
                    f"keeper {keeper} of room {room} to end")

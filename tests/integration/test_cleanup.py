@@ -5,7 +5,7 @@ import os
 
 from conftest import (GONE_TIMEOUT, cgroup_dirs_named, host_mountinfo_lines,
                       loop_devices_backed_by, ns_inode, paths_naming, pid_alive,
-                      procs_in_ns, procs_with_uid, wait_until)
+                      procs_in_ns, procs_of_room, procs_with_uid, wait_until)
 
 SERVERS = ("nginx",)
 
@@ -31,7 +31,9 @@ def test_delete_leaves_nothing_of_the_room(client, stack, room):
     pid_ns = ns_inode(keeper, "pid")
     mnt_ns = ns_inode(keeper, "mnt")
     assert pid_ns != ns_inode(os.getpid(), "pid")
+    # the keeper (the room's root) and at least two processes of the room
     assert len(procs_with_uid(uid)) >= 3, procs_with_uid(uid)
+    assert len([p for p in procs_with_uid(uid) if p[1] != "roombox-keeper"]) >= 2, procs_with_uid(uid)
     assert os.path.isdir(state)
     assert paths_naming(stack.run_dir, room)
 
@@ -39,8 +41,8 @@ def test_delete_leaves_nothing_of_the_room(client, stack, room):
     assert r.status == 200, r.json
     assert r.json == {"cleaned": True, "roomId": room}
 
-    wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
-               f"the room's processes to end: {procs_with_uid(uid)}")
+    wait_until(lambda: not procs_of_room(uid), GONE_TIMEOUT,
+               f"the room's processes to end: {procs_of_room(uid)}")
     wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, "the keeper to end")
     wait_until(lambda: not procs_in_ns("pid", pid_ns), GONE_TIMEOUT,
                "every process in the room's pid namespace to end")
@@ -75,7 +77,7 @@ def test_delete_while_an_exec_runs(client, stack, room):
     assert r.json["cleaned"] is True
     t.join(20)
     assert not t.is_alive(), "the running exec did not end when its room was deleted"
-    wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
-               f"the room's processes to end: {procs_with_uid(uid)}")
+    wait_until(lambda: not procs_of_room(uid), GONE_TIMEOUT,
+               f"the room's processes to end: {procs_of_room(uid)}")
     # the interrupted exec answered, with JSON (checked by the client)
     assert out["r"].status in (200, 500), out["r"]

@@ -7,8 +7,8 @@ import socket
 import subprocess
 import threading
 
-from conftest import (GONE_TIMEOUT, pid_alive, procs_with_uid, unique_room,
-                      wait_until)
+from conftest import (GONE_TIMEOUT, ROOM_IDS, pid_alive, procs_with_uid, procs_with_uid_in,
+                      unique_room, wait_until)
 
 SERVERS = ("nginx",)
 
@@ -48,20 +48,27 @@ def test_rooms_do_not_see_each_others_processes(client):
     assert "sleep 3002" in client.sh(b, "ps -e -o args=").splitlines()
 
 
-def test_uids_differ_are_unprivileged_and_named_user(client, stack):
+def test_id_ranges_differ_are_unprivileged_and_named(client, stack):
     a, b = unique_room("a"), unique_room("b")
     ua, ub = client.room_uid(a), client.room_uid(b)
+    # each room's 65536 ids sit on host ids of its own: uid_base + slot * 65536
     assert ua != ub
-    assert ua != 0 and ub != 0
+    assert abs(ua - ub) >= ROOM_IDS, (ua, ub)
     for u in (ua, ub):
-        assert stack.uid_base <= u < stack.uid_base + stack.max_rooms
-    assert client.sh(a, "id -un") == "user\n"
-    assert client.sh(b, "id -un") == "user\n"
-    assert client.sh(a, "id -g").strip() != "0"
-    # the uid seen inside is the host uid of the room's processes
+        assert u != 0
+        assert stack.uid_base <= u < stack.uid_base + stack.max_rooms * ROOM_IDS
+        assert (u - stack.uid_base) % ROOM_IDS == 0, u
+    assert client.sh(a, "read a b c < /proc/self/gid_map; echo $a $b $c") == f"0 {ua} {ROOM_IDS}\n"
+    # by default a command runs as the room's root; "user":"user" as its user
+    assert client.sh(a, "id -un; id -u; id -g") == "root\n0\n0\n"
+    assert client.sh(b, "id -un; id -u; id -g", user="user") == "user\n1000\n1000\n"
+    # each room id is the host id at the same offset in the room's range
     client.sh(a, "sleep 3003 >/dev/null 2>&1 &")
+    client.sh(a, "sleep 3004 >/dev/null 2>&1 &", user="user")
     assert [p for p in procs_with_uid(ua) if p[1] == "sleep 3003"]
-    assert not [p for p in procs_with_uid(ub) if p[1] == "sleep 3003"]
+    assert [p for p in procs_with_uid(ua + 1000) if p[1] == "sleep 3004"]
+    assert not [p for p in procs_with_uid_in(ub, ub + ROOM_IDS) if p[2].startswith("sleep 300")]
+    assert not [p for p in procs_with_uid(0) if p[1] in ("sleep 3003", "sleep 3004")]
 
 
 def test_hostname_is_the_sandbox_name(client, room):
@@ -134,12 +141,20 @@ def test_nothing_on_the_host_answers(client, stack, room):
 
 
 def test_default_environment(client, room):
-    out = client.sh(room, 'pwd; echo "$HOME"; echo "$LANG"; echo "$PATH"')
-    cwd, home, lang, path = out.splitlines()
-    assert cwd == "/workspace"
-    assert home == "/home/user"
-    assert lang == "C.UTF-8"
-    assert "/usr/bin" in path.split(":") and "/bin" in path.split(":")
+    for who, want_home in (("root", "/root"), ("user", "/home/user")):
+        out = client.sh(room, 'pwd; echo "$HOME"; echo "$LANG"; echo "$PATH"; echo "$USER"', user=who)
+        cwd, home, lang, path, user = out.splitlines()
+        assert cwd == "/workspace"
+        assert home == want_home
+        assert user == who
+        assert lang == "C.UTF-8"
+        assert "/usr/bin" in path.split(":") and "/bin" in path.split(":")
+    # without "user", the room's root (exec_user's default); the session is
+    # the room's, but who runs an exec is that exec's
+    client.sh(room, "export KEPT=1")
+    assert client.sh(room, 'echo "$HOME $KEPT"') == "/root 1\n"
+    assert client.sh(room, 'echo "$HOME $USER $LOGNAME $KEPT"', user="user") == "/home/user user user 1\n"
+    assert client.sh(room, 'echo "$HOME $USER $LOGNAME $KEPT"') == "/root root root 1\n"
 
 
 def test_host_files_are_invisible(client, stack, room):

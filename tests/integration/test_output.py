@@ -4,7 +4,7 @@ both web servers."""
 
 import base64
 
-from conftest import procs_with_uid
+from conftest import procs_of_room
 
 OUTPUT_LIMIT = 1 << 20   # the default output_limit
 
@@ -117,7 +117,7 @@ def test_timeout_kills_the_command(client, room):
     assert r.elapsed < 5, f"answered after {r.elapsed:.1f} s"
     assert 400 <= res["duration"] < 5000
     assert not [a for a in ps_args(client, room) if "sleep" in a]
-    assert not [p for p in procs_with_uid(uid) if "sleep" in p[1]]
+    assert not [p for p in procs_of_room(uid) if "sleep" in p[1]]
 
 
 def test_timeout_kills_daemonised_children(client, room):
@@ -131,7 +131,7 @@ def test_timeout_kills_daemonised_children(client, room):
     assert r.elapsed < 5, f"answered after {r.elapsed:.1f} s"
     left = [a for a in ps_args(client, room) if "sleep" in a]
     assert not left, left
-    assert not [p for p in procs_with_uid(uid) if "sleep" in p[1]]
+    assert not [p for p in procs_of_room(uid) if "sleep" in p[1]]
 
 
 def test_output_before_a_timeout_is_returned(client, room):

@@ -48,9 +48,12 @@ def test_the_room_runs_on_the_prepared_tree(client):
     # nothing of the host's system: no python3, no coreutils
     assert client.sh(room, "[ -e /usr/bin/python3 ] && echo present || echo absent") == "absent\n"
     assert client.sh(room, "[ -e /bin/ls ] && echo present || echo absent") == "absent\n"
-    # the room's own unprivileged uid, as on the host tree
+    # the room's root, on the room's own unprivileged host ids, as on the host tree
     uid = client.sh(room, 'while read k v rest; do [ "$k" = Uid: ] && echo $v; done < /proc/self/status; true')
-    assert int(uid) != 0
+    assert int(uid) == 0
+    assert client.room_uid(room) != 0
+    # the tree's files (the host's root's) appear owned by the room's root
+    assert client.sh(room, 'read a b c < /proc/self/uid_map; echo $a $c') == "0 65536\n"
 
 
 def test_writes_persist_in_the_room_and_never_reach_the_tree(client):

@@ -32,14 +32,16 @@ ROWS = [
     ({"cmd": "x", "cwd": "tmp"}, {"cwd": ['Invalid string: must start with "/"']}),
     ({"cmd": "x", "encoding": "hex"}, {"encoding": ['Invalid option: expected one of "utf8"|"base64"']}),
     ({"cmd": "x", "stdin": 5}, {"stdin": ["Invalid input: expected string, received number"]}),
+    ({"cmd": "x", "user": "admin"}, {"user": ['Invalid option: expected one of "root"|"user"']}),
     # several bad fields: several keys, in the table's order
-    ({"stdin": 5, "encoding": "hex", "cwd": "tmp", "env": "x", "timeout": -1, "cmd": ""},
+    ({"user": "admin", "stdin": 5, "encoding": "hex", "cwd": "tmp", "env": "x", "timeout": -1, "cmd": ""},
      {"cmd": ["Command cannot be empty"],
       "timeout": ["Too small: expected number to be >0"],
       "env": ["Invalid input: expected record, received string"],
       "cwd": ['Invalid string: must start with "/"'],
       "encoding": ['Invalid option: expected one of "utf8"|"base64"'],
-      "stdin": ["Invalid input: expected string, received number"]}),
+      "stdin": ["Invalid input: expected string, received number"],
+      "user": ['Invalid option: expected one of "root"|"user"']}),
     ({"cmd": "x\u0000y"}, {"cmd": ["Command cannot contain NUL bytes"]}),
 ]
 

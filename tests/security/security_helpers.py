@@ -59,20 +59,20 @@ def tree_fingerprint(top):
     return out
 
 
-def room_ps(client, room):
+def room_ps(client, room, user="root"):
     """[(pid, ppid, user, comm)] of every process the room's `ps` shows,
-    the ps itself and its shell included."""
+    the ps itself and its shell included (run as the room's `user`)."""
     rows = []
-    for line in client.sh(room, "ps -e -o pid=,ppid=,user=,comm=").splitlines():
+    for line in client.sh(room, "ps -e -o pid=,ppid=,user=,comm=", user=user).splitlines():
         pid, ppid, user, comm = line.split(None, 3)
         rows.append((int(pid), int(ppid), user, comm))
     return rows
 
 
 def assert_room_holds_only_keeper_and_this_exec(client, room):
-    """The room's ps shows PID 1 (the keeper, root), this exec's shell (the
-    room's user, child of PID 1) and its ps: nothing else."""
-    rows = room_ps(client, room)
+    """The room's ps shows PID 1 (the keeper, the room's root), this exec's
+    shell (the room's user, child of PID 1) and its ps: nothing else."""
+    rows = room_ps(client, room, user="user")
     by_pid = {r[0]: r for r in rows}
     ps = [r for r in rows if r[3] == "ps"]
     assert len(ps) == 1, rows

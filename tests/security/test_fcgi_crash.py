@@ -6,7 +6,7 @@ roombox-fcgi itself)."""
 
 import signal
 
-from conftest import pid_alive, proc_cmdline, proc_pids, procs_with_uid, wait_until
+from conftest import pid_alive, proc_cmdline, proc_pids, procs_of_room, procs_with_uid, wait_until
 from security_helpers import Background
 
 EXEC_TIMEOUT_MS = 4000
@@ -39,7 +39,7 @@ def test_fcgi_killed_mid_exec_then_restarted(client, stack, room):
     # the room works, with its files and session
     assert client.sh(room, "cat /workspace/started; pwd; echo $KEPT") == "started\n/tmp\nyes\n"
     # and the killed exec ends at its timeout: its process tree and helper go
-    wait_until(lambda: not [p for p in procs_with_uid(uid) if p[1] == "sleep 300"],
+    wait_until(lambda: not [p for p in procs_of_room(uid) if p[1] == "sleep 300"],
                EXEC_TIMEOUT_MS / 1000 + 10, "the orphaned exec's sleep to be killed")
     wait_until(lambda: not helpers_of(stack), 10, f"the orphaned helper to exit: {helpers_of(stack)}")
     assert "sleep 300" not in client.sh(room, "ps -e -o args=")

@@ -214,6 +214,9 @@ class Planted:
         self.decoy.unlink()
 
 
+HOST_ID = "read a b c < /proc/self/uid_map; echo $b"
+
+
 def test_symlinked_meta_is_not_followed(client, stack, room):
     uid = client.room_uid(room)
     meta = stack.room_state_dir(room) / "meta"
@@ -221,17 +224,18 @@ def test_symlinked_meta_is_not_followed(client, stack, room):
     other = (slot + 7) % stack.max_rooms
     p = Planted(stack, meta, json.dumps({"slot": other, "createdAt": "2000-01-01T00:00:00.000Z"}))
     try:
-        r = client.exec_raw(room, {"cmd": "id -u"})
+        # the host id of the room's root: the slot's range
+        r = client.exec_raw(room, {"cmd": HOST_ID})
         # refused, or at least not run as the decoy's slot
         if r.status == 200:
             assert r.json["result"]["stdout"] == f"{uid}\n", r.json
         else:
             assert r.status == 500 and "meta" in r.json["error"], r.json
-        assert r.json.get("result", {}).get("stdout") != f"{stack.uid_base + other}\n"
+        assert r.json.get("result", {}).get("stdout") != f"{stack.uid_base + other * 65536}\n"
         assert p.decoy_unchanged()
     finally:
         p.restore()
-    assert client.sh(room, "id -u") == f"{uid}\n"
+    assert client.sh(room, HOST_ID) == f"{uid}\n"
 
 
 def test_symlinked_session_is_neither_read_nor_written(client, stack, room):

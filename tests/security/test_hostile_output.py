@@ -10,7 +10,7 @@ import base64
 import hashlib
 import inspect
 
-from conftest import procs_with_uid
+from conftest import procs_of_room
 
 ROOMBOX_CONFIG = {"max_body": "1M"}     # stdin larger than a pipe buffer
 
@@ -100,7 +100,7 @@ def test_process_ignoring_sigterm_dies_at_its_timeout(client, room):
     assert res["stdout"] == "stubborn\n"
     assert r.elapsed < 10, f"answered after {r.elapsed:.1f} s"
     assert "python3" not in client.sh(room, "ps -e -o comm=")
-    assert not [p for p in procs_with_uid(uid) if "python3" in p[1]]
+    assert not [p for p in procs_of_room(uid) if "python3" in p[1]]
 
 
 def test_session_too_large_to_keep_does_not_break_the_room(client, room):

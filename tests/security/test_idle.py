@@ -5,7 +5,7 @@ idle.  roombox-fcgi's idle thread runs "stop-idle" every idle_timeout / 4.
 Through nginx."""
 
 from conftest import (GONE_TIMEOUT, host_mountinfo_lines, loop_devices_backed_by, ns_inode,
-                      pid_alive, procs_in_ns, procs_with_uid, unique_room, wait_until)
+                      pid_alive, procs_in_ns, procs_of_room, procs_with_uid, unique_room, wait_until)
 from security_helpers import Background
 
 SERVERS = ("nginx",)
@@ -41,8 +41,8 @@ def test_idle_room_releases_everything_and_comes_back(client, stack):
 
     wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, "the keeper to end")
     assert stack.keeper_pid(room) is None
-    wait_until(lambda: not procs_with_uid(uid), GONE_TIMEOUT,
-               f"the room's processes to end: {procs_with_uid(uid)}")
+    wait_until(lambda: not procs_of_room(uid), GONE_TIMEOUT,
+               f"the room's processes to end: {procs_of_room(uid)}")
     assert not procs_in_ns("pid", pid_ns)
     assert not procs_in_ns("mnt", mnt_ns)
     assert not host_mountinfo_lines(state, f"/{room}/")

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import uuid
 
+import pytest
 from conftest import unique_room
 from security_helpers import file_fingerprint, room_python_json, tree_fingerprint
 
@@ -23,36 +24,54 @@ RM_TARGETS = ("/usr/bin /bin /sbin /etc /lib/x86_64-linux-gnu/libc.so.6 /home /w
               "/var /root /dev /run /opt /srv /usr/share/doc /usr/lib/python3")
 
 
-def test_rm_rf_of_the_system_changes_nothing_outside_the_room(client, stack):
+@pytest.mark.parametrize("who", ["user", "root"])
+def test_rm_rf_of_the_system_changes_nothing_outside_the_room(client, stack, who):
+    """As the room's user, what it may delete is its own; as the room's root,
+    its whole system goes -- in that room alone."""
     a, b = unique_room("a"), unique_room("b")
     uid_a = client.room_uid(a)
     client.sh(b, "echo b-ws > /workspace/f; echo b-tmp > /tmp/f; echo b-home > /home/user/f")
     client.sh(a, "echo mine > /workspace/f; echo mine > /tmp/f; echo mine > /home/user/f; "
-                 "mkdir -p /workspace/d/e && touch /workspace/d/e/g")
-    # a host file the room's uid owns, where the room would look for it
+                 "mkdir -p /workspace/d/e && touch /workspace/d/e/g", user=who)
+    # a host file the room's (root's) host uid owns, where the room would look for it
     owned = f"/tmp/rbx-sec-owned-{a}"
     with open(owned, "w") as f:
         f.write("host file owned by the room's uid\n")
     os.chown(owned, uid_a, uid_a)
     before = {p: file_fingerprint(p) for p in HOST_FILES + [owned]}
-    base_before = tree_fingerprint(stack.run_dir / "base")
+    base_before = tree_fingerprint(stack.run_dir / "base-2")
     try:
         res = client.exec(a, f"rm -rf {RM_TARGETS} {owned}; "
                              "mv /etc /etc.old; chmod 777 /etc/passwd; ln -sf /dev/null /usr/bin/ls; "
                              "cp /bin/sh /usr/bin/cat; echo x >> /etc/passwd; "
-                             "ls -A /workspace /tmp /home/user", timeout=60000)
-        # what the room user could delete is its own: gone in A
-        assert res["stdout"].split() == ["/home/user:", "/tmp:", "/workspace:"], res
-        assert "Permission denied" in res["stderr"], res
+                             "ls -A /workspace /tmp /home/user", timeout=60000, user=who)
+        if who == "user":
+            # what the room user could delete is its own: gone in A
+            assert res["stdout"].split() == ["/home/user:", "/tmp:", "/workspace:"], res
+            assert "Permission denied" in res["stderr"], res
+        else:
+            # the room's root took its room's system apart, ls included
+            # (the device nodes are bind mounts of the host's, read-only)
+            assert res["exitCode"] == 127 and res["stdout"] == "", res
+            assert "cannot remove '/usr/bin" not in res["stderr"], res
+            assert "cannot remove '/etc" not in res["stderr"], res
         after = {p: file_fingerprint(p) for p in HOST_FILES + [owned]}
         assert after == before
-        assert tree_fingerprint(stack.run_dir / "base") == base_before
+        assert tree_fingerprint(stack.run_dir / "base-2") == base_before
         # room B kept everything
         assert client.sh(b, "cat /workspace/f /tmp/f /home/user/f") == "b-ws\nb-tmp\nb-home\n"
         assert client.sh(b, "ls /usr/bin/ls /etc/passwd && cat --version | head -1").startswith("/etc/passwd\n/usr/bin/ls\n")
-        # and room A still has its system
-        out = client.sh(a, "ls -l /usr/bin/ls | cut -c1; cat /etc/passwd | grep -c '^user:'; id -un")
-        assert out == "-\n1\nuser\n", out
+        if who == "user":
+            # and room A still has its system
+            out = client.sh(a, "ls -l /usr/bin/ls | cut -c1; cat /etc/passwd | grep -c '^user:'; id -un",
+                            user="user")
+            assert out == "-\n1\nuser\n", out
+        else:
+            # room A has no shell left: its own affair, and cleanup still works
+            r = client.exec_raw(a, {"cmd": "true"})
+            assert r.status == 500 and "exec the shell" in r.json["error"], r.json
+            client.destroy(a)
+            assert client.get(f"/api/rooms/{a}").status == 404
     finally:
         os.unlink(owned)
 
@@ -188,8 +207,21 @@ def test_host_files_are_invisible(client, stack):
         assert res["stdout"] == "user\n0\n", res
         # the room's own /etc holds no host account
         names = {l.split(":")[0] for l in client.sh(a, "cat /etc/passwd").splitlines()}
-        assert names == {"root", "user", "nobody"}, names
-        assert client.sh(a, "cat /etc/group | cut -d: -f1 | sort").split() == ["nogroup", "root", "user"]
+        # root, user, nobody, and the host's system accounts (ids 1-999,
+        # which packages name): never a host user's account
+        host = {}
+        for line in open("/etc/passwd").read().splitlines():
+            f = line.split(":")
+            host[f[0]] = int(f[2])
+        assert {"root", "user", "nobody"} <= names, names
+        assert all(n in ("root", "user", "nobody") or 1 <= host.get(n, 0) <= 999 for n in names), names
+        groups = set(client.sh(a, "cat /etc/group | cut -d: -f1").split())
+        host_groups = {}
+        for line in open("/etc/group").read().splitlines():
+            f = line.split(":")
+            host_groups[f[0]] = int(f[2])
+        assert {"nogroup", "root", "user"} <= groups, groups
+        assert all(g in ("nogroup", "root", "user") or 1 <= host_groups.get(g, 0) <= 999 for g in groups), groups
         # control: the same loop finds files that exist in the room
         assert client.sh(a, "for p in /etc/passwd /workspace; do [ -e \"$p\" ] && echo \"$p\"; done") \
             == "/etc/passwd\n/workspace\n"

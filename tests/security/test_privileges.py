@@ -1,6 +1,7 @@
 """What a room's processes are allowed to be and do (SPEC §3, Identity and
-privilege): no capabilities, no_new_privs, the seccomp filter, and no way to
-the keeper.  Through nginx.
+privilege): the room's root has Docker's default capabilities over the
+room's own user namespace only, its user none; no_new_privs, the seccomp
+filter, and no way to the keeper.  Through nginx.
 
 The probes are python3 ctypes calls made inside the room (the room's /usr is
 the host's, so python3 is there; gcc may not be).  Each probe runs in a
@@ -17,6 +18,7 @@ import subprocess
 import pytest
 from conftest import kernel_lacks, wait_until
 from security_helpers import Background
+from test_keeper_caps import keeper_caps_mask
 
 SERVERS = ("nginx",)
 
@@ -127,20 +129,55 @@ def probe_in_room(client, room, names):
     return json.loads(res["stdout"])
 
 
-def test_no_capabilities_no_new_privs_and_a_seccomp_filter(client, room):
-    out = client.sh(room, "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status")
-    fields = dict(line.split(":\t") for line in out.splitlines())
-    assert fields["CapEff"] == "0000000000000000", fields
-    assert fields["CapPrm"] == "0000000000000000", fields
-    assert fields["CapInh"] == "0000000000000000", fields
-    assert fields["CapAmb"] == "0000000000000000", fields
-    assert fields["CapBnd"] == "0000000000000000", fields
-    assert fields["NoNewPrivs"] == "1", fields
-    assert fields["Seccomp"] == "2", fields
-    # and so is every process the room's user starts, background ones too
+def test_capabilities_no_new_privs_and_a_seccomp_filter(client, room):
+    """The room's root: Docker's default set (caps.h ROOM_CAPS), and no more
+    in its bounding set; the room's user: none."""
+    room_mask, names = keeper_caps_mask("ROOM_CAPS")
+    caps = f"{room_mask:016x}"
+    want = {
+        "root": {"CapEff": caps, "CapPrm": caps, "CapBnd": caps},
+        "user": {"CapEff": "0" * 16, "CapPrm": "0" * 16, "CapBnd": caps},
+    }
+    for who, expect in want.items():
+        out = client.sh(room, "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status",
+                        user=who)
+        fields = dict(line.split(":\t") for line in out.splitlines())
+        for key, value in expect.items():
+            assert fields[key] == value, (who, key, fields, names)
+        assert fields["CapInh"] == "0000000000000000", (who, fields)
+        assert fields["CapAmb"] == "0000000000000000", (who, fields)
+        assert fields["NoNewPrivs"] == "1", (who, fields)
+        assert fields["Seccomp"] == "2", (who, fields)
+    # none of what Docker leaves out: CAP_SYS_ADMIN (21), CAP_SYS_PTRACE (19),
+    # CAP_NET_ADMIN (12), CAP_SYS_MODULE (16), CAP_DAC_READ_SEARCH (2)
+    for cap in (21, 19, 12, 16, 2):
+        assert not room_mask & (1 << cap), cap
+    # and so is every process the room starts, background ones too
     client.sh(room, "sleep 3600 >/dev/null 2>&1 &")
-    out = client.sh(room, "for p in $(pgrep -x sleep); do grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/$p/status; done")
-    assert out.split() == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1", "Seccomp:", "2"], out
+    client.sh(room, "sleep 3601 >/dev/null 2>&1 &", user="user")
+    out = client.sh(room, "for p in $(pgrep -x sleep); do grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' "
+                          "/proc/$p/status; done | sort | uniq -c")
+    assert sorted(out.split()) == sorted(["1", "CapEff:", caps, "1", "CapEff:", "0" * 16,
+                                          "2", "CapBnd:", caps, "2", "NoNewPrivs:", "1",
+                                          "2", "Seccomp:", "2"]), out
+
+
+def test_root_capabilities_reach_only_the_rooms_own_namespace(client, room):
+    """The room's mount, network and uts namespaces belong to the host's user
+    namespace: the room's root cannot change its hostname, its addresses or
+    links, nor bind a privileged port through a capability (the room's
+    network namespace lets every port be bound, as Docker's does)."""
+    res = client.exec(room, "hostname other; echo \"hostname=$?\"; "
+                            "ip link set lo down; echo \"link=$?\"; "
+                            "ip addr add 10.9.9.9/32 dev lo; echo \"addr=$?\"; "
+                            "cat /proc/sys/net/ipv4/ip_unprivileged_port_start; uname -n")
+    lines = res["stdout"].splitlines()
+    assert lines[0] != "hostname=0" and lines[1] != "link=0" and lines[2] != "addr=0", res
+    assert lines[3] == "0" and lines[4] == f"sandbox-{room}", res
+    assert "10.9.9.9" not in client.sh(room, "cat /proc/net/fib_trie 2>/dev/null; ip -o addr 2>/dev/null; true")
+    # the room's files are its root's: it owns and may change them all
+    assert client.sh(room, "stat -c '%u:%g' / /usr /usr/bin/ls /etc /root /workspace") == \
+        "0:0\n0:0\n0:0\n0:0\n0:0\n1000:1000\n"
 
 
 @pytest.mark.parametrize("name", DENIED)
@@ -248,34 +285,60 @@ def test_x32_syscall_kills_the_process(client, room):
 
 
 def test_su_and_mount_fail(client, room):
+    """The room's user cannot become root; nobody in the room can mount."""
     res = client.exec(room, "su -c id root </dev/null; echo \"su=$?\"; "
                             "mount -t tmpfs none /tmp; echo \"mount=$?\"; "
-                            "umount /proc; echo \"umount=$?\"; id -u")
+                            "umount /proc; echo \"umount=$?\"; id -u", user="user")
     lines = res["stdout"].splitlines()
     assert lines[0] != "su=0" and lines[0].startswith("su="), res
     assert lines[1] != "mount=0" and lines[1].startswith("mount="), res
     assert lines[2] != "umount=0" and lines[2].startswith("umount="), res
-    assert lines[3] != "0", res
+    assert lines[3] == "1000", res
     assert "uid=0" not in res["stdout"]
+    res = client.exec(room, "mount -t tmpfs none /tmp; echo \"mount=$?\"; "
+                            "mount --bind /usr /mnt; echo \"bind=$?\"; "
+                            "umount /proc; echo \"umount=$?\"; id -u")
+    lines = res["stdout"].splitlines()
+    assert [l.split("=")[0] for l in lines[:3]] == ["mount", "bind", "umount"], res
+    assert all(not l.endswith("=0") for l in lines[:3]), res
+    assert lines[3] == "0", res
     # nothing was mounted or unmounted: /tmp is still the root overlay's
     points = client.sh(room, "awk '{print $5}' /proc/self/mountinfo").split()
-    assert "/tmp" not in points and "/proc" in points, points
+    assert "/tmp" not in points and "/mnt" not in points and "/proc" in points, points
 
 
-def test_keeper_cannot_be_read_signalled_or_traced(client, stack, room):
+@pytest.mark.parametrize("who", ["root", "user"])
+def test_keeper_cannot_be_read_signalled_or_traced(client, stack, room, who):
+    """The room's root has the keeper's uid: the keeper is non-dumpable (so
+    reading it needs CAP_SYS_PTRACE, which no one in the room has), the
+    kernel drops SIGKILL and SIGSTOP sent to a pid namespace's init from
+    inside, and the keeper ignores the signals that would end it from
+    there.  The room's user may not even send them."""
     res = client.exec(room, "cat /proc/1/environ; echo \"environ=$?\"; "
                             "head -c 16 /proc/1/mem; echo \"mem=$?\"; "
                             "ls /proc/1/root/ >/dev/null; echo \"root=$?\"; "
-                            "ls /proc/1/fd/ >/dev/null; echo \"fd=$?\"; "
+                            "ls -l /proc/1/fd/ >/dev/null; echo \"fd=$?\"; "
+                            "readlink /proc/1/fd/0; echo \"fdlink=$?\"; "
+                            "cat /proc/1/fd/4 </dev/null; echo \"fdopen=$?\"; "
                             "cat /proc/1/maps >/dev/null; echo \"maps=$?\"; "
                             "kill -9 1; echo \"kill1=$?\"; "
+                            "kill -TERM 1; echo \"term1=$?\"; "
+                            "kill -HUP 1; echo \"hup1=$?\"; "
                             "kill -9 $PPID; echo \"killsup=$?\"; "
-                            "kill -STOP 1; echo \"stop1=$?\"")
+                            "kill -STOP 1; echo \"stop1=$?\"", user=who)
     keeper = stack.keeper_pid(room)
     values = dict(l.split("=") for l in res["stdout"].splitlines() if "=" in l)
-    assert set(values) == {"environ", "mem", "root", "fd", "maps", "kill1", "killsup", "stop1"}, res
+    assert set(values) == {"environ", "mem", "root", "fd", "fdlink", "fdopen", "maps", "kill1",
+                           "term1", "hup1", "killsup", "stop1"}, res
     for k, v in values.items():
-        assert v != "0", f"{k} succeeded from inside the room: {res}"
+        # the room's root may send signals to its own PID 1 (same uid), and
+        # list its descriptors' numbers (a non-dumpable process's /proc
+        # directory belongs to the root of its user namespace): the signals
+        # must have no effect (checked below), the descriptors stay closed
+        if who == "user" or k not in ("fd", "kill1", "term1", "hup1", "killsup", "stop1"):
+            assert v != "0", f"{k} succeeded from inside the room as {who}: {res}"
+    if who == "root":
+        assert "->" not in res["stdout"], res
     assert "PATH=" not in res["stdout"]
     assert keeper, "the keeper is not running any more"
     st = open(f"/proc/{keeper}/status").read()
@@ -335,8 +398,9 @@ print(json.dumps({"opened": opened, "caught": caught}))
 '''
 
 
+@pytest.mark.parametrize("who", ["user", "root"])
 @pytest.mark.parametrize("suid_dumpable", ["0", "1"])
-def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, suid_dumpable):
+def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, suid_dumpable, who):
     """Until its execve an exec's child runs in the keeper's memory (spawn.c
     shares it instead of copying it), and for a moment as the room's uid.
     A room process racing to open that child's /proc/<pid>/mem must not
@@ -345,7 +409,9 @@ def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, 
     be traced by that uid) the keeper forks instead, so the attacker gets --
     and overwrites -- only copies: the keeper and the attacker's own exec
     carry on, and an exec whose copy was overwritten before its execve at
-    worst dies (SIGSEGV, or a 500 "start the shell" error)."""
+    worst dies (SIGSEGV, or a 500 "start the shell" error).  That is the
+    room's user's execs (the child changes uid); the room's root's child
+    changes no uid and is as non-dumpable as the keeper: caught by no one."""
     path = "/proc/sys/fs/suid_dumpable"
     old = open(path).read().strip()
     client.sh(room, "true")
@@ -353,11 +419,11 @@ def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, 
     try:
         with open(path, "w") as f:
             f.write(suid_dumpable)
-        attacker = Background(client, room, {"cmd": 'python3 -c "$RB_RACE" 6',
+        attacker = Background(client, room, {"cmd": 'python3 -c "$RB_RACE" 6', "user": who,
                                              "env": {"RB_RACE": MEM_RACE}, "timeout": 30000})
         wait_until(lambda: "python3 -c" in client.sh(room, "ps -e -o args="), 20,
                    "the attacker to run")
-        results = [client.exec_raw(room, {"cmd": "echo ok"}) for _ in range(150)]
+        results = [client.exec_raw(room, {"cmd": "echo ok", "user": who}) for _ in range(150)]
         r = attacker.join(60)
     finally:
         with open(path, "w") as f:
@@ -368,7 +434,7 @@ def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, 
     assert client.sh(room, "echo alive") == "alive\n"
     bad = [(a.status, a.json) for a in results
            if a.status != 200 or a.json["result"]["stdout"] != "ok\n"]
-    if suid_dumpable == "0":
+    if suid_dumpable == "0" or who == "root":
         assert counts["caught"] == 0, counts
         assert not bad, bad[:3]
     else:

@@ -520,20 +520,45 @@ static void test_uid_range(void **state)
 	struct config c;
 
 	(void)state;
-	/* uid_base + max_rooms < 2^31 */
-	c = expect_ok("uid_base = 2147482647\n");		/* + 1000 = 2^31 - 1 */
-	assert_int_equal(c.uid_base, 2147482647u);
-	expect_error("uid_base = 2147482648\n",
-		     "t.conf:1: uid_base + max_rooms must be below 2147483648 (uid_base 2147482648, max_rooms 1000)");
+	/* uid_base + max_rooms * 65536 <= 2^31: each room owns 65536 host ids */
+	c = expect_ok("uid_base = 2081947648\n");	/* + 1000 * 65536 = 2^31 */
+	assert_int_equal(c.uid_base, 2081947648u);
+	expect_error("uid_base = 2081947649\n",
+		     "t.conf:1: uid_base + max_rooms * 65536 must be at most 2147483648: each room owns "
+		     "65536 host ids (uid_base 2081947649, max_rooms 1000)");
 	/* Checked after the last line: the error names the later of the two. */
-	expect_error("uid_base = 2147483000\nworkers = 2\nmax_rooms = 648\n",
-		     "t.conf:3: uid_base + max_rooms must be below 2147483648 (uid_base 2147483000, max_rooms 648)");
-	c = expect_ok("uid_base = 2147483000\nmax_rooms = 647\n");
-	assert_int_equal(c.max_rooms, 647);
+	expect_error("uid_base = 2000000000\nworkers = 2\nmax_rooms = 2251\n",
+		     "t.conf:3: uid_base + max_rooms * 65536 must be at most 2147483648: each room owns "
+		     "65536 host ids (uid_base 2000000000, max_rooms 2251)");
+	c = expect_ok("uid_base = 2000000000\nmax_rooms = 2250\n");
+	assert_int_equal(c.max_rooms, 2250);
+	/* the old rule (one id per room) would have let this through */
+	expect_error("max_rooms = 40000\n",
+		     "t.conf:1: uid_base + max_rooms * 65536 must be at most 2147483648: each room owns "
+		     "65536 host ids (uid_base 200000, max_rooms 40000)");
 	expect_error("max_rooms = 2147283648\n",
-		     "t.conf:1: uid_base + max_rooms must be below 2147483648 (uid_base 200000, max_rooms 2147283648)");
+		     "t.conf:1: uid_base + max_rooms * 65536 must be at most 2147483648: each room owns "
+		     "65536 host ids (uid_base 200000, max_rooms 2147283648)");
 	expect_error("uid_base = 4294967295\n",
-		     "t.conf:1: uid_base + max_rooms must be below 2147483648 (uid_base 4294967295, max_rooms 1000)");
+		     "t.conf:1: uid_base + max_rooms * 65536 must be at most 2147483648: each room owns "
+		     "65536 host ids (uid_base 4294967295, max_rooms 1000)");
+}
+
+static void test_exec_user(void **state)
+{
+	struct config c;
+
+	(void)state;
+	c = expect_ok("workers = 1\n");
+	assert_int_equal(c.exec_user, EXEC_USER_ROOT);
+	c = expect_ok("exec_user = user\n");
+	assert_int_equal(c.exec_user, EXEC_USER_USER);
+	c = expect_ok("exec_user = root\n");
+	assert_int_equal(c.exec_user, EXEC_USER_ROOT);
+	expect_error("exec_user = admin\n",
+		     "t.conf:1: bad value for exec_user: 'admin' (expected 'root' or 'user')");
+	expect_error("exec_user = 1000\n",
+		     "t.conf:1: bad value for exec_user: '1000' (expected 'root' or 'user')");
 }
 
 static void test_small_and_null_error_buffer(void **state)
@@ -867,6 +892,7 @@ int main(void)
 		cmocka_unit_test(test_string_length_limits),
 		cmocka_unit_test(test_exec_timeout_above_max),
 		cmocka_unit_test(test_uid_range),
+		cmocka_unit_test(test_exec_user),
 		cmocka_unit_test(test_small_and_null_error_buffer),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_parse_duration),
