@@ -218,6 +218,9 @@ json_object *exec_in_room(struct app *app, const char *room,
 void exec_answer_error(struct response *rs, const struct helper_error *err)
 {
 	switch (err->http_status) {
+	case 400:
+		response_error(rs, 400, "%s", err->message);
+		break;
 	case 503:
 		rs->retry_after = 1;
 		response_error(rs, 503, "too many concurrent execs");

@@ -26,6 +26,7 @@
 
 #include "exec_stream.h"
 #include "http.h"
+#include "protocol.h"
 #include "timefmt.h"
 
 #define LIST_MAX 10000
@@ -177,17 +178,30 @@ static int ignore_event(void *ctx, json_object *ev)
 
 /* The script's result (stdout and stderr as text, output_limit each), or
  * NULL with err set. */
+/* ?user=root|user: who does it (SPEC §8.2: the request's user, default
+ * exec_user); NULL for the default, or "" for a bad value. */
+static const char *files_user(const struct request *rq)
+{
+	char v[8] = "";
+
+	if (!query_flag(rq, "user", v, sizeof(v)))
+		return NULL;
+	return strcmp(v, HK_USER_ROOT) == 0 ? HK_USER_ROOT : strcmp(v, HK_USER_USER) == 0 ? HK_USER_USER : "";
+}
+
 static json_object *run_script(struct request *rq, char *cmd, struct exec_sink *sink,
 			       struct helper_error *err)
 {
 	struct exec_request ex = { .cmd = cmd, .cmd_len = cmd ? strlen(cmd) : 0, .cwd = "/",
-				   .timeout_ms = FILES_TIMEOUT(rq->app) };
+				   .timeout_ms = FILES_TIMEOUT(rq->app), .user = files_user(rq) };
 	json_object *res;
 
-	if (!cmd) {
+	if (!cmd || (ex.user && !*ex.user)) {
 		memset(err, 0, sizeof(*err));
-		err->http_status = 500;
-		snprintf(err->message, sizeof(err->message), "out of memory");
+		err->http_status = cmd ? 400 : 500;
+		snprintf(err->message, sizeof(err->message), cmd ? "invalid user: expected \"root\" or \"user\""
+			 : "out of memory");
+		free(cmd);
 		return NULL;
 	}
 	if (!sink->event)

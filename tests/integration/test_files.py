@@ -84,13 +84,21 @@ def test_directories_listing_mkdir_delete_and_move(client, room):
     assert r.status == 400 and "to" in r.json["details"]
 
 
-def test_permission_denied_is_403(client, room):
-    client.sh(room, "mkdir -p /workspace/ro && chmod 555 /workspace/ro")
-    if client.sh(room, "id -u") == "0\n":
-        client.sh(room, "chattr +i /workspace/ro 2>/dev/null || true")
-    r = put(client, room, "ro/x", b"x")
+def test_permission_denied_is_403_and_user_is_the_requests(client, room):
+    """Files are handled as the request's user (?user=, default exec_user):
+    the room's user may not write into root's read-only directory; root
+    may."""
+    client.sh(room, "mkdir -p /workspace/ro && chmod 555 /workspace/ro && chown 0:0 /workspace/ro")
+    r = client.request("PUT", files(room, "ro/x") + "?user=user", data=b"x")
     assert r.status == 403, r
+    assert r.json == {"error": "permission denied: /workspace/ro/x"}
     assert client.sh(room, "ls -A /workspace/ro") == ""
+    r = client.request("PUT", files(room, "ro/y") + "?user=root", data=b"y")
+    assert r.status == 201, r
+    assert client.sh(room, "stat -c %u /workspace/ro/y") == "0\n"
+    r = client.request("PUT", files(room, "mine") + "?user=user", data=b"z")
+    assert r.status == 201 and client.sh(room, "stat -c %u /workspace/mine") == "1000\n"
+    assert client.request("GET", files(room, "mine") + "?user=admin").status == 400
 
 
 def test_over_max_file_is_413_and_nothing_is_written(client, room):
