@@ -44,7 +44,9 @@
  *   list     {}      -> {rooms:[<status>...]}
  *   destroy  {room}  -> {destroyed:true}  (also if absent)
  *   stop     {room}  -> {stopped:true}    (files kept)
- *   stop-idle {}     -> {stopped:[R...]}  rooms idle longer than idle_timeout
+ *   stop-idle {keep?:[R...]} -> {stopped:[R...]}  rooms idle longer than
+ *            idle_timeout, except those in keep (rooms roombox-fcgi runs
+ *            managed processes in: they are not idle)
  *   stop-all {}      -> {stopped:[R...]}
  *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S}
  *
@@ -84,6 +86,7 @@
 #define HK_CWD        "cwd"
 #define HK_STDIN      "stdin"
 #define HK_IO         "io"   /* true: passed I/O, see below */
+#define HK_KEEP       "keep" /* stop-idle: rooms to leave running */
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"

@@ -54,7 +54,7 @@ static long mono_ms(void)
 
 /* Bytes at the end of p[0..n) that begin a UTF-8 character not complete
  * yet (0 to 3). */
-static size_t utf8_incomplete_tail(const unsigned char *p, size_t n)
+size_t utf8_incomplete_tail(const unsigned char *p, size_t n)
 {
 	for (size_t back = 1; back <= 3 && back <= n; back++) {
 		unsigned char c = p[n - back];

@@ -28,6 +28,12 @@ static const struct route routes[] = {
 					   { "PUT", api_files_put, 0 },
 					   { "DELETE", api_files_delete, 0 },
 					   { "POST", api_files_move, ROUTE_BODY } } },
+	/* before its {path*} sibling, which would also match ".../processes" */
+	{ "/api/rooms/{id}/sandbox/processes", { { "GET", api_procs_list, 0 },
+					   { "POST", api_procs_start, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/processes/{path*}", { { "GET", api_procs_get, 0 },
+					   { "POST", api_procs_stdin, 0 },
+					   { "DELETE", api_procs_delete, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
