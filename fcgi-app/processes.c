@@ -1051,6 +1051,13 @@ void api_procs_start(struct request *rq, struct response *rs)
 
 /* ---- GET …/processes, GET/DELETE/POST …/processes/{id}[/logs|/stdin] ---- */
 
+static int by_serial(const void *a, const void *b)
+{
+	unsigned long x = (*(struct proc *const *)a)->serial, y = (*(struct proc *const *)b)->serial;
+
+	return x < y ? -1 : x > y;
+}
+
 void api_procs_list(struct request *rq, struct response *rs)
 {
 	json_object *list = json_object_new_array();
@@ -1065,8 +1072,10 @@ void api_procs_list(struct request *rq, struct response *rs)
 	for (struct proc *p = procs; p && v; p = p->next)
 		if (!strcmp(p->room, rq->room))
 			v[n++] = p;
-	for (size_t i = 0; i < n; i++)   /* oldest first (the list is newest first) */
-		json_object_array_add(list, proc_json(v[n - 1 - i]));
+	if (v)
+		qsort(v, n, sizeof(*v), by_serial);
+	for (size_t i = 0; i < n; i++)   /* oldest first */
+		json_object_array_add(list, proc_json(v[i]));
 	pthread_mutex_unlock(&lock);
 	free(v);
 	rs->status = 200;
