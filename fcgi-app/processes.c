@@ -820,7 +820,9 @@ static json_object *validate_start(json_object *body, struct app *app, struct ex
 	if (zod_string(details, body, "name", true, &name_rules, name, NULL) && *name &&
 	    !room_id_valid(*name))
 		zod_issue(details, "name", "Invalid name: letters, digits, '_' and '-', at most 64");
-	zod_enum(details, body, "user", true, users, &user);
+	/* once exec requests carry a user, validate_exec_request checks it */
+	if (!json_object_object_get_ex(details, "user", NULL))
+		zod_enum(details, body, "user", true, users, &user);
 	if (json_object_object_length(details) > 0)
 		return details;
 	json_object_put(details);
