@@ -27,12 +27,15 @@
  *             worker, so execs of every room go on while models think;
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
- *             processes and mounts (files are kept).
+ *             processes and mounts (files are kept); rooms running a
+ *             managed process are named in its keep list and stay;
+ *   logger    (processes.c) reads the pipes of every managed process into
+ *             its logs on disk and to its live log readers;
  *
  * Shared state: the configuration and the cached cgroup mode (written
  * before the threads start, read-only after), the exec counter (atomic),
- * the metrics counters (metrics.c, atomics) and the token cache (auth.c,
- * behind a mutex).  Each request's state lives in
+ * the metrics counters (metrics.c, atomics), the token cache (auth.c,
+ * behind a mutex) and the managed processes (processes.c, behind a mutex).  Each request's state lives in
  * its own struct request / struct response.
  *
  * The socket: when started by spawn-fcgi or lighttpd's bin-path, fd 0 is
