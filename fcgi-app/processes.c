@@ -77,7 +77,6 @@
 #define START_TIMEOUT_MS 10000     /* the starter's exec: it ends at once */
 #define PID_WAIT_MS 5000           /* POST waits this long for the pid */
 #define SUB_QUEUE_MAX (8u << 20)   /* a live reader this far behind is cut off */
-#define MARK_MAX 128               /* longest control line we look for */
 #define STDIN_WAIT_MS 30000
 #define KEEPALIVE_S 15
 
@@ -117,8 +116,7 @@ struct proc {
 	int fd[2], in_fd;          /* our pipe ends, -1 once closed */
 	uint64_t log_size[2];      /* of the newer half */
 	char nonce[33];
-	char hold[MARK_MAX];       /* stderr bytes that may begin a control line */
-	size_t nhold;
+	struct proc_scan scan;     /* of stderr */
 	struct sub *subs;
 };
 
@@ -423,7 +421,7 @@ static void close_fd(int *fd)
 /* A control line from W or C (without its "\036rbx:<nonce> "). */
 static void control(struct proc *p, const char *line, size_t n)
 {
-	char text[MARK_MAX + 1];
+	char text[PROC_MARK_MAX + 1];
 	long a = 0, b = 0;
 	int code;
 
@@ -439,44 +437,76 @@ static void control(struct proc *p, const char *line, size_t n)
 	}
 }
 
-/* stderr: pass on everything but our control lines.  A "\036" with no
- * newline yet close behind waits in hold for the next piece (or the end). */
-static void take_stderr(struct proc *p, const char *data, size_t n, bool eof)
+/* One slice (at most 64 KiB) of proc_stderr_scan's input. */
+static void scan_slice(struct proc_scan *st, const char *prefix, const char *data, size_t n,
+		       bool eof, void (*out)(void *, const char *, size_t),
+		       void (*ctl)(void *, const char *, size_t), void *ctx)
 {
-	char buf[MARK_MAX + 65536];
-	char prefix[48];
-	size_t len = 0, i = 0, plen;
+	static _Thread_local char buf[PROC_MARK_MAX + 65536];
+	size_t len, i = 0, plen = strlen(prefix);
 
-	plen = (size_t)snprintf(prefix, sizeof(prefix), "\036rbx:%s ", p->nonce);
-	memcpy(buf, p->hold, p->nhold);
-	len = p->nhold;
+	memcpy(buf, st->hold, st->nhold);
+	len = st->nhold;
 	memcpy(buf + len, data, n);
 	len += n;
-	p->nhold = 0;
+	st->nhold = 0;
 	while (i < len) {
 		char *mark = memchr(buf + i, '\036', len - i);
 		size_t at = mark ? (size_t)(mark - buf) : len, room_left;
 		char *nl;
 
-		take_output(p, ERR, buf + i, at - i);
+		if (at > i)
+			out(ctx, buf + i, at - i);
 		i = at;
 		if (!mark)
 			break;
-		room_left = len - at < MARK_MAX ? len - at : MARK_MAX;
+		room_left = len - at < PROC_MARK_MAX ? len - at : PROC_MARK_MAX;
 		nl = memchr(buf + at, '\n', room_left);
-		if (!nl && room_left < MARK_MAX && !eof) {   /* may be ours: wait */
-			memcpy(p->hold, buf + at, len - at);
-			p->nhold = len - at;
+		if (!nl && room_left < PROC_MARK_MAX && !eof) {   /* may be ours: wait */
+			memcpy(st->hold, buf + at, len - at);
+			st->nhold = len - at;
 			return;
 		}
 		if (nl && (size_t)(nl - (buf + at)) >= plen && !memcmp(buf + at, prefix, plen)) {
-			control(p, buf + at + plen, (size_t)(nl - (buf + at)) - plen);
+			ctl(ctx, buf + at + plen, (size_t)(nl - (buf + at)) - plen);
 			i = (size_t)(nl - buf) + 1;
 			continue;
 		}
-		take_output(p, ERR, buf + at, 1);   /* not ours */
+		out(ctx, buf + at, 1);   /* not ours */
 		i = at + 1;
 	}
+}
+
+void proc_stderr_scan(struct proc_scan *st, const char *prefix, const char *data, size_t n,
+		      bool eof, void (*out)(void *ctx, const char *d, size_t n),
+		      void (*ctl)(void *ctx, const char *line, size_t n), void *ctx)
+{
+	do {
+		size_t k = n > 65536 ? 65536 : n;
+
+		scan_slice(st, prefix, data, k, eof && k == n, out, ctl, ctx);
+		data += k;
+		n -= k;
+	} while (n);
+}
+
+static void stderr_out(void *ctx, const char *d, size_t n)
+{
+	take_output(ctx, ERR, d, n);
+}
+
+static void stderr_ctl(void *ctx, const char *line, size_t n)
+{
+	control(ctx, line, n);
+}
+
+/* stderr: everything but our control lines is output. */
+static void take_stderr(struct proc *p, const char *data, size_t n, bool eof)
+{
+	char prefix[48];
+
+	snprintf(prefix, sizeof(prefix), "\036rbx:%s ", p->nonce);
+	proc_stderr_scan(&p->scan, prefix, data, n, eof, stderr_out, stderr_ctl, p);
 }
 
 /* Both pipes ended: the process is done with us. */
@@ -669,14 +699,12 @@ int procs_room_reset(const char *room, char *err, size_t errlen)
 	for (struct proc **q = &procs; *q;) {
 		struct proc *p = *q;
 
-		if (strcmp(p->room, room) || p->subs) {   /* a live reader frees it */
-			if (!strcmp(p->room, room) && p->status == P_RUNNING) {
-				p->status = P_LOST;
-				ended(p);
-			}
+		if (strcmp(p->room, room)) {
 			q = &p->next;
 			continue;
 		}
+		/* a live reader owns its queue: it finds the process gone and
+		 * frees it (woken below) */
 		if (p->status == P_RUNNING)
 			metrics_processes_running_add(-1);
 		close_fd(&p->fd[OUT]);
@@ -687,6 +715,7 @@ int procs_room_reset(const char *room, char *err, size_t errlen)
 		free(p->command);
 		free(p);
 	}
+	pthread_cond_broadcast(&changed);
 	snprintf(dir, sizeof(dir), "%s/%s", procs_dir, room);
 	if (rmdir(dir) < 0 && errno != ENOENT && errno != ENOTEMPTY) {
 		snprintf(err, errlen, "room %s: processes: remove %s: %s", room, dir, strerror(errno));
@@ -888,7 +917,8 @@ static long mono_ms(void)
 static int watch(struct proc *p)
 {
 	for (int s = 0; s < 2; s++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ((uint64_t)p->serial << 1) | (uint64_t)s };
+		struct epoll_event ev = { .events = EPOLLIN,
+					  .data.u64 = ((uint64_t)p->serial << 1) | (uint64_t)s };
 
 		fcntl(p->fd[s], F_SETFL, O_NONBLOCK);
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, p->fd[s], &ev) < 0)
@@ -1196,9 +1226,10 @@ static void sse_exit(struct sse *s, const struct proc *p)
 	sse_json(s, ev);
 }
 
+/* r out of p's readers (p NULL: p is gone already) and freed. */
 static void sub_remove(struct proc *p, struct sub *r)
 {
-	for (struct sub **q = &p->subs; *q; q = &(*q)->next)
+	for (struct sub **q = p ? &p->subs : NULL; q && *q; q = &(*q)->next)
 		if (*q == r) {
 			*q = r->next;
 			break;
@@ -1257,10 +1288,7 @@ static void sse_follow(struct sse *s, unsigned long serial, struct sub *r)
 			break;
 		}
 	}
-	if ((p = find_serial(serial)))
-		sub_remove(p, r);
-	else
-		free(r);   /* forgotten meanwhile: nothing else holds it */
+	sub_remove(find_serial(serial), r);   /* forgotten meanwhile: only we hold r */
 }
 
 static void logs_sse(struct request *rq, struct response *rs, const char *id)
