@@ -1405,8 +1405,9 @@ void api_procs_get(struct request *rq, struct response *rs)
 /* ---- stdin ---- */
 
 /* Write all of data to fd (non-blocking), waiting for the reader at most
- * STDIN_WAIT_MS in all.  Bytes written. */
-static size_t write_bounded(int fd, const char *data, size_t len)
+ * STDIN_WAIT_MS in all.  Bytes written; *gone when the reader has closed
+ * its end. */
+static size_t write_bounded(int fd, const char *data, size_t len, bool *gone)
 {
 	size_t off = 0;
 	long until = mono_ms() + STDIN_WAIT_MS;
@@ -1419,8 +1420,10 @@ static size_t write_bounded(int fd, const char *data, size_t len)
 			off += (size_t)k;
 			continue;
 		}
-		if (k < 0 && errno != EAGAIN && errno != EINTR)
+		if (k < 0 && errno != EAGAIN && errno != EINTR) {
+			*gone = errno == EPIPE;
 			break;
+		}
 		poll(&pf, 1, (int)(until - mono_ms() > 0 ? until - mono_ms() : 0));
 	}
 	return off;
@@ -1432,7 +1435,7 @@ void api_procs_stdin(struct request *rq, struct response *rs)
 	const char *what;
 	char *body = NULL;
 	size_t len = 0, written = 0;
-	bool close_it = query_value(rq, "close", flag, sizeof(flag)) &&
+	bool gone = false, close_it = query_value(rq, "close", flag, sizeof(flag)) &&
 		(!strcmp(flag, "1") || !strcmp(flag, "true"));
 	struct proc *p;
 	int fd = -1;
@@ -1462,7 +1465,7 @@ void api_procs_stdin(struct request *rq, struct response *rs)
 	}
 	if (fd >= 0) {
 		fcntl(fd, F_SETFL, O_NONBLOCK);
-		written = write_bounded(fd, body, len);
+		written = write_bounded(fd, body, len, &gone);
 		close(fd);
 	}
 	free(body);
@@ -1470,6 +1473,11 @@ void api_procs_stdin(struct request *rq, struct response *rs)
 	if (close_it && (p = find(rq->room, id)))
 		close_fd(&p->in_fd);
 	pthread_mutex_unlock(&lock);
+	if (gone) {
+		response_error(rs, 409, "process %s no longer reads its stdin (took %zu of %zu bytes)",
+			       id, written, len);
+		return;
+	}
 	if (written < len) {
 		response_error(rs, 504, "process %s took %zu of %zu bytes on its stdin", id, written, len);
 		return;
