@@ -786,6 +786,9 @@ static int signal_session(struct app *app, const char *room, long sid, const cha
 	}
 	ex.cmd = cmd;
 	ex.cmd_len = strlen(cmd);
+#ifdef HK_USER_ROOT   /* the room's root may signal the processes of both its users */
+	ex.user = HK_USER_ROOT;
+#endif
 	res = exec_stream_in_room(app, room, &ex, &sink, err);
 	free(cmd);
 	json_object_put(res);
@@ -955,6 +958,10 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 		json_object_object_add(hreq, HK_ENV, json_object_get(req->env));
 	if (req->cwd)
 		json_object_object_add(hreq, HK_CWD, json_object_new_string(req->cwd));
+#ifdef HK_USER   /* once execs choose the room's user (root or user) */
+	if (req->user)
+		json_object_object_add(hreq, HK_USER, json_object_new_string(req->user));
+#endif
 	json_object_object_add(hreq, HK_IO, json_object_new_boolean(1));
 	int pass[3] = { in[0], out[1], errp[1] };
 	if (!exec_slot_take(app)) {

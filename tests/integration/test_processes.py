@@ -45,6 +45,15 @@ def wait_status(client, room, pid_id, statuses, timeout=20):
         get(client, room, pid_id)), timeout, f"process {pid_id} to be {statuses}")
 
 
+def running_metric(client):
+    r = client.get("/metrics", check_json=False)
+    assert r.status == 200, r
+    for line in r.body.decode().splitlines():
+        if line.startswith("roombox_processes_running "):
+            return float(line.split()[1])
+    raise AssertionError("no roombox_processes_running in /metrics")
+
+
 def room_ps(client, room):
     """Command lines of the room's processes (from its /proc)."""
     return client.sh(room, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; "
@@ -121,11 +130,13 @@ def test_stdin_reaches_the_process_and_close_ends_it(client, room):
     wait_until(lambda: logs(client, room, p["id"])["stdout"] == "hello\n", 10,
                "cat to echo its input")
     assert get(client, room, p["id"])["status"] == "running"
+    assert running_metric(client) == 1
     r = client.post(procs_path(room, f"/{p['id']}/stdin?close=1"), data=b"bye\n")
     assert r.status == 200 and r.json["closed"] is True, r
     end = wait_status(client, room, p["id"], ("exited", "killed", "lost"))
     assert end["status"] == "exited" and end["exitCode"] == 0 and end["signal"] is None, end
     assert logs(client, room, p["id"])["stdout"] == "hello\nbye\n"
+    assert running_metric(client) == 0
     # closed is closed
     r = client.post(procs_path(room, f"/{p['id']}/stdin"), data=b"more")
     assert r.status == 409, r
