@@ -59,6 +59,7 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -931,9 +932,10 @@ static int watch(struct proc *p)
 }
 
 /* Start p's command in the room: the starter exec, then p's pipes go to
- * the logger.  0, or -1 with err set (p then dropped). */
+ * the logger.  0 with *wait_status the starter's (not 0: its shell failed
+ * before the wrapper ran, e.g. no such cwd), or -1 with err set. */
 static int launch(struct app *app, const char *room, struct proc *p, const struct exec_request *req,
-		  struct helper_error *err)
+		  int *wait_status, struct helper_error *err)
 {
 	struct helper_target target = app_helper(app);
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
@@ -991,11 +993,10 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	exec_slot_give(app);
 	if (reply && json_object_object_get_ex(reply, HK_WAIT_STATUS, &v))
 		status = json_object_get_int(v);
-	if (reply && status != 0) {
-		snprintf(err->message, sizeof(err->message), "room %s: process %s: the starter "
-			 "failed (wait status %d; is setsid in the room?)", room, p->id, status);
-		err->http_status = 500;
-	}
+	else if (reply)
+		snprintf(err->message, sizeof(err->message), "room %s: process %s: the helper's "
+			 "answer has no wait status", room, p->id);
+	*wait_status = status;
 	json_object_put(reply);
 out:
 	free(cmd);
@@ -1005,7 +1006,33 @@ out:
 	close_fd(&out[1]);
 	close_fd(&errp[0]);
 	close_fd(&errp[1]);
-	return reply && status == 0 ? 0 : -1;
+	return status == -1 ? -1 : 0;
+}
+
+/* The starter's shell failed before the wrapper ran (a cwd that does not
+ * exist, no setsid in the room): that is the process's end, as an exec
+ * with that cwd ends with the shell's status and its message on stderr. */
+static void starter_failed(unsigned long serial, int wait_status)
+{
+	struct proc *p;
+	long until = mono_ms() + PID_WAIT_MS;
+
+	pthread_mutex_lock(&lock);
+	/* its stderr first: the pipes end with the starter */
+	while ((p = find_serial(serial)) && (p->fd[OUT] >= 0 || p->fd[ERR] >= 0) &&
+	       mono_ms() < until)
+		wait_changed((int)(until - mono_ms()));
+	if (p && !p->pid) {
+		bool was_running = p->status == P_RUNNING;
+
+		set_exit(p, WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
+			 : 128 + WTERMSIG(wait_status));
+		if (was_running)
+			ended(p);
+		else
+			record_save(p);
+	}
+	pthread_mutex_unlock(&lock);
 }
 
 static void random_id(char *buf, size_t len)
@@ -1026,6 +1053,7 @@ void api_procs_start(struct request *rq, struct response *rs)
 	struct proc *p, *old;
 	unsigned long serial;
 	long until;
+	int wait_status = 0;
 
 	if (details) {
 		json_object *answer = json_object_new_object();
@@ -1066,7 +1094,7 @@ void api_procs_start(struct request *rq, struct response *rs)
 	record_save(p);
 	pthread_mutex_unlock(&lock);
 
-	if (launch(rq->app, rq->room, p, &ex, &err) < 0) {
+	if (launch(rq->app, rq->room, p, &ex, &wait_status, &err) < 0) {
 		pthread_mutex_lock(&lock);
 		if ((p = find_serial(serial))) {
 			if (p->status == P_RUNNING)
@@ -1077,6 +1105,8 @@ void api_procs_start(struct request *rq, struct response *rs)
 		exec_answer_error(rs, &err);
 		return;
 	}
+	if (wait_status != 0)
+		starter_failed(serial, wait_status);
 	/* the 201 carries the pid: C says it within milliseconds */
 	pthread_mutex_lock(&lock);
 	until = mono_ms() + PID_WAIT_MS;

@@ -278,6 +278,20 @@ def test_cleanup_removes_the_records(client, room):
     assert not d.exists()
 
 
+def test_a_cwd_that_does_not_exist_ends_it_as_an_exec_would(client, room):
+    p = start(client, room, "echo never", ("running", "exited"), cwd="/no/such/dir")
+    end = wait_status(client, room, p["id"], ("exited", "killed", "lost"))
+    assert end["status"] == "exited" and end["exitCode"] == 1 and end["pid"] is None, end
+    got = logs(client, room, p["id"])
+    assert got["stdout"] == "" and "/no/such/dir" in got["stderr"], got
+
+
+def test_env_reaches_the_process(client, room):
+    p = start(client, room, 'echo "$GREETING"', ("running", "exited"), env={"GREETING": "hi there"})
+    wait_status(client, room, p["id"], ("exited",))
+    assert logs(client, room, p["id"])["stdout"] == "hi there\n"
+
+
 def test_bad_requests(client, room):
     r = client.post(procs_path(room), {})
     assert r.status == 400
