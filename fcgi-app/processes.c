@@ -1249,21 +1249,29 @@ static void sse_output(struct sse *s, int stream, const char *data, size_t n, bo
 	free(joined);
 }
 
-static void sse_exit(struct sse *s, const struct proc *p)
+/* The exit event (built under lock; written after, by sse_exit). */
+static json_object *exit_event(const struct proc *p)
 {
 	json_object *ev = json_object_new_object();
 	bool ended = p->status == P_EXITED || p->status == P_KILLED;
 
-	sse_output(s, OUT, "", 0, true);
-	sse_output(s, ERR, "", 0, true);
 	json_object_object_add(ev, "type", json_object_new_string("exit"));
 	json_object_object_add(ev, "exitCode", ended ? json_object_new_int(p->exit_code) : NULL);
 	json_object_object_add(ev, "signal", p->signal[0] ? json_object_new_string(p->signal) : NULL);
 	json_object_object_add(ev, "status", json_object_new_string(status_name[p->status]));
-	sse_json(s, ev);
+	return ev;
 }
 
-/* r out of p's readers (p NULL: p is gone already) and freed. */
+/* What never completed of a UTF-8 character, then the exit event (NULL:
+ * none, the process was forgotten). */
+static void sse_exit(struct sse *s, json_object *ev)
+{
+	sse_output(s, OUT, "", 0, true);
+	sse_output(s, ERR, "", 0, true);
+	if (ev)
+		sse_json(s, ev);
+}
+
 static void sub_remove(struct proc *p, struct sub *r)
 {
 	for (struct sub **q = p ? &p->subs : NULL; q && *q; q = &(*q)->next)
@@ -1280,10 +1288,12 @@ static void sub_remove(struct proc *p, struct sub *r)
 	free(r);
 }
 
-/* The live part: what the logger queues for us, until the end.  Under
- * lock (released while writing). */
-static void sse_follow(struct sse *s, unsigned long serial, struct sub *r)
+/* The live part: what the logger queues for us, until the end; returns
+ * the exit event (NULL when cut off).  Under lock (released while
+ * writing). */
+static json_object *sse_follow(struct sse *s, unsigned long serial, struct sub *r)
 {
+	json_object *ev = NULL;
 	struct proc *p;
 	long quiet = mono_ms();
 
@@ -1321,11 +1331,12 @@ static void sse_follow(struct sse *s, unsigned long serial, struct sub *r)
 		quiet = mono_ms();
 		pthread_mutex_lock(&lock);
 		if (end && (p = find_serial(serial))) {
-			sse_exit(s, p);
+			ev = exit_event(p);
 			break;
 		}
 	}
 	sub_remove(find_serial(serial), r);   /* forgotten meanwhile: only we hold r */
+	return ev;
 }
 
 static void logs_sse(struct request *rq, struct response *rs, const char *id)
@@ -1335,6 +1346,7 @@ static void logs_sse(struct request *rq, struct response *rs, const char *id)
 	struct sub *r = calloc(1, sizeof(*r));
 	char *data[2] = { NULL, NULL };
 	size_t len[2] = { 0, 0 };
+	json_object *ev;
 	bool cut, running;
 	unsigned long serial;
 	char head[256];
@@ -1369,14 +1381,15 @@ static void logs_sse(struct request *rq, struct response *rs, const char *id)
 		free(data[k]);
 	}
 	pthread_mutex_lock(&lock);
-	if (running)
-		sse_follow(&s, serial, r);
-	else {
-		if ((p = find_serial(serial)))
-			sse_exit(&s, p);
+	if (running) {
+		ev = sse_follow(&s, serial, r);
+	} else {
+		p = find_serial(serial);
+		ev = p ? exit_event(p) : NULL;
 		free(r);
 	}
 	pthread_mutex_unlock(&lock);
+	sse_exit(&s, ev);   /* a slow client never holds the lock */
 	rs->status = 200;
 	rs->streamed = true;
 }
