@@ -74,6 +74,9 @@
 #include "validate.h"
 
 #define PROCS_ENDED_MAX 100
+/* The logs of a room's ended processes take at most this many log_max of
+ * the host's disk (they are not on the room's disk quota) */
+#define PROCS_LOG_BUDGET 32
 #define KILL_GRACE_S 5
 #define START_TIMEOUT_MS 10000     /* the starter's exec: it ends at once */
 #define PID_WAIT_MS 5000           /* POST waits this long for the pid */
@@ -127,7 +130,7 @@ static struct proc *procs;
 static unsigned long next_serial = 1;
 static char procs_dir[PATH_MAX];
 static int epfd = -1;
-static uint64_t log_half;
+static uint64_t log_half, room_log_budget;
 
 /* ---- the record ---- */
 
@@ -379,6 +382,56 @@ static void set_exit(struct proc *p, int code)
 	p->status = p->signal[0] ? P_KILLED : P_EXITED;
 }
 
+static uint64_t logs_size(const struct proc *p)
+{
+	static const char *const suffixes[] = { ".stdout", ".stdout.1", ".stderr", ".stderr.1" };
+	char path[PATH_MAX + 64];
+	uint64_t total = 0;
+	struct stat st;
+
+	for (size_t i = 0; i < 4; i++) {
+		path_of(path, sizeof(path), p->room, p->id, suffixes[i]);
+		if (stat(path, &st) == 0)
+			total += (uint64_t)st.st_size;
+	}
+	return total;
+}
+
+/* Past PROCS_LOG_BUDGET x log_max for the logs of the room's ended
+ * processes, the oldest ones' logs go (their records stay, truncated). */
+static void room_logs_trim(const char *room)
+{
+	struct { struct proc *p; uint64_t size; } v[PROCS_ENDED_MAX + 1];
+	uint64_t total = 0;
+	size_t n = 0;
+
+	for (struct proc *q = procs; q && n < PROCS_ENDED_MAX + 1; q = q->next)
+		if (!strcmp(q->room, room) && q->status != P_RUNNING && q->fd[OUT] < 0 &&
+		    q->fd[ERR] < 0) {
+			v[n].p = q;
+			total += v[n++].size = logs_size(q);
+		}
+	while (total > room_log_budget) {
+		size_t oldest = n;
+		char path[PATH_MAX + 64];
+		static const char *const suffixes[] = { ".stdout", ".stdout.1", ".stderr", ".stderr.1" };
+
+		for (size_t i = 0; i < n; i++)
+			if (v[i].size && (oldest == n || v[i].p->serial < v[oldest].p->serial))
+				oldest = i;
+		if (oldest == n)
+			return;
+		for (size_t i = 0; i < 4; i++) {
+			path_of(path, sizeof(path), room, v[oldest].p->id, suffixes[i]);
+			unlink(path);
+		}
+		v[oldest].p->cut[OUT] = v[oldest].p->cut[ERR] = true;
+		record_save(v[oldest].p);
+		total -= v[oldest].size;
+		v[oldest].size = 0;
+	}
+}
+
 /* The process ended (status set): its readers hear the end, the record is
  * saved, and the oldest ended records past PROCS_ENDED_MAX go. */
 static void ended(struct proc *p)
@@ -411,6 +464,7 @@ static void ended(struct proc *p)
 		free(gone);
 	}
 }
+
 
 static void close_fd(int *fd)
 {
@@ -518,6 +572,7 @@ static void pipes_ended(struct proc *p)
 		p->status = P_LOST;
 		ended(p);
 	}
+	room_logs_trim(p->room);   /* its logs are whole now */
 }
 
 /* ---- the logger thread ---- */
@@ -649,6 +704,7 @@ int procs_init(struct app *app, char *err, size_t errlen)
 	struct dirent *e;
 
 	log_half = app->cfg.log_max / 2 ? app->cfg.log_max / 2 : 1;
+	room_log_budget = PROCS_LOG_BUDGET * app->cfg.log_max;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&changed, &ca);

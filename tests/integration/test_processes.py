@@ -268,6 +268,27 @@ def test_ended_records_are_capped_at_100(client, room):
     assert client.get(procs_path(room, "/p0")).status == 404
 
 
+def test_logs_of_ended_processes_have_a_budget_per_room(client, room):
+    """32 x log_max (2 MiB here) for the logs of a room's ended processes
+    on the host's disk: past it the oldest ones' logs go, their records
+    stay (truncated)."""
+    n = 40   # each keeps about 64 KiB of stdout: 2.5 MiB in all
+    for i in range(n):
+        start(client, room, "head -c 70000 /dev/zero | tr '\\0' a", ("running", "exited"),
+              name=f"big{i}")
+    wait_until(lambda: all(x["status"] == "exited" for x in
+                           client.get(procs_path(room)).json["processes"]), 30,
+               "every process to end")
+    d = client.stack.state_dir / "processes" / room
+    on_disk = sum(f.stat().st_size for f in d.iterdir() if ".std" in f.name)
+    assert on_disk <= 32 * LOG_MAX + 2 * LOG_MAX, on_disk
+    first = logs(client, room, "big0")
+    assert first["stdout"] == "" and first["truncated"]["stdout"] is True, first["truncated"]
+    assert get(client, room, "big0")["status"] == "exited"
+    last = logs(client, room, f"big{n - 1}")
+    assert LOG_MAX // 2 <= len(last["stdout"]) <= LOG_MAX and set(last["stdout"]) == {"a"}
+
+
 def test_cleanup_removes_the_records(client, room):
     start(client, room, "echo x", ("running", "exited"), name="gone")
     wait_status(client, room, "gone", ("exited",))
