@@ -313,6 +313,19 @@ def test_env_reaches_the_process(client, room):
     assert logs(client, room, p["id"])["stdout"] == "hi there\n"
 
 
+def test_a_live_log_ends_when_the_room_is_cleaned_up(client, room):
+    p = start(client, room, "while :; do echo tick; sleep 0.2; done")
+    s = LogStream(client, room, p["id"], timeout=20)
+    assert s.r.status == 200
+    wait_until(lambda: (s.frame() or {}).get("data", "").startswith("tick"), 10, "a live tick")
+    client.destroy(room)
+    t0 = time.monotonic()
+    while s.frame() is not None:   # ticks still queued, then the end
+        assert time.monotonic() - t0 < 10, "the stream did not end"
+    s.close()
+    assert client.get(procs_path(room)).json == {"processes": []}
+
+
 def test_bad_requests(client, room):
     r = client.post(procs_path(room), {})
     assert r.status == 400
