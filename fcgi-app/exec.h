@@ -34,14 +34,14 @@ json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t 
  * for what is not UTF-8, or base64 of the exact bytes. */
 json_object *exec_stream(const char *data, size_t len, bool base64);
 
-/* "SIGKILL" for 9 (the kernel's real-time signals as SIGRT0..SIGRT32). */
-void signal_name(int sig, char *buf, size_t len);
-
 /* A failed exec's JSON answer (503 with Retry-After, 429, 413, 500). */
 void exec_answer_error(struct response *rs, const struct helper_error *err);
 
 /* Slot accounting for max_concurrent_execs (exec_stream.c too). */
 bool exec_slot_take(struct app *app);
 void exec_slot_give(struct app *app);
+
+/* "SIGKILL" for 9 (the kernel's real-time signals as SIGRT0..SIGRT32). */
+void signal_name(int sig, char *buf, size_t len);
 
 #endif
