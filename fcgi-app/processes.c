@@ -473,6 +473,24 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* What stdout holds now.  At the exit line the command has ended, so
+ * everything it wrote is in the pipe: its log is whole before its end is
+ * told. */
+static void drain_stdout(struct proc *p)
+{
+	char buf[65536];
+	ssize_t n;
+
+	while (p->fd[OUT] >= 0 && (n = read(p->fd[OUT], buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return;   /* EAGAIN: all of it read; what comes later is its children's */
+		take_output(p, OUT, buf, (size_t)n);
+	}
+	close_fd(&p->fd[OUT]);   /* end of file */
+}
+
 /* A control line from W or C (without its "\036rbx:<nonce> "). */
 static void control(struct proc *p, const char *line, size_t n)
 {
@@ -487,6 +505,7 @@ static void control(struct proc *p, const char *line, size_t n)
 		record_save(p);
 		pthread_cond_broadcast(&changed);
 	} else if (sscanf(text, "exit %d", &code) == 1 && p->status == P_RUNNING) {
+		drain_stdout(p);
 		set_exit(p, code);
 		ended(p);
 	}
