@@ -103,6 +103,7 @@ static const struct key_desc key_table[] = {
 	{ "drain_ms",             V_MILLIS,   FIELD(drain_ms),             0, 0 },
 	{ "max_body",             V_SIZE,     FIELD(max_body),             1, 0 },
 	{ "max_file",             V_SIZE,     FIELD(max_file),             1, 0 },
+	{ "log_max",              V_SIZE,     FIELD(log_max),              1, 0 },
 	{ "max_concurrent_execs", V_INT,      FIELD(max_concurrent_execs), 1, 0 },
 	{ "idle_timeout",         V_DURATION, FIELD(idle_timeout_ms),      0, 0 },
 	{ "llm_url",              V_URL,      FIELD(llm_url),              0, 0 },
@@ -180,6 +181,7 @@ void config_defaults(struct config *c)
 	c->drain_ms = 50;
 	c->max_body = 1ull << 20;
 	c->max_file = 100ull << 20;
+	c->log_max = 1ull << 20;
 	c->max_concurrent_execs = 64;
 	c->idle_timeout_ms = 15 * 60 * 1000;
 	c->llm_timeout_ms = 120 * 1000;

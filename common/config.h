@@ -50,6 +50,7 @@ struct config {
 	uint64_t drain_ms;       /* 50; here a bare number is milliseconds */
 	uint64_t max_body;       /* bytes, 1M */
 	uint64_t max_file;       /* bytes, 100M: one file through the files API */
+	uint64_t log_max;        /* bytes, 1M: kept of each stream of a managed process */
 	int max_concurrent_execs; /* 64 */
 	uint64_t idle_timeout_ms; /* 15m; 0 = never */
 	/* the agent (SPEC §8.6): on when llm_url and llm_model are both set */

@@ -45,7 +45,9 @@
  *   list     {}      -> {rooms:[<status>...]}
  *   destroy  {room}  -> {destroyed:true}  (also if absent)
  *   stop     {room}  -> {stopped:true}    (files kept)
- *   stop-idle {}     -> {stopped:[R...]}  rooms idle longer than idle_timeout
+ *   stop-idle {keep?:[R...]} -> {stopped:[R...]}  rooms idle longer than
+ *            idle_timeout, except those in keep (rooms roombox-fcgi runs
+ *            managed processes in: they are not idle)
  *   stop-all {}      -> {stopped:[R...]}
  *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S}
  *   kill-all {room}  -> {killed:N}       every process of the room but its
@@ -100,6 +102,7 @@
 /* values of HK_USER: the room's root (uid 0) or its user (uid 1000) */
 #define HK_USER_ROOT  "root"
 #define HK_USER_USER  "user"
+#define HK_KEEP       "keep" /* stop-idle: rooms to leave running */
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"

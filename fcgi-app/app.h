@@ -95,5 +95,7 @@ route_handler api_metrics_get;
 /* rooms.c */
 route_handler api_rooms_stop;
 route_handler api_files_get, api_files_put, api_files_delete, api_files_move;
+/* processes.c */
+route_handler api_procs_list, api_procs_start, api_procs_get, api_procs_delete, api_procs_stdin;
 
 #endif

@@ -59,7 +59,7 @@ json_object *exec_helper_request(const char *room, const struct exec_request *ex
 
 /* "SIGKILL" etc. (glibc's sigabbrev_np); the kernel's real-time signals,
  * 32 to 64, as SIGRT0 to SIGRT32. */
-static void signal_name(int sig, char *buf, size_t len)
+void signal_name(int sig, char *buf, size_t len)
 {
 	const char *abbrev = sigabbrev_np(sig);
 

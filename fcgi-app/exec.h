@@ -44,4 +44,7 @@ void exec_answer_error(struct response *rs, const struct helper_error *err);
 bool exec_slot_take(struct app *app);
 void exec_slot_give(struct app *app);
 
+/* "SIGKILL" for 9 (the kernel's real-time signals as SIGRT0..SIGRT32). */
+void signal_name(int sig, char *buf, size_t len);
+
 #endif

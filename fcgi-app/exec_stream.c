@@ -47,7 +47,7 @@ struct out_stream {
 
 /* Bytes at the end of p[0..n) that begin a UTF-8 character not complete
  * yet (0 to 3). */
-static size_t utf8_incomplete_tail(const unsigned char *p, size_t n)
+size_t utf8_incomplete_tail(const unsigned char *p, size_t n)
 {
 	for (size_t back = 1; back <= 3 && back <= n; back++) {
 		unsigned char c = p[n - back];

@@ -28,6 +28,10 @@ struct exec_sink {
 	ssize_t (*input)(void *ctx, char *buf, size_t n);
 };
 
+/* Bytes at the end of p[0..n) that begin a UTF-8 character not complete
+ * yet (0 to 3): what a text event keeps back for the next piece. */
+size_t utf8_incomplete_tail(const unsigned char *p, size_t n);
+
 /* Run ex in room like exec_in_room, telling sink about the output as it
  * comes; returns SPEC §2.1's result (its stdout/stderr as far as
  * output_limit), or NULL with err set. */

@@ -27,12 +27,15 @@
  *             worker, so execs of every room go on while models think;
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
- *             processes and mounts (files are kept).
+ *             processes and mounts (files are kept); rooms running a
+ *             managed process are named in its keep list and stay;
+ *   logger    (processes.c) reads the pipes of every managed process into
+ *             its logs on disk and to its live log readers;
  *
  * Shared state: the configuration and the cached cgroup mode (written
  * before the threads start, read-only after), the exec counter (atomic),
- * the metrics counters (metrics.c, atomics) and the token cache (auth.c,
- * behind a mutex).  Each request's state lives in
+ * the metrics counters (metrics.c, atomics), the token cache (auth.c,
+ * behind a mutex) and the managed processes (processes.c, behind a mutex).  Each request's state lives in
  * its own struct request / struct response.
  *
  * The socket: when started by spawn-fcgi or lighttpd's bin-path, fd 0 is
@@ -75,6 +78,7 @@
 
 #include "agent.h"
 #include "app.h"
+#include "processes.h"
 #include "store.h"
 #include "auth.h"
 #include "helper_client.h"
@@ -406,6 +410,9 @@ static json_object *service_op(const char *op, long deadline_ms)
 	json_object *req = json_object_new_object(), *reply;
 
 	json_object_object_add(req, HK_OP, json_object_new_string(op));
+	/* a room running a managed process is not idle (SPEC §8.3) */
+	if (!strcmp(op, HELPER_OP_STOP_IDLE))
+		json_object_object_add(req, HK_KEEP, procs_busy_rooms());
 	reply = helper_call(&target, req, deadline_ms, &err);
 	json_object_put(req);
 	if (!reply)
@@ -594,6 +601,7 @@ int main(int argc, char **argv)
 	bool idle_started = false;
 	sigset_t stop_set;
 	json_object *reply;
+	char err_text[512];
 	int opt, sig, i;
 
 	ensure_stdio();
@@ -613,6 +621,10 @@ int main(int argc, char **argv)
 		return 2;
 	if (open_message_store() < 0)
 		return 1;
+	if (procs_init(&app, err_text, sizeof(err_text)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err_text);
+		return 1;
+	}
 	setup_auth();
 	app.log_requests = true;
 	if (setup_agent() < 0)

@@ -7,6 +7,7 @@
 #include "http.h"
 #include "protocol.h"
 #include "roomid.h"
+#include "processes.h"
 #include "store.h"
 #include "timefmt.h"
 
@@ -247,11 +248,20 @@ static int cleanup_messages(struct app *app, const char *room, char *errbuf, siz
 	return -1;
 }
 
+/* Managed processes: our pipe ends closed, records and logs deleted (the
+ * sandbox part then ends the processes themselves). */
+static int cleanup_processes(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	(void)app;
+	return procs_room_reset(room, errbuf, errlen);
+}
+
 static const struct cleanup_part {
 	const char *name;
 	cleanup_part_fn *run;
 } cleanup_parts[] = {
 	{ "messages", cleanup_messages },
+	{ "processes", cleanup_processes },
 	{ "sandbox", cleanup_sandbox },
 };
 

@@ -20,7 +20,6 @@ static const struct route routes[] = {
 					   { "DELETE", api_rooms_cleanup, 0 } } },
 	{ "/api/rooms/{id}/cleanup",     { { "POST", api_rooms_cleanup, 0 } } },
 	{ "/api/rooms/{id}/sandbox/exec", { { "POST", api_exec_post, ROUTE_BODY } } },
-	{ "/api/rooms/{id}/sandbox/processes", { { "DELETE", api_processes_kill_all, 0 } } },
 	{ "/api/rooms/{id}/sandbox/restart", { { "POST", api_rooms_restart, 0 } } },
 	{ "/api/rooms/{id}/messages",    { { "GET", api_messages_list, 0 },
 					   { "POST", api_messages_post, ROUTE_BODY } } },
@@ -30,6 +29,13 @@ static const struct route routes[] = {
 					   { "PUT", api_files_put, 0 },
 					   { "DELETE", api_files_delete, 0 },
 					   { "POST", api_files_move, ROUTE_BODY } } },
+	/* before its {path*} sibling, which would also match ".../processes" */
+	{ "/api/rooms/{id}/sandbox/processes", { { "GET", api_procs_list, 0 },
+					   { "POST", api_procs_start, ROUTE_BODY },
+					   { "DELETE", api_processes_kill_all, 0 } } },
+	{ "/api/rooms/{id}/sandbox/processes/{path*}", { { "GET", api_procs_get, 0 },
+					   { "POST", api_procs_stdin, 0 },
+					   { "DELETE", api_procs_delete, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -575,7 +575,18 @@ struct stop_many {
 	struct helper *h;
 	struct mj_writer *out;
 	bool idle_only;
+	const struct mj_value *keep;   /* stop-idle: room ids left running, or NULL */
 };
+
+static bool in_keep(const struct mj_value *keep, const char *id)
+{
+	for (size_t i = 0; keep && keep->type == MJ_ARRAY && i < keep->len; i++) {
+		const struct mj_value *v = &keep->members[i].value;
+		if (v->type == MJ_STRING && strlen(id) == v->len && !memcmp(v->str, id, v->len))
+			return true;
+	}
+	return false;
+}
 
 static int stop_if_due(const char *id, void *arg)
 {
@@ -588,7 +599,8 @@ static int stop_if_due(const char *id, void *arg)
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-		if (now_ms - room_last_active_ms(&r) < (int64_t)s->h->cfg.idle_timeout_ms || room_is_busy(&r))
+		if (now_ms - room_last_active_ms(&r) < (int64_t)s->h->cfg.idle_timeout_ms || room_is_busy(&r) ||
+		    in_keep(s->keep, id))
 			return 0;
 	}
 	if (room_lock(&r, true, err, sizeof(err)) < 0)
@@ -599,9 +611,10 @@ static int stop_if_due(const char *id, void *arg)
 	return 0;
 }
 
-static int verb_stop_many(struct helper *h, bool idle_only, struct mj_writer *out)
+static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idle_only,
+			  struct mj_writer *out)
 {
-	struct stop_many s = { h, out, idle_only };
+	struct stop_many s = { h, out, idle_only, idle_only ? mj_get(req, HK_KEEP) : NULL };
 	mjw_object_begin(out);
 	mjw_key(out, HK_STOPPED);
 	mjw_array_begin(out);
@@ -643,9 +656,9 @@ static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writ
 	if (!strcmp(op, HELPER_OP_STOP))
 		return verb_stop(h, req, out);
 	if (!strcmp(op, HELPER_OP_STOP_IDLE))
-		return verb_stop_many(h, true, out);
+		return verb_stop_many(h, req, true, out);
 	if (!strcmp(op, HELPER_OP_STOP_ALL))
-		return verb_stop_many(h, false, out);
+		return verb_stop_many(h, req, false, out);
 	if (!strcmp(op, HELPER_OP_INFO))
 		return verb_info(h, out);
 	if (!strcmp(op, HELPER_OP_KILL_ALL))

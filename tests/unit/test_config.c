@@ -77,6 +77,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.output_limit, 1 * MiB);
 	assert_int_equal(c.drain_ms, 50);
 	assert_int_equal(c.max_body, 1 * MiB);
+	assert_int_equal(c.log_max, 1 * MiB);
 	assert_int_equal(c.max_concurrent_execs, 64);
 	assert_int_equal(c.idle_timeout_ms, 900000);
 }
@@ -120,6 +121,7 @@ static void test_every_key(void **state)
 		"output_limit = 64K\n"
 		"drain_ms = 20\n"
 		"max_body = 2M\n"
+		"log_max = 64K\n"
 		"max_concurrent_execs = 8\n"
 		"idle_timeout = 1h\n"
 		"helper = /opt/rb/roombox-helper\n");
@@ -142,6 +144,7 @@ static void test_every_key(void **state)
 	assert_int_equal(c.output_limit, 64 * KiB);
 	assert_int_equal(c.drain_ms, 20);
 	assert_int_equal(c.max_body, 2 * MiB);
+	assert_int_equal(c.log_max, 64 * KiB);
 	assert_int_equal(c.max_concurrent_execs, 8);
 	assert_int_equal(c.idle_timeout_ms, 3600000);
 	assert_string_equal(c.helper, "/opt/rb/roombox-helper");
@@ -298,6 +301,8 @@ static void test_bad_size_values(void **state)
 		     "t.conf:1: bad value for disk_limit: '1T' (expected a size like 512M)");
 	expect_error("output_limit = -1\n",
 		     "t.conf:1: bad value for output_limit: '-1' (expected a size like 512M, greater than 0)");
+	expect_error("log_max = 0\n",
+		     "t.conf:1: bad value for log_max: '0' (expected a size like 512M, greater than 0)");
 	expect_error("max_body = \n",
 		     "t.conf:1: bad value for max_body: '' (expected a size like 512M, greater than 0)");
 	expect_error("max_body = # only a comment\n",

@@ -135,7 +135,6 @@ static void test_match(void **state)
 		{ "POST", "/api/rooms/r1", 405, NULL, "GET, DELETE" },
 		{ "GET", "/api/rooms/r1/cleanup", 405, NULL, "POST" },
 		{ "GET", "/api/rooms/r1/sandbox/exec", 405, NULL, "POST" },
-		{ "GET", "/api/rooms/r1/sandbox/processes", 405, NULL, "DELETE" },
 		{ "GET", "/api/rooms/r1/sandbox/restart", 405, NULL, "POST" },
 		{ "get", "/api/health", 405, NULL, "GET" },      /* methods are case-sensitive */
 		{ "GET", "/", 404, NULL, NULL },
@@ -154,6 +153,15 @@ static void test_match(void **state)
 		{ "GET", "/api/rooms/a/b", 404, NULL, NULL },
 		{ "GET", "/api/rooms/", 0, "", NULL },            /* empty id: 400 later */
 		{ "GET", "/api/rooms/%41", 0, "%41", NULL },      /* not decoded: 400 later */
+		/* managed processes: the list, then {id}[/logs|/stdin] as the rest */
+		{ "GET", "/api/rooms/r1/sandbox/processes", 0, "r1", NULL },
+		{ "POST", "/api/rooms/r1/sandbox/processes", 0, "r1", NULL },
+		{ "PUT", "/api/rooms/r1/sandbox/processes", 405, NULL, "GET, POST, DELETE" },
+		{ "GET", "/api/rooms/r1/sandbox/processes/web", 0, "r1", NULL },
+		{ "GET", "/api/rooms/r1/sandbox/processes/web/logs", 0, "r1", NULL },
+		{ "POST", "/api/rooms/r1/sandbox/processes/web/stdin", 0, "r1", NULL },
+		{ "DELETE", "/api/rooms/r1/sandbox/processes/web", 0, "r1", NULL },
+		{ "PUT", "/api/rooms/r1/sandbox/processes/web", 405, NULL, "GET, POST, DELETE" },
 	};
 	size_t i;
 
@@ -167,6 +175,9 @@ static void test_match(void **state)
 			if (!m.m)
 				fail_msg("%s %s: no match", cases[i].method, cases[i].path);
 			assert_string_equal(m.room, cases[i].room);
+			if (strstr(cases[i].path, "/processes"))   /* the list is its own route */
+				assert_true(strstr(m.route->pattern, "{path*}") ? m.rest && *m.rest
+					    : !m.rest);
 			assert_null(rs.body);
 			assert_string_equal(rs.allow, "");   /* no Allow on a match */
 		} else {
