@@ -5,7 +5,8 @@
  * struct kp_blob, then argc and envc NUL-terminated strings).
  *
  * Invariants: plan_read refuses a blob shorter than its header, with a
- * wrong magic, with argc outside 1..64 or envc over 4096, or with fewer
+ * wrong magic, with argc outside 1..64, envc over 4096 or a `who` that is
+ * neither the room's root nor its user, or with fewer
  * strings than it announces; when it accepts, argv has exactly argc and
  * envp exactly envc strings, NULL-terminated, each a NUL-terminated string
  * inside the blob's copy, in order and back to back from the end of the
@@ -49,8 +50,9 @@ static void check_accepted(const struct exec_plan *p, const uint8_t *data, size_
 
 	memcpy(&h, data, sizeof(h));
 	FUZZ_ASSERT(memcmp(&p->hdr, &h, sizeof(h)) == 0, "header is not the blob's");
-	FUZZ_ASSERT(h.magic == KP_MAGIC && h.argc >= 1 && h.argc <= 64 && h.envc <= 4096,
-		    "accepted argc %u envc %u magic %#x", h.argc, h.envc, h.magic);
+	FUZZ_ASSERT(h.magic == KP_MAGIC && h.argc >= 1 && h.argc <= 64 && h.envc <= 4096 &&
+		    (h.who == KP_AS_ROOT || h.who == KP_AS_USER),
+		    "accepted argc %u envc %u magic %#x who %u", h.argc, h.envc, h.magic, h.who);
 	FUZZ_ASSERT(strings_in(data, size) >= (size_t)h.argc + h.envc, "fewer strings than announced");
 	const char *at = p->data + sizeof(h), *end = p->data + size;
 	for (uint32_t i = 0; i < h.argc + h.envc; i++) {
@@ -76,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct kp_blob h;
 		memcpy(&h, data, sizeof(h));
 		FUZZ_ASSERT(h.magic != KP_MAGIC || h.argc < 1 || h.argc > 64 || h.envc > 4096 ||
+			    (h.who != KP_AS_ROOT && h.who != KP_AS_USER) ||
 			    strings_in(data, size) < (size_t)h.argc + h.envc,
 			    "a well-formed plan refused (argc %u envc %u)", h.argc, h.envc);
 	}
