@@ -57,6 +57,7 @@ struct config {
 	uint64_t llm_timeout_ms; /* 120s: one model call, start to end */
 	int llm_rounds;          /* 1: model replies per user message */
 	int llm_history;         /* 20: earlier messages sent to the model */
+	char preview_domain[254]; /* "": path-style preview URLs (SPEC §8.5) */
 };
 
 /* Fill every key with its default. */

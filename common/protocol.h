@@ -47,6 +47,14 @@
  *   stop-idle {}     -> {stopped:[R...]}  rooms idle longer than idle_timeout
  *   stop-all {}      -> {stopped:[R...]}
  *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S}
+ *   port-connect {room, port}  -> {connected:true}   (preview ports, §8.5)
+ *            the helper's fd 3 is a unix socket the caller made; the
+ *            helper joins the network namespace of the room's keeper,
+ *            connects a TCP socket to 127.0.0.1:port there and sends it
+ *            back over fd 3 (SCM_RIGHTS), then answers.  A room that does
+ *            not run is not started (code refused: nothing can listen in
+ *            it); nothing listening is code refused too.  Counts as the
+ *            room's activity (idle_timeout).
  *
  *   <status> = {room, running:B, created_at:S (as stored at creation),
  *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
@@ -57,6 +65,7 @@
  *   limit     429   max_rooms reached
  *   denied    500   caller or configuration refused
  *   failed    500   the sandbox could not do it
+ *   refused   502   port-connect: nothing listens on that port in the room
  */
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
@@ -74,6 +83,7 @@
 #define HELPER_OP_STOP_IDLE "stop-idle"
 #define HELPER_OP_STOP_ALL  "stop-all"
 #define HELPER_OP_INFO      "info"
+#define HELPER_OP_PORT_CONNECT "port-connect"
 
 /* ---- request keys ---- */
 #define HK_OP         "op"
@@ -84,6 +94,7 @@
 #define HK_CWD        "cwd"
 #define HK_STDIN      "stdin"
 #define HK_IO         "io"   /* true: passed I/O, see below */
+#define HK_PORT       "port" /* port-connect: 1..65535 */
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"
@@ -110,6 +121,8 @@
 #define HK_STOPPED          "stopped"
 #define HK_CGROUP           "cgroup"
 #define HK_VERSION          "version"
+/* port-connect */
+#define HK_CONNECTED        "connected"
 
 /* ---- error codes ---- */
 #define HELPER_ERR_INVALID   "invalid"
@@ -117,6 +130,7 @@
 #define HELPER_ERR_LIMIT     "limit"
 #define HELPER_ERR_DENIED    "denied"
 #define HELPER_ERR_FAILED    "failed"
+#define HELPER_ERR_REFUSED   "refused"
 
 /* ---- limits ---- */
 /* A request carries at most one HTTP body (max_body: cmd, stdin, env) and
@@ -140,5 +154,9 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 #define HELPER_MEMORY_MAX (64u << 20)
 #define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
 #define MAX_BODY_LIMIT (8u << 20)
+
+/* port-connect: how long the connect inside the room may take (loopback
+ * answers at once; a full backlog is the only wait). */
+#define PORT_CONNECT_TIMEOUT_MS 5000
 
 #endif

@@ -94,5 +94,7 @@ route_handler api_metrics_get;
 /* rooms.c */
 route_handler api_rooms_stop;
 route_handler api_files_get, api_files_put, api_files_delete, api_files_move;
+/* preview.c */
+route_handler api_ports_post, api_ports_list, api_ports_delete;
 
 #endif

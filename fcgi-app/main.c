@@ -81,6 +81,7 @@
 #include "protocol.h"
 #include "http.h"
 #include "metrics.h"
+#include "preview.h"
 #include "router.h"
 
 #define LISTEN_BACKLOG 128
@@ -583,6 +584,12 @@ static int open_message_store(void)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		return -1;
 	}
+	/* preview exposures (preview.c) live beside the messages */
+	snprintf(dir, sizeof(dir), "%s/previews", app.cfg.state_dir);
+	if (preview_store_init(dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -636,6 +643,8 @@ int main(int argc, char **argv)
 	if (listen_fd < 0)
 		return 1;
 	cache_cgroup_mode();
+	if (preview_relay_start(&app) < 0)
+		return 1;
 
 	workers = calloc((size_t)app.cfg.workers, sizeof(*workers));
 	if (!workers) {
@@ -676,6 +685,7 @@ int main(int argc, char **argv)
 		join_workers(&idle, 1);
 	if (socket_created)
 		unlink(app.cfg.socket);
+	preview_relay_stop();
 	fflush(stderr);
 	_exit(0);   /* threads still busy past the deadline end here */
 }

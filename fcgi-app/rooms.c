@@ -4,6 +4,7 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
+#include "preview.h"
 #include "protocol.h"
 #include "roomid.h"
 #include "store.h"
@@ -247,12 +248,22 @@ static int cleanup_messages(struct app *app, const char *room, char *errbuf, siz
 	return -1;
 }
 
+/* Preview exposures end with the room (their relays are closed too). */
+static int cleanup_previews(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	if (preview_room_forget(room, errbuf, errlen) == 0)
+		return 0;
+	fprintf(stderr, "roombox-fcgi: %s\n", errbuf);
+	return -1;
+}
+
 static const struct cleanup_part {
 	const char *name;
 	cleanup_part_fn *run;
 } cleanup_parts[] = {
 	{ "messages", cleanup_messages },
 	{ "sandbox", cleanup_sandbox },
+	{ "previews", cleanup_previews },
 };
 
 void api_rooms_cleanup(struct request *rq, struct response *rs)

@@ -28,6 +28,9 @@ static const struct route routes[] = {
 					   { "PUT", api_files_put, 0 },
 					   { "DELETE", api_files_delete, 0 },
 					   { "POST", api_files_move, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/ports", { { "GET", api_ports_list, 0 },
+					   { "POST", api_ports_post, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -1,0 +1,121 @@
+/* Preview ports: why it is done this way.
+ *
+ * A room's network namespace has only its own interfaces (in the default
+ * `network = none`, just lo), so nothing on the host can reach a server a
+ * room runs on 127.0.0.1.  The keeper holds that namespace for the room's
+ * whole life; the helper (root in the host's user namespace, which owns
+ * every namespace) joins it for one connect(): a socket belongs to the
+ * namespace it was created in, so the socket keeps talking to the room's
+ * loopback after it is sent to roombox-fcgi, which never gains any
+ * privilege or namespace itself.
+ *
+ * Only the network namespace is joined: no room process runs, no file of
+ * the room is opened, and the helper exits right after.  The keeper is
+ * named by its pid, whose reuse is excluded by opening a pidfd first and
+ * then checking that the recorded keeper (pid + start time, room.c) is
+ * still that process: setns() on the pidfd then enters exactly its
+ * namespace, or fails if it has died meanwhile. */
+#include "portconn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "protocol.h"
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+#define REFUSED(...) (snprintf(err, errlen, __VA_ARGS__), PORTCONN_REFUSED)
+
+/* Enter the keeper's network namespace; 0, PORTCONN_REFUSED (not running)
+ * or -1. */
+static int join_room_net(const struct room *r, int port, char *err, size_t errlen)
+{
+	pid_t keeper = room_keeper_pid(r);
+	if (keeper <= 0)
+		return REFUSED("room %s: port %d: the room is not running", r->id, port);
+	int pidfd = (int)syscall(SYS_pidfd_open, keeper, 0);
+	if (pidfd < 0)
+		return errno == ESRCH ? REFUSED("room %s: port %d: the room is not running", r->id, port)
+			: ERR("room %s: pidfd_open keeper: %s", r->id, strerror(errno));
+	if (room_keeper_pid(r) != keeper) {   /* pid reused since we read it */
+		close(pidfd);
+		return REFUSED("room %s: port %d: the room is not running", r->id, port);
+	}
+	int rc = setns(pidfd, CLONE_NEWNET);
+	int saved = errno;
+	close(pidfd);
+	if (rc < 0)
+		return saved == ESRCH ? REFUSED("room %s: port %d: the room is not running", r->id, port)
+			: ERR("room %s: join network namespace: %s", r->id, strerror(saved));
+	return 0;
+}
+
+/* connect() bounded by PORT_CONNECT_TIMEOUT_MS; 0 or an errno. */
+static int connect_bounded(int fd, const struct sockaddr_in *sa)
+{
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return errno;
+	struct pollfd p = { fd, POLLOUT, 0 };
+	int n;
+	while ((n = poll(&p, 1, PORT_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR)
+		;
+	if (n == 0)
+		return ETIMEDOUT;
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		return errno;
+	return soerr;
+}
+
+int portconn_open(const struct room *r, int port, char *err, size_t errlen)
+{
+	int rc = join_room_net(r, port, err, errlen);
+	if (rc < 0)
+		return rc;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return ERR("room %s: port %d: socket: %s", r->id, port, strerror(errno));
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int e = connect_bounded(fd, &sa);
+	if (e == 0) {
+		/* the caller relays with blocking I/O of its own choosing */
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		return fd;
+	}
+	close(fd);
+	if (e == ECONNREFUSED || e == ETIMEDOUT || e == ENETUNREACH || e == EADDRNOTAVAIL)
+		return REFUSED("room %s: nothing listens on port %d (%s)", r->id, port, strerror(e));
+	return ERR("room %s: port %d: connect: %s", r->id, port, strerror(e));
+}
+
+int portconn_send(const struct room *r, int via, int fd, char *err, size_t errlen)
+{
+	char byte = 'p', ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	memset(ctl, 0, sizeof(ctl));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	ssize_t n;
+	while ((n = sendmsg(via, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (n != 1)
+		return ERR("room %s: hand over the connection: %s", r->id,
+			   n < 0 ? strerror(errno) : "short write");
+	return 0;
+}
