@@ -4,7 +4,8 @@
  * Mutable state the threads share: the atomic exec counter here, the count
  * of helper calls running (helper_client.c, atomic), the token cache
  * (auth.c, behind its own mutex), the metrics counters (metrics.c,
- * relaxed atomics) and main.c's stop flag and lock; the
+ * relaxed atomics), the preview relays' slot table and the exposures'
+ * mutex (preview_relay.c, preview.c) and main.c's stop flag and lock; the
  * message store shares nothing in memory (its locks are flock()s on each
  * room's file).  The configuration and the cached cgroup mode are written
  * once before the worker threads start and only read afterwards.

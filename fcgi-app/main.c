@@ -27,7 +27,12 @@
  *             worker, so execs of every room go on while models think;
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
- *             processes and mounts (files are kept).
+ *             processes and mounts (files are kept);
+ *   preview   accepts on preview.sock (beside `socket`), where the web
+ *             server proxies preview URLs, and starts one detached relay
+ *             thread per connection, at most PREVIEW_RELAYS_MAX
+ *             (preview_relay.c): plain bytes both ways, WebSockets included,
+ *             to a socket the helper connected inside the room.
  *
  * Shared state: the configuration and the cached cgroup mode (written
  * before the threads start, read-only after), the exec counter (atomic),
@@ -643,8 +648,9 @@ int main(int argc, char **argv)
 	if (listen_fd < 0)
 		return 1;
 	cache_cgroup_mode();
+	/* the API works without previews: say so, and serve the rest */
 	if (preview_relay_start(&app) < 0)
-		return 1;
+		fprintf(stderr, "roombox-fcgi: warning: preview ports are not available\n");
 
 	workers = calloc((size_t)app.cfg.workers, sizeof(*workers));
 	if (!workers) {

@@ -10,7 +10,10 @@
  *
  *   exec     lock the room, create it if new, start its keeper if none runs
  *            (jail.c), unlock, and run the command (exec.c);
- *   create / status / list / destroy / stop / stop-idle / stop-all / info.
+ *   create / status / list / destroy / stop / stop-idle / stop-all / info;
+ *   port-connect  join the running room's network namespace, connect to
+ *            127.0.0.1:<port> there and send the socket back over the
+ *            caller's unix socket on fd 3 (portconn.c; preview ports).
  *
  * A room's processes live in namespaces held by its keeper (PID 1 of the
  * room, keeper/keeper.c).  The helper enters none of them: it hands each
