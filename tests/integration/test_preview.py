@@ -6,8 +6,9 @@ survive a stop and restart of the room, and cleanup ends them."""
 
 import os
 import secrets
+import socket
 
-from conftest import wait_until
+from conftest import HELPER, wait_until
 from preview_util import (WS_ECHO_SERVER, expose, preview_get, start_in_room,
                           target_of, wait_serving, ws_handshake, ws_recv, ws_send)
 
@@ -162,3 +163,91 @@ def test_cleanup_ends_exposures(client, room):
     r = preview_get(client, e["url"], path_extra="data.bin")
     assert r.status == 404, r
     assert client.get(ports(room)).json == {"ports": []}
+
+
+def test_unexpose_closes_an_open_websocket(client, room):
+    client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
+    start_in_room(client, room, "python3 /workspace/ws.py 9002", "/tmp/ws.log")
+    e = expose(client, room, 9002)
+
+    def handshake():
+        s, status, hdrs, want, rest = ws_handshake(client.port, target_of(e["url"]))
+        if " 502 " in status:
+            s.close()
+            return None
+        return s, status, rest
+    s, status, rest = wait_until(handshake, 20, "the room's WebSocket server", interval=0.1)
+    with s:
+        assert status.startswith("HTTP/1.1 101"), status
+        ws_send(s, b"ping")
+        assert ws_recv(s, rest) == (1, b"ping")
+        assert client.delete(f"{ports(room)}/9002").status == 200
+        s.settimeout(10)
+        try:
+            tail = s.recv(4096)
+        except ConnectionResetError:
+            tail = b""
+        assert tail == b"", f"the relay kept the WebSocket open after unexpose: {tail!r}"
+
+
+def test_host_loopback_is_not_the_rooms(client, room):
+    """A server on the host's 127.0.0.1 is not what a room's exposure
+    reaches: the connection is made in the room's network namespace."""
+    with socket.socket() as host_srv:
+        host_srv.bind(("127.0.0.1", 0))
+        host_srv.listen(4)
+        port = host_srv.getsockname()[1]
+        client.sh(room, "true")
+        e = expose(client, room, port)
+        r = preview_get(client, e["url"])
+        assert r.status == 502, r
+        assert r.check_json().json == {"error": f"nothing listens on port {port} in the room"}
+
+
+def helper_port_connect(stack, request, fd3):
+    """Run the helper's port-connect with fd3 (a socket or a pipe end) as
+    its fd 3; (exit status, answer, the received fd or None)."""
+    import json as _json
+    import subprocess
+    r = subprocess.run(["bash", "-c", f'exec "$0" -c "$1" 3<&{fd3}', str(HELPER),
+                        str(stack.conf_path)],
+                       input=_json.dumps(request).encode(), capture_output=True,
+                       timeout=60, pass_fds=(fd3,))
+    return r.returncode, _json.loads(r.stdout)
+
+
+def test_helper_port_connect_checks(client, room):
+    stack = client.stack
+    client.sh(room, "true")
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        base = {"op": "port-connect", "room": room}
+        for port in (0, 65536, -1, 1.5, "80", None):
+            rc, ans = helper_port_connect(stack, dict(base, port=port), b.fileno())
+            assert rc != 0 and ans["code"] == "invalid", (port, ans)
+            assert "port must be a whole number from 1 to 65535" in ans["error"]
+        # fd 3 must be a unix stream socket
+        rd, wr = os.pipe()
+        try:
+            rc, ans = helper_port_connect(stack, dict(base, port=80), rd)
+            assert rc != 0 and ans["code"] == "invalid" and "fd 3" in ans["error"], ans
+        finally:
+            os.close(rd)
+            os.close(wr)
+        # a stopped room is not started: refused
+        assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
+        rc, ans = helper_port_connect(stack, dict(base, port=80), b.fileno())
+        assert rc != 0 and ans["code"] == "refused", ans
+        assert stack.keeper_pid(room) is None
+        # a listening server: the connection comes back over fd 3
+        start_in_room(client, room, "python3 -m http.server 8080 --bind 127.0.0.1", "/tmp/h.log")
+
+        def connected():
+            rc, ans = helper_port_connect(stack, dict(base, port=8080), b.fileno())
+            return ans if rc == 0 else None
+        assert wait_until(connected, 20, "port-connect to succeed", interval=0.1) == {"connected": True}
+        msg, fds, _, _ = socket.recv_fds(a, 1, 4)
+        assert msg == b"p" and len(fds) == 1
+        with socket.socket(fileno=fds[0]) as conn:
+            conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert conn.recv(64).startswith(b"HTTP/1.0 200")
