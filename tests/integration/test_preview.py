@@ -12,7 +12,9 @@ from conftest import HELPER, wait_until
 from preview_util import (WS_ECHO_SERVER, expose, preview_get, start_in_room,
                           target_of, wait_serving, ws_handshake, ws_recv, ws_send)
 
-ROOMBOX_CONFIG = {"network": "none"}
+# pids_limit: the WebSocket echo server runs a thread per connection, and
+# test_relays_are_bounded_503 holds 256 of them
+ROOMBOX_CONFIG = {"network": "none", "pids_limit": "1024"}
 
 
 def ports(room):
@@ -251,3 +253,41 @@ def test_helper_port_connect_checks(client, room):
         with socket.socket(fileno=fds[0]) as conn:
             conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
             assert conn.recv(64).startswith(b"HTTP/1.0 200")
+
+
+RELAYS_MAX = 256   # fcgi-app/preview.h PREVIEW_RELAYS_MAX
+
+
+def test_relays_are_bounded_503(client, room):
+    """Past PREVIEW_RELAYS_MAX open relays a new preview connection gets a
+    503 with Retry-After at once; once some close, previews answer again."""
+    client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
+    start_in_room(client, room, "python3 /workspace/ws.py 9003", "/tmp/ws.log")
+    e = expose(client, room, 9003)
+    target = target_of(e["url"])
+
+    def handshake():
+        s, status, hdrs, want, rest = ws_handshake(client.port, target)
+        if " 502 " in status:
+            s.close()
+            return None
+        return s, status
+    held = [wait_until(handshake, 20, "the room's WebSocket server", interval=0.1)[0]]
+    try:
+        while len(held) < RELAYS_MAX:
+            s, status, _, _, _ = ws_handshake(client.port, target)
+            held.append(s)
+            assert status.startswith("HTTP/1.1 101"), (len(held), status)
+        r = preview_get(client, e["url"])
+        assert r.status == 503, r
+        assert r.header("retry-after") == "1", r.headers
+        assert r.check_json().json == {"error": "too many preview connections"}
+    finally:
+        for s in held:
+            s.close()
+
+    def answers_again():
+        s, status, _, _, _ = ws_handshake(client.port, target)
+        s.close()
+        return status.startswith("HTTP/1.1 101")
+    wait_until(answers_again, 20, "previews to answer after the relays closed", interval=0.1)
