@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,11 +219,22 @@ static json_object *port_field(json_object *body, int *port)
 		return details;
 	}
 	double d = json_object_get_double(v);
-	if (json_object_is_type(v, json_type_double) && d != (double)(long long)d)
+	if (!isfinite(d)) {   /* 1e400: zod sees Infinity, which is no number */
+		zod_issue(details, "port", "Invalid input: expected number, received number");
+		return details;
+	}
+	/* .int() is Number.isInteger (which stops there), then isSafeInteger,
+	 * then .min and .max, which all report (validate.c's zod_timeout) */
+	if (d != trunc(d)) {
 		zod_issue(details, "port", "Invalid input: expected int, received number");
-	else if (d < 1)
+		return details;
+	}
+	if (d > 9007199254740991.0 || d < -9007199254740991.0)
+		zod_issue(details, "port", d > 0 ? "Too big: expected int to be <=9007199254740991"
+			  : "Too small: expected int to be >=-9007199254740991");
+	if (d < 1)
 		zod_issue(details, "port", "Too small: expected number to be >=1");
-	else if (d > 65535)
+	if (d > 65535)
 		zod_issue(details, "port", "Too big: expected number to be <=65535");
 	if (json_object_object_length(details) > 0)
 		return details;

@@ -127,6 +127,11 @@ def test_expose_again_keeps_the_token_and_validates(client, room):
         ({"port": 1.5}, {"port": ["Invalid input: expected int, received number"]}),
         ({"port": 0}, {"port": ["Too small: expected number to be >=1"]}),
         ({"port": 65536}, {"port": ["Too big: expected number to be <=65535"]}),
+        ({"port": -5}, {"port": ["Too small: expected number to be >=1"]}),
+        ({"port": 1e300}, {"port": ["Too big: expected int to be <=9007199254740991",
+                                    "Too big: expected number to be <=65535"]}),
+        ({"port": None}, {"port": ["Invalid input: expected number, received null"]}),
+        ([8000], {}),
     ]
     for body, details in cases:
         r = client.post(ports(room), body)
