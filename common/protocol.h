@@ -55,6 +55,15 @@
  *            not run is not started (code refused: nothing can listen in
  *            it); nothing listening is code refused too.  Counts as the
  *            room's activity (idle_timeout).
+ *   port-connect {room, serve:true}  -> {connected:true}  (at its end)
+ *            the same, many times, for one room: after joining the
+ *            namespace the helper reads requests from fd 3, each a
+ *            struct port_request, and answers each with one byte,
+ *            PORT_REPLY_*, carrying the connected socket (SCM_RIGHTS) with
+ *            PORT_REPLY_CONNECTED.  It ends when fd 3 is closed, when the
+ *            room's keeper exits (a restarted room has a new namespace),
+ *            or after PORT_SERVE_IDLE_MS without a request; a room not
+ *            running ends it at once (code refused).
  *
  *   <status> = {room, running:B, created_at:S (as stored at creation),
  *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
@@ -95,6 +104,7 @@
 #define HK_STDIN      "stdin"
 #define HK_IO         "io"   /* true: passed I/O, see below */
 #define HK_PORT       "port" /* port-connect: 1..65535 */
+#define HK_SERVE      "serve" /* port-connect: true = many, see above */
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"
@@ -158,5 +168,17 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 /* port-connect: how long the connect inside the room may take (loopback
  * answers at once; a full backlog is the only wait). */
 #define PORT_CONNECT_TIMEOUT_MS 5000
+#define PORT_SERVE_IDLE_MS 30000
+
+/* port-connect serve: one request on fd 3, in the host's byte order (both
+ * ends are on one machine), and the one-byte replies. */
+struct port_request {
+	uint16_t port;
+	uint16_t zero;   /* 0 */
+};
+#define PORT_REPLY_CONNECTED 'c'
+#define PORT_REPLY_REFUSED   'r'   /* nothing listens there */
+#define PORT_REPLY_INVALID   'i'   /* port out of 1..65535 */
+#define PORT_REPLY_FAILED    'f'
 
 #endif

@@ -171,6 +171,7 @@ int preview_room_forget(const char *room, char *err, size_t errlen)
 	if (n > 0)
 		fsync(preview_dirfd);
 	pthread_mutex_unlock(&preview_lock);
+	preview_connector_forget(room);
 	return rc;
 }
 

@@ -29,6 +29,8 @@ int preview_socket_path(const struct config *cfg, char *out, size_t outlen);
 /* Listen there and start the accepting thread; -1 with a message on stderr. */
 int preview_relay_start(struct app *app);
 void preview_relay_stop(void);
+/* End the room's connector, if any (cleanup: no helper stays for it). */
+void preview_connector_forget(const char *room);
 /* Close every running relay of a token (the exposure has ended). */
 void preview_relay_revoke(const char *token);
 

@@ -185,13 +185,65 @@ static enum preview_head_result head_read(int fd, char *buf, size_t *len, struct
 	return r;
 }
 
-/* A socket connected to the room's 127.0.0.1:port, or -1 with *status and
- * msg saying what to answer. */
-static int room_connect(const char *room, int port, int *status, char *msg, size_t msglen)
+/* ---- connectors: one port-connect helper per room, kept while used ----
+ *
+ * Spawning the setuid helper for every preview request would cost more
+ * than the request itself.  A connector is one helper in port-connect's
+ * serve mode, joined to one room's network namespace, answering connect
+ * requests over a socketpair; relay threads of that room take turns on it
+ * (a loopback connect takes microseconds).  It ends by itself when the
+ * room stops (a restarted room has a new namespace), after
+ * PORT_SERVE_IDLE_MS unused, or when we close our end; a request that then
+ * finds it gone is retried once on a new one.  At most CONNECTORS_MAX
+ * exist; the least recently used idle one makes room for a new room's. */
+
+#define CONNECTORS_MAX 32
+#define CONNECTOR_REPLY_MS (PORT_CONNECT_TIMEOUT_MS + 5000)
+
+struct connector {
+	pthread_mutex_t lock;     /* one request at a time; held while used */
+	char room[ROOM_ID_MAX + 1];   /* "" = free (under table_lock) */
+	int sock;                 /* our end of the socketpair, -1 = none */
+	struct helper_run *run;
+	long used_ms;
+};
+static struct connector connectors[CONNECTORS_MAX];
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void connectors_init(void)
+{
+	for (int i = 0; i < CONNECTORS_MAX; i++) {
+		pthread_mutex_init(&connectors[i].lock, NULL);
+		connectors[i].sock = -1;
+	}
+}
+
+/* Close our end (the helper then exits) and reap it; its error code (""
+ * when it ended well) into code.  c->lock held. */
+static void connector_end(struct connector *c, char *code, size_t codelen, char *msg, size_t msglen)
+{
+	struct helper_error err = { 0 };
+	if (code)
+		code[0] = '\0';
+	if (c->sock >= 0)
+		close(c->sock);
+	c->sock = -1;
+	if (c->run) {
+		json_object *reply = helper_finish(c->run, NULL, &err);
+		if (!reply && code) {
+			snprintf(code, codelen, "%s", err.code);
+			snprintf(msg, msglen, "%s", err.message);
+		}
+		json_object_put(reply);
+	}
+	c->run = NULL;
+}
+
+/* Start a connector for room (c->lock held, c empty); 0 or -1 with msg. */
+static int connector_start(struct connector *c, const char *room, char *msg, size_t msglen)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		*status = 500;
 		snprintf(msg, msglen, "room %s: previews: socketpair: %s", room, strerror(errno));
 		return -1;
 	}
@@ -200,40 +252,145 @@ static int room_connect(const char *room, int port, int *status, char *msg, size
 	json_object *req = json_object_new_object();
 	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_PORT_CONNECT));
 	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	json_object_object_add(req, HK_PORT, json_object_new_int(port));
+	json_object_object_add(req, HK_SERVE, json_object_new_boolean(1));
 	int pass[3] = { sv[1], -1, -1 };
-	struct helper_run *run = helper_start(&target, req, PORT_CONNECT_DEADLINE_MS, pass, &err);
+	/* its life is bounded by the helper itself (idle, keeper, our end);
+	 * helper_finish waits for it only after we have closed our end */
+	c->run = helper_start(&target, req, 24L * 3600 * 1000, pass, &err);
 	json_object_put(req);
 	close(sv[1]);
-	json_object *reply = run ? helper_finish(run, NULL, &err) : NULL;
-	int fd = -1;
-	if (reply) {
-		char byte, ctl[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = { &byte, 1 };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-				    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-		if (recvmsg(sv[0], &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
-			struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-			if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-			    c->cmsg_len == CMSG_LEN(sizeof(int)))
-				memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (!c->run) {
+		close(sv[0]);
+		snprintf(msg, msglen, "%s", err.message);
+		return -1;
+	}
+	c->sock = sv[0];
+	return 0;
+}
+
+/* The room's connector, locked; *fresh says whether it was just started.
+ * NULL with msg when none can be had. */
+static struct connector *connector_get(const char *room, bool *fresh, char *msg, size_t msglen)
+{
+	struct connector *c = NULL, *lru = NULL;
+	pthread_mutex_lock(&table_lock);
+	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
+		if (strcmp(connectors[i].room, room) == 0)
+			c = &connectors[i];
+	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
+		if (!connectors[i].room[0])
+			c = &connectors[i];
+	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
+		if ((!lru || connectors[i].used_ms < lru->used_ms) &&
+		    pthread_mutex_trylock(&connectors[i].lock) == 0) {
+			if (lru)
+				pthread_mutex_unlock(&lru->lock);
+			lru = &connectors[i];
 		}
-		json_object_put(reply);
-		if (fd < 0)
-			snprintf(err.message, sizeof(err.message), "room %s: port %d: the helper sent no connection",
-				 room, port);
+	if (!c && lru) {   /* evict: the new room takes its place */
+		connector_end(lru, NULL, 0, NULL, 0);
+		lru->room[0] = '\0';
+		pthread_mutex_unlock(&lru->lock);
+		c = lru;
 	}
-	close(sv[0]);
-	if (fd >= 0)
-		return fd;
-	if (reply == NULL && strcmp(err.code, HELPER_ERR_REFUSED) == 0) {
-		*status = 502;
-		snprintf(msg, msglen, "nothing listens on port %d in the room", port);
-	} else {
-		fprintf(stderr, "roombox-fcgi: room %s: previews: connect port %d: %s\n", room, port, err.message);
-		*status = 502;
-		snprintf(msg, msglen, "room %s: could not reach port %d in the room", room, port);
+	if (!c) {
+		pthread_mutex_unlock(&table_lock);
+		snprintf(msg, msglen, "room %s: previews: every connector is busy", room);
+		return NULL;
 	}
+	snprintf(c->room, sizeof(c->room), "%s", room);
+	c->used_ms = now_ms();
+	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_lock(&c->lock);
+	if (strcmp(c->room, room) != 0) {   /* evicted while we waited */
+		pthread_mutex_unlock(&c->lock);
+		return connector_get(room, fresh, msg, msglen);
+	}
+	*fresh = c->sock < 0;
+	if (*fresh && connector_start(c, room, msg, msglen) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return NULL;
+	}
+	return c;
+}
+
+void preview_connector_forget(const char *room)
+{
+	pthread_mutex_lock(&table_lock);
+	for (int i = 0; i < CONNECTORS_MAX; i++) {
+		struct connector *c = &connectors[i];
+		if (strcmp(c->room, room) != 0)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		connector_end(c, NULL, 0, NULL, 0);
+		c->room[0] = '\0';
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* One request on a connector: its reply byte (fd set for a connection),
+ * or 0 when the connector is gone. */
+static char connector_ask(struct connector *c, int port, int *fd)
+{
+	struct port_request q = { (uint16_t)port, 0 };
+	char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct pollfd p = { c->sock, POLLIN, 0 };
+	*fd = -1;
+	if (send(c->sock, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q) ||
+	    poll(&p, 1, CONNECTOR_REPLY_MS) != 1 ||
+	    recvmsg(c->sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+		return 0;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	if (byte == PORT_REPLY_CONNECTED && *fd < 0)
+		return PORT_REPLY_FAILED;
+	if (byte != PORT_REPLY_CONNECTED && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return byte;
+}
+
+/* A socket connected to the room's 127.0.0.1:port, or -1 with *status and
+ * msg saying what to answer. */
+static int room_connect(const char *room, int port, int *status, char *msg, size_t msglen)
+{
+	char code[16] = "", why[256] = "";
+	for (int attempt = 0; attempt < 2; attempt++) {
+		bool fresh;
+		int fd;
+		struct connector *c = connector_get(room, &fresh, why, sizeof(why));
+		if (!c)
+			break;
+		char reply = connector_ask(c, port, &fd);
+		c->used_ms = now_ms();
+		if (reply == 0)   /* gone: why, from its answer */
+			connector_end(c, code, sizeof(code), why, sizeof(why));
+		pthread_mutex_unlock(&c->lock);
+		if (reply == PORT_REPLY_CONNECTED)
+			return fd;
+		if (reply == PORT_REPLY_REFUSED || strcmp(code, HELPER_ERR_REFUSED) == 0) {
+			*status = 502;
+			snprintf(msg, msglen, "nothing listens on port %d in the room", port);
+			return -1;
+		}
+		if (reply != 0) {
+			snprintf(why, sizeof(why), "room %s: port %d: the helper answered '%c'", room, port, reply);
+			break;
+		}
+		if (fresh)   /* a new one failed: a second would too */
+			break;
+	}
+	fprintf(stderr, "roombox-fcgi: room %s: previews: connect port %d: %s\n", room, port,
+		why[0] ? why : "the connector ended");
+	*status = 502;
+	snprintf(msg, msglen, "room %s: could not reach port %d in the room", room, port);
 	return -1;
 }
 
@@ -338,10 +495,36 @@ static void *relay_main(void *arg)
 	return NULL;
 }
 
+/* Read (and drop) what a refused connection sends, up to its head's end,
+ * for at most REJECT_DRAIN_MS: only while past the bound, so the
+ * accepting thread waits only when there is nothing else to accept. */
+#define REJECT_DRAIN_MS 500
+static void drain_head(int fd)
+{
+	char buf[4096];
+	long deadline = now_ms() + REJECT_DRAIN_MS;
+	size_t seen = 0;
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		long left = deadline - now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return;
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0)
+			return;
+		seen += (size_t)n;
+		if (memmem(buf, (size_t)n, "\r\n\r\n", 4) || seen > PREVIEW_HEAD_MAX)
+			return;
+	}
+}
+
 static void relay_spawn(int client)
 {
 	int slot = slot_take(client);
 	if (slot < 0) {
+		/* the web server writes its request before it reads: an answer
+		 * and close() before that would be a failed write (its own 502) */
+		drain_head(client);
 		answer(client, 503, "too many preview connections");
 		close(client);
 		return;
@@ -388,6 +571,7 @@ int preview_relay_start(struct app *app)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	relay_app = app;
+	connectors_init();
 	if (preview_socket_path(&app->cfg, relay_path, sizeof(relay_path)) < 0 ||
 	    strlen(relay_path) >= sizeof(sa.sun_path)) {
 		fprintf(stderr, "roombox-fcgi: preview socket path too long (beside %s)\n", app->cfg.socket);

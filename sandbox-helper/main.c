@@ -528,16 +528,25 @@ static int verb_port_connect(struct helper *h, const struct mj_value *req, struc
 	struct room r;
 	if (open_room(h, req, &r) < 0)
 		return -1;
+	if (passed_sock < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: port-connect: fd 3 must be a unix stream socket", r.id);
+		return fail(h, HELPER_ERR_INVALID);
+	}
+	const struct mj_value *serve = mj_get(req, HK_SERVE);
+	if (serve && serve->type == MJ_BOOL && serve->boolean) {
+		/* bounded by its own idle time and the keeper's life, not alarm */
+		int rc = portconn_serve(&r, passed_sock, h->err, sizeof(h->err));
+		if (rc < 0)
+			return fail(h, rc == PORTCONN_REFUSED ? HELPER_ERR_REFUSED : HELPER_ERR_FAILED);
+		answer_flag(out, HK_CONNECTED);
+		return 0;
+	}
 	const struct mj_value *v = mj_get(req, HK_PORT);
 	if (!v || v->type != MJ_NUMBER || !v->is_int || v->integer < 1 || v->integer > 65535) {
 		snprintf(h->err, sizeof(h->err), "room %s: port must be a whole number from 1 to 65535", r.id);
 		return fail(h, HELPER_ERR_INVALID);
 	}
 	int port = (int)v->integer;
-	if (passed_sock < 0) {
-		snprintf(h->err, sizeof(h->err), "room %s: port %d: fd 3 must be a unix stream socket", r.id, port);
-		return fail(h, HELPER_ERR_INVALID);
-	}
 	alarm(30);   /* connect is bounded by itself; this bounds the rest */
 	int fd = portconn_open(&r, port, h->err, sizeof(h->err));
 	if (fd < 0)

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "protocol.h"
@@ -34,8 +35,9 @@
 #define REFUSED(...) (snprintf(err, errlen, __VA_ARGS__), PORTCONN_REFUSED)
 
 /* Enter the keeper's network namespace; 0, PORTCONN_REFUSED (not running)
- * or -1. */
-static int join_room_net(const struct room *r, int port, char *err, size_t errlen)
+ * or -1.  *keep (if not NULL) gets the keeper's pidfd, readable once it
+ * has exited. */
+static int join_room_net(const struct room *r, int port, int *keep, char *err, size_t errlen)
 {
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
@@ -50,7 +52,10 @@ static int join_room_net(const struct room *r, int port, char *err, size_t errle
 	}
 	int rc = setns(pidfd, CLONE_NEWNET);
 	int saved = errno;
-	close(pidfd);
+	if (rc == 0 && keep)
+		*keep = pidfd;
+	else
+		close(pidfd);
 	if (rc < 0)
 		return saved == ESRCH ? REFUSED("room %s: port %d: the room is not running", r->id, port)
 			: ERR("room %s: join network namespace: %s", r->id, strerror(saved));
@@ -77,11 +82,9 @@ static int connect_bounded(int fd, const struct sockaddr_in *sa)
 	return soerr;
 }
 
-int portconn_open(const struct room *r, int port, char *err, size_t errlen)
+/* A connected socket to 127.0.0.1:port in the namespace we are in. */
+static int connect_port(const struct room *r, int port, char *err, size_t errlen)
 {
-	int rc = join_room_net(r, port, err, errlen);
-	if (rc < 0)
-		return rc;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ERR("room %s: port %d: socket: %s", r->id, port, strerror(errno));
@@ -99,9 +102,70 @@ int portconn_open(const struct room *r, int port, char *err, size_t errlen)
 	return ERR("room %s: port %d: connect: %s", r->id, port, strerror(e));
 }
 
+int portconn_open(const struct room *r, int port, char *err, size_t errlen)
+{
+	int rc = join_room_net(r, port, NULL, err, errlen);
+	return rc < 0 ? rc : connect_port(r, port, err, errlen);
+}
+
+/* One serve request: read it, connect, reply.  0 to go on, 1 at the end
+ * of requests (or a reply that cannot be sent). */
+static int serve_one(const struct room *r, int via)
+{
+	struct port_request q;
+	char err[256];
+	ssize_t n;
+	while ((n = recv(via, &q, sizeof(q), MSG_WAITALL)) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(q))
+		return 1;
+	if (q.port == 0 || q.zero != 0) {
+		char reply = PORT_REPLY_INVALID;
+		return send(via, &reply, 1, MSG_NOSIGNAL) == 1 ? 0 : 1;
+	}
+	int fd = connect_port(r, q.port, err, sizeof(err));
+	if (fd < 0) {
+		char reply = fd == PORTCONN_REFUSED ? PORT_REPLY_REFUSED : PORT_REPLY_FAILED;
+		if (fd != PORTCONN_REFUSED)
+			fprintf(stderr, "roombox-helper: %s\n", err);
+		return send(via, &reply, 1, MSG_NOSIGNAL) == 1 ? 0 : 1;
+	}
+	int rc = portconn_send(r, via, fd, err, sizeof(err));
+	close(fd);
+	return rc < 0 ? 1 : 0;
+}
+
+int portconn_serve(const struct room *r, int via, char *err, size_t errlen)
+{
+	int keeper = -1;
+	int rc = join_room_net(r, 0, &keeper, err, errlen);
+	if (rc < 0)
+		return rc;
+	struct timespec last = { 0, 0 };
+	for (;;) {
+		struct pollfd p[2] = { { via, POLLIN, 0 }, { keeper, POLLIN, 0 } };
+		int n = poll(p, 2, PORT_SERVE_IDLE_MS);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (p[1].revents & POLLIN))
+			break;   /* idle, or the room stopped: its namespace is gone */
+		if (serve_one(r, via))
+			break;
+		/* activity for idle_timeout: one stamp a second is plenty */
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec != last.tv_sec) {
+			room_touch_active(r);
+			last = now;
+		}
+	}
+	close(keeper);
+	return 0;
+}
+
 int portconn_send(const struct room *r, int via, int fd, char *err, size_t errlen)
 {
-	char byte = 'p', ctl[CMSG_SPACE(sizeof(int))];
+	char byte = PORT_REPLY_CONNECTED, ctl[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { &byte, 1 };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 			      .msg_control = ctl, .msg_controllen = sizeof(ctl) };

@@ -254,7 +254,7 @@ def test_helper_port_connect_checks(client, room):
             return ans if rc == 0 else None
         assert wait_until(connected, 20, "port-connect to succeed", interval=0.1) == {"connected": True}
         msg, fds, _, _ = socket.recv_fds(a, 1, 4)
-        assert msg == b"p" and len(fds) == 1
+        assert msg == b"c" and len(fds) == 1
         with socket.socket(fileno=fds[0]) as conn:
             conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
             assert conn.recv(64).startswith(b"HTTP/1.0 200")
