@@ -59,8 +59,10 @@
  *            the same, many times, for one room: after joining the
  *            namespace the helper reads requests from fd 3, each a
  *            struct port_request, and answers each with one byte,
- *            PORT_REPLY_*, carrying the connected socket (SCM_RIGHTS) with
- *            PORT_REPLY_CONNECTED.  It ends when fd 3 is closed, when the
+ *            PORT_REPLY_*, carrying the socket (SCM_RIGHTS) with
+ *            PORT_REPLY_CONNECTED: non-blocking, its connect possibly
+ *            still under way (the caller waits for it, and reads a refusal
+ *            from SO_ERROR).  It ends when fd 3 is closed, when the
  *            room's keeper exits (a restarted room has a new namespace),
  *            or after PORT_SERVE_IDLE_MS without a request; a room not
  *            running ends it at once (code refused).

@@ -357,6 +357,24 @@ static char connector_ask(struct connector *c, int port, int *fd)
 	return byte;
 }
 
+/* Wait for the connect the helper started (serve mode) to end; the
+ * socket, blocking, or -1 with *status and msg. */
+static int connect_finish(int fd, int port, int *status, char *msg, size_t msglen)
+{
+	struct pollfd p = { fd, POLLOUT, 0 };
+	int n, soerr = 0;
+	socklen_t len = sizeof(soerr);
+	while ((n = poll(&p, 1, PORT_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR)
+		;
+	if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0 &&
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)
+		return fd;
+	close(fd);
+	*status = 502;
+	snprintf(msg, msglen, "nothing listens on port %d in the room", port);
+	return -1;
+}
+
 /* A socket connected to the room's 127.0.0.1:port, or -1 with *status and
  * msg saying what to answer. */
 static int room_connect(const char *room, int port, int *status, char *msg, size_t msglen)
@@ -374,7 +392,7 @@ static int room_connect(const char *room, int port, int *status, char *msg, size
 			connector_end(c, code, sizeof(code), why, sizeof(why));
 		pthread_mutex_unlock(&c->lock);
 		if (reply == PORT_REPLY_CONNECTED)
-			return fd;
+			return connect_finish(fd, port, status, msg, msglen);
 		if (reply == PORT_REPLY_REFUSED || strcmp(code, HELPER_ERR_REFUSED) == 0) {
 			*status = 502;
 			snprintf(msg, msglen, "nothing listens on port %d in the room", port);

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,18 +83,24 @@ static int connect_bounded(int fd, const struct sockaddr_in *sa)
 	return soerr;
 }
 
-/* A connected socket to 127.0.0.1:port in the namespace we are in. */
-static int connect_port(const struct room *r, int port, char *err, size_t errlen)
+/* A socket to 127.0.0.1:port in the namespace we are in: connected, or
+ * (wait false) with its connect under way, which its new holder finishes
+ * (serve mode: one slow connect must not hold up the room's others). */
+static int connect_port(const struct room *r, int port, bool wait, char *err, size_t errlen)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ERR("room %s: port %d: socket: %s", r->id, port, strerror(errno));
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int e = connect_bounded(fd, &sa);
+	int e = 0;
+	if (wait)
+		e = connect_bounded(fd, &sa);
+	else if (connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+		e = errno;
 	if (e == 0) {
-		/* the caller relays with blocking I/O of its own choosing */
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		if (wait)   /* the caller relays with blocking I/O of its own choosing */
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		return fd;
 	}
 	close(fd);
@@ -105,7 +112,7 @@ static int connect_port(const struct room *r, int port, char *err, size_t errlen
 int portconn_open(const struct room *r, int port, char *err, size_t errlen)
 {
 	int rc = join_room_net(r, port, NULL, err, errlen);
-	return rc < 0 ? rc : connect_port(r, port, err, errlen);
+	return rc < 0 ? rc : connect_port(r, port, true, err, errlen);
 }
 
 /* One serve request: read it, connect, reply.  0 to go on, 1 at the end
@@ -123,7 +130,7 @@ static int serve_one(const struct room *r, int via)
 		char reply = PORT_REPLY_INVALID;
 		return send(via, &reply, 1, MSG_NOSIGNAL) == 1 ? 0 : 1;
 	}
-	int fd = connect_port(r, q.port, err, sizeof(err));
+	int fd = connect_port(r, q.port, false, err, sizeof(err));
 	if (fd < 0) {
 		char reply = fd == PORTCONN_REFUSED ? PORT_REPLY_REFUSED : PORT_REPLY_FAILED;
 		if (fd != PORTCONN_REFUSED)
