@@ -13,10 +13,11 @@
  *   PREVIEW_RELAYS_MAX (a connection past that gets 503 at once).  Each
  *   reads the request head (at most PREVIEW_HEAD_MAX bytes, within
  *   PREVIEW_HEAD_MS), finds the token (preview_head.c), looks the exposure
- *   up (preview.c), and asks the helper for a connection to the port inside
- *   the room (op port-connect: the helper joins the room's network
- *   namespace and sends the connected socket back over a socketpair).  No
- *   privilege or namespace is ever taken here.
+ *   up (preview.c), and asks the room's connector for a connection to the
+ *   port inside the room (op port-connect in serve mode, see "connectors"
+ *   below: a helper that joined the room's network namespace and sends
+ *   sockets back over a socketpair).  No privilege or namespace is ever
+ *   taken here.
  * - The head goes on with the request target rewritten (/preview/<token>
  *   taken off), then bytes are copied both ways until both sides are done;
  *   one side's end of stream is passed on as a half-close, and no byte

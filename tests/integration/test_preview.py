@@ -8,13 +8,26 @@ import os
 import secrets
 import socket
 
-from conftest import HELPER, wait_until
+from conftest import GONE_TIMEOUT, HELPER, proc_cmdline, proc_pids, wait_until
 from preview_util import (WS_ECHO_SERVER, expose, preview_get, start_in_room,
                           target_of, wait_serving, ws_handshake, ws_recv, ws_send)
 
 # pids_limit: the WebSocket echo server runs a thread per connection, and
 # test_relays_are_bounded_503 holds 256 of them
 ROOMBOX_CONFIG = {"network": "none", "pids_limit": "1024"}
+
+
+def helpers_of(stack):
+    """Pids of this stack's roombox-helper processes still running."""
+    pids = []
+    for pid in proc_pids():
+        try:
+            cmd = proc_cmdline(pid)
+        except OSError:
+            continue
+        if cmd.startswith(str(HELPER)) and str(stack.conf_path) in cmd:
+            pids.append(pid)
+    return pids
 
 
 def ports(room):
@@ -146,8 +159,12 @@ def test_exposure_survives_stop_and_restart(client, room):
     http_server(client, room, b"before\n")
     e = expose(client, room, 8000)
     assert wait_serving(client, e["url"], "http.server", path_extra="data.bin").body == b"before\n"
+    assert helpers_of(client.stack), "no connector helper while a preview is in use"
     r = client.post(f"/api/rooms/{room}/sandbox/stop")
     assert r.status == 200, r
+    # the room's connector (a helper in its network namespace) ends with it
+    wait_until(lambda: not helpers_of(client.stack), GONE_TIMEOUT,
+               f"the connector helper to end: {helpers_of(client.stack)}")
     # stopped: nothing can listen, the exposure is still there
     r = preview_get(client, e["url"], path_extra="data.bin")
     assert r.status == 502, r
