@@ -199,6 +199,7 @@ static enum preview_head_result head_read(int fd, char *buf, size_t *len, struct
  * exist; the least recently used idle one makes room for a new room's. */
 
 #define CONNECTORS_MAX 32
+#define REAP_EVERY_MS 5000
 #define CONNECTOR_REPLY_MS (PORT_CONNECT_TIMEOUT_MS + 5000)
 
 struct connector {
@@ -313,6 +314,25 @@ static struct connector *connector_get(const char *room, bool *fresh, char *msg,
 		return NULL;
 	}
 	return c;
+}
+
+/* Reap connectors whose helper has ended by itself (idle, room stopped),
+ * so no exited helper waits long for its parent; busy ones are left. */
+static void connectors_reap(void)
+{
+	pthread_mutex_lock(&table_lock);
+	for (int i = 0; i < CONNECTORS_MAX; i++) {
+		struct connector *c = &connectors[i];
+		if (!c->run || pthread_mutex_trylock(&c->lock) != 0)
+			continue;
+		struct pollfd p = { c->run ? helper_run_pidfd(c->run) : -1, POLLIN, 0 };
+		if (c->run && poll(&p, 1, 0) == 1) {
+			connector_end(c, NULL, 0, NULL, 0);
+			c->room[0] = '\0';
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&table_lock);
 }
 
 void preview_connector_forget(const char *room)
@@ -570,6 +590,12 @@ static void relay_spawn(int client)
 static void *accept_main(void *arg)
 {
 	for (;;) {
+		/* between connections, now and then: reap ended connectors */
+		struct pollfd p = { relay_listen_fd, POLLIN, 0 };
+		if (poll(&p, 1, REAP_EVERY_MS) == 0) {
+			connectors_reap();
+			continue;
+		}
 		int c = accept4(relay_listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
