@@ -51,6 +51,7 @@
 #include "protocol.h"
 
 #define RELAY_BUF (64u << 10)
+#define RELAY_STALL_S 60
 #define PORT_CONNECT_DEADLINE_MS 30000
 
 static struct app *relay_app;
@@ -123,17 +124,19 @@ void preview_relay_revoke(const char *token)
 
 /* ---- answers of our own (the room's server answers everything else) ---- */
 
-static void write_all(int fd, const char *buf, size_t len)
+/* 0, or -1 when the peer is gone or stalled (SO_SNDTIMEO). */
+static int write_all(int fd, const char *buf, size_t len)
 {
 	while (len > 0) {
 		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return;
+			return -1;
 		buf += n;
 		len -= (size_t)n;
 	}
+	return 0;
 }
 
 static void answer(int fd, int status, const char *error)
@@ -464,7 +467,8 @@ static void relay_bytes(int a, int b)
 				}
 				continue;
 			}
-			write_all(to, buf, (size_t)got);
+			if (write_all(to, buf, (size_t)got) < 0)   /* a byte lost: end both */
+				open_from[0] = open_from[1] = false;
 		}
 	}
 	free(buf);
@@ -510,6 +514,11 @@ static void relay_serve(int slot, int client)
 		goto out;
 	}
 	slot_set(slot, h.token, fd);
+	/* a side that stops reading must not hold this thread in a write
+	 * forever: no progress for RELAY_STALL_S ends the relay */
+	struct timeval stall = { RELAY_STALL_S, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
+	setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
 	/* revoked while we connected: end here */
 	if (preview_lookup(h.token, room, sizeof(room), &port) < 0) {
 		answer(client, 404, "not found");
