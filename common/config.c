@@ -63,6 +63,7 @@ enum value_kind {
 	V_CPU,		/* double > 0 */
 	V_URL,		/* http:// or https:// URL, no blanks or controls */
 	V_TEXT,		/* one word: printable, no blanks or controls */
+	V_DOMAIN,	/* a DNS name: labels of [a-z0-9-] joined by dots */
 };
 
 struct key_desc {
@@ -114,6 +115,7 @@ static const struct key_desc key_table[] = {
 	{ "llm_rounds",           V_INT,      FIELD(llm_rounds),           1, 0 },
 	{ "llm_history",          V_INT,      FIELD(llm_history),          0, 0 },
 	{ "exec_user",            V_EXEC_USER, FIELD(exec_user),           0, 0 },
+	{ "preview_domain",       V_DOMAIN,   FIELD(preview_domain),       0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -304,6 +306,29 @@ static bool word_ok(const char *s)
 	return true;
 }
 
+/* preview_domain: lower-case labels of letters, digits and inner '-',
+ * 1-63 bytes each, joined by single dots (it becomes part of every
+ * preview URL, and nginx and lighttpd match Hosts against it). */
+static bool domain_ok(const char *s)
+{
+	size_t label = 0;
+	if (!*s)
+		return false;
+	for (const char *p = s; ; p++) {
+		if (*p == '.' || !*p) {
+			if (label == 0 || label > 63 || p[-1] == '-')
+				return false;
+			if (!*p)
+				return true;
+			label = 0;
+			continue;
+		}
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || (*p == '-' && label > 0)))
+			return false;
+		label++;
+	}
+}
+
 /* The model's base URL: http or https, a host, nothing libcurl would read
  * as another protocol. */
 static bool url_ok(const char *s)
@@ -356,6 +381,7 @@ static const char *expected_text(const struct key_desc *k)
 	case V_CPU:      return "expected a positive number of CPUs like 1.5";
 	case V_URL:      return "expected an http:// or https:// URL like http://127.0.0.1:11434/v1";
 	case V_TEXT:     return "expected a name without blanks, like llama3.1:8b";
+	case V_DOMAIN:   return "expected a lower-case DNS name like preview.example.com";
 	}
 	return "unexpected value";
 }
@@ -487,6 +513,10 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		return set_string(st, line, k, field, value);
 	case V_TEXT:
 		if (!word_ok(value))
+			return bad_value(st, line, k, value);
+		return set_string(st, line, k, field, value);
+	case V_DOMAIN:
+		if (!domain_ok(value))
 			return bad_value(st, line, k, value);
 		return set_string(st, line, k, field, value);
 	default:

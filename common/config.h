@@ -62,6 +62,7 @@ struct config {
 	int llm_rounds;          /* 1: model replies per user message */
 	int llm_history;         /* 20: earlier messages sent to the model */
 	enum exec_user exec_user; /* root */
+	char preview_domain[254]; /* "": path-style preview URLs (SPEC §8.5) */
 };
 
 /* Fill every key with its default. */

@@ -59,6 +59,25 @@
  *   keeper cannot fork the shell, or the shell exits 2 while the room's
  *   pids cgroup is full) kills the room's processes as kill-all does,
  *   logs one line on the helper's stderr, and runs once more.
+ *   port-connect {room, port}  -> {connected:true}   (preview ports, §8.5)
+ *            the helper's fd 3 is a unix socket the caller made; the
+ *            helper joins the network namespace of the room's keeper,
+ *            connects a TCP socket to 127.0.0.1:port there and sends it
+ *            back over fd 3 (SCM_RIGHTS), then answers.  A room that does
+ *            not run is not started (code refused: nothing can listen in
+ *            it); nothing listening is code refused too.  Counts as the
+ *            room's activity (idle_timeout).
+ *   port-connect {room, serve:true}  -> {connected:true}  (at its end)
+ *            the same, many times, for one room: after joining the
+ *            namespace the helper reads requests from fd 3, each a
+ *            struct port_request, and answers each with one byte,
+ *            PORT_REPLY_*, carrying the socket (SCM_RIGHTS) with
+ *            PORT_REPLY_CONNECTED: non-blocking, its connect possibly
+ *            still under way (the caller waits for it, and reads a refusal
+ *            from SO_ERROR).  It ends when fd 3 is closed, when the
+ *            room's keeper exits (a restarted room has a new namespace),
+ *            or after PORT_SERVE_IDLE_MS without a request; a room not
+ *            running ends it at once (code refused).
  *
  *   <status> = {room, running:B, created_at:S (as stored at creation),
  *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
@@ -69,6 +88,7 @@
  *   limit     429   max_rooms reached
  *   denied    500   caller or configuration refused
  *   failed    500   the sandbox could not do it
+ *   refused   502   port-connect: nothing listens on that port in the room
  */
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
@@ -88,6 +108,7 @@
 #define HELPER_OP_INFO      "info"
 #define HELPER_OP_KILL_ALL  "kill-all"   /* DELETE …/sandbox/processes */
 #define HELPER_OP_RESTART   "restart"    /* POST …/sandbox/restart */
+#define HELPER_OP_PORT_CONNECT "port-connect"
 
 /* ---- request keys ---- */
 #define HK_OP         "op"
@@ -103,6 +124,8 @@
 #define HK_USER_ROOT  "root"
 #define HK_USER_USER  "user"
 #define HK_KEEP       "keep" /* stop-idle: rooms to leave running */
+#define HK_PORT       "port" /* port-connect: 1..65535 */
+#define HK_SERVE      "serve" /* port-connect: true = many, see above */
 
 /* ---- answer keys ---- */
 #define HK_ERROR            "error"
@@ -131,6 +154,8 @@
 #define HK_VERSION          "version"
 #define HK_KILLED           "killed"
 #define HK_RESTARTED        "restarted"
+/* port-connect */
+#define HK_CONNECTED        "connected"
 
 /* ---- error codes ---- */
 #define HELPER_ERR_INVALID   "invalid"
@@ -138,6 +163,7 @@
 #define HELPER_ERR_LIMIT     "limit"
 #define HELPER_ERR_DENIED    "denied"
 #define HELPER_ERR_FAILED    "failed"
+#define HELPER_ERR_REFUSED   "refused"
 
 /* ---- limits ---- */
 /* A request carries at most one HTTP body (max_body: cmd, stdin, env) and
@@ -162,5 +188,20 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 #define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
 #define MAX_BODY_LIMIT (8u << 20)
 
+/* port-connect: how long the connect inside the room may take (loopback
+ * answers at once; a full backlog is the only wait). */
+#define PORT_CONNECT_TIMEOUT_MS 5000
+#define PORT_SERVE_IDLE_MS 30000
+
+/* port-connect serve: one request on fd 3, in the host's byte order (both
+ * ends are on one machine), and the one-byte replies. */
+struct port_request {
+	uint16_t port;
+	uint16_t zero;   /* 0 */
+};
+#define PORT_REPLY_CONNECTED 'c'
+#define PORT_REPLY_REFUSED   'r'   /* nothing listens there */
+#define PORT_REPLY_INVALID   'i'   /* port out of 1..65535 */
+#define PORT_REPLY_FAILED    'f'
 
 #endif

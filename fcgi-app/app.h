@@ -4,7 +4,8 @@
  * Mutable state the threads share: the atomic exec counter here, the count
  * of helper calls running (helper_client.c, atomic), the token cache
  * (auth.c, behind its own mutex), the metrics counters (metrics.c,
- * relaxed atomics) and main.c's stop flag and lock; the
+ * relaxed atomics), the preview relays' slot table and the exposures'
+ * mutex (preview_relay.c, preview.c) and main.c's stop flag and lock; the
  * message store shares nothing in memory (its locks are flock()s on each
  * room's file).  The configuration and the cached cgroup mode are written
  * once before the worker threads start and only read afterwards.
@@ -97,5 +98,7 @@ route_handler api_rooms_stop;
 route_handler api_files_get, api_files_put, api_files_delete, api_files_move;
 /* processes.c */
 route_handler api_procs_list, api_procs_start, api_procs_get, api_procs_delete, api_procs_stdin;
+/* preview.c */
+route_handler api_ports_post, api_ports_list, api_ports_delete;
 
 #endif

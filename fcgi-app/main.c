@@ -31,6 +31,11 @@
  *             managed process are named in its keep list and stay;
  *   logger    (processes.c) reads the pipes of every managed process into
  *             its logs on disk and to its live log readers;
+ *   preview   accepts on preview.sock (beside `socket`), where the web
+ *             server proxies preview URLs, and starts one detached relay
+ *             thread per connection, at most PREVIEW_RELAYS_MAX
+ *             (preview_relay.c): plain bytes both ways, WebSockets included,
+ *             to a socket the helper connected inside the room.
  *
  * Shared state: the configuration and the cached cgroup mode (written
  * before the threads start, read-only after), the exec counter (atomic),
@@ -85,6 +90,7 @@
 #include "protocol.h"
 #include "http.h"
 #include "metrics.h"
+#include "preview.h"
 #include "router.h"
 
 #define LISTEN_BACKLOG 128
@@ -590,6 +596,12 @@ static int open_message_store(void)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		return -1;
 	}
+	/* preview exposures (preview.c) live beside the messages */
+	snprintf(dir, sizeof(dir), "%s/previews", app.cfg.state_dir);
+	if (preview_store_init(dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -648,6 +660,9 @@ int main(int argc, char **argv)
 	if (listen_fd < 0)
 		return 1;
 	cache_cgroup_mode();
+	/* the API works without previews: say so, and serve the rest */
+	if (preview_relay_start(&app) < 0)
+		fprintf(stderr, "roombox-fcgi: warning: preview ports are not available\n");
 
 	workers = calloc((size_t)app.cfg.workers, sizeof(*workers));
 	if (!workers) {
@@ -688,6 +703,7 @@ int main(int argc, char **argv)
 		join_workers(&idle, 1);
 	if (socket_created)
 		unlink(app.cfg.socket);
+	preview_relay_stop();
 	fflush(stderr);
 	_exit(0);   /* threads still busy past the deadline end here */
 }

@@ -5,6 +5,7 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
+#include "preview.h"
 #include "protocol.h"
 #include "roomid.h"
 #include "processes.h"
@@ -256,6 +257,15 @@ static int cleanup_processes(struct app *app, const char *room, char *errbuf, si
 	return procs_room_reset(room, errbuf, errlen);
 }
 
+/* Preview exposures end with the room (their relays are closed too). */
+static int cleanup_previews(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	if (preview_room_forget(room, errbuf, errlen) == 0)
+		return 0;
+	fprintf(stderr, "roombox-fcgi: %s\n", errbuf);
+	return -1;
+}
+
 static const struct cleanup_part {
 	const char *name;
 	cleanup_part_fn *run;
@@ -263,6 +273,7 @@ static const struct cleanup_part {
 	{ "messages", cleanup_messages },
 	{ "processes", cleanup_processes },
 	{ "sandbox", cleanup_sandbox },
+	{ "previews", cleanup_previews },
 };
 
 void api_rooms_cleanup(struct request *rq, struct response *rs)

@@ -36,6 +36,9 @@ static const struct route routes[] = {
 	{ "/api/rooms/{id}/sandbox/processes/{path*}", { { "GET", api_procs_get, 0 },
 					   { "POST", api_procs_stdin, 0 },
 					   { "DELETE", api_procs_delete, 0 } } },
+	{ "/api/rooms/{id}/sandbox/ports", { { "GET", api_ports_list, 0 },
+					   { "POST", api_ports_post, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -12,6 +12,9 @@
  *            (jail.c), unlock, and run the command (exec.c);
  *   create / status / list / destroy / stop / stop-idle / stop-all / info;
  *   kill-all / restart (rooms that recover: see verb_exec too).
+ *   port-connect  join the running room's network namespace, connect to
+ *            127.0.0.1:<port> there and send the socket back over the
+ *            caller's unix socket on fd 3 (portconn.c; preview ports).
  *
  * A room's processes live in namespaces held by its keeper (PID 1 of the
  * room, keeper/keeper.c).  The helper enters none of them: it hands each
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -38,6 +42,7 @@
 #include "jail.h"
 #include "minijson.h"
 #include "nsprocs.h"
+#include "portconn.h"
 #include "protocol.h"
 #include "request.h"
 #include "room.h"
@@ -83,6 +88,19 @@ static int fail(struct helper *h, const char *code)
  * close-on-exec, so no keeper or jail inherits them. */
 #define PASSED_IO 3
 static int passed_io[PASSED_IO] = { -1, -1, -1 };
+/* fd 3 as a unix stream socket instead: where port-connect sends its
+ * connection (the only op that uses it). */
+static int passed_sock = -1;
+
+static bool is_unix_stream(int fd)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
+		return false;
+	len = sizeof(v);
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM;
+}
 
 static void keep_passed_io(void)
 {
@@ -91,6 +109,11 @@ static void keep_passed_io(void)
 		struct stat st;
 		if (fl < 0)
 			continue;
+		if (i == 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && is_unix_stream(fd) &&
+		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) {
+			passed_sock = fd;
+			continue;
+		}
 		if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) &&
 		    (fl & O_ACCMODE) == (i == 0 ? O_RDONLY : O_WRONLY) &&
 		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
@@ -636,6 +659,46 @@ static int verb_info(struct helper *h, struct mj_writer *out)
 	return 0;
 }
 
+/* Preview ports (SPEC §8.5): a connection to the room's 127.0.0.1:port,
+ * sent over the caller's unix socket on fd 3 (portconn.c).  A stopped room
+ * is not started for it: nothing could be listening in a fresh one. */
+static int verb_port_connect(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+{
+	struct room r;
+	if (open_room(h, req, &r) < 0)
+		return -1;
+	if (passed_sock < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: port-connect: fd 3 must be a unix stream socket", r.id);
+		return fail(h, HELPER_ERR_INVALID);
+	}
+	const struct mj_value *serve = mj_get(req, HK_SERVE);
+	if (serve && serve->type == MJ_BOOL && serve->boolean) {
+		/* bounded by its own idle time and the keeper's life, not alarm */
+		int rc = portconn_serve(&r, passed_sock, h->err, sizeof(h->err));
+		if (rc < 0)
+			return fail(h, rc == PORTCONN_REFUSED ? HELPER_ERR_REFUSED : HELPER_ERR_FAILED);
+		answer_flag(out, HK_CONNECTED);
+		return 0;
+	}
+	const struct mj_value *v = mj_get(req, HK_PORT);
+	if (!v || v->type != MJ_NUMBER || !v->is_int || v->integer < 1 || v->integer > 65535) {
+		snprintf(h->err, sizeof(h->err), "room %s: port must be a whole number from 1 to 65535", r.id);
+		return fail(h, HELPER_ERR_INVALID);
+	}
+	int port = (int)v->integer;
+	alarm(30);   /* connect is bounded by itself; this bounds the rest */
+	int fd = portconn_open(&r, port, h->err, sizeof(h->err));
+	if (fd < 0)
+		return fail(h, fd == PORTCONN_REFUSED ? HELPER_ERR_REFUSED : HELPER_ERR_FAILED);
+	int rc = portconn_send(&r, passed_sock, fd, h->err, sizeof(h->err));
+	close(fd);
+	if (rc < 0)
+		return fail(h, HELPER_ERR_FAILED);
+	room_touch_active(&r);
+	answer_flag(out, HK_CONNECTED);
+	return 0;
+}
+
 static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	const char *op = mj_get_str(req, HK_OP);
@@ -665,6 +728,8 @@ static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writ
 		return verb_kill_all(h, req, out);
 	if (!strcmp(op, HELPER_OP_RESTART))
 		return verb_restart(h, req, out);
+	if (!strcmp(op, HELPER_OP_PORT_CONNECT))
+		return verb_port_connect(h, req, out);
 	snprintf(h->err, sizeof(h->err), "unknown op '%.40s'", op);
 	return fail(h, HELPER_ERR_INVALID);
 }

@@ -365,6 +365,7 @@ def nginx_config(text, port, socket_path, d, tmp):
         (r"^(\s*)access_log\s+[^;]*;", f"    access_log {d}/nginx-access.log;"),
         (r"listen\s+127\.0\.0\.1:8080;", f"listen 127.0.0.1:{port};"),
         (r"unix:/run/roombox/fcgi/fcgi\.sock", f"unix:{socket_path}"),
+        (r"unix:/run/roombox/fcgi/preview\.sock", f"unix:{Path(socket_path).parent}/preview.sock"),
     ]
     text = _substitute(text, reps, NGINX_EXAMPLE)
     text, n = re.subn(r"^(\s*)(\w+)_temp_path(\s+)\S+;",
@@ -401,7 +402,9 @@ def lighttpd_config(port, conf_path, d):
         (r"^server\.errorlog\s*=.*$", f'server.errorlog = "{d}/lighttpd-error.log"'),
         (r"^server\.errorfile-prefix\s*=.*$", f'server.errorfile-prefix = "{pages}/status-"'),
         (r'"bin-path"\s*=>\s*"[^"]*"', f'"bin-path" => "{FCGI} -c {conf_path}"'),
-        (r'"socket"\s*=>\s*"[^"]*"', f'"socket" => "{d}/lighttpd-fcgi.sock"'),
+        (r'"socket"\s*=>\s*"/run/lighttpd/[^"]*"', f'"socket" => "{d}/lighttpd-fcgi.sock"'),
+        # roombox-fcgi's preview socket: beside its `socket` (d/fcgi.sock)
+        (r'"socket"\s*=>\s*"/run/roombox/fcgi/preview\.sock"', f'"socket" => "{d}/preview.sock"'),
     ], LIGHTTPD_EXAMPLE)
 
 

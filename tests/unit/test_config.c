@@ -866,6 +866,40 @@ static void test_llm_url_length_limit(void **state)
 	expect_error(text, "t.conf:2: value for llm_url is too long (512 bytes, at most 511)");
 }
 
+/* ---- preview_domain (SPEC §8.5) ---- */
+
+static void test_preview_domain(void **state)
+{
+	(void)state;
+	struct config c;
+	config_defaults(&c);
+	assert_string_equal(c.preview_domain, "");
+	c = expect_ok("preview_domain = preview.example.com\n");
+	assert_string_equal(c.preview_domain, "preview.example.com");
+	c = expect_ok("preview_domain = localhost\n");
+	assert_string_equal(c.preview_domain, "localhost");
+	c = expect_ok("preview_domain = a-1.b2.test\n");
+	assert_string_equal(c.preview_domain, "a-1.b2.test");
+	static const char *const bad[] = {
+		"Preview.example.com", "preview..example", ".example.com", "example.com.",
+		"-a.example", "a-.example", "ex_ample.com", "http://example.com", "example.com/x",
+		"example.com:8080", "*.example.com",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[128], want[256];
+		snprintf(text, sizeof(text), "preview_domain = %s\n", bad[i]);
+		snprintf(want, sizeof(want), "t.conf:1: bad value for preview_domain: '%s' "
+			 "(expected a lower-case DNS name like preview.example.com)", bad[i]);
+		expect_error(text, want);
+	}
+	/* a label is at most 63 bytes */
+	char text[128];
+	snprintf(text, sizeof(text), "preview_domain = %064d.test\n", 0);
+	struct config d;
+	char err[512];
+	assert_int_equal(parse(&d, text, err, sizeof(err)), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -913,6 +947,7 @@ int main(void)
 		cmocka_unit_test(test_llm_bad_values),
 		cmocka_unit_test(test_llm_url_and_model_go_together),
 		cmocka_unit_test(test_llm_url_length_limit),
+		cmocka_unit_test(test_preview_domain),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,186 @@
+/* Preview request heads: see preview_head.h. */
+#include "preview_head.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PREVIEW_PREFIX "/preview/"
+
+int preview_token_valid(const char *s, size_t len)
+{
+	if (len != PREVIEW_TOKEN_LEN)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+/* Offset just past "\r\n\r\n" (or "\n\n"), or 0. */
+static size_t head_end(const char *buf, size_t len)
+{
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (buf[i] != '\n')
+			continue;
+		if (buf[i + 1] == '\n')
+			return i + 2;
+		if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n')
+			return i + 3;
+	}
+	return 0;
+}
+
+static int is_tchar(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* "METHOD SP target SP HTTP/1.x" ending at eol; fills the offsets. */
+static int request_line(const char *buf, size_t eol, struct preview_head *h)
+{
+	size_t i = 0;
+	while (i < eol && is_tchar(buf[i]))
+		i++;
+	if (i == 0 || i >= eol || buf[i] != ' ')
+		return -1;
+	h->method_len = i++;
+	h->target_off = i;
+	while (i < eol && buf[i] != ' ' && (unsigned char)buf[i] > 0x20 && buf[i] != 0x7f)
+		i++;
+	if (i == h->target_off || i >= eol || buf[i] != ' ')
+		return -1;
+	h->target_len = i - h->target_off;
+	h->rest_off = i;
+	size_t vlen = eol - (i + 1);
+	if (vlen > 0 && buf[eol - 1] == '\r')
+		vlen--;
+	if (vlen != 8 || memcmp(buf + i + 1, "HTTP/1.", 7) != 0 ||
+	    (buf[i + 8] != '0' && buf[i + 8] != '1'))
+		return -1;
+	return 0;
+}
+
+/* "/preview/<token>" then "/", "?" or the end: the token, and the target
+ * becomes what follows ("/" at least). */
+static int path_token(const char *buf, struct preview_head *h)
+{
+	const char *t = buf + h->target_off;
+	size_t n = h->target_len, plen = strlen(PREVIEW_PREFIX);
+	if (n < plen + PREVIEW_TOKEN_LEN || memcmp(t, PREVIEW_PREFIX, plen) != 0)
+		return 0;
+	if (!preview_token_valid(t + plen, PREVIEW_TOKEN_LEN))
+		return -1;
+	size_t after = plen + PREVIEW_TOKEN_LEN;
+	if (after < n && t[after] != '/' && t[after] != '?')
+		return -1;
+	memcpy(h->token, t + plen, PREVIEW_TOKEN_LEN);
+	h->token[PREVIEW_TOKEN_LEN] = '\0';
+	h->target_off += after;
+	h->target_len -= after;
+	return 1;
+}
+
+/* The Host header's value (first one), trimmed; NULL if none. */
+static const char *host_value(const char *buf, size_t from, size_t end, size_t *vlen)
+{
+	size_t i = from;
+	while (i < end) {
+		size_t eol = i;
+		while (eol < end && buf[eol] != '\n')
+			eol++;
+		if (eol - i > 5 && strncasecmp(buf + i, "host:", 5) == 0) {
+			size_t a = i + 5, b = eol;
+			while (a < b && (buf[a] == ' ' || buf[a] == '\t'))
+				a++;
+			while (b > a && (buf[b - 1] == '\r' || buf[b - 1] == ' ' || buf[b - 1] == '\t'))
+				b--;
+			*vlen = b - a;
+			return buf + a;
+		}
+		i = eol + 1;
+	}
+	return NULL;
+}
+
+/* "<port>-<roomId>-<token>.<domain>[:p]" (domain compared without case). */
+static int host_token(const char *v, size_t n, const char *domain, struct preview_head *h)
+{
+	size_t dlen = strlen(domain), i = 0;
+	const char *colon = memchr(v, ':', n);
+	if (colon)
+		n = (size_t)(colon - v);
+	if (n < dlen + 2 || v[n - dlen - 1] != '.' || strncasecmp(v + n - dlen, domain, dlen) != 0)
+		return 0;
+	n -= dlen + 1;   /* the first label, whole: dots are not in it */
+	if (memchr(v, '.', n))
+		return 0;
+	long port = 0;
+	for (; i < n && i < 6 && v[i] >= '0' && v[i] <= '9'; i++)
+		port = port * 10 + (v[i] - '0');
+	if (i == 0 || i >= n || v[i] != '-' || port < 1 || port > 65535 || v[0] == '0')
+		return 0;
+	size_t room_off = i + 1;
+	if (n < room_off + 2 + PREVIEW_TOKEN_LEN || v[n - PREVIEW_TOKEN_LEN - 1] != '-')
+		return 0;
+	size_t room_len = n - PREVIEW_TOKEN_LEN - 1 - room_off;
+	if (room_len > ROOM_ID_MAX || !preview_token_valid(v + n - PREVIEW_TOKEN_LEN, PREVIEW_TOKEN_LEN))
+		return 0;
+	memcpy(h->room, v + room_off, room_len);
+	h->room[room_len] = '\0';
+	if (!room_id_valid(h->room))
+		return 0;
+	memcpy(h->token, v + n - PREVIEW_TOKEN_LEN, PREVIEW_TOKEN_LEN);
+	h->token[PREVIEW_TOKEN_LEN] = '\0';
+	h->port = (int)port;
+	h->host_style = 1;
+	return 1;
+}
+
+enum preview_head_result preview_head_parse(const char *buf, size_t len, const char *domain,
+					    struct preview_head *h)
+{
+	memset(h, 0, sizeof(*h));
+	if (len > PREVIEW_HEAD_MAX)
+		len = PREVIEW_HEAD_MAX;
+	size_t end = head_end(buf, len);
+	if (!end)
+		return PREVIEW_HEAD_INCOMPLETE;
+	if (memchr(buf, '\0', end))
+		return PREVIEW_HEAD_BAD;
+	size_t eol = (size_t)((const char *)memchr(buf, '\n', end) - buf);
+	if (request_line(buf, eol, h) < 0)
+		return PREVIEW_HEAD_BAD;
+	h->head_len = end;
+	int p = path_token(buf, h);
+	if (p < 0)
+		return PREVIEW_HEAD_NO_TOKEN;
+	if (p > 0)
+		return PREVIEW_HEAD_OK;
+	size_t vlen;
+	const char *v = host_value(buf, eol + 1, end, &vlen);
+	if (domain && *domain && v && host_token(v, vlen, domain, h))
+		return PREVIEW_HEAD_OK;
+	return PREVIEW_HEAD_NO_TOKEN;
+}
+
+size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
+			    char *out, size_t outcap)
+{
+	/* path-style "/preview/<token>" alone or "?q" after it: "/" first */
+	int slash = h->target_len == 0 || buf[h->target_off] != '/';
+	size_t tail = h->head_len - h->rest_off;
+	size_t need = h->method_len + 1 + (size_t)slash + h->target_len + tail;
+	if (need > outcap)
+		return 0;
+	char *o = out;
+	memcpy(o, buf, h->method_len + 1);
+	o += h->method_len + 1;
+	if (slash)
+		*o++ = '/';
+	memcpy(o, buf + h->target_off, h->target_len);
+	o += h->target_len;
+	memcpy(o, buf + h->rest_off, tail);
+	return need;
+}

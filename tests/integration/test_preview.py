@@ -1,0 +1,315 @@
+"""Preview ports (SPEC §8.5) through nginx and lighttpd: a server on a
+room's own loopback (network = none: the room has only lo) is reached
+through its preview URL without the API token, WebSockets included; wrong,
+revoked or unexposed tokens are 404, nothing listening is 502, exposures
+survive a stop and restart of the room, and cleanup ends them."""
+
+import os
+import secrets
+import socket
+
+from conftest import GONE_TIMEOUT, HELPER, proc_cmdline, proc_pids, wait_until
+from preview_util import (WS_ECHO_SERVER, expose, preview_get, start_in_room,
+                          target_of, wait_serving, ws_handshake, ws_recv, ws_send)
+
+# pids_limit: the WebSocket echo server runs a thread per connection, and
+# test_relays_are_bounded_503 holds 256 of them
+ROOMBOX_CONFIG = {"network": "none", "pids_limit": "1024"}
+
+
+def helpers_of(stack):
+    """Pids of this stack's roombox-helper processes still running."""
+    pids = []
+    for pid in proc_pids():
+        try:
+            cmd = proc_cmdline(pid)
+        except OSError:
+            continue
+        if cmd.startswith(str(HELPER)) and str(stack.conf_path) in cmd:
+            pids.append(pid)
+    return pids
+
+
+def ports(room):
+    return f"/api/rooms/{room}/sandbox/ports"
+
+
+def put_file(client, room, path, data):
+    r = client.request("PUT", f"/api/rooms/{room}/sandbox/files/{path}", data=data)
+    assert r.status in (200, 201), r
+
+
+def http_server(client, room, data):
+    """A room serving `data` as /workspace/site/data.bin on port 8000."""
+    put_file(client, room, "site/data.bin", data)
+    start_in_room(client, room, "python3 -m http.server 8000 --bind 127.0.0.1 "
+                  "--directory /workspace/site", "/tmp/http.log")
+
+
+def test_http_server_in_room_through_preview_url(client, room):
+    data = os.urandom(200_000)
+    http_server(client, room, data)
+    e = expose(client, room, 8000)
+    assert e["url"] == f"http://127.0.0.1:{client.port}/preview/{e['token']}/", e
+    r = wait_serving(client, e["url"], "the room's http.server", path_extra="data.bin")
+    assert r.status == 200, r
+    assert r.body == data
+    # the room's own log saw the request, with the /preview/<token> prefix gone
+    log = client.sh(room, "cat /tmp/http.log")
+    assert '"GET /data.bin HTTP/1.' in log, log
+    assert e["token"] not in log
+    # the listing shows it
+    r = client.get(ports(room))
+    assert r.status == 200 and r.json == {"ports": [e]}, r
+
+
+def test_websocket_echo_through_preview_url(client, room):
+    client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
+    start_in_room(client, room, "python3 /workspace/ws.py 9001", "/tmp/ws.log")
+    e = expose(client, room, 9001)
+    target = target_of(e["url"]) + "chat?x=1"
+
+    def handshake():
+        s, status, hdrs, want, rest = ws_handshake(client.port, target)
+        if " 502 " in status:
+            s.close()
+            return None
+        return s, status, hdrs, want, rest
+    s, status, hdrs, want, rest = wait_until(handshake, 20, "the room's WebSocket server",
+                                             interval=0.1)
+    with s:
+        assert status.startswith("HTTP/1.1 101"), status
+        assert hdrs.get("sec-websocket-accept") == want, hdrs
+        assert hdrs.get("x-seen-target") == "/chat?x=1", hdrs
+        msg = "héllo roombox ".encode() + secrets.token_bytes(300)
+        ws_send(s, msg, opcode=2)
+        op, payload = ws_recv(s, rest)
+        assert (op, payload) == (2, msg)
+        ws_send(s, b"second", opcode=1)
+        assert ws_recv(s) == (1, b"second")
+
+
+def test_wrong_revoked_and_unexposed_tokens_are_404(client, room):
+    http_server(client, room, b"secret page\n")
+    e = expose(client, room, 8000)
+    assert wait_serving(client, e["url"], "http.server", path_extra="data.bin").body == b"secret page\n"
+
+    wrong = "/preview/" + ("a" * 16) + "/data.bin"
+    r = client.request("GET", wrong, auth=False, check_json=False)
+    assert r.status == 404, r
+    assert r.check_json().json == {"error": "not found"}
+    for bad in ("/preview/", "/preview/short/data.bin", "/preview/" + e["token"].upper() + "/"):
+        assert client.request("GET", bad, auth=False, check_json=False).status == 404, bad
+
+    # a second port, then unexpose the first: its URL is 404, the other works
+    start_in_room(client, room, "python3 -m http.server 8001 --bind 127.0.0.1 "
+                  "--directory /workspace/site", "/tmp/http2.log")
+    e2 = expose(client, room, 8001)
+    assert wait_serving(client, e2["url"], "second server", path_extra="data.bin").status == 200
+    assert client.get(ports(room)).json == {"ports": [e, e2]}
+    r = client.delete(f"{ports(room)}/8000")
+    assert r.status == 200 and r.json == {"port": 8000}, r
+    r = preview_get(client, e["url"], path_extra="data.bin")
+    assert r.status == 404 and r.check_json().json == {"error": "not found"}, r
+    assert preview_get(client, e2["url"], path_extra="data.bin").status == 200
+    assert client.get(ports(room)).json == {"ports": [e2]}
+    r = client.delete(f"{ports(room)}/8000")
+    assert r.status == 404 and r.json == {"error": "port 8000 is not exposed"}, r
+    # exposing again gives a new token; the old one stays dead
+    e3 = expose(client, room, 8000)
+    assert e3["token"] != e["token"]
+    assert preview_get(client, e["url"], path_extra="data.bin").status == 404
+    assert preview_get(client, e3["url"], path_extra="data.bin").status == 200
+
+
+def test_nothing_listening_is_502(client, room):
+    client.sh(room, "true")
+    e = expose(client, room, 8765)
+    r = preview_get(client, e["url"])
+    assert r.status == 502, r
+    assert r.check_json().json == {"error": "nothing listens on port 8765 in the room"}
+
+
+def test_expose_again_keeps_the_token_and_validates(client, room):
+    e = expose(client, room, 3000)
+    r = client.post(ports(room), {"port": 3000})
+    assert r.status == 200 and r.json == e, r
+    cases = [
+        ({}, {"port": ["Invalid input: expected number, received undefined"]}),
+        ({"port": "80"}, {"port": ["Invalid input: expected number, received string"]}),
+        ({"port": 1.5}, {"port": ["Invalid input: expected int, received number"]}),
+        ({"port": 0}, {"port": ["Too small: expected number to be >=1"]}),
+        ({"port": 65536}, {"port": ["Too big: expected number to be <=65535"]}),
+        ({"port": -5}, {"port": ["Too small: expected number to be >=1"]}),
+        ({"port": 1e300}, {"port": ["Too big: expected int to be <=9007199254740991",
+                                    "Too big: expected number to be <=65535"]}),
+        ({"port": None}, {"port": ["Invalid input: expected number, received null"]}),
+        ([8000], {}),
+    ]
+    for body, details in cases:
+        r = client.post(ports(room), body)
+        assert r.status == 400 and r.json == {"error": "invalid request", "details": details}, (body, r)
+    for bad in ("0", "x", "65536", "80a"):
+        assert client.delete(f"{ports(room)}/{bad}").status == 400, bad
+    r = client.get(ports(room), auth=False)
+    assert r.status == 401
+
+
+def test_exposure_survives_stop_and_restart(client, room):
+    http_server(client, room, b"before\n")
+    e = expose(client, room, 8000)
+    assert wait_serving(client, e["url"], "http.server", path_extra="data.bin").body == b"before\n"
+    assert helpers_of(client.stack), "no connector helper while a preview is in use"
+    r = client.post(f"/api/rooms/{room}/sandbox/stop")
+    assert r.status == 200, r
+    # the room's connector (a helper in its network namespace) ends with it
+    wait_until(lambda: not helpers_of(client.stack), GONE_TIMEOUT,
+               f"the connector helper to end: {helpers_of(client.stack)}")
+    # stopped: nothing can listen, the exposure is still there
+    r = preview_get(client, e["url"], path_extra="data.bin")
+    assert r.status == 502, r
+    assert client.get(ports(room)).json == {"ports": [e]}
+    # a new exec restarts the room; its server answers on the same URL
+    put_file(client, room, "site/data.bin", b"after\n")
+    start_in_room(client, room, "python3 -m http.server 8000 --bind 127.0.0.1 "
+                  "--directory /workspace/site", "/tmp/http.log")
+    assert wait_serving(client, e["url"], "http.server again", path_extra="data.bin").body == b"after\n"
+
+
+def test_cleanup_ends_exposures(client, room):
+    http_server(client, room, b"x\n")
+    e = expose(client, room, 8000)
+    assert wait_serving(client, e["url"], "http.server", path_extra="data.bin").status == 200
+    store = client.stack.state_dir / "previews"
+    assert (store / e["token"]).exists()
+    client.destroy(room)
+    assert not (store / e["token"]).exists()
+    r = preview_get(client, e["url"], path_extra="data.bin")
+    assert r.status == 404, r
+    assert client.get(ports(room)).json == {"ports": []}
+
+
+def test_unexpose_closes_an_open_websocket(client, room):
+    client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
+    start_in_room(client, room, "python3 /workspace/ws.py 9002", "/tmp/ws.log")
+    e = expose(client, room, 9002)
+
+    def handshake():
+        s, status, hdrs, want, rest = ws_handshake(client.port, target_of(e["url"]))
+        if " 502 " in status:
+            s.close()
+            return None
+        return s, status, rest
+    s, status, rest = wait_until(handshake, 20, "the room's WebSocket server", interval=0.1)
+    with s:
+        assert status.startswith("HTTP/1.1 101"), status
+        ws_send(s, b"ping")
+        assert ws_recv(s, rest) == (1, b"ping")
+        assert client.delete(f"{ports(room)}/9002").status == 200
+        s.settimeout(10)
+        try:
+            tail = s.recv(4096)
+        except ConnectionResetError:
+            tail = b""
+        assert tail == b"", f"the relay kept the WebSocket open after unexpose: {tail!r}"
+
+
+def test_host_loopback_is_not_the_rooms(client, room):
+    """A server on the host's 127.0.0.1 is not what a room's exposure
+    reaches: the connection is made in the room's network namespace."""
+    with socket.socket() as host_srv:
+        host_srv.bind(("127.0.0.1", 0))
+        host_srv.listen(4)
+        port = host_srv.getsockname()[1]
+        client.sh(room, "true")
+        e = expose(client, room, port)
+        r = preview_get(client, e["url"])
+        assert r.status == 502, r
+        assert r.check_json().json == {"error": f"nothing listens on port {port} in the room"}
+
+
+def helper_port_connect(stack, request, fd3):
+    """Run the helper's port-connect with fd3 (a socket or a pipe end) as
+    its fd 3; (exit status, answer, the received fd or None)."""
+    import json as _json
+    import subprocess
+    r = subprocess.run(["bash", "-c", f'exec "$0" -c "$1" 3<&{fd3}', str(HELPER),
+                        str(stack.conf_path)],
+                       input=_json.dumps(request).encode(), capture_output=True,
+                       timeout=60, pass_fds=(fd3,))
+    return r.returncode, _json.loads(r.stdout)
+
+
+def test_helper_port_connect_checks(client, room):
+    stack = client.stack
+    client.sh(room, "true")
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        base = {"op": "port-connect", "room": room}
+        for port in (0, 65536, -1, 1.5, "80", None):
+            rc, ans = helper_port_connect(stack, dict(base, port=port), b.fileno())
+            assert rc != 0 and ans["code"] == "invalid", (port, ans)
+            assert "port must be a whole number from 1 to 65535" in ans["error"]
+        # fd 3 must be a unix stream socket
+        rd, wr = os.pipe()
+        try:
+            rc, ans = helper_port_connect(stack, dict(base, port=80), rd)
+            assert rc != 0 and ans["code"] == "invalid" and "fd 3" in ans["error"], ans
+        finally:
+            os.close(rd)
+            os.close(wr)
+        # a stopped room is not started: refused
+        assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
+        rc, ans = helper_port_connect(stack, dict(base, port=80), b.fileno())
+        assert rc != 0 and ans["code"] == "refused", ans
+        assert stack.keeper_pid(room) is None
+        # a listening server: the connection comes back over fd 3
+        start_in_room(client, room, "python3 -m http.server 8080 --bind 127.0.0.1", "/tmp/h.log")
+
+        def connected():
+            rc, ans = helper_port_connect(stack, dict(base, port=8080), b.fileno())
+            return ans if rc == 0 else None
+        assert wait_until(connected, 20, "port-connect to succeed", interval=0.1) == {"connected": True}
+        msg, fds, _, _ = socket.recv_fds(a, 1, 4)
+        assert msg == b"c" and len(fds) == 1
+        with socket.socket(fileno=fds[0]) as conn:
+            conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert conn.recv(64).startswith(b"HTTP/1.0 200")
+
+
+RELAYS_MAX = 256   # fcgi-app/preview.h PREVIEW_RELAYS_MAX
+
+
+def test_relays_are_bounded_503(client, room):
+    """Past PREVIEW_RELAYS_MAX open relays a new preview connection gets a
+    503 with Retry-After at once; once some close, previews answer again."""
+    client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
+    start_in_room(client, room, "python3 /workspace/ws.py 9003", "/tmp/ws.log")
+    e = expose(client, room, 9003)
+    target = target_of(e["url"])
+
+    def handshake():
+        s, status, hdrs, want, rest = ws_handshake(client.port, target)
+        if " 502 " in status:
+            s.close()
+            return None
+        return s, status
+    held = [wait_until(handshake, 20, "the room's WebSocket server", interval=0.1)[0]]
+    try:
+        while len(held) < RELAYS_MAX:
+            s, status, _, _, _ = ws_handshake(client.port, target)
+            held.append(s)
+            assert status.startswith("HTTP/1.1 101"), (len(held), status)
+        r = preview_get(client, e["url"])
+        assert r.status == 503, r
+        assert r.header("retry-after") == "1", r.headers
+        assert r.check_json().json == {"error": "too many preview connections"}
+    finally:
+        for s in held:
+            s.close()
+
+    def answers_again():
+        s, status, _, _, _ = ws_handshake(client.port, target)
+        s.close()
+        return status.startswith("HTTP/1.1 101")
+    wait_until(answers_again, 20, "previews to answer after the relays closed", interval=0.1)

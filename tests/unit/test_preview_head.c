@@ -1,0 +1,130 @@
+/* Unit tests for fcgi-app/preview_head.c: which exposure a preview
+ * request names, and the head sent on into the room. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "preview_head.h"
+
+#define TOK "abcdefghij012345"
+
+static enum preview_head_result parse(const char *text, const char *domain, struct preview_head *h)
+{
+	return preview_head_parse(text, strlen(text), domain, h);
+}
+
+/* The head as rewritten for the room. */
+static const char *rewritten(const char *text, const char *domain)
+{
+	static char out[PREVIEW_HEAD_MAX + 2];
+	struct preview_head h;
+	assert_int_equal(parse(text, domain, &h), PREVIEW_HEAD_OK);
+	size_t n = preview_head_rewrite(&h, text, out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	return out;
+}
+
+static void test_path_style(void **state)
+{
+	(void)state;
+	struct preview_head h;
+	const char *req = "GET /preview/" TOK "/a/b.js?x=1 HTTP/1.1\r\nHost: h:80\r\n\r\nBODY";
+	assert_int_equal(parse(req, NULL, &h), PREVIEW_HEAD_OK);
+	assert_string_equal(h.token, TOK);
+	assert_int_equal(h.host_style, 0);
+	assert_int_equal(h.head_len, strlen(req) - 4);
+	assert_string_equal(rewritten(req, NULL), "GET /a/b.js?x=1 HTTP/1.1\r\nHost: h:80\r\n\r\n");
+	assert_string_equal(rewritten("GET /preview/" TOK " HTTP/1.0\r\n\r\n", NULL),
+			    "GET / HTTP/1.0\r\n\r\n");
+	assert_string_equal(rewritten("GET /preview/" TOK "?q HTTP/1.1\n\n", NULL),
+			    "GET /?q HTTP/1.1\n\n");
+	assert_string_equal(rewritten("POST /preview/" TOK "/ HTTP/1.1\r\n\r\n", "d.test"),
+			    "POST / HTTP/1.1\r\n\r\n");
+}
+
+static void test_no_token(void **state)
+{
+	(void)state;
+	struct preview_head h;
+	assert_int_equal(parse("GET /preview/ HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_NO_TOKEN);
+	assert_int_equal(parse("GET /preview/ABCDEFGHIJ012345/ HTTP/1.1\r\n\r\n", NULL, &h),
+			 PREVIEW_HEAD_NO_TOKEN);
+	assert_int_equal(parse("GET /preview/" TOK "x/ HTTP/1.1\r\n\r\n", NULL, &h),
+			 PREVIEW_HEAD_NO_TOKEN);
+	assert_int_equal(parse("GET /other/" TOK "/ HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_NO_TOKEN);
+	/* a preview host without a preview_domain configured */
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: 80-r-" TOK ".d.test\r\n\r\n", NULL, &h),
+			 PREVIEW_HEAD_NO_TOKEN);
+}
+
+static void test_bad_and_incomplete(void **state)
+{
+	(void)state;
+	struct preview_head h;
+	assert_int_equal(parse("GET /preview/" TOK "/ HTTP/1.1\r\nHost: x\r\n", NULL, &h),
+			 PREVIEW_HEAD_INCOMPLETE);
+	assert_int_equal(parse("", NULL, &h), PREVIEW_HEAD_INCOMPLETE);
+	assert_int_equal(parse("GET /x HTTP/2.0\r\n\r\n", NULL, &h), PREVIEW_HEAD_BAD);
+	assert_int_equal(parse("GET  /x HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_BAD);
+	assert_int_equal(parse("GET /x\r\n\r\n", NULL, &h), PREVIEW_HEAD_BAD);
+	assert_int_equal(parse("G(T /x HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_BAD);
+	const char nul[] = "GET /x HTTP/1.1\r\nA: \0\r\n\r\n";
+	assert_int_equal(preview_head_parse(nul, sizeof(nul) - 1, NULL, &h), PREVIEW_HEAD_BAD);
+}
+
+static void test_host_style(void **state)
+{
+	(void)state;
+	struct preview_head h;
+	const char *req = "GET /app?x HTTP/1.1\r\nUser-Agent: t\r\nhOST:  8000-Room_1-x-" TOK
+			  ".Preview.Test:8080 \r\n\r\n";
+	assert_int_equal(parse(req, "preview.test", &h), PREVIEW_HEAD_OK);
+	assert_int_equal(h.host_style, 1);
+	assert_int_equal(h.port, 8000);
+	assert_string_equal(h.room, "Room_1-x");
+	assert_string_equal(h.token, TOK);
+	assert_string_equal(rewritten(req, "preview.test"), req);
+	static const char *const bad[] = {
+		"0-r-" TOK ".preview.test", "65536-r-" TOK ".preview.test", "080-r-" TOK ".preview.test",
+		"80-" TOK ".preview.test", "80--" TOK ".preview.test", "80-r-" TOK "preview.test",
+		"80-r-" TOK ".other.test", "80-r-" TOK ".x.preview.test", "a.80-r-" TOK ".preview.test",
+		"80-r-ABCDEFGHIJ012345.preview.test", "preview.test", "",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+		assert_int_equal(parse(text, "preview.test", &h), PREVIEW_HEAD_NO_TOKEN);
+	}
+}
+
+static void test_head_bound(void **state)
+{
+	(void)state;
+	static char big[PREVIEW_HEAD_MAX + 64];
+	struct preview_head h;
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+	memcpy(big + PREVIEW_HEAD_MAX, "\r\n\r\n", 4);   /* just past the bound */
+	assert_int_equal(preview_head_parse(big, sizeof(big), NULL, &h), PREVIEW_HEAD_INCOMPLETE);
+	char out[8];
+	assert_int_equal(parse("GET /preview/" TOK "/ HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_OK);
+	assert_int_equal(preview_head_rewrite(&h, "GET /preview/" TOK "/ HTTP/1.1\r\n\r\n", out,
+					      sizeof(out)), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_path_style),
+		cmocka_unit_test(test_no_token),
+		cmocka_unit_test(test_bad_and_incomplete),
+		cmocka_unit_test(test_host_style),
+		cmocka_unit_test(test_head_bound),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
