@@ -48,13 +48,15 @@ enum value_kind {
 	V_PATH,		/* absolute path into a char array */
 	V_ROOTFS,	/* "host" or an absolute path */
 	V_AUTH,		/* token | none */
-	V_NETWORK,	/* none */
+	V_NETWORK,	/* none | egress */
 	V_INT,		/* int >= min */
 	V_UID,		/* uint32_t >= min */
 	V_SIZE,		/* uint64_t bytes, K/M/G; >= min */
 	V_DURATION,	/* uint64_t ms, bare number = seconds; >= min */
 	V_MILLIS,	/* uint64_t ms, bare number = milliseconds */
 	V_CPU,		/* double > 0 */
+	V_ADDRS,	/* list of IPv4 addresses */
+	V_CIDRS,	/* list of IPv4 CIDR[:port] */
 };
 
 struct key_desc {
@@ -94,6 +96,10 @@ static const struct key_desc key_table[] = {
 	{ "max_body",             V_SIZE,     FIELD(max_body),             1, 0 },
 	{ "max_concurrent_execs", V_INT,      FIELD(max_concurrent_execs), 1, 0 },
 	{ "idle_timeout",         V_DURATION, FIELD(idle_timeout_ms),      0, 0 },
+	{ "dns",                  V_ADDRS,    FIELD(dns),                  0, 0 },
+	{ "egress_allow",         V_CIDRS,    FIELD(egress_allow),         0, 0 },
+	{ "egress_deny",          V_CIDRS,    FIELD(egress_deny),          0, 0 },
+	{ "egress_conns",         V_INT,      FIELD(egress_conns),         1, 0 },
 };
 
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
@@ -138,6 +144,7 @@ void config_defaults(struct config *c)
 	c->max_body = 1ull << 20;
 	c->max_concurrent_execs = 64;
 	c->idle_timeout_ms = 15 * 60 * 1000;
+	c->egress_conns = 256;
 }
 
 /* ---- value parsers ---- */
@@ -241,6 +248,80 @@ static int parse_cpus(const char *s, double *out)
 	return 0;
 }
 
+/* One decimal part of an address: 0-255, at most three digits. */
+static const char *parse_octet(const char *p, const char *end, uint32_t *out)
+{
+	uint64_t v = 0;
+	const char *q = p;
+
+	while (q < end && *q >= '0' && *q <= '9' && q - p < 3)
+		v = v * 10 + (uint64_t)(*q++ - '0');
+	if (q == p || v > 255 || (q < end && *q >= '0' && *q <= '9'))
+		return NULL;
+	*out = (uint32_t)v;
+	return q;
+}
+
+int config_parse_ipv4(const char *s, size_t len, uint32_t *out)
+{
+	const char *p = s, *end = s + len;
+	uint32_t addr = 0, part;
+
+	for (int i = 0; i < 4; i++) {
+		if (i > 0 && (p >= end || *p++ != '.'))
+			return -1;
+		if (!(p = parse_octet(p, end, &part)))
+			return -1;
+		addr = addr << 8 | part;
+	}
+	if (p != end)
+		return -1;
+	*out = addr;
+	return 0;
+}
+
+/* A number from 1 to max (decimal, no sign) filling [p, end). */
+static int parse_small(const char *p, const char *end, uint32_t min, uint32_t max, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (p == end || end - p > 5)
+		return -1;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v < min || v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int config_parse_cidr(const char *s, size_t len, struct config_cidr *out)
+{
+	const char *end = s + len;
+	const char *colon = memchr(s, ':', len);
+	const char *addr_end = colon ? colon : end;
+	const char *slash = memchr(s, '/', (size_t)(addr_end - s));
+	uint32_t addr, prefix = 32, port = 0;
+
+	if (config_parse_ipv4(s, (size_t)((slash ? slash : addr_end) - s), &addr) < 0)
+		return -1;
+	if (slash && parse_small(slash + 1, addr_end, 0, 32, &prefix) < 0)
+		return -1;
+	if (colon && parse_small(colon + 1, end, 1, 65535, &port) < 0)
+		return -1;
+	/* 10.1.2.3/8 is most likely a typing slip: say so rather than guess */
+	uint32_t mask = prefix ? ~0u << (32 - prefix) : 0;
+	if (addr & ~mask)
+		return -1;
+	out->addr = addr;
+	out->prefix = (uint8_t)prefix;
+	out->port = (uint16_t)port;
+	return 0;
+}
+
 /* ---- errors ---- */
 
 static int fail(struct parse_state *st, unsigned line, const char *fmt, ...)
@@ -268,7 +349,11 @@ static const char *expected_text(const struct key_desc *k)
 	case V_PATH:     return "expected an absolute path";
 	case V_ROOTFS:   return "expected 'host' or an absolute path";
 	case V_AUTH:     return "expected 'token' or 'none'";
-	case V_NETWORK:  return "expected 'none'";
+	case V_NETWORK:  return "expected 'none' or 'egress'";
+	case V_ADDRS:    return "expected IPv4 addresses like 192.0.2.53, separated by commas or spaces";
+	case V_CIDRS:
+		return "expected IPv4 networks CIDR[:port] like 10.0.0.0/8 or 10.1.2.3:3128, "
+		       "without host bits, separated by commas or spaces";
 	case V_INT:
 	case V_UID:      break;	/* bounds are printed by bad_value */
 	case V_SIZE:
@@ -346,6 +431,43 @@ static int set_number(const struct key_desc *k, void *field, const char *value)
 	return 0;
 }
 
+static bool is_blank(char ch);
+static int quote_len(size_t len);
+
+/* A list value: entries separated by commas, blanks or both; an empty
+ * value is an empty list.  The field is replaced, not appended to. */
+static int set_list(struct parse_state *st, unsigned line,
+		    const struct key_desc *k, void *field, const char *value)
+{
+	struct config_addr_list *addrs = field;
+	struct config_cidr_list *cidrs = field;
+	const char *p = value;
+	int n = 0;
+
+	for (;;) {
+		while (*p == ',' || is_blank(*p))
+			p++;
+		if (!*p)
+			break;
+		size_t len = strcspn(p, ", \t\r\v\f");
+		if (n == CONFIG_LIST_MAX)
+			return fail(st, line, "too many entries for %s (at most %d)",
+				    k->name, CONFIG_LIST_MAX);
+		int rc = k->kind == V_ADDRS ? config_parse_ipv4(p, len, &addrs->items[n])
+					    : config_parse_cidr(p, len, &cidrs->items[n]);
+		if (rc < 0)
+			return fail(st, line, "bad entry for %s: '%.*s' (%s)",
+				    k->name, quote_len(len), p, expected_text(k));
+		n++;
+		p += len;
+	}
+	if (k->kind == V_ADDRS)
+		addrs->count = n;
+	else
+		cidrs->count = n;
+	return 0;
+}
+
 static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		     const struct key_desc *k, const char *value)
 {
@@ -369,10 +491,16 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 			return bad_value(st, line, k, value);
 		return 0;
 	case V_NETWORK:
-		if (strcmp(value, "none") != 0)
+		if (strcmp(value, "none") == 0)
+			*(enum network_mode *)field = NETWORK_NONE;
+		else if (strcmp(value, "egress") == 0)
+			*(enum network_mode *)field = NETWORK_EGRESS;
+		else
 			return bad_value(st, line, k, value);
-		*(enum network_mode *)field = NETWORK_NONE;
 		return 0;
+	case V_ADDRS:
+	case V_CIDRS:
+		return set_list(st, line, k, field, value);
 	case V_CPU:
 		if (parse_cpus(value, field) < 0)
 			return bad_value(st, line, k, value);
