@@ -41,7 +41,8 @@
  *   stop     {room}  -> {stopped:true}    (files kept)
  *   stop-idle {}     -> {stopped:[R...]}  rooms idle longer than idle_timeout
  *   stop-all {}      -> {stopped:[R...]}
- *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S}
+ *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S, network:"none"|"egress",
+ *                        dns:[S...] (egress only: the name servers a room can use)}
  *
  *   <status> = {room, running:B, created_at:S (as stored at creation),
  *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
@@ -103,6 +104,8 @@
 #define HK_STOPPED          "stopped"
 #define HK_CGROUP           "cgroup"
 #define HK_VERSION          "version"
+#define HK_NETWORK          "network"
+#define HK_DNS              "dns"
 
 /* ---- error codes ---- */
 #define HELPER_ERR_INVALID   "invalid"

@@ -32,6 +32,8 @@ struct app {
 	struct auth_tokens *tokens;   /* NULL when auth = none */
 	atomic_int execs_running;     /* for max_concurrent_execs */
 	char cgroup_mode[16];         /* helper op "info" at start, or "unknown" */
+	char dns[CONFIG_LIST_MAX][16]; /* info's usable name servers (egress) */
+	int dns_count;
 	bool log_requests;            /* one line per request on stderr */
 };
 
