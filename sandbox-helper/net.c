@@ -219,7 +219,7 @@ void net_prepare(const struct config *cfg)
 /* After pivot_root, in the keeper, before anything of the room runs: the
  * room's own /etc/resolv.conf.  The room may have made /etc or the file a
  * symlink in an earlier life; no symlink is followed (openat2), and then the
- * file is simply not written. */
+ * file is simply not written (nor in a rootfs = /path tree without /etc). */
 int net_keeper_setup(const struct room *r, char *err, size_t errlen)
 {
 	if (r->cfg->network != NETWORK_EGRESS)
@@ -228,7 +228,8 @@ int net_keeper_setup(const struct room *r, char *err, size_t errlen)
 				.mode = 0644, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
 	int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/etc/resolv.conf", &how, sizeof(how));
 	if (fd < 0)
-		return errno == ELOOP ? 0 : ERR("room %s: write /etc/resolv.conf: %s", r->id, strerror(errno));
+		return errno == ELOOP || errno == ENOENT || errno == ENOTDIR ? 0
+			: ERR("room %s: write /etc/resolv.conf: %s", r->id, strerror(errno));
 	size_t len = strlen(resolv_text);
 	ssize_t w = write(fd, resolv_text, len);
 	close(fd);

@@ -10,6 +10,7 @@ packages=(
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
+	nftables dnsmasq-base
 	debhelper devscripts lintian fakeroot
 )
 # Any of these provides /usr/sbin/nginx; nginx-light is installed when none is.
