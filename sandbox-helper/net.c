@@ -414,10 +414,10 @@ static int room_sockets(pid_t keeper, int *ns_fd, int *nl, int *s)
 
 /* ---- nftables ------------------------------------------------------------ */
 
-/* Run NET_NFT -f - with `script` on stdin; stderr (its first bytes) into
- * why.  The program must be root's and writable by root alone, and runs
- * with an empty environment. */
-static int nft_run(const char *script, char *why, size_t whylen)
+/* Run NET_NFT -f - with `script` on stdin; stderr (its first bytes, and
+ * stdout too when with_stdout) into why.  The program must be root's and
+ * writable by root alone, and runs with an empty environment. */
+static int nft_run(const char *script, char *why, size_t whylen, bool with_stdout)
 {
 	struct stat st;
 	why[0] = '\0';
@@ -437,7 +437,7 @@ static int nft_run(const char *script, char *why, size_t whylen)
 	pid_t pid = fork();
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if (dup2(in[0], 0) < 0 || dup2(null, 1) < 0 || dup2(out[1], 2) < 0)
+		if (dup2(in[0], 0) < 0 || dup2(with_stdout ? out[1] : null, 1) < 0 || dup2(out[1], 2) < 0)
 			_exit(126);
 		syscall(SYS_close_range, 3, ~0U, 0);
 		char *argv[] = { "nft", "-f", "-", NULL };
@@ -469,7 +469,7 @@ static int nft_run(const char *script, char *why, size_t whylen)
 		return snprintf(why, whylen, "fork: %s", strerror(errno)), -1;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	for (char *c = why; *c; c++)
+	for (char *c = why; *c && !with_stdout; c++)
 		if (*c == '\n')
 			*c = ' ';
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
@@ -691,7 +691,13 @@ int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen)
 	memset(&s, 0, sizeof(s));
 	say_instance(&s, r->cfg, &n);
 	say_room_up(&s, r->cfg, &n);
-	if (s.full || nft_run(s.text, why, sizeof(why)) < 0) {
+	/* under the state lock: net_instance_remove must not delete the table
+	 * between this load and the room's first packet */
+	int lock = room_state_lock(r->cfg);
+	int rc = s.full ? -1 : nft_run(s.text, why, sizeof(why), false);
+	if (lock >= 0)
+		close(lock);
+	if (rc < 0) {
 		int nl = nl_open();
 		if (nl >= 0) {
 			link_delete(nl, n.host_if);
@@ -722,18 +728,23 @@ int net_room_down(const struct room *r, char *err, size_t errlen)
 	static struct script s;
 	memset(&s, 0, sizeof(s));
 	say_room_down(&s, &n);
-	if (nft_run(s.text, why, sizeof(why)) < 0)
+	if (nft_run(s.text, why, sizeof(why), false) < 0)
 		return ERR("room %s: network: remove the firewall elements (%s): %s", r->id, NET_NFT, why);
 	return 0;
 }
 
+/* Only when its map of rooms is empty: a room whose keeper died keeps the
+ * table (and its elements) until the room starts again or is destroyed. */
 void net_instance_remove(const struct config *cfg)
 {
 	struct names n;
-	char why[512], script[128];
+	char out[4096], script[128];
 	if (cfg->network != NETWORK_EGRESS)
 		return;
 	names_instance(cfg, &n);
-	snprintf(script, sizeof(script), "add table inet %s\ndelete table inet %s\n", n.table, n.table);
-	nft_run(script, why, sizeof(why));
+	snprintf(script, sizeof(script), "list map inet %s rooms\n", n.table);
+	if (nft_run(script, out, sizeof(out), true) < 0 || strstr(out, "elements"))
+		return;   /* no table, or rooms in it */
+	snprintf(script, sizeof(script), "delete table inet %s\n", n.table);
+	nft_run(script, out, sizeof(out), false);
 }

@@ -28,8 +28,8 @@ int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen);
  * 0, or -1 with err. */
 int net_room_down(const struct room *r, char *err, size_t errlen);
 
-/* Remove the instance's firewall table (no room of it runs any more).
- * The caller holds the state lock. */
+/* Remove the instance's firewall table if no room has elements in it.
+ * The caller holds the state lock (net_room_up loads rules under it). */
 void net_instance_remove(const struct config *cfg);
 
 /* The name servers a room would use (IPv4, host byte order), at most max;
