@@ -624,6 +624,21 @@ static int forwarding_on(char *why, size_t whylen)
 	return 0;
 }
 
+/* Rooms have IPv4 only: the host end takes no IPv6 address either (best
+ * effort: the filter drops the rooms' IPv6 anyway). */
+static void ipv6_off(const char *ifname)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifname);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) != 1) {
+			/* nothing to do: see above */
+		}
+		close(fd);
+	}
+}
+
 static int links_up(const struct room *r, const struct names *n, pid_t keeper, char *err, size_t errlen)
 {
 	int ns_fd, rnl, rs, rc;
@@ -647,6 +662,7 @@ static int links_up(const struct room *r, const struct names *n, pid_t keeper, c
 	step = "host address";
 	if ((rc = addr_add(nl, hi, n->host_addr)) < 0)
 		goto fail;
+	ipv6_off(n->host_if);
 	step = "room address";
 	if ((rc = addr_add(rnl, ri, n->room_addr)) < 0)
 		goto fail;

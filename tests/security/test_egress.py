@@ -407,6 +407,18 @@ def test_two_instances_side_by_side_then_nothing_left(client, testnet, room):
     assert fetch(client, room, f"http://{INET}/file.txt")[0] == 0
 
 
+def test_no_usable_name_server_is_said_at_start_and_in_health():
+    # loopback name servers mean the room's own loopback: unusable
+    s = own_stack(dict(ROOMBOX_CONFIG, dns="127.0.0.53"))
+    try:
+        h = Client(s).get("/api/health", auth=False).json
+        assert h["network"] == "egress" and h["dns"] == [], h
+        assert "no name server" in h["dnsWarning"], h
+        assert "no name server is usable from a room" in (s.dir / "fcgi.log").read_text()
+    finally:
+        assert not s.stop()
+
+
 def test_network_none_is_unchanged(testnet):
     s = own_stack({})
     c, room = Client(s), unique_room("z")
