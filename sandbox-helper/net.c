@@ -23,7 +23,9 @@
  *   accepted; the forbidden ranges (private, loopback, link-local, CGNAT,
  *   benchmark, multicast, reserved, other rooms): refused; the rest accepted.
  *   Anything addressed to the host itself goes to the input hook, where only
- *   the name servers on 53 and egress_allow pass.
+ *   the name servers on 53 and egress_allow pass.  Nothing reaches a room
+ *   but answers to its own connections: not from outside (forward), nor
+ *   from the host's own processes (output).
  *
  * The room has no CAP_NET_ADMIN (nor CAP_NET_RAW), so it cannot change its
  * addresses or routes, load rules, or forge packets; the host end's filter
@@ -47,6 +49,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if_link.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -94,6 +98,7 @@ struct names {
 	uint32_t block;      /* 100.B.0.0, host byte order */
 	uint32_t host_addr;  /* host end of the room's /31 */
 	uint32_t room_addr;
+	uint32_t ct_mark;    /* on the room's connections, to flush them */
 };
 
 static uint32_t instance_hash(const struct config *cfg)
@@ -137,6 +142,7 @@ static int names_room(const struct room *r, struct names *n, char *err, size_t e
 	snprintf(n->chain, sizeof(n->chain), "r%d", slot);
 	n->host_addr = n->block + 2u * ((uint32_t)slot + 1u);
 	n->room_addr = n->host_addr + 1u;
+	n->ct_mark = (instance_hash(r->cfg) & 0xffff0000u) | (uint32_t)slot;
 	return 0;
 }
 
@@ -540,7 +546,7 @@ static void say_policy(struct script *s, const struct config *cfg, const struct 
  * meets half a policy. */
 static void say_instance(struct script *s, const struct config *cfg, const struct names *n)
 {
-	static const char *const chains[] = { "forward", "input", "postrouting", "out", "to_host" };
+	static const char *const chains[] = { "forward", "input", "output", "postrouting", "out", "to_host" };
 	char block[24];
 	ip4_text(n->block, block, sizeof(block));
 	const char *t = n->table, *p = n->prefix;
@@ -548,6 +554,7 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add table inet %s\n", t);
 	say(s, "add chain inet %s forward { type filter hook forward priority filter - 5; policy accept; }\n", t);
 	say(s, "add chain inet %s input { type filter hook input priority filter - 5; policy accept; }\n", t);
+	say(s, "add chain inet %s output { type filter hook output priority filter - 5; policy accept; }\n", t);
 	say(s, "add chain inet %s postrouting { type nat hook postrouting priority srcnat + 5; policy accept; }\n", t);
 	say(s, "add chain inet %s out\nadd chain inet %s to_host\n", t, t);
 	say(s, "add map inet %s rooms { type ifname : verdict; }\n", t);
@@ -567,6 +574,9 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add rule inet %s input iifname \"%s*\" meta nfproto != ipv4 drop\n", t, p);
 	say(s, "add rule inet %s input iifname \"%s*\" iifname . ip saddr != @rooms_src drop\n", t, p);
 	say(s, "add rule inet %s input iifname \"%s*\" jump to_host\n", t, p);
+	/* nor does the host open connections into a room (any local user could) */
+	say(s, "add rule inet %s output oifname \"%s*\" ct state established,related accept\n", t, p);
+	say(s, "add rule inet %s output oifname \"%s*\" reject with icmpx type admin-prohibited\n", t, p);
 	say(s, "add rule inet %s postrouting ip saddr %s/16 oifname != \"%s*\" masquerade\n", t, block, p);
 
 	say_policy(s, cfg, n, "out");
@@ -602,9 +612,33 @@ static void say_room_up(struct script *s, const struct config *cfg, const struct
 	say(s, "add chain inet %s %s\n", t, n->chain);
 	say(s, "flush chain inet %s %s\n", t, n->chain);
 	say(s, "add rule inet %s %s ct state new ct count over %d reject\n", t, n->chain, cfg->egress_conns);
+	say(s, "add rule inet %s %s ct state new ct mark set 0x%08x\n", t, n->chain, n->ct_mark);
 	say(s, "add rule inet %s %s jump out\n", t, n->chain);
 	say(s, "add element inet %s rooms { \"%s\" : jump %s }\n", t, n->host_if, n->chain);
 	say(s, "add element inet %s rooms_src { \"%s\" . %s }\n", t, n->host_if, a);
+}
+
+/* The connection tracker's entries of a room's connections (marked by its
+ * chain): flushed with one ctnetlink request, so a stopped room leaves none
+ * behind and a room that gets its slot later inherits none. */
+static int conntrack_flush(uint32_t mark)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (fd < 0)
+		return -errno;
+	struct timeval tv = { 5, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	struct nlreq q;
+	nl_init(&q, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE, 0);
+	struct nfgenmsg *g = nl_tail(&q, sizeof(*g));
+	g->nfgen_family = AF_INET;
+	g->version = NFNETLINK_V0;
+	uint32_t be = htonl(mark), all = 0xffffffffu;
+	nl_attr(&q, CTA_MARK, &be, 4);
+	nl_attr(&q, CTA_MARK_MASK, &all, 4);
+	int rc = nl_talk(fd, &q);
+	close(fd);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* ---- the room ------------------------------------------------------------ */
@@ -746,6 +780,9 @@ int net_room_down(const struct room *r, char *err, size_t errlen)
 	say_room_down(&s, &n);
 	if (nft_run(s.text, why, sizeof(why), false) < 0)
 		return ERR("room %s: network: remove the firewall elements (%s): %s", r->id, NET_NFT, why);
+	/* after the rules: no new entry of the room can appear now */
+	if ((rc = conntrack_flush(n.ct_mark)) < 0)
+		return ERR("room %s: network: flush its conntrack entries: %s", r->id, strerror(-rc));
 	return 0;
 }
 

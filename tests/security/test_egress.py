@@ -210,6 +210,9 @@ def assert_gone(ifname, addr):
     rules = ruleset()
     assert f'"{ifname}"' not in rules, f"nft element of {ifname} left:\n{rules}"
     assert addr not in rules, f"nft element with {addr} left:\n{rules}"
+    with open("/proc/net/nf_conntrack") as f:
+        left = [l for l in f if f"src={addr} " in l]
+    assert not left, f"conntrack entries of {addr} left: {left}"
 
 
 # ---------------------------------------------------------------- tests
@@ -277,6 +280,9 @@ def test_another_room_is_unreachable(client, testnet):
     assert client.sh(a, f"curl -sS --max-time 3 http://{addr_a}:8000/") == "room-a\n"
     code, out, _ = fetch(client, b, f"http://{addr_a}:8000/", timeout=3)
     assert code != 0 and "room-a" not in out
+    # nor from the host (any local user could connect)
+    with pytest.raises(OSError):
+        socket.create_connection((addr_a, 8000), timeout=3).close()
 
 
 def test_connection_cap_holds(client, testnet, room):
@@ -329,6 +335,10 @@ def test_nothing_is_left_after_stop_cleanup_and_a_crashed_keeper(client, testnet
     addr = room_addr(client, room)
     ifname, _ = host_end(addr)
     assert f'"{ifname}"' in ruleset()
+    # a connection of the room's own is tracked while it runs
+    assert fetch(client, room, f"http://{INET}/file.txt")[0] == 0
+    with open("/proc/net/nf_conntrack") as f:
+        assert any(f"src={addr} " in l for l in f), "no conntrack entry to look for"
     # stop: files kept, network gone
     assert stack.helper({"op": "stop", "room": room})[0] == 0
     assert_gone(ifname, addr)
