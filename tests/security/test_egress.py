@@ -355,17 +355,30 @@ def test_nothing_is_left_after_stop_cleanup_and_a_crashed_keeper(client, testnet
     assert_gone(ifname, addr)
 
 
-def test_many_rooms_then_cleanup_leave_nothing(client, testnet, stack):
-    rooms = [unique_room("m") for _ in range(8)]
-    seen = {}
-    for r in rooms:
-        addr = room_addr(client, r)
-        seen[r] = (host_end(addr)[0], addr)
-    assert len({a for _, a in seen.values()}) == len(rooms)
+def room_ends():
+    """{host interface: room address} of every room's veth on the host."""
+    out = run("ip", "-4", "-o", "addr", "show").stdout
+    return {m.group(1): str(ipaddress.ip_address(m.group(2)) + 1)
+            for m in re.finditer(r"^\d+: (rb[0-9a-f]{6}-\d+)\s+inet (\S+)/31", out, re.M)}
+
+
+def test_cleanup_of_100_rooms_leaves_nothing(client, testnet, stack):
+    before = room_ends()
+    rooms = [unique_room("m") for _ in range(100)]
+    for r in rooms:   # each room opens a connection of its own, to be tracked
+        res = client.exec(r, f"curl -sS -o /dev/null --max-time 5 http://{INET}/file.txt")
+        assert res["exitCode"] == 0, res
+    ends = {i: a for i, a in room_ends().items() if i not in before}
+    assert len(ends) == 100 and len(set(ends.values())) == 100, ends
     for r in rooms:
         client.destroy(r)
-    for ifname, addr in seen.values():
-        assert_gone(ifname, addr)
+    links, rules, routes = host_links(), ruleset(), run("ip", "-4", "route", "show").stdout
+    with open("/proc/net/nf_conntrack") as f:
+        tracked = f.read()
+    for ifname, addr in ends.items():
+        assert not re.search(rf"\b{re.escape(ifname)}\b", links + routes), f"{ifname} left"
+        assert f'"{ifname}"' not in rules and f"{addr} " not in rules + " ", f"{ifname} in nft"
+        assert f"src={addr} " not in tracked, f"conntrack entry of {addr} left"
 
 
 # ------------------------------------------------- stacks of their own
