@@ -786,17 +786,23 @@ int net_room_down(const struct room *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* Only when its map of rooms is empty: a room whose keeper died keeps the
- * table (and its elements) until the room starts again or is destroyed. */
+/* With egress, only when its map of rooms is empty: a room whose keeper
+ * died keeps the table (and its elements) until the room starts again or
+ * is destroyed.  With network = none (egress was switched off) whatever an
+ * earlier egress life left goes: no room of this mode uses it, and the
+ * callers run when no room runs (stop-all) or none is left (destroy).
+ * Without nftables installed there is nothing to remove. */
 void net_instance_remove(const struct config *cfg)
 {
 	struct names n;
 	char out[4096], script[128];
-	if (cfg->network != NETWORK_EGRESS)
+	struct stat st;
+	if (stat(NET_NFT, &st) < 0)
 		return;
 	names_instance(cfg, &n);
 	snprintf(script, sizeof(script), "list map inet %s rooms\n", n.table);
-	if (nft_run(script, out, sizeof(out), true) < 0 || strstr(out, "elements"))
+	if (nft_run(script, out, sizeof(out), true) < 0 ||
+	    (cfg->network == NETWORK_EGRESS && strstr(out, "elements")))
 		return;   /* no table, or rooms in it */
 	snprintf(script, sizeof(script), "delete table inet %s\n", n.table);
 	nft_run(script, out, sizeof(out), false);

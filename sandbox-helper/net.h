@@ -28,8 +28,9 @@ int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen);
  * 0, or -1 with err. */
 int net_room_down(const struct room *r, char *err, size_t errlen);
 
-/* Remove the instance's firewall table if no room has elements in it.
- * The caller holds the state lock (net_room_up loads rules under it). */
+/* Remove the instance's firewall table if no room has elements in it (or,
+ * with network = none, at all).  The caller holds the state lock
+ * (net_room_up loads rules under it), and no room runs. */
 void net_instance_remove(const struct config *cfg);
 
 /* The name servers a room would use (IPv4, host byte order), at most max;
