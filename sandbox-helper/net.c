@@ -463,11 +463,15 @@ static int nft_run(const char *script, char *why, size_t whylen, bool with_stdou
 		off += (size_t)w;
 	}
 	close(in[1]);
+	/* read to the end (keeping the first bytes): a full pipe would block
+	 * nft, and this helper waiting for it, for ever */
 	size_t got = 0;
 	ssize_t k;
-	while ((k = read(out[0], why + got, whylen - 1 - got)) > 0 || (k < 0 && errno == EINTR))
-		if (k > 0 && (got += (size_t)k) >= whylen - 1)
-			break;
+	char sink[4096];
+	while ((k = got < whylen - 1 ? read(out[0], why + got, whylen - 1 - got)
+				     : read(out[0], sink, sizeof(sink))) > 0 || (k < 0 && errno == EINTR))
+		if (k > 0 && got < whylen - 1)
+			got += (size_t)k;
 	why[got] = '\0';
 	close(out[0]);
 	int status = 0;
