@@ -647,6 +647,24 @@ static int conntrack_flush(uint32_t mark)
 
 /* ---- the room ------------------------------------------------------------ */
 
+/* Everything here happens in the host's network namespace, PID 1's, whatever
+ * the caller's: the packaged unit runs roombox-fcgi (and so this helper)
+ * with PrivateNetwork=yes, whose namespace has nothing but lo.  Where PID 1's
+ * namespace cannot be opened at all (a sandbox that hides PID 1 even from
+ * root), the helper's own is the only one it can know, and is used. */
+static int enter_host_net(char *why, size_t whylen)
+{
+	int fd = open("/proc/1/ns/net", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == EACCES || errno == EPERM || errno == ENOENT ? 0
+			: (snprintf(why, whylen, "open /proc/1/ns/net: %s", strerror(errno)), -1);
+	int rc = setns(fd, CLONE_NEWNET);   /* the same namespace: a no-op */
+	if (rc < 0)
+		snprintf(why, whylen, "%s", strerror(errno));
+	close(fd);
+	return rc;
+}
+
 /* Forwarding is what egress is: the host routes the rooms' packets. */
 static int forwarding_on(char *why, size_t whylen)
 {
@@ -737,6 +755,8 @@ int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen)
 		return 0;
 	if (names_room(r, &n, err, errlen) < 0)
 		return -1;
+	if (enter_host_net(why, sizeof(why)) < 0)
+		return ERR("room %s: network: enter the host's net namespace: %s", r->id, why);
 	if (forwarding_on(why, sizeof(why)) < 0)
 		return ERR("room %s: network: turn on net.ipv4.ip_forward: %s", r->id, why);
 	if (links_up(r, &n, keeper, err, errlen) < 0)
@@ -771,6 +791,8 @@ int net_room_down(const struct room *r, char *err, size_t errlen)
 		return 0;
 	if (names_room(r, &n, err, errlen) < 0)
 		return -1;
+	if (enter_host_net(why, sizeof(why)) < 0)
+		return ERR("room %s: network: enter the host's net namespace: %s", r->id, why);
 	/* the namespace takes the pair with it, but asynchronously: delete the
 	 * host end now so a restart (or a check of the host) finds it gone */
 	int nl = nl_open();
@@ -801,7 +823,7 @@ void net_instance_remove(const struct config *cfg)
 	struct names n;
 	char out[4096], script[128];
 	struct stat st;
-	if (stat(NET_NFT, &st) < 0)
+	if (stat(NET_NFT, &st) < 0 || enter_host_net(out, sizeof(out)) < 0)
 		return;
 	names_instance(cfg, &n);
 	snprintf(script, sizeof(script), "list map inet %s rooms\n", n.table);
