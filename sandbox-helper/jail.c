@@ -6,8 +6,9 @@
  * keeper.  The keeper builds the room's root in its private mount namespace —
  * overlays of a read-only lower tree and the room's upper dirs, a fresh
  * /proc, a minimal /dev — pivots into it, sets the hostname, brings up lo,
- * (network = egress: writes /etc/resolv.conf; the helper then gives the
- * namespace its eth0, net.c) and execs roombox-keeper, which reports "ok" on a pipe (the failing step
+ * writes /etc/resolv.conf when network = egress (net.c; the helper gives the
+ * namespace its eth0 once the keeper is up),
+ * and execs roombox-keeper, which reports "ok" on a pipe (the failing step
  * if a step before it failed) and then serves the room's execs and reaps its
  * orphans until it is killed (keeper/keeper.c).  No mount is ever made in the
  * host's namespace, so when the keeper dies the kernel releases every mount
