@@ -124,6 +124,16 @@ class Hosts:
                   "    threading.Thread(target=hold, args=(s.accept()[0],), daemon=True).start()\n")
         self.spawn(self.ns_inet, "/usr/bin/python3", "-c", holder)
         wait_until(lambda: listening(self.ns_inet, INET, 9000), 15, "the connection holder")
+        # writes the payload of every UDP datagram it gets on 9999, a line each
+        self.udp_log = self.tmp / "udp.log"
+        self.spawn(self.ns_inet, "/usr/bin/python3", "-c",
+                   "import socket, sys\n"
+                   "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                   f"s.bind(('{INET}', 9999))\n"
+                   f"f = open('{self.udp_log}', 'ab', buffering=0)\n"
+                   "while True:\n"
+                   "    d, a = s.recvfrom(2048); f.write(d + b'\\n')\n")
+        wait_until(lambda: listening(self.ns_inet, INET, 9999, udp=True), 15, "the UDP logger")
         for addr in (PRIV_HTTP, METADATA, LAN):
             self.http(self.ns_priv, addr, 80, www)
         self.http(self.ns_priv, PRIV_HTTP, ALLOWED_PORT, www)
@@ -310,9 +320,30 @@ def test_room_cannot_change_its_network_nor_forge_packets(client, testnet, room)
                             "nft add table ip evil; echo rc=$?")
     assert out["stdout"].split() == ["rc=2", "rc=2", "rc=2", "rc=1"], out
     assert "Operation not permitted" in out["stderr"], out
-    raw = client.exec(room, "python3 -c 'import socket; socket.socket(socket.AF_INET, "
-                            "socket.SOCK_RAW, socket.IPPROTO_RAW)'")
-    assert raw["exitCode"] != 0 and "PermissionError" in raw["stderr"], raw
+    # a datagram with another room's source address never arrives (the room
+    # may lack the capability to build one: either way), a genuine one does
+    forged_src = str(ipaddress.ip_address(addr) + 2)
+    tag = secrets.token_hex(4)
+    script = ("import socket, struct, sys\n"
+              "src, dst, tag = sys.argv[1], sys.argv[2], sys.argv[3].encode()\n"
+              "try:\n"
+              "    r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)\n"
+              "    data = b'forged-' + tag\n"
+              "    udp = struct.pack('!HHHH', 40000, 9999, 8 + len(data), 0) + data\n"
+              "    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,\n"
+              "                     socket.inet_aton(src), socket.inet_aton(dst))\n"
+              "    r.sendto(ip + udp, (dst, 0)); print('sent')\n"
+              "except PermissionError:\n"
+              "    print('no raw socket')\n"
+              "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+              "u.sendto(b'genuine-' + tag, (dst, 9999))\n")
+    res = client.exec(room, f"python3 - {forged_src} {INET} {tag}", stdin=script)
+    assert res["exitCode"] == 0 and res["stdout"] in ("sent\n", "no raw socket\n"), res
+    wait_until(lambda: f"genuine-{tag}".encode() in testnet.udp_log.read_bytes(), 10,
+               "the genuine datagram (control)")
+    # the forged one was sent before the genuine one arrived: had it passed,
+    # it would be there by now
+    assert f"forged-{tag}".encode() not in testnet.udp_log.read_bytes()
     assert room_addr(client, room) == addr
     # The host end's filter on its own: with root in the room's net namespace
     # (what the room does not have), a forged source address gets nowhere.
