@@ -629,7 +629,7 @@ static int conntrack_flush(uint32_t mark)
 {
 	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
 	if (fd < 0)
-		return -errno;
+		return errno == EPROTONOSUPPORT ? 0 : -errno;   /* no netfilter: nothing tracked */
 	struct timeval tv = { 5, 0 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	struct nlreq q;
@@ -642,7 +642,8 @@ static int conntrack_flush(uint32_t mark)
 	nl_attr(&q, CTA_MARK_MASK, &all, 4);
 	int rc = nl_talk(fd, &q);
 	close(fd);
-	return rc == -ENOENT ? 0 : rc;
+	/* nothing of the room tracked, or no conntrack netlink in this kernel */
+	return rc == -ENOENT || rc == -EOPNOTSUPP ? 0 : rc;
 }
 
 /* ---- the room ------------------------------------------------------------ */
