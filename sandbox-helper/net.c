@@ -11,8 +11,9 @@
  *   3. loads, in one `nft -f -` transaction, the instance's table (its common
  *      chains flushed and written again, so a changed configuration applies
  *      at the next room start) and the room's own elements: a map entry that
- *      sends packets from its interface to its chain (anti-spoofing, the
- *      egress_conns cap) and its (interface, source address) pair.
+ *      sends packets from its interface to its chain (the egress_conns cap,
+ *      a conntrack mark) and its (interface, source address) pair for
+ *      anti-spoofing.
  *
  * The room's packets are forwarded and masqueraded (NAT) to whatever
  * interface the host's routing table picks: the default route or any more
@@ -27,16 +28,21 @@
  *   but answers to its own connections: not from outside (forward), nor
  *   from the host's own processes (output).
  *
- * The room has no CAP_NET_ADMIN (nor CAP_NET_RAW), so it cannot change its
- * addresses or routes, load rules, or forge packets; the host end's filter
- * would drop a forged source anyway.
+ * The room has no CAP_NET_ADMIN, so it cannot change its addresses or
+ * routes or load rules; a packet with a forged source (CAP_NET_RAW) is
+ * dropped by the host end's filter.
  *
  * Nothing is left behind: the veth pair goes with the room's namespace (and
  * the helper deletes the host end itself when stopping a room, so a restart
  * never meets the old one), and net_room_down removes the room's elements
- * and chain; it is idempotent, so a crashed keeper's leftovers go at the
- * room's next start, stop or destroy.  The instance's table goes when the
- * last room is destroyed or the service stops (stop-all).
+ * and chain, and flushes the connection tracker's entries of the room's
+ * connections (ctnetlink, by mark); it is idempotent, so a crashed keeper's
+ * leftovers go at the room's next start, stop or destroy.  The instance's
+ * table goes when the last room is destroyed or the service stops
+ * (stop-all), if no room's elements are left in it.
+ *
+ * All of it happens in PID 1's network namespace (the packaged unit gives
+ * roombox-fcgi, and so this helper, a private one with only lo).
  *
  * Instance names: FNV-1a of state_dir (as cgroup_set_instance), giving the
  * table "roombox_<8 hex>", the interface prefix "rb<6 hex>-" and the /16
