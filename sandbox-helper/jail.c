@@ -496,7 +496,7 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 		close(lock);
 	if (rc < 0)
 		return -1;
-	net_prepare(r->cfg);
+	net_prepare(r);
 	/* [0] the keeper binary, [1] the seccomp filter as raw BPF */
 	int keeper_fds[2] = { jail_keeper_exe_open(err, errlen), -1 };
 	if (keeper_fds[0] < 0)

@@ -209,12 +209,10 @@ int net_dns_servers(const struct config *cfg, uint32_t *out, int max, int *unusa
 	return n;
 }
 
-void net_prepare(const struct config *cfg)
+static void resolv_prepare(const struct config *cfg)
 {
 	uint32_t dns[CONFIG_LIST_MAX];
 	int unusable;
-	if (cfg->network != NETWORK_EGRESS)
-		return;
 	int n = net_dns_servers(cfg, dns, CONFIG_LIST_MAX, &unusable);
 	size_t len = (size_t)snprintf(resolv_text, sizeof(resolv_text),
 				      "# written by roombox at each start (network = egress)\n");
@@ -426,69 +424,100 @@ static int room_sockets(pid_t keeper, int *ns_fd, int *nl, int *s)
 
 /* ---- nftables ------------------------------------------------------------ */
 
-/* Run NET_NFT -f - with `script` on stdin; stderr (its first bytes, and
- * stdout too when with_stdout) into why.  The program must be root's and
- * writable by root alone, and runs with an empty environment. */
-static int nft_run(const char *script, char *why, size_t whylen, bool with_stdout)
+/* A running `nft -f -`: its pid and the read end of its stderr. */
+struct nft_job {
+	pid_t pid;
+	int out;
+};
+
+/* Start NET_NFT -f - with `script` on stdin (written whole before this
+ * returns: scripts are far below a pipe's capacity).  The program must be
+ * root's and writable by root alone, and runs with an empty environment;
+ * hold (a lock descriptor, or -1) is kept open in it as fd 3 until it exits,
+ * and closed here.  0, or -1 with why. */
+static int nft_spawn(const char *script, bool with_stdout, int hold, struct nft_job *j,
+		     char *why, size_t whylen)
 {
 	struct stat st;
-	why[0] = '\0';
-	if (stat(NET_NFT, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	j->pid = -1;
+	j->out = -1;
+	if (stat(NET_NFT, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
 		snprintf(why, whylen, "%s: missing, or not root's and writable by root alone "
 			 "(install nftables)", NET_NFT);
-		return -1;
-	}
-	int in[2], out[2];
-	if (pipe2(in, O_CLOEXEC) < 0)
-		return snprintf(why, whylen, "pipe: %s", strerror(errno)), -1;
-	if (pipe2(out, O_CLOEXEC) < 0) {
-		close(in[0]);
-		close(in[1]);
-		return snprintf(why, whylen, "pipe: %s", strerror(errno)), -1;
-	}
-	pid_t pid = fork();
-	if (pid == 0) {
+	else if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		snprintf(why, whylen, "pipe: %s", strerror(errno));
+	else if ((j->pid = fork()) < 0)
+		snprintf(why, whylen, "fork: %s", strerror(errno));
+	if (j->pid == 0) {
 		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if (dup2(in[0], 0) < 0 || dup2(with_stdout ? out[1] : null, 1) < 0 || dup2(out[1], 2) < 0)
+		if ((hold >= 0 && dup2(hold, 3) < 0) || dup2(in[0], 0) < 0 ||
+		    dup2(with_stdout ? out[1] : null, 1) < 0 || dup2(out[1], 2) < 0)
 			_exit(126);
-		syscall(SYS_close_range, 3, ~0U, 0);
+		syscall(SYS_close_range, hold >= 0 ? 4 : 3, ~0U, 0);
 		char *argv[] = { "nft", "-f", "-", NULL };
 		char *envp[] = { NULL };
 		execve(NET_NFT, argv, envp);
 		_exit(127);
 	}
-	close(in[0]);
-	close(out[1]);
+	if (hold >= 0)
+		close(hold);
+	if (in[0] >= 0)
+		close(in[0]);
+	if (out[1] >= 0)
+		close(out[1]);
+	if (j->pid < 0) {
+		if (in[1] >= 0)
+			close(in[1]);
+		if (out[0] >= 0)
+			close(out[0]);
+		return -1;
+	}
+	j->out = out[0];
 	size_t len = strlen(script), off = 0;
-	while (pid > 0 && off < len) {
+	while (off < len) {
 		ssize_t w = write(in[1], script + off, len - off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			break;
+			break;   /* nft died early: its status says so */
 		off += (size_t)w;
 	}
 	close(in[1]);
+	return 0;
+}
+
+/* Wait for nft; its output (the first bytes; stdout too when it was asked
+ * for) in why.  0 if it succeeded. */
+static int nft_finish(struct nft_job *j, char *why, size_t whylen, bool keep_newlines)
+{
 	/* read to the end (keeping the first bytes): a full pipe would block
 	 * nft, and this helper waiting for it, for ever */
 	size_t got = 0;
 	ssize_t k;
 	char sink[4096];
-	while ((k = got < whylen - 1 ? read(out[0], why + got, whylen - 1 - got)
-				     : read(out[0], sink, sizeof(sink))) > 0 || (k < 0 && errno == EINTR))
+	while ((k = got < whylen - 1 ? read(j->out, why + got, whylen - 1 - got)
+				     : read(j->out, sink, sizeof(sink))) > 0 || (k < 0 && errno == EINTR))
 		if (k > 0 && got < whylen - 1)
 			got += (size_t)k;
 	why[got] = '\0';
-	close(out[0]);
+	close(j->out);
 	int status = 0;
-	if (pid < 0)
-		return snprintf(why, whylen, "fork: %s", strerror(errno)), -1;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
 		;
-	for (char *c = why; *c && !with_stdout; c++)
+	for (char *c = why; *c && !keep_newlines; c++)
 		if (*c == '\n')
 			*c = ' ';
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int nft_run(const char *script, char *why, size_t whylen, bool with_stdout)
+{
+	struct nft_job j;
+	why[0] = '\0';
+	if (nft_spawn(script, with_stdout, -1, &j, why, whylen) < 0)
+		return -1;
+	return nft_finish(&j, why, whylen, with_stdout);
 }
 
 struct script {
@@ -754,40 +783,90 @@ out:
 	return rc < 0 ? -1 : 0;
 }
 
+/* The rules of a starting room, loaded by an nft started in net_prepare
+ * and waited for in net_room_up: nft's start-up (most of egress's cost)
+ * runs while the keeper builds the room's root. */
+static struct {
+	bool started;
+	struct nft_job job;
+	char err[512];       /* why net_prepare could not start it */
+} pending;
+
+void net_prepare(const struct room *r)
+{
+	struct names n;
+	char why[512];
+	static struct script s;
+	if (r->cfg->network != NETWORK_EGRESS)
+		return;
+	resolv_prepare(r->cfg);
+	pending.started = false;
+	pending.err[0] = '\0';
+	if (names_room(r, &n, pending.err, sizeof(pending.err)) < 0)
+		return;
+	if (enter_host_net(why, sizeof(why)) < 0) {
+		snprintf(pending.err, sizeof(pending.err),
+			 "room %s: network: enter the host's net namespace: %s", r->id, why);
+		return;
+	}
+	if (forwarding_on(why, sizeof(why)) < 0) {
+		snprintf(pending.err, sizeof(pending.err),
+			 "room %s: network: turn on net.ipv4.ip_forward: %s", r->id, why);
+		return;
+	}
+	memset(&s, 0, sizeof(s));
+	say_instance(&s, r->cfg, &n);
+	say_room_up(&s, r->cfg, &n);
+	/* nft holds the state lock until it exits: net_instance_remove (under
+	 * it) must not delete the table between this load and the room's
+	 * first packet; the keeper, forked later, never holds it */
+	int lock = room_state_lock(r->cfg);
+	if (s.full || nft_spawn(s.text, false, lock, &pending.job, why, sizeof(why)) < 0) {
+		if (s.full && lock >= 0)
+			close(lock);
+		snprintf(pending.err, sizeof(pending.err), "room %s: network: load the firewall rules "
+			 "(%s): %s", r->id, NET_NFT, s.full ? "rules too long" : why);
+		return;
+	}
+	pending.started = true;
+}
+
+/* Undo a start that failed half-way: the host end and the elements. */
+static void room_up_undo(const struct names *n)
+{
+	char why[512];
+	static struct script s;
+	int nl = nl_open();
+	if (nl >= 0) {
+		link_delete(nl, n->host_if);
+		close(nl);
+	}
+	memset(&s, 0, sizeof(s));
+	say_room_down(&s, n);
+	nft_run(s.text, why, sizeof(why), false);
+}
+
 int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen)
 {
 	struct names n;
 	char why[512];
 	if (r->cfg->network != NETWORK_EGRESS)
 		return 0;
-	if (names_room(r, &n, err, errlen) < 0)
+	if (!pending.started)
+		return ERR("%s", pending.err[0] ? pending.err : "network: net_prepare did not run");
+	pending.started = false;
+	if (names_room(r, &n, err, errlen) < 0) {   /* it did in net_prepare */
+		nft_finish(&pending.job, why, sizeof(why), false);
 		return -1;
-	if (enter_host_net(why, sizeof(why)) < 0)
-		return ERR("room %s: network: enter the host's net namespace: %s", r->id, why);
-	if (forwarding_on(why, sizeof(why)) < 0)
-		return ERR("room %s: network: turn on net.ipv4.ip_forward: %s", r->id, why);
-	if (links_up(r, &n, keeper, err, errlen) < 0)
-		return -1;
-	static struct script s;
-	memset(&s, 0, sizeof(s));
-	say_instance(&s, r->cfg, &n);
-	say_room_up(&s, r->cfg, &n);
-	/* under the state lock: net_instance_remove must not delete the table
-	 * between this load and the room's first packet */
-	int lock = room_state_lock(r->cfg);
-	int rc = s.full ? -1 : nft_run(s.text, why, sizeof(why), false);
-	if (lock >= 0)
-		close(lock);
-	if (rc < 0) {
-		int nl = nl_open();
-		if (nl >= 0) {
-			link_delete(nl, n.host_if);
-			close(nl);
-		}
-		return ERR("room %s: network: load the firewall rules (%s): %s", r->id, NET_NFT,
-			   s.full ? "rules too long" : why);
 	}
-	return 0;
+	int links = links_up(r, &n, keeper, err, errlen);
+	int rules = nft_finish(&pending.job, why, sizeof(why), false);
+	if (links == 0 && rules == 0)
+		return 0;
+	if (links == 0)
+		ERR("room %s: network: load the firewall rules (%s): %s", r->id, NET_NFT, why);
+	room_up_undo(&n);
+	return -1;
 }
 
 int net_room_down(const struct room *r, char *err, size_t errlen)

@@ -13,8 +13,9 @@
 #define NET_NFT "/usr/sbin/nft"
 
 /* In the helper, before the keeper is forked: work out the name servers the
- * room's /etc/resolv.conf will list (kept for net_keeper_setup). */
-void net_prepare(const struct config *cfg);
+ * room's /etc/resolv.conf will list (kept for net_keeper_setup), and start
+ * loading the room's rules (waited for by net_room_up). */
+void net_prepare(const struct room *r);
 
 /* In the keeper, after pivot_root: write /etc/resolv.conf. 0 or -1. */
 int net_keeper_setup(const struct room *r, char *err, size_t errlen);
