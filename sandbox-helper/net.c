@@ -1,14 +1,16 @@
 /* A room's network for network = egress.
  *
  * Theory of operation.  Each room's keeper holds a net namespace of its own
- * (jail.c).  With network = egress, once the keeper is up the helper
+ * (jail.c).  With network = egress the helper starts, before it forks the
+ * keeper, the nft transaction of step 3 (nft's start-up is most of the cost
+ * and overlaps the keeper's work), and once the keeper is up it
  *
  *   1. creates a veth pair over rtnetlink: "rb<instance>-<slot>" on the host,
  *      its peer created straight inside the room's namespace as eth0;
  *   2. numbers the pair as a /31 out of the instance's /16 of 100.64.0.0/10:
  *      host end 100.B.H.L, room end the next address, the room's default
  *      route via the host end; brings both ends up;
- *   3. loads, in one `nft -f -` transaction, the instance's table (its common
+ *   3. waits for the `nft -f -` transaction that loads the instance's table (its common
  *      chains flushed and written again, so a changed configuration applies
  *      at the next room start) and the room's own elements: a map entry that
  *      sends packets from its interface to its chain (the egress_conns cap,
