@@ -10,9 +10,10 @@
  *   2. numbers the pair as a /31 out of the instance's /16 of 100.64.0.0/10:
  *      host end 100.B.H.L, room end the next address, the room's default
  *      route via the host end; brings both ends up;
- *   3. waits for the `nft -f -` transaction that loads the instance's table (its common
- *      chains flushed and written again, so a changed configuration applies
- *      at the next room start) and the room's own elements: a map entry that
+ *   3. waits for the `nft -f -` transaction that loads the instance's
+ *      table (its common chains flushed and written again, so a changed
+ *      configuration applies at the next room start) and the room's own
+ *      elements: a map entry that
  *      sends packets from its interface to its chain (the egress_conns cap,
  *      a conntrack mark) and its (interface, source address) pair for
  *      anti-spoofing.
