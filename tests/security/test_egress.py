@@ -306,6 +306,18 @@ def test_connection_cap_holds(client, testnet, room):
     res = client.exec(room, "python3 -", stdin=script)
     n, err = json.loads(res["stdout"])
     assert n == CONNS and err, (n, err, res)
+    # the cap is the room's own: while one room holds all of its
+    # connections, another connects
+    other = unique_room("c")
+    holder = ("import socket, time\n"
+              f"held = [socket.create_connection(('{INET}', 9000), timeout=5) for i in range({CONNS})]\n"
+              "import os; open('/tmp/holding', 'w').write(str(os.getpid())); time.sleep(60)\n")
+    client.sh(room, "(setsid python3 -c \"$HOLDER\" > /dev/null 2>&1 &)", env={"HOLDER": holder})
+    wait_until(lambda: client.exec(room, "test -s /tmp/holding")["exitCode"] == 0, 20,
+               "the room to hold its connections")
+    assert fetch(client, room, f"http://{INET}/file.txt", timeout=3)[0] != 0
+    assert fetch(client, other, f"http://{INET}/file.txt")[0] == 0
+    client.sh(room, "kill $(cat /tmp/holding) && rm /tmp/holding")
     # once they are closed, the room connects again (bounded poll: the
     # count follows the connection tracker)
     wait_until(lambda: fetch(client, room, f"http://{INET}/file.txt")[0] == 0, 20,
