@@ -734,6 +734,26 @@ static void ipv6_off(const char *ifname)
 	}
 }
 
+/* Whether addr is already one of the host's addresses (bind succeeds only
+ * for a local one).  Unknowable with net.ipv4.ip_nonlocal_bind on: false. */
+static bool addr_in_use(uint32_t addr)
+{
+	char c = '0';
+	int fd = open("/proc/sys/net/ipv4/ip_nonlocal_bind", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = '0';
+		close(fd);
+	}
+	int s = c == '0' ? socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0) : -1;
+	if (s < 0)
+		return false;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(addr) };
+	bool used = bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(s);
+	return used;
+}
+
 static int links_up(const struct room *r, const struct names *n, pid_t keeper, char *err, size_t errlen)
 {
 	int ns_fd, rnl, rs, rc;
@@ -747,6 +767,14 @@ static int links_up(const struct room *r, const struct names *n, pid_t keeper, c
 	int hs = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	/* a host end left by the room's previous life would block the name */
 	link_delete(nl, n->host_if);
+	if (addr_in_use(n->host_addr)) {
+		char a[16];
+		ip4_text(n->host_addr, a, sizeof(a));
+		ERR("room %s: network: %s is already an address of this host (another roombox "
+		    "instance whose state_dir hashes to the same /16?): refusing to share it", r->id, a);
+		rc = -1;
+		goto done;
+	}
 	const char *step = "create veth";
 	if ((rc = veth_create(nl, n->host_if, ns_fd)) < 0)
 		goto fail;

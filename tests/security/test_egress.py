@@ -398,6 +398,23 @@ def test_nothing_is_left_after_stop_cleanup_and_a_crashed_keeper(client, testnet
     assert_gone(ifname, addr)
 
 
+def test_an_address_already_on_the_host_is_not_shared(client, testnet, stack, room):
+    """Two instances whose state_dir hashes to the same /16 would give two
+    rooms one address: the second start is refused, naming the address."""
+    addr = room_addr(client, room)
+    _, gateway = host_end(addr)
+    assert stack.helper({"op": "stop", "room": room})[0] == 0
+    dummy = f"egt{secrets.token_hex(2)}d"     # another instance's host end
+    run("ip", "link", "add", dummy, "type", "veth", "peer", "name", dummy + "p")
+    try:
+        run("ip", "addr", "add", f"{gateway}/32", "dev", dummy)
+        r = client.exec_raw(room, {"cmd": "true"})
+        assert r.status == 500 and gateway in r.json["error"], r.json
+    finally:
+        run("ip", "link", "del", dummy)
+    assert fetch(client, room, f"http://{INET}/file.txt")[0] == 0
+
+
 def room_ends():
     """{host interface: room address} of every room's veth on the host."""
     out = run("ip", "-4", "-o", "addr", "show").stdout
