@@ -609,12 +609,15 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 
 	say(s, "add rule inet %s forward iifname \"%s*\" meta nfproto != ipv4 drop\n", t, p);
 	say(s, "add rule inet %s forward iifname \"%s*\" iifname . ip saddr != @rooms_src drop\n", t, p);
+	/* the room's chain (its cap, its conntrack mark) then the policy; an
+	 * interface not in the map failed the anti-spoofing check already */
 	say(s, "add rule inet %s forward iifname \"%s*\" iifname vmap @rooms\n", t, p);
-	say(s, "add rule inet %s forward iifname \"%s*\" drop\n", t, p);
+	say(s, "add rule inet %s forward iifname \"%s*\" jump out\n", t, p);
 	say(s, "add rule inet %s forward oifname \"%s*\" ct state established,related accept\n", t, p);
 	say(s, "add rule inet %s forward oifname \"%s*\" drop\n", t, p);
 	say(s, "add rule inet %s input iifname \"%s*\" meta nfproto != ipv4 drop\n", t, p);
 	say(s, "add rule inet %s input iifname \"%s*\" iifname . ip saddr != @rooms_src drop\n", t, p);
+	say(s, "add rule inet %s input iifname \"%s*\" iifname vmap @rooms\n", t, p);
 	say(s, "add rule inet %s input iifname \"%s*\" jump to_host\n", t, p);
 	/* nor does the host open connections into a room (any local user could) */
 	say(s, "add rule inet %s output oifname \"%s*\" ct state established,related accept\n", t, p);
@@ -655,7 +658,6 @@ static void say_room_up(struct script *s, const struct config *cfg, const struct
 	say(s, "flush chain inet %s %s\n", t, n->chain);
 	say(s, "add rule inet %s %s ct state new ct count over %d reject\n", t, n->chain, cfg->egress_conns);
 	say(s, "add rule inet %s %s ct state new ct mark set 0x%08x\n", t, n->chain, n->ct_mark);
-	say(s, "add rule inet %s %s jump out\n", t, n->chain);
 	say(s, "add element inet %s rooms { \"%s\" : jump %s }\n", t, n->host_if, n->chain);
 	say(s, "add element inet %s rooms_src { \"%s\" . %s }\n", t, n->host_if, a);
 }
