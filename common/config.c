@@ -53,7 +53,7 @@ enum value_kind {
 	V_ROOTFS,	/* "host" or an absolute path */
 	V_AUTH,		/* token | none */
 	V_CHOICE,	/* a word of choice_table, stored as its index (an enum) */
-	V_NETWORK,	/* none */
+	V_NETWORK,	/* none | egress */
 	V_EXEC_USER,	/* root | user */
 	V_INT,		/* int >= min */
 	V_UID,		/* uint32_t >= min */
@@ -64,6 +64,8 @@ enum value_kind {
 	V_URL,		/* http:// or https:// URL, no blanks or controls */
 	V_TEXT,		/* one word: printable, no blanks or controls */
 	V_DOMAIN,	/* a DNS name: labels of [a-z0-9-] joined by dots */
+	V_ADDRS,	/* list of IPv4 addresses */
+	V_CIDRS,	/* list of IPv4 CIDR[:port] */
 };
 
 struct key_desc {
@@ -116,6 +118,10 @@ static const struct key_desc key_table[] = {
 	{ "llm_history",          V_INT,      FIELD(llm_history),          0, 0 },
 	{ "exec_user",            V_EXEC_USER, FIELD(exec_user),           0, 0 },
 	{ "preview_domain",       V_DOMAIN,   FIELD(preview_domain),       0, 0 },
+	{ "dns",                  V_ADDRS,    FIELD(dns),                  0, 0 },
+	{ "egress_allow",         V_CIDRS,    FIELD(egress_allow),         0, 0 },
+	{ "egress_deny",          V_CIDRS,    FIELD(egress_deny),          0, 0 },
+	{ "egress_conns",         V_INT,      FIELD(egress_conns),         1, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -190,6 +196,7 @@ void config_defaults(struct config *c)
 	c->llm_rounds = 1;
 	c->llm_history = 20;
 	c->exec_user = EXEC_USER_ROOT;
+	c->egress_conns = 256;
 }
 
 /* ---- value parsers ---- */
@@ -339,6 +346,80 @@ static bool url_ok(const char *s)
 	return n && word_ok(s) && s[n] && s[n] != '/';
 }
 
+/* One decimal part of an address: 0-255, at most three digits. */
+static const char *parse_octet(const char *p, const char *end, uint32_t *out)
+{
+	uint64_t v = 0;
+	const char *q = p;
+
+	while (q < end && *q >= '0' && *q <= '9' && q - p < 3)
+		v = v * 10 + (uint64_t)(*q++ - '0');
+	if (q == p || v > 255 || (q < end && *q >= '0' && *q <= '9'))
+		return NULL;
+	*out = (uint32_t)v;
+	return q;
+}
+
+int config_parse_ipv4(const char *s, size_t len, uint32_t *out)
+{
+	const char *p = s, *end = s + len;
+	uint32_t addr = 0, part;
+
+	for (int i = 0; i < 4; i++) {
+		if (i > 0 && (p >= end || *p++ != '.'))
+			return -1;
+		if (!(p = parse_octet(p, end, &part)))
+			return -1;
+		addr = addr << 8 | part;
+	}
+	if (p != end)
+		return -1;
+	*out = addr;
+	return 0;
+}
+
+/* A number from 1 to max (decimal, no sign) filling [p, end). */
+static int parse_small(const char *p, const char *end, uint32_t min, uint32_t max, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (p == end || end - p > 5)
+		return -1;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v < min || v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int config_parse_cidr(const char *s, size_t len, struct config_cidr *out)
+{
+	const char *end = s + len;
+	const char *colon = memchr(s, ':', len);
+	const char *addr_end = colon ? colon : end;
+	const char *slash = memchr(s, '/', (size_t)(addr_end - s));
+	uint32_t addr, prefix = 32, port = 0;
+
+	if (config_parse_ipv4(s, (size_t)((slash ? slash : addr_end) - s), &addr) < 0)
+		return -1;
+	if (slash && parse_small(slash + 1, addr_end, 0, 32, &prefix) < 0)
+		return -1;
+	if (colon && parse_small(colon + 1, end, 1, 65535, &port) < 0)
+		return -1;
+	/* 10.1.2.3/8 is most likely a typing slip: say so rather than guess */
+	uint32_t mask = prefix ? ~0u << (32 - prefix) : 0;
+	if (addr & ~mask)
+		return -1;
+	out->addr = addr;
+	out->prefix = (uint8_t)prefix;
+	out->port = (uint16_t)port;
+	return 0;
+}
+
 /* ---- errors ---- */
 
 static int fail(struct parse_state *st, unsigned line, const char *fmt, ...)
@@ -367,8 +448,12 @@ static const char *expected_text(const struct key_desc *k)
 	case V_ROOTFS:   return "expected 'host' or an absolute path";
 	case V_AUTH:     return "expected 'token' or 'none'";
 	case V_CHOICE:   break;	/* the words are printed by bad_value */
-	case V_NETWORK:  return "expected 'none'";
 	case V_EXEC_USER: return "expected 'root' or 'user'";
+	case V_NETWORK:  return "expected 'none' or 'egress'";
+	case V_ADDRS:    return "expected IPv4 addresses like 192.0.2.53, separated by commas or spaces";
+	case V_CIDRS:
+		return "expected IPv4 networks CIDR[:port] like 10.0.0.0/8 or 10.1.2.3:3128, "
+		       "without host bits, separated by commas or spaces";
 	case V_INT:
 	case V_UID:      break;	/* bounds are printed by bad_value */
 	case V_SIZE:
@@ -461,6 +546,43 @@ static int set_number(const struct key_desc *k, void *field, const char *value)
 	return 0;
 }
 
+static bool is_blank(char ch);
+static int quote_len(size_t len);
+
+/* A list value: entries separated by commas, blanks or both; an empty
+ * value is an empty list.  The field is replaced, not appended to. */
+static int set_list(struct parse_state *st, unsigned line,
+		    const struct key_desc *k, void *field, const char *value)
+{
+	struct config_addr_list *addrs = field;
+	struct config_cidr_list *cidrs = field;
+	const char *p = value;
+	int n = 0;
+
+	for (;;) {
+		while (*p == ',' || is_blank(*p))
+			p++;
+		if (!*p)
+			break;
+		size_t len = strcspn(p, ", \t\r\v\f");
+		if (n == CONFIG_LIST_MAX)
+			return fail(st, line, "too many entries for %s (at most %d)",
+				    k->name, CONFIG_LIST_MAX);
+		int rc = k->kind == V_ADDRS ? config_parse_ipv4(p, len, &addrs->items[n])
+					    : config_parse_cidr(p, len, &cidrs->items[n]);
+		if (rc < 0)
+			return fail(st, line, "bad entry for %s: '%.*s' (%s)",
+				    k->name, quote_len(len), p, expected_text(k));
+		n++;
+		p += len;
+	}
+	if (k->kind == V_ADDRS)
+		addrs->count = n;
+	else
+		cidrs->count = n;
+	return 0;
+}
+
 static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		     const struct key_desc *k, const char *value)
 {
@@ -491,9 +613,12 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 			}
 		return bad_value(st, line, k, value);
 	case V_NETWORK:
-		if (strcmp(value, "none") != 0)
+		if (strcmp(value, "none") == 0)
+			*(enum network_mode *)field = NETWORK_NONE;
+		else if (strcmp(value, "egress") == 0)
+			*(enum network_mode *)field = NETWORK_EGRESS;
+		else
 			return bad_value(st, line, k, value);
-		*(enum network_mode *)field = NETWORK_NONE;
 		return 0;
 	case V_EXEC_USER:
 		if (strcmp(value, "root") == 0)
@@ -503,6 +628,9 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		else
 			return bad_value(st, line, k, value);
 		return 0;
+	case V_ADDRS:
+	case V_CIDRS:
+		return set_list(st, line, k, field, value);
 	case V_CPU:
 		if (parse_cpus(value, field) < 0)
 			return bad_value(st, line, k, value);

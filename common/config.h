@@ -16,7 +16,6 @@
 #endif
 
 enum auth_mode { AUTH_TOKEN, AUTH_NONE };
-enum network_mode { NETWORK_NONE };
 /* Operating it (SPEC §8.7): the request log's format; who may read /metrics
  * (token: as the API, so open too under auth = none; open: anyone who
  * reaches the web server; none: not served). */
@@ -25,6 +24,28 @@ enum metrics_mode { METRICS_TOKEN, METRICS_OPEN, METRICS_NONE };
 /* Who runs a command in a room by default: the room's root (uid 0 in its
  * user namespace) or its user (uid 1000). */
 enum exec_user { EXEC_USER_ROOT, EXEC_USER_USER };
+enum network_mode { NETWORK_NONE, NETWORK_EGRESS };
+
+/* Longest list a list key (dns, egress_allow, egress_deny) takes: each entry
+ * becomes a firewall rule per room start, so the lists stay short. */
+#define CONFIG_LIST_MAX 32
+
+/* An IPv4 network, optionally one port of it: CIDR[:port]. */
+struct config_cidr {
+	uint32_t addr;           /* host byte order, host bits zero */
+	uint8_t prefix;          /* 0-32 */
+	uint16_t port;           /* 0 = every port */
+};
+
+struct config_cidr_list {
+	int count;
+	struct config_cidr items[CONFIG_LIST_MAX];
+};
+
+struct config_addr_list {
+	int count;               /* 0 = not set (dns: the host's name servers) */
+	uint32_t items[CONFIG_LIST_MAX];   /* IPv4, host byte order */
+};
 
 struct config {
 	char state_dir[256];     /* /var/lib/roombox */
@@ -63,6 +84,10 @@ struct config {
 	int llm_history;         /* 20: earlier messages sent to the model */
 	enum exec_user exec_user; /* root */
 	char preview_domain[254]; /* "": path-style preview URLs (SPEC §8.5) */
+	struct config_addr_list dns;          /* empty: the host's /etc/resolv.conf */
+	struct config_cidr_list egress_allow; /* empty */
+	struct config_cidr_list egress_deny;  /* empty */
+	int egress_conns;        /* 256 concurrent connections per room */
 };
 
 /* Fill every key with its default. */
@@ -81,5 +106,9 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen);
  * durations with ms/s/m/h (a bare number is seconds). 0 or -1. */
 int config_parse_size(const char *s, uint64_t *out);
 int config_parse_duration_ms(const char *s, uint64_t *out);
+/* "a.b.c.d" (exactly four decimal parts, each 0-255) and "CIDR[:port]"
+ * (prefix 0-32 with no host bits set, port 1-65535). 0 or -1. */
+int config_parse_ipv4(const char *s, size_t len, uint32_t *out);
+int config_parse_cidr(const char *s, size_t len, struct config_cidr *out);
 
 #endif

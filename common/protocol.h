@@ -49,7 +49,6 @@
  *            idle_timeout, except those in keep (rooms roombox-fcgi runs
  *            managed processes in: they are not idle)
  *   stop-all {}      -> {stopped:[R...]}
- *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S}
  *   kill-all {room}  -> {killed:N}       every process of the room but its
  *                                        keeper; files, session, jail stay
  *   restart  {room}  -> {restarted:true} the jail stopped and started again
@@ -78,6 +77,8 @@
  *            room's keeper exits (a restarted room has a new namespace),
  *            or after PORT_SERVE_IDLE_MS without a request; a room not
  *            running ends it at once (code refused).
+ *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S, network:"none"|"egress",
+ *                        dns:[S...] (egress only: the name servers a room can use)}
  *
  *   <status> = {room, running:B, created_at:S (as stored at creation),
  *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
@@ -156,6 +157,8 @@
 #define HK_RESTARTED        "restarted"
 /* port-connect */
 #define HK_CONNECTED        "connected"
+#define HK_NETWORK          "network"
+#define HK_DNS              "dns"
 
 /* ---- error codes ---- */
 #define HELPER_ERR_INVALID   "invalid"

@@ -36,6 +36,8 @@ struct app {
 	struct auth_tokens *tokens;   /* NULL when auth = none */
 	atomic_int execs_running;     /* for max_concurrent_execs */
 	char cgroup_mode[16];         /* helper op "info" at start, or "unknown" */
+	char dns[CONFIG_LIST_MAX][16]; /* info's usable name servers (egress) */
+	int dns_count;
 	bool log_requests;            /* one line per request on stderr */
 	char *llm_key;                /* llm_key_file's token, or NULL (agent.c) */
 	char *llm_prompt;             /* the system prompt (agent.c) */

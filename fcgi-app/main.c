@@ -460,6 +460,18 @@ static void cache_cgroup_mode(void)
 	    json_object_is_type(mode, json_type_string))
 		snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "%s",
 			 json_object_get_string(mode));
+	/* network = egress with no name server a room can reach: say so now
+	 * (and in /api/health), not at the first failing pip install */
+	json_object *dns;
+	if (app.cfg.network == NETWORK_EGRESS && reply &&
+	    json_object_object_get_ex(reply, HK_DNS, &dns) && json_object_is_type(dns, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(dns) && i < CONFIG_LIST_MAX; i++)
+			snprintf(app.dns[app.dns_count++], sizeof(app.dns[0]), "%s",
+				 json_object_get_string(json_object_array_get_idx(dns, i)));
+		if (app.dns_count == 0)
+			fprintf(stderr, "roombox-fcgi: warning: network = egress but no name server "
+				"is usable from a room (set dns in the configuration)\n");
+	}
 	json_object_put(reply);
 	if (strcmp(app.cgroup_mode, "none") == 0 || strcmp(app.cgroup_mode, "unknown") == 0)
 		fprintf(stderr, "roombox-fcgi: warning: cgroup mode %s: room limits "

@@ -10,8 +10,10 @@
  * idmapped clones of the lower trees and of the room's disk (host id N shows
  * as room id N, so the host's files appear owned by the room's root and the
  * disk keeps room-relative ids), overlays of them, a fresh /proc, a minimal
- * /dev; it pivots into the root, sets the hostname, brings up lo, enters the
- * room's user namespace as its root, and execs roombox-keeper, which reports
+ * /dev; it pivots into the root, sets the hostname, brings up lo, writes
+ * /etc/resolv.conf when network = egress (net.c; the helper gives the
+ * namespace its eth0 once the keeper is up), enters the room's user
+ * namespace as its root, and execs roombox-keeper, which reports
  * "ok" on a pipe (the failing step if a step before it failed) and then
  * serves the room's execs and reaps its orphans until it is killed
  * (keeper/keeper.c).  No mount is ever made in the host's namespace, so when
@@ -28,6 +30,7 @@
 #include "jail.h"
 #include "roomid.h"
 #include "disk.h"
+#include "net.h"
 #include "room_filter.h"
 #include "userns.h"
 
@@ -498,6 +501,8 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return ERR("room %s: pivot_root: %s", r->id, strerror(errno));
+	if (net_keeper_setup(r, err, errlen) < 0)
+		return -1;
 	char host_name[65];
 	room_sandbox_name(r->id, host_name, sizeof(host_name));
 	if (sethostname(host_name, strlen(host_name)) < 0)
@@ -671,6 +676,7 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 		close(lock);
 	if (rc < 0)
 		return -1;
+	net_prepare(r);
 	/* [0] the keeper binary, [1] the seccomp filter as raw BPF */
 	int keeper_fds[2] = { jail_keeper_exe_open(err, errlen), -1 };
 	if (keeper_fds[0] < 0)
@@ -723,6 +729,10 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 			kill(pid, SIGKILL);
 		return n ? ERR("%s", msg) : ERR("room %s: the keeper died while starting", r->id);
 	}
+	if (net_room_up(r, pid, err, errlen) < 0) {
+		kill(pid, SIGKILL);
+		return -1;
+	}
 	if (room_keeper_record(r, pid, err, errlen) < 0) {
 		kill(pid, SIGKILL);
 		return -1;
@@ -732,10 +742,12 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 
 int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, char *err, size_t errlen)
 {
+	/* the room's network goes first (net.c): it is of no more use */
+	int net = net_room_down(r, err, errlen);
 	int pidfd = (int)syscall(SYS_pidfd_open, keeper, 0);
 	room_keeper_forget(r);
 	if (pidfd < 0)
-		return errno == ESRCH ? 0 : ERR("room %s: pidfd_open keeper: %s", r->id, strerror(errno));
+		return errno == ESRCH ? net : ERR("room %s: pidfd_open keeper: %s", r->id, strerror(errno));
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	struct pollfd p = { pidfd, POLLIN, 0 };
 	int rc = poll(&p, 1, 5000);
@@ -744,5 +756,5 @@ int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, c
 		return ERR("room %s: keeper %d did not die", r->id, (int)keeper);
 	/* The pid namespace is gone with its init; whatever escaped it (nothing
 	 * should) is still in the room's cgroup. */
-	return cgroup_kill(cg, r->id, err, errlen);
+	return cgroup_kill(cg, r->id, err, errlen) < 0 ? -1 : net;
 }

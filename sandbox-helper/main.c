@@ -43,6 +43,7 @@
 #include "minijson.h"
 #include "nsprocs.h"
 #include "portconn.h"
+#include "net.h"
 #include "protocol.h"
 #include "request.h"
 #include "room.h"
@@ -490,6 +491,12 @@ static int verb_stop(struct helper *h, const struct mj_value *req, struct mj_wri
 	return 0;
 }
 
+/* room_foreach: stop at a room other than arg */
+static int other_room(const char *id, void *arg)
+{
+	return strcmp(id, arg) != 0;
+}
+
 static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_writer *out)
 {
 	struct room r;
@@ -497,7 +504,11 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 		return -1;
 	char err[256];
 	room_load(&r, err, sizeof(err));   /* for its slot; absent is fine */
+	/* a keeper that died by itself left its network's firewall elements */
+	bool net_left = r.slot >= 0 && room_keeper_pid(&r) <= 0;
 	int rc = stop_room(h, &r);
+	if (rc == 0 && net_left)
+		rc = net_room_down(&r, h->err, sizeof(h->err));
 	/* Nothing of it runs any more: it stops being a room first, so a step
 	 * that fails below leaves leftovers for the next destroy, not a room
 	 * that is still listed. */
@@ -506,12 +517,13 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 	if (rc == 0) {
 		room_slot_release(&r);
 		rc = cgroup_room_remove(cgroups(h), r.id, h->err, sizeof(h->err));
-		if (rc == 0) {
-			int lock = room_state_lock(&h->cfg);
+		int lock = room_state_lock(&h->cfg);
+		if (rc == 0)
 			cgroup_group_remove_if_empty(cgroups(h));
-			if (lock >= 0)
-				close(lock);
-		}
+		if (room_foreach(&h->cfg, other_room, r.id) == 0)
+			net_instance_remove(&h->cfg);
+		if (lock >= 0)
+			close(lock);
 		/* the files go even when the cgroup stays; the first error is told */
 		if (room_remove_files(&r, rc == 0 ? h->err : err, rc == 0 ? sizeof(h->err) : sizeof(err)) < 0)
 			rc = -1;
@@ -643,6 +655,13 @@ static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idl
 	mjw_array_begin(out);
 	if (!idle_only || h->cfg.idle_timeout_ms > 0)
 		room_foreach(&h->cfg, stop_if_due, &s);
+	if (!idle_only) {
+		/* the service stops: the instance's firewall table goes too */
+		int lock = room_state_lock(&h->cfg);
+		net_instance_remove(&h->cfg);
+		if (lock >= 0)
+			close(lock);
+	}
 	mjw_array_end(out);
 	mjw_object_end(out);
 	return 0;
@@ -655,6 +674,22 @@ static int verb_info(struct helper *h, struct mj_writer *out)
 	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));
 	mjw_key(out, HK_VERSION);
 	mjw_cstring(out, ROOMBOX_VERSION);
+	mjw_key(out, HK_NETWORK);
+	mjw_cstring(out, h->cfg.network == NETWORK_EGRESS ? "egress" : "none");
+	if (h->cfg.network == NETWORK_EGRESS) {
+		uint32_t dns[CONFIG_LIST_MAX];
+		int unusable;
+		int n = net_dns_servers(&h->cfg, dns, CONFIG_LIST_MAX, &unusable);
+		mjw_key(out, HK_DNS);
+		mjw_array_begin(out);
+		for (int i = 0; i < n; i++) {
+			char a[16];
+			snprintf(a, sizeof(a), "%u.%u.%u.%u", dns[i] >> 24, (dns[i] >> 16) & 255,
+				 (dns[i] >> 8) & 255, dns[i] & 255);
+			mjw_cstring(out, a);
+		}
+		mjw_array_end(out);
+	}
 	mjw_object_end(out);
 	return 0;
 }

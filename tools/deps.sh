@@ -14,6 +14,7 @@ packages=(
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
+	nftables dnsmasq-base
 	debhelper devscripts lintian fakeroot
 	dpkg-dev
 )

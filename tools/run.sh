@@ -4,7 +4,8 @@
 #   nginx on 127.0.0.1:$PORT (default 8080)  ->  build/roombox-fcgi  ->  build/roombox-helper
 #
 # Everything it needs lives in .run/ (git-ignored; ROOMBOX_RUN_DIR overrides
-# it, for the tests): roombox.conf, the token, the rooms' state, the nginx
+# it, for the tests): roombox.conf (with .run/local.conf appended when it
+# exists), the token, the rooms' state, the nginx
 # configuration generated from nginx.conf.example, pid files and logs.  It
 # never touches the system's nginx or /etc/roombox.  Ctrl-C (or SIGTERM)
 # stops everything it started, rooms included; their files stay in .run/.
@@ -49,6 +50,12 @@ socket = $socket
 tokens_file = $tokens
 helper = $repo/build/roombox-helper
 EOF
+# The user's own settings (e.g. network = egress), kept across runs.  A key
+# set both above and there is refused by the parser as a duplicate, naming
+# the line.
+if [ -f "$run/local.conf" ]; then
+	{ echo "# appended from $run/local.conf"; cat "$run/local.conf"; echo; } >> "$conf"
+fi
 chmod 0644 "$conf"
 
 if [ ! -s "$tokens" ]; then

@@ -106,3 +106,51 @@ def test_integration_tests_refuse_without_root():
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "need root" in r.stderr
+
+
+def test_make_run_appends_local_conf():
+    """.run/local.conf (here $ROOMBOX_RUN_DIR/local.conf) is appended to the
+    generated configuration: the service runs with it.  No room is made, so
+    no packet goes anywhere."""
+    port = free_port()
+    rundir = tempfile.mkdtemp(prefix="rbx-run-", dir="/tmp")
+    with open(f"{rundir}/local.conf", "w") as f:
+        f.write("network = egress\ndns = 198.51.100.53\nidle_timeout = 7m")  # no final newline
+    env = dict(os.environ, PORT=str(port), ROOMBOX_RUN_DIR=rundir)
+    p = subprocess.Popen([str(REPO / "tools" / "run.sh")], cwd=REPO, env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    q = queue.Queue()
+    threading.Thread(target=read_lines_into, args=(p.stdout, q), daemon=True).start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = q.get(timeout=max(0.1, deadline - time.monotonic()))
+            if line is None:
+                break
+            seen.append(line)
+            if line.startswith("  health:"):
+                break
+        health = [l for l in seen if l.startswith("  health:")]
+        assert health, "run.sh printed no health line:\n" + "".join(seen)
+        answer = json.loads(health[0].split(":", 1)[1])
+        assert answer["network"] == "egress" and answer["dns"] == ["198.51.100.53"], answer
+        conf = open(f"{rundir}/roombox.conf").read()
+        assert conf.endswith("network = egress\ndns = 198.51.100.53\nidle_timeout = 7m\n"), conf
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(timeout=30)
+        assert p.returncode == 0, "".join(seen)
+
+        # a key the generated part sets is refused, naming the line
+        with open(f"{rundir}/local.conf", "w") as f:
+            f.write("state_dir = /tmp/elsewhere\n")
+        r = subprocess.run([str(REPO / "tools" / "run.sh")], cwd=REPO, env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0
+        assert "duplicate key 'state_dir'" in r.stdout + r.stderr, r
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        shutil.rmtree(rundir, ignore_errors=True)

@@ -406,11 +406,98 @@ static void test_bad_enum_values(void **state)
 	expect_error("auth = \n",
 		     "t.conf:1: bad value for auth: '' (expected 'token' or 'none')");
 	expect_error("network = host\n",
-		     "t.conf:1: bad value for network: 'host' (expected 'none')");
+		     "t.conf:1: bad value for network: 'host' (expected 'none' or 'egress')");
 	expect_error("rootfs = srv/rootfs\n",
 		     "t.conf:1: bad value for rootfs: 'srv/rootfs' (expected 'host' or an absolute path)");
 	expect_error("rootfs = \n",
 		     "t.conf:1: bad value for rootfs: '' (expected 'host' or an absolute path)");
+}
+
+/* ---- network keys ---- */
+
+static void test_network_defaults_and_egress(void **state)
+{
+	(void)state;
+	struct config c = expect_ok("");
+	assert_int_equal(c.network, NETWORK_NONE);
+	assert_int_equal(c.dns.count, 0);
+	assert_int_equal(c.egress_allow.count, 0);
+	assert_int_equal(c.egress_deny.count, 0);
+	assert_int_equal(c.egress_conns, 256);
+	c = expect_ok("network = egress\negress_conns = 3\n");
+	assert_int_equal(c.network, NETWORK_EGRESS);
+	assert_int_equal(c.egress_conns, 3);
+	expect_error("egress_conns = 0\n",
+		     "t.conf:1: bad value for egress_conns: '0' (expected a whole number from 1 to 2147483647)");
+}
+
+static void test_dns_list(void **state)
+{
+	(void)state;
+	/* commas, spaces or both */
+	struct config c = expect_ok("dns = 192.0.2.53, 10.0.0.1 ,198.51.100.7   1.1.1.1\n");
+	assert_int_equal(c.dns.count, 4);
+	assert_int_equal(c.dns.items[0], 0xC0000235u);
+	assert_int_equal(c.dns.items[1], 0x0A000001u);
+	assert_int_equal(c.dns.items[2], 0xC6336407u);
+	assert_int_equal(c.dns.items[3], 0x01010101u);
+	c = expect_ok("dns =\n");
+	assert_int_equal(c.dns.count, 0);
+	static const char *const bad[] = {
+		"192.0.2", "192.0.2.256", "192.0.2.1.5", "::1", "192.0.2.1/32", "host",
+		"0192.0.2.1", "192.0.2.1:53", "1..2.3",
+	};
+	char text[128], want[512];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "dns = 10.0.0.1, %s\n", bad[i]);
+		snprintf(want, sizeof(want), "t.conf:1: bad entry for dns: '%s' (expected IPv4 "
+			 "addresses like 192.0.2.53, separated by commas or spaces)", bad[i]);
+		expect_error(text, want);
+	}
+}
+
+static void test_egress_cidr_lists(void **state)
+{
+	(void)state;
+	struct config c = expect_ok("egress_allow = 10.0.0.0/8:3128, 192.168.1.7 0.0.0.0/0\n"
+				    "egress_deny = 203.0.113.10/32,198.51.100.0/24:443\n");
+	assert_int_equal(c.egress_allow.count, 3);
+	assert_int_equal(c.egress_allow.items[0].addr, 0x0A000000u);
+	assert_int_equal(c.egress_allow.items[0].prefix, 8);
+	assert_int_equal(c.egress_allow.items[0].port, 3128);
+	assert_int_equal(c.egress_allow.items[1].addr, 0xC0A80107u);
+	assert_int_equal(c.egress_allow.items[1].prefix, 32);
+	assert_int_equal(c.egress_allow.items[1].port, 0);
+	assert_int_equal(c.egress_allow.items[2].prefix, 0);
+	assert_int_equal(c.egress_deny.count, 2);
+	assert_int_equal(c.egress_deny.items[0].addr, 0xCB00710Au);
+	assert_int_equal(c.egress_deny.items[1].port, 443);
+	static const char *const bad[] = {
+		"10.1.2.3/8",      /* host bits */
+		"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/8:", "10.0.0.0/8:0", "10.0.0.0/8:65536",
+		"10.0.0.0:http", "10.0.0.0/-1", "fc00::/7", "10.0.0.0/8:1:2",
+		"10.0.0.0/8:123456",
+	};
+	char text[128], want[512];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "egress_deny = %s\n", bad[i]);
+		snprintf(want, sizeof(want), "t.conf:1: bad entry for egress_deny: '%s' (expected IPv4 "
+			 "networks CIDR[:port] like 10.0.0.0/8 or 10.1.2.3:3128, without host bits, "
+			 "separated by commas or spaces)", bad[i]);
+		expect_error(text, want);
+	}
+}
+
+static void test_list_length_limit(void **state)
+{
+	(void)state;
+	char text[2048] = "egress_allow =";
+	for (int i = 0; i < CONFIG_LIST_MAX; i++)
+		snprintf(text + strlen(text), sizeof(text) - strlen(text), " 10.0.0.%d", i);
+	struct config c = expect_ok(text);
+	assert_int_equal(c.egress_allow.count, CONFIG_LIST_MAX);
+	strcat(text, " 10.0.1.0\n");
+	expect_error(text, "t.conf:1: too many entries for egress_allow (at most 32)");
 }
 
 static void test_bad_cpu_values(void **state)
@@ -925,6 +1012,10 @@ int main(void)
 		cmocka_unit_test(test_log_format_and_metrics),
 		cmocka_unit_test(test_bad_log_format_and_metrics),
 		cmocka_unit_test(test_bad_enum_values),
+		cmocka_unit_test(test_network_defaults_and_egress),
+		cmocka_unit_test(test_dns_list),
+		cmocka_unit_test(test_egress_cidr_lists),
+		cmocka_unit_test(test_list_length_limit),
 		cmocka_unit_test(test_bad_cpu_values),
 		cmocka_unit_test(test_good_cpu_values),
 		cmocka_unit_test(test_paths_must_be_absolute),

@@ -250,8 +250,27 @@ static void test_health_is_public(void **state)
 	assert_true(json_object_is_type(v, json_type_string));
 	json_object_object_del(rs.body, "version");
 	assert_string_equal(json_write(rs.body, NULL),
-			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\"}");
+			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"none\"}");
 	json_object_put(rs.body);
+
+	/* egress: the name servers a room can use, and a warning when none is */
+	app.cfg.network = NETWORK_EGRESS;
+	snprintf(app.dns[0], sizeof(app.dns[0]), "192.0.2.53");
+	app.dns_count = 1;
+	assert_int_equal(serve(&f, &rs, body, sizeof(body)), 200);
+	json_object_object_del(rs.body, "version");
+	assert_string_equal(json_write(rs.body, NULL),
+			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"egress\","
+			    "\"dns\":[\"192.0.2.53\"]}");
+	json_object_put(rs.body);
+	app.dns_count = 0;
+	assert_int_equal(serve(&f, &rs, body, sizeof(body)), 200);
+	json_object_object_del(rs.body, "version");
+	assert_string_equal(json_write(rs.body, NULL),
+			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"egress\","
+			    "\"dns\":[],\"dnsWarning\":\"no name server is usable from a room\"}");
+	json_object_put(rs.body);
+	app.cfg.network = NETWORK_NONE;
 }
 
 static void test_unauthorized(void **state)
