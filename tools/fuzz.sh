@@ -8,6 +8,7 @@
 # from there; the tree stays clean), crash reproducers to
 # build/fuzz/work/NAME/.
 # Prints one line per target: execs done, exec/s, corpus size, coverage.
+# Targets run FUZZ_JOBS at a time (default: the CPUs), each its own process.
 # Exit status: 0 only when no target crashed, leaked or timed out.
 set -uo pipefail
 
@@ -20,7 +21,10 @@ shift
 top=$(cd "$(dirname "$0")/.." && pwd)
 failed=()
 
-for bin in "$@"; do
+# One target; its verdict (empty: clean) in $work/verdict.
+run_one() {
+	local bin=$1 name seeds regress work log rc execs rate status corp cov repro
+	local -a inputs
 	name=$(basename "$bin")
 	name=${name#fuzz_}
 	seeds=$top/tests/fuzz/corpus/$name
@@ -28,13 +32,14 @@ for bin in "$@"; do
 	work=$top/build/fuzz/work/$name
 	log=$work/fuzz.log
 	mkdir -p "$work/corpus"
+	: > "$work/verdict"
 	if [ ! -x "$bin" ]; then
-		failed+=("$name: no binary $bin")
-		continue
+		echo "$name: no binary $bin" > "$work/verdict"
+		return
 	fi
 	if [ ! -d "$seeds" ] || [ -z "$(ls -A "$seeds")" ]; then
-		failed+=("$name: no seed corpus in tests/fuzz/corpus/$name/")
-		continue
+		echo "$name: no seed corpus in tests/fuzz/corpus/$name/" > "$work/verdict"
+		return
 	fi
 
 	# The regression inputs, each run once.
@@ -44,8 +49,8 @@ for bin in "$@"; do
 			echo "fuzz $name: ${#inputs[@]} regression inputs pass"
 		else
 			tail -n 40 "$work/regress.log"
-			failed+=("$name: a regression input fails again (log: $work/regress.log)")
-			continue
+			echo "$name: a regression input fails again (log: $work/regress.log)" > "$work/verdict"
+			return
 		fi
 	fi
 
@@ -66,7 +71,25 @@ for bin in "$@"; do
 	if [ $rc -ne 0 ]; then
 		grep -E '^==[0-9]+==|SUMMARY|runtime error|Test unit written|ALARM|out-of-memory' "$log" | head -n 20
 		repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
-		failed+=("$name: exit $rc, reproducer ${repro:-none written} (log: $log)")
+		echo "$name: exit $rc, reproducer ${repro:-none written} (log: $log)" > "$work/verdict"
+	fi
+}
+
+jobs=${FUZZ_JOBS:-$(nproc)}
+for bin in "$@"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n
+	done
+	run_one "$bin" &
+done
+wait
+for bin in "$@"; do
+	name=$(basename "$bin")
+	v=$top/build/fuzz/work/${name#fuzz_}/verdict
+	if [ ! -f "$v" ]; then
+		failed+=("${name#fuzz_}: no verdict")
+	elif [ -s "$v" ]; then
+		failed+=("$(cat "$v")")
 	fi
 done
 
