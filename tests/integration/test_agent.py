@@ -80,7 +80,7 @@ class StubModel:
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
-            request_queue_size = 128        # 40 calls connect at once
+            request_queue_size = 1024       # 257 calls may connect at once (a SYN past the backlog waits seconds to be sent again)
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
