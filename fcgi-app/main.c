@@ -93,7 +93,7 @@
 #include "preview.h"
 #include "router.h"
 
-#define LISTEN_BACKLOG 128
+#define LISTEN_BACKLOG 1024   /* as lighttpd's fastcgi listen-backlog: a burst past the workers waits, not a 502 */
 #define STOP_ALL_DEADLINE_MS (75 * 1000)   /* inside systemd's default 90 s */
 #define WORKER_JOIN_SECONDS 5
 
