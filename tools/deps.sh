@@ -10,7 +10,7 @@ packages=(
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
 	libcurl4-openssl-dev
 	lighttpd spawn-fcgi
-	python3-pytest python3-requests
+	python3-pytest python3-requests python3-pip  # pip in rooms with rootfs = host (test_pip.py)
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
