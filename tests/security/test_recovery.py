@@ -251,14 +251,17 @@ def test_restart_keeps_files_and_session_with_a_new_keeper(client, stack):
 
 def test_recovery_routes_follow_the_api_rules(client):
     missing = unique_room("never")
-    for method, path in (("DELETE", "sandbox/processes"), ("POST", "sandbox/restart")):
+    # (GET and POST of sandbox/processes are the managed processes' list and
+    # start: PUT is the method no route of that path serves)
+    for method, path, wrong, allow in (("DELETE", "sandbox/processes", "PUT", "GET, POST, DELETE"),
+                                       ("POST", "sandbox/restart", "GET", "POST")):
         r = client.request(method, f"/api/rooms/{missing}/{path}")
         assert (r.status, r.json) == (404, {"error": "room not found"}), (method, path)
         r = client.request(method, f"/api/rooms/bad.id/{path}")
         assert (r.status, r.json) == (400, {"error": "invalid room id"}), (method, path)
         r = client.request(method, f"/api/rooms/{missing}/{path}", auth=False)
         assert r.status == 401, (method, path)
-        r = client.request("GET", f"/api/rooms/{missing}/{path}")
-        assert r.status == 405 and r.headers.get("allow") == method, (method, path, r.headers)
+        r = client.request(wrong, f"/api/rooms/{missing}/{path}")
+        assert r.status == 405 and r.headers.get("allow") == allow, (method, path, r.headers)
     # the 404s created nothing
     assert client.get(f"/api/rooms/{missing}").status == 404
