@@ -643,10 +643,14 @@ class Stack:
         problems = []
         rc, listing = self.helper({"op": "list"})
         for st in (listing.get("rooms") or []) if rc == 0 else []:
-            rid = st.get("roomId")
+            rid = st.get("room")      # the helper's <status> (common/protocol.h)
             problems.append(f"room {rid} still existed at the end of the module")
             self.helper({"op": "destroy", "room": rid})
-        left = procs_with_uid_in(self.uid_base, self.uid_base + self.max_rooms * ROOM_IDS)
+        span = (self.uid_base, self.uid_base + self.max_rooms * ROOM_IDS)
+        # a keeper killed by the last destroy may still be on its way out
+        deadline = time.monotonic() + GONE_TIMEOUT
+        while (left := procs_with_uid_in(*span)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if left:
             problems.append(f"processes of the stack's rooms left: {left}")
             for pid, _, _ in left:
