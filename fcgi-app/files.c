@@ -128,30 +128,11 @@ static char *script(const char *p, const char *t, const char *body)
 	return sh_append(s, body);
 }
 
-static bool query_flag(const struct request *rq, const char *name, char *val, size_t vlen)
-{
-	const char *q = rq->in ? rq->in->param(rq->in->ctx, "QUERY_STRING") : NULL;
-	size_t n = strlen(name);
-
-	for (; q && *q; q += strcspn(q, "&"), q += *q == '&') {
-		if (strncmp(q, name, n) == 0 && (q[n] == '=' || q[n] == '&' || !q[n])) {
-			const char *v = q[n] == '=' ? q + n + 1 : "";
-			size_t len = strcspn(v, "&");
-
-			if (val) {
-				snprintf(val, vlen, "%.*s", (int)(len < vlen ? len : vlen - 1), v);
-			}
-			return true;
-		}
-	}
-	return false;
-}
-
 static bool query_true(const struct request *rq, const char *name)
 {
 	char v[8] = "";
 
-	return query_flag(rq, name, v, sizeof(v)) && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+	return http_query_value(rq, name, v, sizeof(v)) && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
 }
 
 /* ---- running a script ---- */
@@ -184,7 +165,7 @@ static const char *files_user(const struct request *rq)
 {
 	char v[8] = "";
 
-	if (!query_flag(rq, "user", v, sizeof(v)))
+	if (!http_query_value(rq, "user", v, sizeof(v)))
 		return NULL;
 	return strcmp(v, HK_USER_ROOT) == 0 ? HK_USER_ROOT : strcmp(v, HK_USER_USER) == 0 ? HK_USER_USER : "";
 }
@@ -492,7 +473,7 @@ void api_files_put(struct request *rq, struct response *rs)
 		response_error(rs, 400, "invalid path");
 		goto out;
 	}
-	if (query_flag(rq, "mode", mode, sizeof(mode)) && !mode_valid(mode)) {
+	if (http_query_value(rq, "mode", mode, sizeof(mode)) && !mode_valid(mode)) {
 		response_error(rs, 400, "invalid mode: octal, like 0755");
 		goto out;
 	}

@@ -493,3 +493,21 @@ int json_parse_strict(const char *text, size_t len, json_object **out,
 	*out = obj;
 	return 0;
 }
+
+bool http_query_value(const struct request *rq, const char *name, char *val, size_t vlen)
+{
+	const char *q = rq->in ? rq->in->param(rq->in->ctx, "QUERY_STRING") : NULL;
+	size_t n = strlen(name);
+
+	for (; q && *q; q += strcspn(q, "&"), q += *q == '&') {
+		if (strncmp(q, name, n) == 0 && (q[n] == '=' || q[n] == '&' || !q[n])) {
+			const char *v = q[n] == '=' ? q + n + 1 : "";
+			size_t len = strcspn(v, "&");
+
+			if (val && vlen)
+				snprintf(val, vlen, "%.*s", (int)(len < vlen ? len : vlen - 1), v);
+			return true;
+		}
+	}
+	return false;
+}

@@ -65,6 +65,11 @@ char *http_render(const struct response *rs, size_t *len);
  * Content-Length, 500 read error). */
 int http_read_body(const struct http_input *in, uint64_t max, char **buf,
 		   size_t *len, struct response *rs);
+/* The value of name in the request's query string (QUERY_STRING, as
+ * sent: no decoding), cut to vlen - 1 bytes ("" for a bare `name`); false
+ * when the query has no such parameter.  val may be NULL. */
+bool http_query_value(const struct request *rq, const char *name, char *val, size_t vlen);
+
 /* Read and throw away what is left of the body, at most HTTP_DISCARD_MAX. */
 void http_discard_body(const struct http_input *in);
 

@@ -1244,23 +1244,6 @@ static bool proc_path(struct request *rq, struct response *rs, char *id, size_t 
 	return true;
 }
 
-static bool query_value(const struct request *rq, const char *name, char *val, size_t vlen)
-{
-	const char *q = rq->in ? rq->in->param(rq->in->ctx, "QUERY_STRING") : NULL;
-	size_t n = strlen(name);
-
-	for (; q && *q; q += strcspn(q, "&"), q += *q == '&') {
-		if (strncmp(q, name, n) == 0 && (q[n] == '=' || q[n] == '&' || !q[n])) {
-			const char *v = q[n] == '=' ? q + n + 1 : "";
-			size_t len = strcspn(v, "&");
-
-			snprintf(val, vlen, "%.*s", (int)(len < vlen ? len : vlen - 1), v);
-			return true;
-		}
-	}
-	return false;
-}
-
 static void answer_proc(struct response *rs, const struct proc *p)
 {
 	rs->status = 200;
@@ -1468,7 +1451,7 @@ static void logs_sse(struct request *rq, struct response *rs, const char *id)
 static void logs_json(struct request *rq, struct response *rs, const char *id)
 {
 	char enc[16] = "";
-	bool base64 = query_value(rq, "encoding", enc, sizeof(enc)) && !strcmp(enc, "base64");
+	bool base64 = http_query_value(rq, "encoding", enc, sizeof(enc)) && !strcmp(enc, "base64");
 	json_object *truncated = json_object_new_object();
 	struct proc *p;
 
@@ -1556,7 +1539,7 @@ void api_procs_stdin(struct request *rq, struct response *rs)
 	const char *what;
 	char *body = NULL;
 	size_t len = 0, written = 0;
-	bool gone = false, close_it = query_value(rq, "close", flag, sizeof(flag)) &&
+	bool gone = false, close_it = http_query_value(rq, "close", flag, sizeof(flag)) &&
 		(!strcmp(flag, "1") || !strcmp(flag, "true"));
 	struct proc *p;
 	int fd = -1;
@@ -1657,7 +1640,7 @@ void api_procs_delete(struct request *rq, struct response *rs)
 		response_error(rs, 404, "not found");
 		return;
 	}
-	query_value(rq, "signal", sig, sizeof(sig));
+	http_query_value(rq, "signal", sig, sizeof(sig));
 	name = strncmp(sig, "SIG", 3) == 0 ? sig + 3 : sig;
 	for (i = 0; signals[i] && strcmp(signals[i], name); i++)
 		;
