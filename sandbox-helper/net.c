@@ -1,22 +1,24 @@
 /* A room's network for network = egress.
  *
  * Theory of operation.  Each room's keeper holds a net namespace of its own
- * (jail.c).  With network = egress the helper starts, before it forks the
- * keeper, the nft transaction of step 3 (nft's start-up is most of the cost
- * and overlaps the keeper's work), and once the keeper is up it
+ * (jail.c).  With network = egress, once the keeper is up, the helper
  *
- *   1. creates a veth pair over rtnetlink: "rb<instance>-<slot>" on the host,
+ *   1. makes sure the instance's nftables table is loaded as this
+ *      configuration makes it (table_ensure: one netlink question; only
+ *      when the table is missing or was made from other rules does it run
+ *      `nft -f -`, about 25 ms of CPU, so in practice for the first room
+ *      after a boot or a configuration change);
+ *   2. creates a veth pair over rtnetlink: "rb<instance>-<slot>" on the host,
  *      its peer created straight inside the room's namespace as eth0;
- *   2. numbers the pair as a /31 out of the instance's /16 of 100.64.0.0/10:
+ *   3. numbers the pair as a /31 out of the instance's /16 of 100.64.0.0/10:
  *      host end 100.B.H.L, room end the next address, the room's default
- *      route via the host end; brings both ends up;
- *   3. waits for the `nft -f -` transaction that loads the instance's
- *      table (its common chains flushed and written again, so a changed
- *      configuration applies at the next room start) and the room's own
- *      elements: a map entry that
- *      sends packets from its interface to its chain (the egress_conns cap,
- *      a conntrack mark) and its (interface, source address) pair for
- *      anti-spoofing.
+ *      route via the host end; brings both ends up.
+ *
+ * Every rule is common to all rooms (a room's start adds no element): the
+ * anti-spoofing is a strict reverse-path check (the host routes a room's /31
+ * to its veth alone), the egress_conns cap a dynamic set counting tracked
+ * connections per (checked) source address, and the conntrack mark is the
+ * source address, so a room's connections are found by its address.
  *
  * The room's packets are forwarded and masqueraded (NAT) to whatever
  * interface the host's routing table picks: the default route or any more
@@ -37,12 +39,12 @@
  *
  * Nothing is left behind: the veth pair goes with the room's namespace (and
  * the helper deletes the host end itself when stopping a room, so a restart
- * never meets the old one), and net_room_down removes the room's elements
- * and chain, and flushes the connection tracker's entries of the room's
- * connections (ctnetlink, by mark); it is idempotent, so a crashed keeper's
- * leftovers go at the room's next start, stop or destroy.  The instance's
- * table goes when the last room is destroyed or the service stops
- * (stop-all), if no room's elements are left in it.
+ * never meets the old one), and net_room_down removes the room's counter
+ * from the cap's set (nf_tables netlink) and flushes the connection
+ * tracker's entries of the room's connections (ctnetlink, by mark); a
+ * crashed keeper's leftovers go at the room's next start, stop or destroy.
+ * The instance's table goes when the last room is destroyed or the service
+ * stops (stop-all), if no room's interface is left on the host.
  *
  * All of it happens in PID 1's network namespace (the packaged unit gives
  * roombox-fcgi, and so this helper, a private one with only lo).
@@ -53,12 +55,15 @@
  */
 #include "net.h"
 #include "errbuf.h"
+#include "netlink.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if_link.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -103,7 +108,6 @@ struct names {
 	char table[32];      /* roombox_<8 hex> */
 	char prefix[12];     /* rb<6 hex>- */
 	char host_if[IFNAMSIZ];
-	char chain[16];      /* r<slot> */
 	uint32_t block;      /* 100.B.0.0, host byte order */
 	uint32_t host_addr;  /* host end of the room's /31 */
 	uint32_t room_addr;
@@ -148,10 +152,10 @@ static int names_room(const struct room *r, struct names *n, char *err, size_t e
 		return ERR("room %s: network: slot %d is past the %d rooms the instance's "
 			   "address block holds", r->id, slot, NET_SLOTS);
 	snprintf(n->host_if, sizeof(n->host_if), "%s%d", n->prefix, slot);
-	snprintf(n->chain, sizeof(n->chain), "r%d", slot);
 	n->host_addr = n->block + 2u * ((uint32_t)slot + 1u);
 	n->room_addr = n->host_addr + 1u;
-	n->ct_mark = (instance_hash(r->cfg) & 0xffff0000u) | (uint32_t)slot;
+	/* the rules mark with the raw bytes of the source address */
+	n->ct_mark = htonl(n->room_addr);
 	return 0;
 }
 
@@ -251,75 +255,6 @@ int net_keeper_setup(const struct room *r, char *err, size_t errlen)
 
 /* ---- rtnetlink ----------------------------------------------------------- */
 
-struct nlreq {
-	struct nlmsghdr h;
-	char buf[1024];
-};
-
-static struct rtattr *nl_attr(struct nlreq *q, unsigned short type, const void *data, size_t len)
-{
-	struct rtattr *a = (struct rtattr *)((char *)&q->h + NLMSG_ALIGN(q->h.nlmsg_len));
-	a->rta_type = type;
-	a->rta_len = (unsigned short)RTA_LENGTH(len);
-	if (len)
-		memcpy(RTA_DATA(a), data, len);
-	q->h.nlmsg_len = NLMSG_ALIGN(q->h.nlmsg_len) + RTA_ALIGN(a->rta_len);
-	return a;
-}
-
-static void nl_nest_end(struct nlreq *q, struct rtattr *a)
-{
-	a->rta_len = (unsigned short)((char *)&q->h + q->h.nlmsg_len - (char *)a);
-}
-
-static void *nl_tail(struct nlreq *q, size_t len)
-{
-	void *p = (char *)&q->h + NLMSG_ALIGN(q->h.nlmsg_len);
-	memset(p, 0, len);
-	q->h.nlmsg_len = NLMSG_ALIGN(q->h.nlmsg_len) + (uint32_t)NLMSG_ALIGN(len);
-	return p;
-}
-
-static void nl_init(struct nlreq *q, uint16_t type, uint16_t flags)
-{
-	memset(q, 0, sizeof(*q));
-	q->h.nlmsg_len = NLMSG_LENGTH(0);
-	q->h.nlmsg_type = type;
-	q->h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-	q->h.nlmsg_seq = 1;
-}
-
-/* Send one request and read its acknowledgement: 0 or -errno. */
-static int nl_talk(int fd, struct nlreq *q)
-{
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	if (sendto(fd, &q->h, q->h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
-		return -errno;
-	char buf[4096];
-	for (;;) {
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n))
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				struct nlmsgerr *e = NLMSG_DATA(h);
-				return e->error;
-			}
-	}
-}
-
-static int nl_open(void)
-{
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	if (fd >= 0) {
-		struct timeval tv = { 5, 0 };   /* the kernel answers at once */
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
-	return fd;
-}
-
 /* host_if in the helper's namespace, eth0 in the namespace ns_fd. */
 static int veth_create(int nl, const char *host_if, int ns_fd)
 {
@@ -415,7 +350,7 @@ static int room_sockets(pid_t keeper, int *ns_fd, int *nl, int *s)
 			close(self);
 		return -e;
 	}
-	*nl = nl_open();
+	*nl = nl_open(NETLINK_ROUTE);
 	*s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int e = errno;
 	/* back home: failing that, nothing else of this helper may run */
@@ -427,56 +362,40 @@ static int room_sockets(pid_t keeper, int *ns_fd, int *nl, int *s)
 
 /* ---- nftables ------------------------------------------------------------ */
 
-/* A running `nft -f -`: its pid and the read end of its stderr. */
-struct nft_job {
-	pid_t pid;
-	int out;
-};
-
-/* Start NET_NFT -f - with `script` on stdin (written whole before this
- * returns: scripts are far below a pipe's capacity).  The program must be
- * root's and writable by root alone, and runs with an empty environment;
- * hold (a lock descriptor, or -1) is kept open in it as fd 3 until it exits,
- * and closed here.  0, or -1 with why. */
-static int nft_spawn(const char *script, bool with_stdout, int hold, struct nft_job *j,
-		     char *why, size_t whylen)
+/* Run NET_NFT -f - with `script` on stdin (written whole at once: scripts
+ * are far below a pipe's capacity).  The program must be root's and
+ * writable by root alone, and runs with an empty environment.  0, or -1
+ * with why (the first bytes nft printed, or what failed). */
+static int nft_run(const char *script, char *why, size_t whylen)
 {
 	struct stat st;
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
-	j->pid = -1;
-	j->out = -1;
+	pid_t pid = -1;
+	why[0] = '\0';
 	if (stat(NET_NFT, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
 		snprintf(why, whylen, "%s: missing, or not root's and writable by root alone "
 			 "(install nftables)", NET_NFT);
 	else if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		snprintf(why, whylen, "pipe: %s", strerror(errno));
-	else if ((j->pid = fork()) < 0)
+	else if ((pid = fork()) < 0)
 		snprintf(why, whylen, "fork: %s", strerror(errno));
-	if (j->pid == 0) {
+	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if ((hold >= 0 && dup2(hold, 3) < 0) || dup2(in[0], 0) < 0 ||
-		    dup2(with_stdout ? out[1] : null, 1) < 0 || dup2(out[1], 2) < 0)
+		if (dup2(in[0], 0) < 0 || dup2(null, 1) < 0 || dup2(out[1], 2) < 0)
 			_exit(126);
-		syscall(SYS_close_range, hold >= 0 ? 4 : 3, ~0U, 0);
 		char *argv[] = { "nft", "-f", "-", NULL };
 		char *envp[] = { NULL };
 		execve(NET_NFT, argv, envp);
 		_exit(127);
 	}
-	if (hold >= 0)
-		close(hold);
-	if (in[0] >= 0)
-		close(in[0]);
-	if (out[1] >= 0)
-		close(out[1]);
-	if (j->pid < 0) {
-		if (in[1] >= 0)
-			close(in[1]);
-		if (out[0] >= 0)
-			close(out[0]);
-		return -1;
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0 && (i == 0 || pid < 0))
+			close(in[i]);
+		if (out[i] >= 0 && (i == 1 || pid < 0))
+			close(out[i]);
 	}
-	j->out = out[0];
+	if (pid < 0)
+		return -1;
 	size_t len = strlen(script), off = 0;
 	while (off < len) {
 		ssize_t w = write(in[1], script + off, len - off);
@@ -487,40 +406,24 @@ static int nft_spawn(const char *script, bool with_stdout, int hold, struct nft_
 		off += (size_t)w;
 	}
 	close(in[1]);
-	return 0;
-}
-
-/* Wait for nft; its output (the first bytes; stdout too when it was asked
- * for) in why.  0 if it succeeded. */
-static int nft_finish(struct nft_job *j, char *why, size_t whylen, bool keep_newlines)
-{
 	/* read to the end (keeping the first bytes): a full pipe would block
 	 * nft, and this helper waiting for it, for ever */
 	size_t got = 0;
 	ssize_t k;
 	char sink[4096];
-	while ((k = got < whylen - 1 ? read(j->out, why + got, whylen - 1 - got)
-				     : read(j->out, sink, sizeof(sink))) > 0 || (k < 0 && errno == EINTR))
+	while ((k = got < whylen - 1 ? read(out[0], why + got, whylen - 1 - got)
+				     : read(out[0], sink, sizeof(sink))) > 0 || (k < 0 && errno == EINTR))
 		if (k > 0 && got < whylen - 1)
 			got += (size_t)k;
 	why[got] = '\0';
-	close(j->out);
+	close(out[0]);
 	int status = 0;
-	while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	for (char *c = why; *c && !keep_newlines; c++)
+	for (char *c = why; *c; c++)
 		if (*c == '\n')
 			*c = ' ';
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-static int nft_run(const char *script, char *why, size_t whylen, bool with_stdout)
-{
-	struct nft_job j;
-	why[0] = '\0';
-	if (nft_spawn(script, with_stdout, -1, &j, why, whylen) < 0)
-		return -1;
-	return nft_finish(&j, why, whylen, with_stdout);
 }
 
 struct script {
@@ -583,41 +486,44 @@ static void say_policy(struct script *s, const struct config *cfg, const struct 
 	say_list(s, n, chain, &cfg->egress_allow, "accept");
 }
 
-/* The instance's table, its common chains flushed and written again: the
- * whole of it is one transaction with the room's part, so no packet ever
- * meets half a policy. */
+/* The instance's table, whole: every rule is common to the rooms, so a
+ * room's start adds nothing to it.  Loaded as one transaction that first
+ * deletes the table as it was (a changed configuration, or a table of an
+ * earlier version), so no packet ever meets half a policy.
+ *
+ *   anti-spoofing: a room's packet must come from an address routed back
+ *     through the interface it came in on (a strict reverse-path check: the
+ *     host routes a room's /31 to its veth and nothing else there);
+ *   the connection cap: a dynamic set keyed by the (so checked) source
+ *     address counts each room's tracked connections;
+ *   the conntrack mark: the source address itself (@nh,96,32 is it, raw),
+ *     so net_room_down flushes a room's entries by its address alone. */
 static void say_instance(struct script *s, const struct config *cfg, const struct names *n)
 {
-	static const char *const chains[] = { "forward", "input", "output", "postrouting", "out", "to_host" };
 	char block[24];
 	ip4_text(n->block, block, sizeof(block));
 	const char *t = n->table, *p = n->prefix;
 
-	say(s, "add table inet %s\n", t);
+	say(s, "add table inet %s\ndelete table inet %s\nadd table inet %s\n", t, t, t);
 	say(s, "add chain inet %s forward { type filter hook forward priority filter - 5; policy accept; }\n", t);
 	say(s, "add chain inet %s input { type filter hook input priority filter - 5; policy accept; }\n", t);
 	say(s, "add chain inet %s output { type filter hook output priority filter - 5; policy accept; }\n", t);
 	say(s, "add chain inet %s postrouting { type nat hook postrouting priority srcnat + 5; policy accept; }\n", t);
-	say(s, "add chain inet %s out\nadd chain inet %s to_host\n", t, t);
-	say(s, "add map inet %s rooms { type ifname : verdict; }\n", t);
-	say(s, "add set inet %s rooms_src { type ifname . ipv4_addr; }\n", t);
+	say(s, "add chain inet %s from_room\nadd chain inet %s out\nadd chain inet %s to_host\n", t, t, t);
+	say(s, "add set inet %s conns { type ipv4_addr; size 65536; flags dynamic; }\n", t);
 	say(s, "add set inet %s forbidden { type ipv4_addr; flags interval; }\n", t);
-	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
-		say(s, "flush chain inet %s %s\n", t, chains[i]);
-	say(s, "flush set inet %s forbidden\n", t);
 	say(s, "add element inet %s forbidden { %s }\n", t, forbidden);
 
-	say(s, "add rule inet %s forward iifname \"%s*\" meta nfproto != ipv4 drop\n", t, p);
-	say(s, "add rule inet %s forward iifname \"%s*\" iifname . ip saddr != @rooms_src drop\n", t, p);
-	/* the room's chain (its cap, its conntrack mark) then the policy; an
-	 * interface not in the map failed the anti-spoofing check already */
-	say(s, "add rule inet %s forward iifname \"%s*\" iifname vmap @rooms\n", t, p);
+	say(s, "add rule inet %s from_room meta nfproto != ipv4 drop\n", t);
+	say(s, "add rule inet %s from_room fib saddr . iif oif missing drop\n", t);
+	say(s, "add rule inet %s from_room ct state new add @conns { ip saddr ct count over %d } reject\n",
+	    t, cfg->egress_conns);
+	say(s, "add rule inet %s from_room ct state new ct mark set @nh,96,32\n", t);
+	say(s, "add rule inet %s forward iifname \"%s*\" jump from_room\n", t, p);
 	say(s, "add rule inet %s forward iifname \"%s*\" jump out\n", t, p);
 	say(s, "add rule inet %s forward oifname \"%s*\" ct state established,related accept\n", t, p);
 	say(s, "add rule inet %s forward oifname \"%s*\" drop\n", t, p);
-	say(s, "add rule inet %s input iifname \"%s*\" meta nfproto != ipv4 drop\n", t, p);
-	say(s, "add rule inet %s input iifname \"%s*\" iifname . ip saddr != @rooms_src drop\n", t, p);
-	say(s, "add rule inet %s input iifname \"%s*\" iifname vmap @rooms\n", t, p);
+	say(s, "add rule inet %s input iifname \"%s*\" jump from_room\n", t, p);
 	say(s, "add rule inet %s input iifname \"%s*\" jump to_host\n", t, p);
 	/* nor does the host open connections into a room (any local user could) */
 	say(s, "add rule inet %s output oifname \"%s*\" ct state established,related accept\n", t, p);
@@ -631,47 +537,106 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add rule inet %s to_host reject with icmpx type admin-prohibited\n", t);
 }
 
-/* The room's elements; made idempotent by adding before deleting. */
-static void say_room_down(struct script *s, const struct names *n)
+/* FNV-1a, 64 bits: names the rules a configuration makes. */
+static uint64_t text_hash(const char *t)
 {
-	char a[16];
-	ip4_text(n->room_addr, a, sizeof(a));
-	const char *t = n->table;
-	say(s, "add table inet %s\n", t);
-	say(s, "add map inet %s rooms { type ifname : verdict; }\n", t);
-	say(s, "add set inet %s rooms_src { type ifname . ipv4_addr; }\n", t);
-	say(s, "add chain inet %s %s\n", t, n->chain);
-	say(s, "add element inet %s rooms { \"%s\" : jump %s }\n", t, n->host_if, n->chain);
-	say(s, "add element inet %s rooms_src { \"%s\" . %s }\n", t, n->host_if, a);
-	say(s, "delete element inet %s rooms { \"%s\" }\n", t, n->host_if);
-	say(s, "delete element inet %s rooms_src { \"%s\" . %s }\n", t, n->host_if, a);
-	say(s, "flush chain inet %s %s\n", t, n->chain);
-	say(s, "delete chain inet %s %s\n", t, n->chain);
+	uint64_t h = 14695981039346656037ull;
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 1099511628211ull;
+	return h;
 }
 
-static void say_room_up(struct script *s, const struct config *cfg, const struct names *n)
+/* ---- nf_tables over netlink: a room's start and stop run no program ------ */
+
+static void nft_msg(struct nlreq *q, uint16_t msg, uint16_t flags, const struct names *n,
+		    unsigned short table_attr)
 {
-	char a[16];
-	ip4_text(n->room_addr, a, sizeof(a));
-	const char *t = n->table;
-	say(s, "add chain inet %s %s\n", t, n->chain);
-	say(s, "flush chain inet %s %s\n", t, n->chain);
-	say(s, "add rule inet %s %s ct state new ct count over %d reject\n", t, n->chain, cfg->egress_conns);
-	say(s, "add rule inet %s %s ct state new ct mark set 0x%08x\n", t, n->chain, n->ct_mark);
-	say(s, "add element inet %s rooms { \"%s\" : jump %s }\n", t, n->host_if, n->chain);
-	say(s, "add element inet %s rooms_src { \"%s\" . %s }\n", t, n->host_if, a);
+	nl_init(q, (NFNL_SUBSYS_NFTABLES << 8) | msg, flags);
+	struct nfgenmsg *g = nl_tail(q, sizeof(*g));
+	g->nfgen_family = NFPROTO_INET;
+	g->version = NFNETLINK_V0;
+	nl_attr(q, table_attr, n->table, strlen(n->table) + 1);
 }
 
-/* The connection tracker's entries of a room's connections (marked by its
- * chain): flushed with one ctnetlink request, so a stopped room leaves none
- * behind and a room that gets its slot later inherits none. */
+/* One request over a fresh NETLINK_NETFILTER socket: 0 or -errno. */
+static int nf_talk(struct nlreq *q, bool batch)
+{
+	int fd = nl_open(NETLINK_NETFILTER);
+	if (fd < 0)
+		return -errno;
+	int rc = batch ? nl_talk_batch(fd, q, NFNL_SUBSYS_NFTABLES) : nl_talk(fd, q);
+	close(fd);
+	return rc;
+}
+
+/* 1 if the instance's table has the chain `chain`, 0 if not (or no such
+ * table), or -errno. */
+static int nft_chain_exists(const struct names *n, const char *chain)
+{
+	struct nlreq q;
+	nft_msg(&q, NFT_MSG_GETCHAIN, 0, n, NFTA_CHAIN_TABLE);
+	nl_attr(&q, NFTA_CHAIN_NAME, chain, strlen(chain) + 1);
+	int rc = nf_talk(&q, false);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+static int nft_table_delete(const struct names *n)
+{
+	struct nlreq q;
+	nft_msg(&q, NFT_MSG_DELTABLE, 0, n, NFTA_TABLE_NAME);
+	int rc = nf_talk(&q, true);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* The room's counter in the conns set (made by the kernel at its first
+ * connection): gone with the room, none left for the next holder of its
+ * address.  No table, set or element: nothing to do. */
+static int nft_conns_forget(const struct names *n)
+{
+	struct nlreq q;
+	nft_msg(&q, NFT_MSG_DELSETELEM, 0, n, NFTA_SET_ELEM_LIST_TABLE);
+	nl_attr(&q, NFTA_SET_ELEM_LIST_SET, "conns", 6);
+	struct rtattr *list = nl_attr(&q, NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS, NULL, 0);
+	struct rtattr *elem = nl_attr(&q, NLA_F_NESTED | NFTA_LIST_ELEM, NULL, 0);
+	struct rtattr *key = nl_attr(&q, NLA_F_NESTED | NFTA_SET_ELEM_KEY, NULL, 0);
+	uint32_t be = htonl(n->room_addr);
+	nl_attr(&q, NFTA_DATA_VALUE, &be, 4);
+	nl_nest_end(&q, key);
+	nl_nest_end(&q, elem);
+	nl_nest_end(&q, list);
+	int rc = nf_talk(&q, true);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* The instance's table as this configuration makes it: loaded by nft only
+ * when the kernel has no table, or one made from other rules.  The table
+ * says which: it holds an empty chain named after the hash of the rules it
+ * was loaded with.  So a room's start usually runs no program at all.  The
+ * caller holds the state lock. */
+static int table_ensure(const struct config *cfg, const struct names *n, char *why, size_t whylen)
+{
+	static struct script s;
+	char gen[24];
+	memset(&s, 0, sizeof(s));
+	say_instance(&s, cfg, n);
+	snprintf(gen, sizeof(gen), "g%016llx", (unsigned long long)text_hash(s.text));
+	say(&s, "add chain inet %s %s\n", n->table, gen);
+	if (s.full)
+		return snprintf(why, whylen, "rules too long"), -1;
+	if (nft_chain_exists(n, gen) == 1)
+		return 0;
+	return nft_run(s.text, why, whylen);
+}
+
+/* The connection tracker's entries of a room's connections (marked with its
+ * address by the rules): flushed with one ctnetlink request, so a stopped
+ * room leaves none behind and a room that gets its address later inherits
+ * none. */
 static int conntrack_flush(uint32_t mark)
 {
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	int fd = nl_open(NETLINK_NETFILTER);
 	if (fd < 0)
 		return errno == EPROTONOSUPPORT ? 0 : -errno;   /* no netfilter: nothing tracked */
-	struct timeval tv = { 5, 0 };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	struct nlreq q;
 	nl_init(&q, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE, 0);
 	struct nfgenmsg *g = nl_tail(&q, sizeof(*g));
@@ -759,7 +724,7 @@ static bool addr_in_use(uint32_t addr)
 static int links_up(const struct room *r, const struct names *n, pid_t keeper, char *err, size_t errlen)
 {
 	int ns_fd, rnl, rs, rc;
-	int nl = nl_open();
+	int nl = nl_open(NETLINK_ROUTE);
 	if (nl < 0)
 		return ERR("room %s: network: netlink socket: %s", r->id, strerror(errno));
 	if ((rc = room_sockets(keeper, &ns_fd, &rnl, &rs)) < 0) {
@@ -816,67 +781,31 @@ out:
 	return rc < 0 ? -1 : 0;
 }
 
-/* The rules of a starting room, loaded by an nft started in net_prepare
- * and waited for in net_room_up: nft's start-up (most of egress's cost)
- * runs while the keeper builds the room's root. */
-static struct {
-	bool started;
-	struct nft_job job;
-	char err[512];       /* why net_prepare could not start it */
-} pending;
+/* The room's connection counter, then its tracked connections: at its stop,
+ * and at its start (a keeper killed from outside left both behind, the
+ * counter still counting them against the new life's cap).  0 or -errno. */
+static int forget_connections(const struct names *n)
+{
+	int rc = nft_conns_forget(n);
+	return rc < 0 ? rc : conntrack_flush(n->ct_mark);
+}
+
+/* Why net_prepare could not make the host ready, for net_room_up to say. */
+static char prepare_err[512];
 
 void net_prepare(const struct room *r)
 {
-	struct names n;
 	char why[512];
-	static struct script s;
+	prepare_err[0] = '\0';
 	if (r->cfg->network != NETWORK_EGRESS)
 		return;
 	resolv_prepare(r->cfg);
-	pending.started = false;
-	pending.err[0] = '\0';
-	if (names_room(r, &n, pending.err, sizeof(pending.err)) < 0)
-		return;
-	if (enter_host_net(why, sizeof(why)) < 0) {
-		snprintf(pending.err, sizeof(pending.err),
+	if (enter_host_net(why, sizeof(why)) < 0)
+		snprintf(prepare_err, sizeof(prepare_err),
 			 "room %s: network: enter the host's net namespace: %s", r->id, why);
-		return;
-	}
-	if (forwarding_on(why, sizeof(why)) < 0) {
-		snprintf(pending.err, sizeof(pending.err),
+	else if (forwarding_on(why, sizeof(why)) < 0)
+		snprintf(prepare_err, sizeof(prepare_err),
 			 "room %s: network: turn on net.ipv4.ip_forward: %s", r->id, why);
-		return;
-	}
-	memset(&s, 0, sizeof(s));
-	say_instance(&s, r->cfg, &n);
-	say_room_up(&s, r->cfg, &n);
-	/* nft holds the state lock until it exits: net_instance_remove (under
-	 * it) must not delete the table between this load and the room's
-	 * first packet; the keeper, forked later, never holds it */
-	int lock = room_state_lock(r->cfg);
-	if (s.full || nft_spawn(s.text, false, lock, &pending.job, why, sizeof(why)) < 0) {
-		if (s.full && lock >= 0)
-			close(lock);
-		snprintf(pending.err, sizeof(pending.err), "room %s: network: load the firewall rules "
-			 "(%s): %s", r->id, NET_NFT, s.full ? "rules too long" : why);
-		return;
-	}
-	pending.started = true;
-}
-
-/* Undo a start that failed half-way: the host end and the elements. */
-static void room_up_undo(const struct names *n)
-{
-	char why[512];
-	static struct script s;
-	int nl = nl_open();
-	if (nl >= 0) {
-		link_delete(nl, n->host_if);
-		close(nl);
-	}
-	memset(&s, 0, sizeof(s));
-	say_room_down(&s, n);
-	nft_run(s.text, why, sizeof(why), false);
 }
 
 int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen)
@@ -885,21 +814,25 @@ int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen)
 	char why[512];
 	if (r->cfg->network != NETWORK_EGRESS)
 		return 0;
-	if (!pending.started)
-		return ERR("%s", pending.err[0] ? pending.err : "network: net_prepare did not run");
-	pending.started = false;
-	if (names_room(r, &n, err, errlen) < 0) {   /* it did in net_prepare */
-		nft_finish(&pending.job, why, sizeof(why), false);
+	if (prepare_err[0])
+		return ERR("%s", prepare_err);
+	if (names_room(r, &n, err, errlen) < 0)
 		return -1;
-	}
-	int links = links_up(r, &n, keeper, err, errlen);
-	int rules = nft_finish(&pending.job, why, sizeof(why), false);
-	if (links == 0 && rules == 0)
-		return 0;
-	if (links == 0)
+	/* under the state lock: net_instance_remove (under it too) must not
+	 * delete the table between this check and the room's veth, which is
+	 * what tells it a room uses the table */
+	int lock = room_state_lock(r->cfg);
+	if (lock < 0)
+		return ERR("room %s: network: state lock: %s", r->id, strerror(errno));
+	int rc = table_ensure(r->cfg, &n, why, sizeof(why));
+	if (rc < 0)
 		ERR("room %s: network: load the firewall rules (%s): %s", r->id, NET_NFT, why);
-	room_up_undo(&n);
-	return -1;
+	else if ((rc = forget_connections(&n)) < 0)
+		ERR("room %s: network: clear what a crashed keeper left: %s", r->id, strerror(-rc));
+	else
+		rc = links_up(r, &n, keeper, err, errlen);
+	close(lock);
+	return rc;
 }
 
 int net_room_down(const struct room *r, char *err, size_t errlen)
@@ -914,41 +847,47 @@ int net_room_down(const struct room *r, char *err, size_t errlen)
 		return ERR("room %s: network: enter the host's net namespace: %s", r->id, why);
 	/* the namespace takes the pair with it, but asynchronously: delete the
 	 * host end now so a restart (or a check of the host) finds it gone */
-	int nl = nl_open();
+	int nl = nl_open(NETLINK_ROUTE);
 	int rc = nl < 0 ? -errno : link_delete(nl, n.host_if);
 	if (nl >= 0)
 		close(nl);
 	if (rc < 0)
 		return ERR("room %s: network: delete %s: %s", r->id, n.host_if, strerror(-rc));
-	static struct script s;
-	memset(&s, 0, sizeof(s));
-	say_room_down(&s, &n);
-	if (nft_run(s.text, why, sizeof(why), false) < 0)
-		return ERR("room %s: network: remove the firewall elements (%s): %s", r->id, NET_NFT, why);
-	/* after the rules: no new entry of the room can appear now */
-	if ((rc = conntrack_flush(n.ct_mark)) < 0)
-		return ERR("room %s: network: flush its conntrack entries: %s", r->id, strerror(-rc));
+	/* no packet of the room can come now */
+	if ((rc = forget_connections(&n)) < 0)
+		return ERR("room %s: network: forget its connections: %s", r->id, strerror(-rc));
 	return 0;
 }
 
-/* With egress, only when its map of rooms is empty: a room whose keeper
- * died keeps the table (and its elements) until the room starts again or
- * is destroyed.  With network = none (egress was switched off) whatever an
- * earlier egress life left goes: no room of this mode uses it, and the
- * callers run when no room runs (stop-all) or none is left (destroy).
- * Without nftables installed there is nothing to remove. */
+/* Whether an interface of the instance's rooms is on the host: a room that
+ * runs, or one starting (net_room_up makes it under the state lock). */
+static bool instance_links(const struct names *n)
+{
+	struct if_nameindex *all = if_nameindex();
+	bool found = all == NULL;   /* unknown: keep the table */
+	for (struct if_nameindex *i = all; i && i->if_index; i++)
+		if (strncmp(i->if_name, n->prefix, strlen(n->prefix)) == 0)
+			found = true;
+	if (all)
+		if_freenameindex(all);
+	return found;
+}
+
+/* With egress, only when no room's interface is on the host: a room whose
+ * keeper died lost its interface with its namespace, and its next start
+ * loads the table again.  With network = none (egress was switched off)
+ * whatever an earlier egress life left goes: no room of this mode uses it,
+ * and the callers run when no room runs (stop-all) or none is left
+ * (destroy).  Without nftables installed no table was ever loaded. */
 void net_instance_remove(const struct config *cfg)
 {
 	struct names n;
-	char out[4096], script[128];
 	struct stat st;
-	if (stat(NET_NFT, &st) < 0 || enter_host_net(out, sizeof(out)) < 0)
-		return;
+	char why[256];
 	names_instance(cfg, &n);
-	snprintf(script, sizeof(script), "list map inet %s rooms\n", n.table);
-	if (nft_run(script, out, sizeof(out), true) < 0 ||
-	    (cfg->network == NETWORK_EGRESS && strstr(out, "elements")))
-		return;   /* no table, or rooms in it */
-	snprintf(script, sizeof(script), "delete table inet %s\n", n.table);
-	nft_run(script, out, sizeof(out), false);
+	if (stat(NET_NFT, &st) < 0 || enter_host_net(why, sizeof(why)) < 0)
+		return;
+	if (cfg->network == NETWORK_EGRESS && instance_links(&n))
+		return;
+	nft_table_delete(&n);
 }

@@ -9,29 +9,32 @@
 #include "config.h"
 #include "room.h"
 
-/* The firewall program the helper runs (Debian's nftables). */
+/* The firewall program the helper runs to load an instance's table, when
+ * the kernel has none made from the current configuration (Debian's
+ * nftables); a room's start and stop speak netlink only. */
 #define NET_NFT "/usr/sbin/nft"
 
 /* In the helper, before the keeper is forked: work out the name servers the
- * room's /etc/resolv.conf will list (kept for net_keeper_setup), and start
- * loading the room's rules (waited for by net_room_up). */
+ * room's /etc/resolv.conf will list (kept for net_keeper_setup), and turn
+ * on IPv4 forwarding (a failure is said by net_room_up). */
 void net_prepare(const struct room *r);
 
 /* In the keeper, after pivot_root: write /etc/resolv.conf. 0 or -1. */
 int net_keeper_setup(const struct room *r, char *err, size_t errlen);
 
-/* In the helper, once the keeper is up: the veth pair (one end moved into
- * the keeper's net namespace), addresses, route and the room's firewall
- * elements.  0, or -1 with err naming the room and the step. */
+/* In the helper, once the keeper is up: the instance's firewall table
+ * (loaded if missing or made from another configuration), the veth pair
+ * (one end moved into the keeper's net namespace), addresses and route.
+ * Takes the state lock.  0, or -1 with err naming the room and the step. */
 int net_room_up(const struct room *r, pid_t keeper, char *err, size_t errlen);
 
 /* Remove what net_room_up put on the host (also after a crashed keeper).
  * 0, or -1 with err. */
 int net_room_down(const struct room *r, char *err, size_t errlen);
 
-/* Remove the instance's firewall table if no room has elements in it (or,
- * with network = none, at all).  The caller holds the state lock
- * (net_room_up loads rules under it), and no room runs. */
+/* Remove the instance's firewall table if no room's interface is on the
+ * host (or, with network = none, at all).  The caller holds the state lock
+ * (net_room_up makes a room's interface under it). */
 void net_instance_remove(const struct config *cfg);
 
 /* The name servers a room would use (IPv4, host byte order), at most max;
