@@ -37,7 +37,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 import uuid
 from pathlib import Path
 
