@@ -14,8 +14,8 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "cgroups, loop mounts, a setuid helper) and need root: run make check as root." >&2
 	exit 1
 fi
-if [ ! -d "$dir" ]; then
-	echo "tools/integration.sh: no such directory: $dir" >&2
+if [ ! -e "$dir" ]; then
+	echo "tools/integration.sh: no such file or directory: $dir" >&2
 	exit 1
 fi
 
