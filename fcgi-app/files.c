@@ -409,19 +409,24 @@ void api_files_get(struct request *rq, struct response *rs)
 
 /* ---- PUT: upload a file, or make a directory ---- */
 
+/* Every step after the cd works in the one directory it opened: a room that
+ * swaps the path's directories during the upload cannot split the steps
+ * between two places (the temporary file in one, the name in another). */
 static const char PUT_SCRIPT[] =
 	"d=${P%/*}; [ -n \"$d\" ] || d=/\n"
 	"if [ -d \"$P\" ]; then echo 'E isdir'; exit 0; fi\n"
-	"mkdir -p -- \"$d\" || exit 1\n"
-	"t=$(mktemp -p \"$d\" .roombox-upload.XXXXXX) || exit 1\n"
+	"mkdir -p -- \"$d\" && cd -- \"$d\" || exit 1\n"
+	"n=./${P##*/}\n"
+	"t=$(mktemp -p . .roombox-upload.XXXXXX) || exit 1\n"
 	"trap 'rm -f -- \"$t\"' EXIT\n"
 	"cat > \"$t\" || exit 1\n"
 	"[ \"$(stat -c %s \"$t\")\" = \"$SIZE\" ] || { echo 'E short'; exit 0; }\n"
+	"if [ -d \"$n\" ]; then echo 'E isdir'; exit 0; fi\n"
 	"if [ -n \"$MODE\" ]; then chmod \"$MODE\" \"$t\" || exit 1\n"
-	"elif [ -e \"$P\" ]; then chmod \"$(stat -L -c %a \"$P\")\" \"$t\" || exit 1\n"
+	"elif [ -e \"$n\" ]; then chmod \"$(stat -L -c %a \"$n\")\" \"$t\" || exit 1\n"
 	"else chmod \"$(printf '%o' $((0666 & ~$(umask))))\" \"$t\" || exit 1; fi\n"
-	"if [ -e \"$P\" ]; then w=replaced; else w=created; fi\n"
-	"mv -f -- \"$t\" \"$P\" || exit 1\n"
+	"if [ -e \"$n\" ]; then w=replaced; else w=created; fi\n"
+	"mv -f -- \"$t\" \"$n\" || exit 1\n"
 	"trap - EXIT\n"
 	"echo \"ok $w\"\n";
 

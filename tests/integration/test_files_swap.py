@@ -240,13 +240,19 @@ def test_upload_through_a_path_swapped_during_the_request(client, stack, room):
         if r.status in (200, 201):
             r.check_json()
             assert r.json == {"path": f"/workspace/d/{name}", "size": len(body)}, r
-            assert landed, f"PUT {name} answered {r.status} but the room has no such file"
+            # whole, in one place: every step of the upload worked in the
+            # one directory it opened, however the path was swapped
+            assert list(landed.values()) == ["whole"], f"PUT {name} answered {r.status}: {landed}"
             outcome[name] = f"{user}: {r.status}, in {landed}"
         else:
-            outcome[name] = f"{user}: {r.status} {json_error(r)!r}" + (f", yet in {landed}" if landed else "")
+            json_error(r)
+            # nothing half written under the target name (SPEC §8.2)
+            assert not landed, f"PUT {name} answered {r.status} {json_error(r)!r}, yet in {landed}"
+            outcome[name] = f"{user}: {r.status} {json_error(r)!r}"
     temps = client.sh(room, f"ls -A {real[0]} / /usr/lib | grep -c '^\\.roombox-upload\\.' || true").strip()
     print(f"\n{stack.server}: " + "\n".join(f"{k}: {v}" for k, v in sorted(outcome.items()))
           + f"\ntemporary files left in the room: {temps}")
+    assert temps == "0", f"{temps} temporary upload files left in the room"
     # the race was real: at least one upload did not simply land in the
     # real directory (it went through a symlink, or failed)
     assert any("the real directory" not in v for v in outcome.values()), outcome
