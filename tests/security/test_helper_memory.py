@@ -8,7 +8,8 @@ The helper runs directly as root with a request on stdin, under GNU time
 hundred KiB, where a child of this Python process would inherit Python's
 peak in its ru_maxrss), and under an address-space limit of 1 GiB so that a
 helper without its bound fails the assertion instead of exhausting the
-machine.  max_body is 8M here, the largest a configuration accepts.
+machine.  max_body is 8M and output_limit 16M here, the largest a
+configuration accepts.
 """
 
 import json
@@ -21,7 +22,7 @@ from conftest import HELPER, unique_room
 from security_helpers import helper_answer
 
 SERVERS = ("nginx",)
-ROOMBOX_CONFIG = {"max_body": "8M"}
+ROOMBOX_CONFIG = {"max_body": "8M", "output_limit": "16M"}
 
 MAX_BODY = 8 << 20
 SLACK = 64 << 10                       # HELPER_REQUEST_SLACK
@@ -124,6 +125,24 @@ def test_exec_works_through_the_stack(client, stack, room):
          "stdin": "in\n"}).encode())
     assert rc == 0 and out["stdout"] == "in\né\n" and out["wait_status"] == 0, out
     assert peak < MEMORY_MAX
+
+
+def test_the_largest_output_limit_fits_the_budget(stack, client, room):
+    """The largest request (stdin of almost max_body) and a command filling
+    both streams past the largest output_limit: answered whole, within the
+    budget (config.c refuses a larger output_limit for this reason)."""
+    client.touch(room)
+    limit = 16 << 20
+    cmd = (f"head -c {limit + 4096} /dev/zero | tr '\\0' a; "
+           f"head -c {limit + 4096} /dev/zero | tr '\\0' b >&2; wc -c")
+    stdin = "x" * (MAX_BODY - 4096)
+    rc, out, peak = run_measured(stack, json.dumps(
+        {"op": "exec", "room": room, "cmd": cmd, "stdin": stdin}).encode())
+    assert rc == 0 and out["wait_status"] == 0, {k: v for k, v in out.items() if k not in ("stdout", "stderr")}
+    assert out["stdout_bytes"] == limit and out["stdout_truncated"] is True, out["stdout_bytes"]
+    assert out["stderr_bytes"] == limit and out["stderr_truncated"] is True, out["stderr_bytes"]
+    assert out["stdout"] == "a" * limit and out["stderr"] == "b" * limit
+    assert peak < MEMORY_MAX, f"the helper peaked at {peak >> 20} MiB"
 
 
 def test_env_no_shell_can_take_is_a_clear_error(client, room):

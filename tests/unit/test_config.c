@@ -853,6 +853,21 @@ static void test_max_body_is_bounded_by_the_helpers_budget(void **state)
 		     "request within a 64 MiB memory budget");
 }
 
+/* Both streams of an exec are held by the helper within the same budget: an
+ * output_limit that would not fit is an error naming the line, not execs
+ * with big outputs failing with "answer could not be built" later. */
+static void test_output_limit_is_bounded_by_the_helpers_budget(void **state)
+{
+	(void)state;
+	assert_int_equal(expect_ok("output_limit = 16M\n").output_limit, OUTPUT_LIMIT_MAX);
+	expect_error("output_limit = 16777217\n",
+		     "t.conf:1: output_limit (16777217 bytes) is above 16M: roombox-helper holds "
+		     "both streams of a command within a 64 MiB memory budget");
+	expect_error("workers = 2\noutput_limit = 1G\n",
+		     "t.conf:2: output_limit (1073741824 bytes) is above 16M: roombox-helper holds "
+		     "both streams of a command within a 64 MiB memory budget");
+}
+
 /* ---- the agent's keys (SPEC §8.6) ---- */
 
 static void test_llm_defaults(void **state)
@@ -1033,6 +1048,7 @@ int main(void)
 		cmocka_unit_test(test_load_rejects_nul_byte),
 		cmocka_unit_test(test_load_rejects_huge_file),
 		cmocka_unit_test(test_max_body_is_bounded_by_the_helpers_budget),
+		cmocka_unit_test(test_output_limit_is_bounded_by_the_helpers_budget),
 		cmocka_unit_test(test_llm_defaults),
 		cmocka_unit_test(test_llm_every_key),
 		cmocka_unit_test(test_llm_bad_values),
