@@ -151,9 +151,10 @@ FUZZ_CC     ?= clang
 FUZZ_S      ?= 300
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE $(DEFS) \
-               -Ifcgi-app -Isandbox-helper \
+               -Ifcgi-app -Isandbox-helper -Ictl \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(FUZZ_SAN)
-FUZZ_LIB_SRC := $(COMMON_SRC) $(FCGI_SRC) $(HELPER_SRC) $(wildcard sandbox-helper/keeper/*.c)
+FUZZ_LIB_SRC := $(COMMON_SRC) $(FCGI_SRC) $(HELPER_SRC) $(wildcard sandbox-helper/keeper/*.c) \
+               $(filter-out ctl/main.c,$(CTL_SRC))
 FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN    := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 LIB_FUZZ    := $(B)/fuzz/libroombox.a

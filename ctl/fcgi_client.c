@@ -167,11 +167,13 @@ static int connect_unix(const char *path, int timeout_s, char *err, size_t errle
 	return fd;
 }
 
-/* Read records until END_REQUEST; STDOUT into out. */
+/* Read records until END_REQUEST; STDOUT into out.  All records together
+ * (STDERR ones too) are bounded, so no peer keeps us reading for ever. */
 static int read_answer(int fd, struct buf *out, char *err, size_t errlen)
 {
 	uint8_t h[8];
 	char content[RECORD_MAX + 255];
+	size_t total = 0;
 
 	for (;;) {
 		size_t n, pad;
@@ -182,6 +184,11 @@ static int read_answer(int fd, struct buf *out, char *err, size_t errlen)
 		}
 		n = (size_t)h[4] << 8 | h[5];
 		pad = h[6];
+		total += 8 + n + pad;
+		if (total > 2 * (size_t)FCGI_CLIENT_ANSWER_MAX) {
+			set_err(err, errlen, "answer larger than %u bytes", 2 * FCGI_CLIENT_ANSWER_MAX);
+			return -1;
+		}
 		if (h[0] != 1 || read_all(fd, content, n + pad) < 0) {
 			set_err(err, errlen, "reading the answer: bad or short record");
 			return -1;
@@ -234,7 +241,7 @@ int fcgi_request(const char *socket_path, const char *const *params,
 		 struct fcgi_answer *ans, char *err, size_t errlen)
 {
 	static const uint8_t begin[8] = { 0, RESPONDER, 0 /* no keep-alive */ };
-	struct buf req = { 0 }, pairs = { 0 }, raw = { 0 };
+	struct buf req = { 0 }, pairs = { 0 };
 	int fd, rc = -1;
 
 	memset(ans, 0, sizeof(*ans));
@@ -250,12 +257,23 @@ int fcgi_request(const char *socket_path, const char *const *params,
 		goto out;
 	if (write_all(fd, req.data, req.len) < 0)
 		set_err(err, errlen, "sending the request: %s", strerror(errno));
-	else if (read_answer(fd, &raw, err, errlen) == 0)
-		rc = parse_cgi(&raw, ans, err, errlen);
+	else
+		rc = fcgi_read_answer(fd, ans, err, errlen);
 	close(fd);
 out:
 	free(req.data);
 	free(pairs.data);
+	return rc;
+}
+
+int fcgi_read_answer(int fd, struct fcgi_answer *ans, char *err, size_t errlen)
+{
+	struct buf raw = { 0 };
+	int rc = -1;
+
+	memset(ans, 0, sizeof(*ans));
+	if (read_answer(fd, &raw, err, errlen) == 0)
+		rc = parse_cgi(&raw, ans, err, errlen);
 	free(raw.data);
 	return rc;
 }

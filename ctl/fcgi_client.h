@@ -23,6 +23,12 @@ int fcgi_request(const char *socket_path, const char *const *params,
 		 const char *body, size_t body_len, int timeout_s,
 		 struct fcgi_answer *ans, char *err, size_t errlen);
 
+/* Read one answer from fd (FastCGI records up to END_REQUEST, then the CGI
+ * head): the bytes of roombox-fcgi, a less privileged process than the
+ * administrator running roomboxctl, so every length is checked and the
+ * whole is bounded.  0 with *ans filled, or -1 with a reason in err. */
+int fcgi_read_answer(int fd, struct fcgi_answer *ans, char *err, size_t errlen);
+
 void fcgi_answer_free(struct fcgi_answer *ans);
 
 #endif

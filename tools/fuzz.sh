@@ -63,13 +63,13 @@ run_one() {
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
 	# "#123 DONE cov: 456 ft: 789 corp: 42/3Kb ..." (the last status line)
-	status=$(grep -E '^#[0-9]+' "$log" | tail -n 1)
+	status=$(grep -aE '^#[0-9]+' "$log" | tail -n 1)
 	corp=$(sed -n 's/.* corp: \([^ ]*\).*/\1/p' <<< "$status")
 	cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<< "$status")
 	echo "fuzz $name: ${seconds}s, ${execs:-?} execs, ${rate:-?} exec/s," \
 	     "corpus ${corp:-?} (inputs/bytes), cov ${cov:-?}"
 	if [ $rc -ne 0 ]; then
-		grep -E '^==[0-9]+==|SUMMARY|runtime error|Test unit written|ALARM|out-of-memory' "$log" | head -n 20
+		grep -aE '^==[0-9]+==|SUMMARY|runtime error|Test unit written|ALARM|out-of-memory' "$log" | head -n 20
 		repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
 		echo "$name: exit $rc, reproducer ${repro:-none written} (log: $log)" > "$work/verdict"
 	fi
