@@ -10,8 +10,8 @@
  *   agent thread    (one per call, detached) system prompt + the last
  *                   llm_history messages + the new one -> the model
  *                   (llm.c) -> its reply through executeCommands
- *                   (runtags.c, commands run by messages.c's run_tag, as an
- *                   assistant message's are) -> with llm_rounds > 1 and
+ *                   (runtags.c, commands run by the runner messages.c
+ *                   passed in, as an assistant message's are) -> with llm_rounds > 1 and
  *                   commands run, the outputs go back to the model for
  *                   another reply -> the replies, joined by a blank line,
  *                   stored as one assistant message -> 201
@@ -45,7 +45,6 @@
 
 #include "http.h"
 #include "llm.h"
-#include "messages.h"
 #include "runtags.h"
 #include "store.h"
 #include "textenc.h"
@@ -193,7 +192,8 @@ int agent_init(struct app *app, char *err, size_t errlen)
 
 struct agent_job {
 	struct app *app;
-	struct request rq;            /* app and room, for messages_run_tag */
+	struct request rq;            /* app and room, for run */
+	runtags_exec_fn *run;         /* runs one command in the room (messages.c's) */
 	json_object *message;         /* the stored user message */
 	bool stream;                  /* Accept: text/event-stream */
 	struct http_output out;
@@ -422,7 +422,7 @@ static int run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_ex
 		add_text(ev, "cmd", cmd, cmd_len);
 		stream_event(job, ev);
 	}
-	rc = messages_run_tag(&job->rq, cmd, cmd_len, res);
+	rc = job->run(&job->rq, cmd, cmd_len, res);
 	job->ran = true;
 	summary = runtags_summary(rc, res, &summary_len);
 	if (!summary)
@@ -630,7 +630,8 @@ static bool wants_event_stream(const struct request *rq)
 	return accept && strstr(accept, "text/event-stream");
 }
 
-void agent_post(struct request *rq, struct response *rs, const char *content, size_t len)
+void agent_post(struct request *rq, struct response *rs, const char *content, size_t len,
+		runtags_exec_fn *run)
 {
 	struct agent_job *job;
 	json_object *message = NULL;
@@ -651,6 +652,7 @@ void agent_post(struct request *rq, struct response *rs, const char *content, si
 	job->app = rq->app;
 	job->rq.app = rq->app;
 	memcpy(job->rq.room, rq->room, sizeof(job->rq.room));
+	job->run = run;
 	job->stream = wants_event_stream(rq);
 	clock_gettime(CLOCK_MONOTONIC, &job->start);
 	if (store_append(rq->room, "user", content, len, &message, err, sizeof(err)) < 0) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "app.h"
+#include "runtags.h"
 
 /* Model calls in flight at once, over all rooms; past it a user message
  * gets 503 with Retry-After (and is not stored, so a retry does not
@@ -26,8 +27,11 @@ int agent_init(struct app *app, char *err, size_t errlen);
 
 /* A validated user message for the model: take a call slot, store the
  * message, and set rs->later so that main.c hands the connection to a
- * thread of the agent's own; or answer now (503, 500). */
+ * thread of the agent's own; or answer now (503, 500).  run runs one of
+ * the model's <run> commands in the room, ctx a struct request * of the
+ * room: the messages route passes the one its assistant messages use, so
+ * the model's commands run exactly as theirs do. */
 void agent_post(struct request *rq, struct response *rs,
-		const char *content, size_t content_len);
+		const char *content, size_t content_len, runtags_exec_fn *run);
 
 #endif

@@ -93,7 +93,7 @@ route_handler api_processes_kill_all, api_rooms_restart;
 route_handler api_exec_post;
 /* messages.c */
 route_handler api_messages_list, api_messages_post;
-/* metrics.c */
+/* metrics_scrape.c */
 route_handler api_metrics_get;
 /* rooms.c */
 route_handler api_rooms_stop;

@@ -428,7 +428,8 @@ struct helper_run *helper_start(const struct helper_target *target, json_object 
 	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
 	if (child_spawn(target, &run->c, req, req_len, alone, pass, err) < 0) {
 		atomic_fetch_sub(&calls_running, 1);
-		metrics_helper_call_done(request, NULL, err, metrics_now_ns() - run->start_ns);
+		metrics_helper_call_done(request, NULL, err->http_status,
+					 metrics_now_ns() - run->start_ns);
 		json_object_put(run->request);
 		free(run);
 		return NULL;
@@ -479,7 +480,8 @@ json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
 	}
 	/* every call is timed and counted (metrics.c): the request log's
 	 * helper time, helper errors by op, an exec's outcome */
-	metrics_helper_call_done(run->request, out, err, metrics_now_ns() - run->start_ns);
+	metrics_helper_call_done(run->request, out, err->http_status,
+				 metrics_now_ns() - run->start_ns);
 	json_object_put(run->request);
 	free(run);
 	if (talk < 0)

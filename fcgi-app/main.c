@@ -90,7 +90,8 @@
 #include "protocol.h"
 #include "http.h"
 #include "metrics.h"
-#include "preview.h"
+#include "preview_relay.h"
+#include "preview_store.h"
 #include "router.h"
 
 #define LISTEN_BACKLOG 1024   /* as lighttpd's fastcgi listen-backlog: a burst past the workers waits, not a 502 */
@@ -608,7 +609,7 @@ static int open_message_store(void)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		return -1;
 	}
-	/* preview exposures (preview.c) live beside the messages */
+	/* preview exposures (preview_store.c) live beside the messages */
 	snprintf(dir, sizeof(dir), "%s/previews", app.cfg.state_dir);
 	if (preview_store_init(dir, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: %s\n", err);

@@ -12,12 +12,12 @@
 #include "agent.h"
 #include "exec.h"
 #include "http.h"
-#include "messages.h"
 #include "runtags.h"
 #include "store.h"
 
 /* One <run> command: the sandbox's stdout and stderr (already valid UTF-8),
- * or the bare reason it could not run, which the seed appends as is. */
+ * or the bare reason it could not run, which the seed appends as is.  The
+ * agent runs the model's commands through it too (handed to agent_post). */
 static int run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_exec_result *res)
 {
 	struct request *rq = ctx;
@@ -78,7 +78,7 @@ void api_messages_post(struct request *rq, struct response *rs)
 		return;
 	}
 	if (strcmp(m.role, "user") == 0 && agent_enabled(rq->app)) {
-		agent_post(rq, rs, m.content, m.content_len);   /* SPEC §8.6 */
+		agent_post(rq, rs, m.content, m.content_len, run_tag);   /* SPEC §8.6 */
 		return;
 	}
 	const char *content = m.content;
@@ -104,9 +104,4 @@ void api_messages_post(struct request *rq, struct response *rs)
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "message", message);
 	response_json(rs, 201, answer);
-}
-
-int messages_run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_exec_result *res)
-{
-	return run_tag(ctx, cmd, cmd_len, res);
 }

@@ -19,10 +19,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "http.h"
 #include "metrics.h"
 #include "protocol.h"
-#include "router.h"
 
 /* 1 ms ... 10 min: an exec of `true` is a few ms, exec_timeout_max is 10m. */
 static const uint64_t bucket_ns[] = {
@@ -196,11 +194,11 @@ enum exec_outcome metrics_exec_outcome(json_object *reply)
 }
 
 void metrics_helper_call_done(json_object *request, json_object *reply,
-			      const struct helper_error *err, uint64_t ns)
+			      int err_status, uint64_t ns)
 {
 	json_object *v;
 	const char *op = NULL;
-	bool failed = !reply && err->http_status >= 500;
+	bool failed = !reply && err_status >= 500;
 
 	thread_helper_ns += ns;
 	if (json_object_object_get_ex(request, HK_OP, &v))
@@ -440,57 +438,4 @@ char *metrics_render(const struct metrics_rooms *rooms, metrics_slot_name_fn *sl
 	}
 	*len = n;
 	return text;
-}
-
-/* ---- GET /metrics ------------------------------------------------------ */
-
-/* Count the rooms by state: one helper "list" per scrape. */
-static struct metrics_rooms rooms_now(struct app *app)
-{
-	struct helper_target target = app_helper(app);
-	struct metrics_rooms r = { 0 };
-	struct helper_error err;
-	json_object *req = json_object_new_object(), *reply, *list, *st;
-	size_t i, n;
-
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_LIST));
-	reply = helper_call(&target, req, 30 * 1000, &err);
-	json_object_put(req);
-	if (!reply) {
-		fprintf(stderr, "roombox-fcgi: metrics: list rooms: %s\n", err.message);
-		return r;
-	}
-	if (json_object_object_get_ex(reply, HK_ROOMS, &list) &&
-	    json_object_is_type(list, json_type_array)) {
-		r.known = true;
-		n = json_object_array_length(list);
-		for (i = 0; i < n; i++) {
-			json_object *room = json_object_array_get_idx(list, i);
-			bool running = json_object_object_get_ex(room, HK_RUNNING, &st) &&
-				       json_object_get_boolean(st);
-
-			if (running)
-				r.running++;
-			else
-				r.stopped++;
-		}
-	}
-	json_object_put(reply);
-	return r;
-}
-
-void api_metrics_get(struct request *rq, struct response *rs)
-{
-	struct metrics_rooms rooms = rooms_now(rq->app);
-	size_t len = 0;
-	char *text = metrics_render(&rooms, router_slot_name, &len);
-
-	if (!text) {
-		response_error(rs, 500, "out of memory");
-		return;
-	}
-	rs->status = 200;
-	rs->text = text;
-	rs->text_len = len;
-	rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }

@@ -5,7 +5,8 @@
  * Label values come only from bounded sets the program itself defines (the
  * route table's patterns, HTTP status codes, helper op names, the outcome
  * enums below), never from a client's bytes.  The rooms gauge is read from
- * the helper (op "list") when /metrics is asked for, not kept here.
+ * the helper (op "list") when /metrics is asked for, not kept here
+ * (metrics_scrape.c answers GET /metrics).
  *
  * For code other than the request pipeline: each family below has one
  * obvious call (metrics_room_started, metrics_idle_stops_add,
@@ -17,9 +18,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
-
-#include "app.h"
-#include "helper_client.h"
 
 /* Route slots (router.c hands them out: one per pattern and method, one per
  * pattern for "a method it does not serve", one for "no such path"). */
@@ -55,9 +53,11 @@ void metrics_processes_running_add(int delta);
 void metrics_llm_request(enum llm_outcome outcome);
 
 /* Called by helper_call for every call: adds to this thread's helper time,
- * counts helper errors by op, and an exec's outcome and duration. */
+ * counts helper errors by op, and an exec's outcome and duration.  reply
+ * is NULL for a failed call, err_status then its HTTP status (a
+ * helper_error's http_status). */
 void metrics_helper_call_done(json_object *request, json_object *reply,
-			      const struct helper_error *err, uint64_t ns);
+			      int err_status, uint64_t ns);
 
 /* Time this thread spent in helper calls since the last take (the request
  * log's helper time); resets it. */

@@ -13,7 +13,7 @@
  *   PREVIEW_RELAYS_MAX (a connection past that gets 503 at once).  Each
  *   reads the request head (at most PREVIEW_HEAD_MAX bytes, within
  *   PREVIEW_HEAD_MS), finds the token (preview_head.c), looks the exposure
- *   up (preview.c), and asks the room's connector for a connection to the
+ *   up (preview_store.c), and asks the room's connector for a connection to the
  *   port inside the room (op port-connect in serve mode, see "connectors"
  *   below: a helper that joined the room's network namespace and sends
  *   sockets back over a socketpair).  No privilege or namespace is ever
@@ -28,7 +28,7 @@
  * - Unexposing or cleaning up a room revokes its tokens: running relays
  *   of the token are shut down (both sockets), so an open WebSocket ends
  *   with the exposure. */
-#include "preview.h"
+#include "preview_relay.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +48,8 @@
 
 #include "helper_client.h"
 #include "http.h"
+#include "preview_head.h"
+#include "preview_store.h"
 #include "protocol.h"
 
 #define RELAY_BUF (64u << 10)

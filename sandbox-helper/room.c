@@ -20,7 +20,6 @@
 
 #include "disk.h"
 #include "minijson.h"
-#include "userns.h"
 #include "errbuf.h"
 #include "timefmt.h"
 
@@ -209,6 +208,11 @@ static int room_file_write(const char *dir, const char *name, const char *data, 
 static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
 {
 	return room_file_write(dir, name, data, len, true);
+}
+
+uid_t room_host_id(const struct room *r, unsigned id)
+{
+	return r->cfg->uid_base + (uid_t)r->slot * ROOM_ID_COUNT + id;
 }
 
 static void room_set_slot(struct room *r, int slot)

@@ -17,7 +17,7 @@
  *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
  *   <state_dir>/slots/<n>              symlink to the id of the room whose ids
  *                                      0-65535 are host ids uid_base + n * 65536
- *                                      onwards (userns.h)
+ *                                      onwards (room_host_id)
  *   <state_dir>/.disk-<bytes>.img      empty ext4 image each room disk is copied from
  *   <run_dir>/rooms/<id>/lock          serialises start/stop/destroy of a room
  *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
@@ -44,12 +44,22 @@ struct room {
 	char state[PATH_MAX];     /* <state_dir>/rooms/<id> */
 	char run[PATH_MAX];       /* <run_dir>/rooms/<id> */
 	int slot;                 /* -1 until loaded */
-	uid_t uid;                /* host ids of the room's root (userns.h) */
+	uid_t uid;                /* host ids of the room's root (room_host_id) */
 	gid_t gid;
 	bool ids_room;            /* its disk holds room-relative ids (meta) */
 	char created_at[32];
 	int lock_fd;              /* -1 when not locked */
 };
+
+/* A room's ids 0-65535 are host ids uid_base + slot * 65536 upwards, a
+ * range of that room alone (config.c checks that every range stays below
+ * 2^31; uid_base is at least 1000, so no room id is ever host id 0).  The
+ * room's user namespace maps them (userns.h). */
+#define ROOM_ID_COUNT 65536u
+#define ROOM_USER_ID 1000u       /* the room's `user` */
+
+/* The host id of room id `id` (0-65535); the room's slot must be set. */
+uid_t room_host_id(const struct room *r, unsigned id);
 
 /* err, a message naming host paths, goes whole to stderr (the service
  * log); what is left for the client is "room <id>: <step>: <cause>", the

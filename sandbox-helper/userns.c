@@ -19,11 +19,6 @@
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 
-uid_t room_host_id(const struct room *r, unsigned id)
-{
-	return r->cfg->uid_base + (uid_t)r->slot * ROOM_ID_COUNT + id;
-}
-
 static int write_text(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);

@@ -2,9 +2,7 @@
  * files with the room's own ids.
  *
  * Each room's ids 0-65535 map onto host ids room_host_id(r, 0) ...
- * room_host_id(r, 65535): uid_base + slot * 65536 upwards, a range of that
- * room alone (config.c checks that every range stays below 2^31; uid_base
- * is at least 1000, so no room id is ever host id 0).
+ * room_host_id(r, 65535), the range of the room's uid slot (room.h).
  *
  * Files keep room-relative ids on disk: the room's disk (its upper layers)
  * and the lower trees are mounted through an idmapped mount of the room's
@@ -18,12 +16,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "room.h"
-
-#define ROOM_ID_COUNT 65536u
-#define ROOM_USER_ID 1000u       /* the room's `user` */
-
-/* The host id of room id `id` (0-65535). */
-uid_t room_host_id(const struct room *r, unsigned id);
 
 /* Make the room's user namespace (a child creates it, this process writes
  * its maps) and return a descriptor for it, or -1 with err.  Runs as host

@@ -154,10 +154,9 @@ static json_object *exec_reply(int exit_code, bool timed_out)
 static void call_done(const char *op, json_object *reply, int status, uint64_t ns)
 {
 	json_object *req = json_object_new_object();
-	struct helper_error err = { .http_status = status };
 
 	json_object_object_add(req, "op", json_object_new_string(op));
-	metrics_helper_call_done(req, reply, &err, ns);
+	metrics_helper_call_done(req, reply, status, ns);
 	json_object_put(req);
 	json_object_put(reply);
 }
