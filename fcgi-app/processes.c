@@ -241,6 +241,8 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	struct helper_target target = app_helper(app);
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	char *cmd = starter(p->nonce, req->cmd);
+	/* the request's env, cwd and user; the starter as its command */
+	struct exec_request start = *req;
 	json_object *hreq, *reply = NULL, *v;
 	struct helper_run *run = NULL;
 	int status = -1;
@@ -252,18 +254,10 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 			 p->id, strerror(errno));
 		goto out;
 	}
-	hreq = json_object_new_object();
-	json_object_object_add(hreq, HK_OP, json_object_new_string(HELPER_OP_EXEC));
-	json_object_object_add(hreq, HK_ROOM, json_object_new_string(room));
-	json_object_object_add(hreq, HK_CMD, json_object_new_string(cmd));
-	json_object_object_add(hreq, HK_TIMEOUT_MS, json_object_new_int64(START_TIMEOUT_MS));
-	if (req->env)
-		json_object_object_add(hreq, HK_ENV, json_object_get(req->env));
-	if (req->cwd)
-		json_object_object_add(hreq, HK_CWD, json_object_new_string(req->cwd));
-	if (req->user)
-		json_object_object_add(hreq, HK_USER, json_object_new_string(req->user));
-	json_object_object_add(hreq, HK_IO, json_object_new_boolean(1));
+	start.cmd = cmd;
+	start.cmd_len = strlen(cmd);
+	start.timeout_ms = START_TIMEOUT_MS;
+	hreq = exec_helper_request_io(room, &start);
 	int pass[3] = { in[0], out[1], errp[1] };
 	if (!exec_slot_take(app)) {
 		err->http_status = 503;
