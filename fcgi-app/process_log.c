@@ -8,8 +8,9 @@
  * stderr first goes through the control-line scanner (process_scan.c),
  * which takes the wrapper's "pid" and "exit" lines out.  An exit line is
  * the end: exited, or killed (128+signo).  Both pipes ending with no exit
- * line mean the room stopped under the process (or roombox-fcgi
- * restarted): `lost`.
+ * line mean the wrapper was KILLed with the command: `lost` when the room
+ * stopped under them, `killed` (SIGKILL) when the room ran on (its
+ * kill-all, pids_limit recovery); see pipes_ended.
  *
  * Logs, per stream: <id>.stdout / <id>.stdout.1 (and stderr) beside the
  * record, in two halves of log_max/2 bytes; when the newer reaches that
@@ -27,6 +28,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +39,12 @@
 #include "clock.h"
 #include "exec.h"
 #include "exec_stream.h"
+#include "helper_client.h"
 #include "http.h"
 #include "metrics.h"
 #include "process_log.h"
 #include "process_store.h"
+#include "protocol.h"
 
 /* The logs of a room's ended processes take at most this many log_max of
  * the host's disk (they are not on the room's disk quota) */
@@ -64,6 +68,7 @@ struct proc_reader {           /* a live log reader (GET …/logs as a stream) *
 
 static int epfd = -1;
 static uint64_t log_half, room_log_budget;
+static struct app *helper_app;   /* the helper the room status asks */
 
 /* ---- logs on disk ---- */
 
@@ -305,15 +310,95 @@ static void take_stderr(struct proc *p, const char *data, size_t n, bool eof)
 	proc_stderr_scan(&p->scan, prefix, data, n, eof, stderr_out, stderr_ctl, p);
 }
 
-/* Both pipes ended: the process is done with us. */
+/* ---- an end nobody reported ---- */
+
+/* Does the room's keeper run?  The helper's status: it starts nothing. */
+static bool room_runs(const char *room)
+{
+	struct helper_target target = app_helper(helper_app);
+	struct helper_error err;
+	json_object *req = json_object_new_object(), *reply, *v;
+	bool runs;
+
+	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_STATUS));
+	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
+	reply = helper_call(&target, req, HELPER_DEFAULT_DEADLINE_MS, &err);
+	json_object_put(req);
+	if (!reply && err.http_status != 404)
+		fprintf(stderr, "roombox-fcgi: room %s: processes: room status: %s\n", room,
+			err.message);
+	runs = reply && json_object_object_get_ex(reply, HK_RUNNING, &v) &&
+		json_object_get_boolean(v);
+	json_object_put(reply);
+	return runs;
+}
+
+/* The end of p (under lock, still running, its pipes ended with no exit
+ * line), room_runs told. */
+static void end_unreported(struct proc *p, bool room_ran)
+{
+	if (room_ran && !p->room_stopping)
+		proc_set_exit(p, 128 + SIGKILL);
+	else
+		p->status = P_LOST;
+	proc_end(p);
+	room_logs_trim(p->room);
+}
+
+struct unreported {
+	unsigned long serial;
+	char room[ROOM_ID_MAX + 1];
+};
+
+static void *decide_unreported(void *arg)
+{
+	struct unreported *u = arg;
+	bool ran = room_runs(u->room);
+	struct proc *p;
+
+	pthread_mutex_lock(&procs_lock);
+	p = proc_find_serial(u->serial);
+	if (p && p->status == P_RUNNING)   /* else forgotten, or the starter's end */
+		end_unreported(p, ran);
+	pthread_mutex_unlock(&procs_lock);
+	free(u);
+	return NULL;
+}
+
+/* Both pipes ended: the process is done with us.  With no exit line, the
+ * wrapper that reports the end died with the command; it outlives every
+ * signal but KILL (processes.c), so either the room stopped under it
+ * (`lost`) or something KILLed the room's processes while the room ran on:
+ * DELETE …/sandbox/processes or the recovery at pids_limit (`killed`,
+ * SIGKILL).  A stop or restart roombox-fcgi asked for is known
+ * (room_stopping: the room may run again by the time we ask); anything
+ * else the helper's status tells -- a helper call, so on a thread of its
+ * own, never the logger's. */
 static void pipes_ended(struct proc *p)
 {
+	struct unreported *u;
+	pthread_attr_t a;
+	pthread_t t;
+
 	proc_close_fd(&p->in_fd);
-	if (p->status == P_RUNNING) {   /* no exit line: the room stopped under it */
-		p->status = P_LOST;
-		proc_end(p);
+	if (p->status != P_RUNNING) {
+		room_logs_trim(p->room);   /* its logs are whole now */
+		return;
 	}
-	room_logs_trim(p->room);   /* its logs are whole now */
+	p->ending = true;
+	if (p->room_stopping || !(u = calloc(1, sizeof(*u)))) {
+		end_unreported(p, false);
+		return;
+	}
+	u->serial = p->serial;
+	snprintf(u->room, sizeof(u->room), "%s", p->room);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, decide_unreported, u) != 0) {
+		free(u);
+		end_unreported(p, false);
+	}
+	pthread_attr_destroy(&a);
 }
 
 /* ---- the logger thread ---- */
@@ -360,10 +445,12 @@ static void *logger(void *arg)
 	return NULL;
 }
 
-int proc_logger_start(uint64_t log_max, char *err, size_t errlen)
+int proc_logger_start(struct app *app, char *err, size_t errlen)
 {
+	uint64_t log_max = app->cfg.log_max;
 	pthread_t t;
 
+	helper_app = app;
 	log_half = log_max / 2 ? log_max / 2 : 1;
 	room_log_budget = PROCS_LOG_BUDGET * log_max;
 	epfd = epoll_create1(EPOLL_CLOEXEC);

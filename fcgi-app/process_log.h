@@ -10,9 +10,10 @@
 
 struct proc;
 
-/* Start the logger thread; logs keep the last log_max bytes of a stream.
- * 0, or -1 with err set. */
-int proc_logger_start(uint64_t log_max, char *err, size_t errlen);
+/* Start the logger thread; logs keep the last log_max bytes of a stream;
+ * an end no wrapper reported is decided by asking app's helper whether
+ * the room runs.  0, or -1 with err set. */
+int proc_logger_start(struct app *app, char *err, size_t errlen);
 
 /* Under procs_lock: the logger follows p's pipes (fd[], made non-blocking)
  * from now on.  0, or -1 (errno set). */

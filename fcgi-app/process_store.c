@@ -375,6 +375,15 @@ json_object *procs_busy_rooms(void)
 	return a;
 }
 
+void procs_room_stopping(const char *room, bool stopping)
+{
+	pthread_mutex_lock(&procs_lock);
+	for (struct proc *p = procs; p; p = p->next)
+		if (!strcmp(p->room, room) && p->status == P_RUNNING)
+			p->room_stopping = stopping;
+	pthread_mutex_unlock(&procs_lock);
+}
+
 int procs_room_reset(const char *room, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];

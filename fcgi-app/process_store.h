@@ -38,6 +38,8 @@ struct proc {
 	char start[40], end[40];   /* ISO-8601; end "" while running */
 	bool cut[2];               /* a log lost bytes (its older half was replaced) */
 	/* live only */
+	bool room_stopping;        /* its room's stop or restart was asked for */
+	bool ending;               /* pipes ended with no exit line: lost or killed? */
 	int fd[2], in_fd;          /* our pipe ends, -1 once closed */
 	uint64_t log_size[2];      /* of the newer half */
 	char nonce[33];

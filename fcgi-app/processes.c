@@ -12,7 +12,8 @@
  * tree while the shell runs; the starter's shell is long gone by then):
  *
  *   wrapper W  (sh, leader of a new session and process group; not told of
- *               any signal we send, so it always lives to report the end)
+ *               any signal we send, and it outlives any the room sends it
+ *               but KILL, so it lives to report the end)
  *     └ C      (sh -c CMD: says "pid" on stderr, then execs CMD itself, so
  *               C's pid is the command's)
  *
@@ -23,8 +24,9 @@
  * signal ended it) on stderr as lines "\036rbx:<nonce> pid P S" and
  * "\036rbx:<nonce> exit N", the nonce being 32 random hex digits known to
  * this process and to the room only; the logger takes those lines out of the
- * stream.  Pipes that end with no exit line mean the room stopped under the
- * process (or roombox-fcgi restarted): `lost`.
+ * stream.  Pipes that end with no exit line mean W was KILLed with C: by
+ * the room's kill-all (`killed`, SIGKILL: the room ran on) or by the room
+ * stopping under them (`lost`; so too across a restart of roombox-fcgi).
  *
  * Signals go by another short exec, a fixed script that signals every
  * process of W's session but W (its tree: what a process starts stays in
@@ -78,7 +80,7 @@ int procs_init(struct app *app, char *err, size_t errlen)
 {
 	if (proc_store_load(app->cfg.state_dir, err, errlen) < 0)
 		return -1;
-	return proc_logger_start(app->cfg.log_max, err, errlen);
+	return proc_logger_start(app, err, errlen);
 }
 
 /* ---- running fixed scripts in the room ---- */
@@ -152,8 +154,12 @@ static int signal_session(struct app *app, const char *room, long sid, const cha
 /* ---- POST …/processes ---- */
 
 /* W and C (see the top of this file); $1 nonce, $2 the command, $3 C's
- * script. */
+ * script.  W outlives any signal but KILL (and STOP) sent to it from
+ * inside the room: caught, so C starts with them at their defaults, and
+ * taken after C's end.  So a wrapper that dies without a word was KILLed
+ * (process_log.c's pipes_ended counts on it). */
 static const char WRAPPER[] =
+	"trap : HUP INT QUIT ALRM TERM USR1 USR2\n"
 	"/bin/sh -c \"$3\" roombox-process \"$1\" \"$2\"; s=$?\n"
 	"printf '\\036rbx:%s exit %d\\n' \"$1\" \"$s\" >&2\n";
 static const char INNER[] =
@@ -592,12 +598,37 @@ static void *kill_later(void *arg)
 		;
 	pthread_mutex_lock(&procs_lock);
 	p = proc_find_serial(k->serial);
-	due = p && p->status == P_RUNNING;
+	due = p && p->status == P_RUNNING && !p->ending;
 	pthread_mutex_unlock(&procs_lock);
 	if (due && signal_session(k->app, k->room, k->sid, "KILL", &err) < 0)
 		fprintf(stderr, "roombox-fcgi: room %s: process kill: %s\n", k->room, err.message);
 	free(k);
 	return NULL;
+}
+
+/* sig to the tree of the process (serial, its session sid); KILL follows
+ * KILL_GRACE_S later after any signal but KILL, STOP and CONT.  0, or -1
+ * with err set. */
+static int signal_tree(struct app *app, const char *room, unsigned long serial, long sid,
+		       const char *sig, struct helper_error *err)
+{
+	struct later_kill *k;
+	pthread_t t;
+	pthread_attr_t a;
+
+	if (signal_session(app, room, sid, sig, err) < 0)
+		return -1;
+	if (!strcmp(sig, "KILL") || !strcmp(sig, "STOP") || !strcmp(sig, "CONT") ||
+	    !(k = calloc(1, sizeof(*k))))
+		return 0;
+	*k = (struct later_kill){ app, "", serial, sid };
+	snprintf(k->room, sizeof(k->room), "%s", room);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, kill_later, k) != 0)
+		free(k);
+	pthread_attr_destroy(&a);
+	return 0;
 }
 
 void api_procs_delete(struct request *rq, struct response *rs)
@@ -608,6 +639,7 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	struct proc *p;
 	unsigned long serial = 0;
 	long sid = 0;
+	bool ending = false;
 	int64_t until;
 	size_t i;
 
@@ -631,6 +663,7 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	if (p && p->status == P_RUNNING && p->sid > 0) {
 		serial = p->serial;
 		sid = p->sid;
+		ending = p->ending;   /* its end is being told: nothing to signal */
 	}
 	if (!p)
 		response_error(rs, 404, "process not found: %s", id);
@@ -639,24 +672,9 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	pthread_mutex_unlock(&procs_lock);
 	if (!serial)
 		return;
-	if (signal_session(rq->app, rq->room, sid, signals[i], &err) < 0) {
+	if (!ending && signal_tree(rq->app, rq->room, serial, sid, signals[i], &err) < 0) {
 		exec_answer_error(rs, &err);
 		return;
-	}
-	if (strcmp(signals[i], "KILL") && strcmp(signals[i], "STOP") && strcmp(signals[i], "CONT")) {
-		struct later_kill *k = calloc(1, sizeof(*k));
-		pthread_t t;
-		pthread_attr_t a;
-
-		if (k) {
-			*k = (struct later_kill){ rq->app, "", serial, sid };
-			snprintf(k->room, sizeof(k->room), "%s", rq->room);
-			pthread_attr_init(&a);
-			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-			if (pthread_create(&t, &a, kill_later, k) != 0)
-				free(k);
-			pthread_attr_destroy(&a);
-		}
 	}
 	/* answer with the end when it comes soon (a second at most) */
 	pthread_mutex_lock(&procs_lock);

@@ -5,6 +5,7 @@
 #ifndef ROOMBOX_FCGI_PROCESSES_H
 #define ROOMBOX_FCGI_PROCESSES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <json-c/json.h>
 
@@ -20,6 +21,12 @@ int procs_init(struct app *app, char *err, size_t errlen);
  * ids: the idle stop leaves them running (helper op stop-idle, HK_KEEP).
  * (process_store.c) */
 json_object *procs_busy_rooms(void);
+
+/* The room's stop or restart is asked for (true, before the helper's
+ * call) or has failed (false): a running process whose pipes end
+ * meanwhile is `lost`, though the room may run again by the time that is
+ * seen; not `killed` as by the room's kill-all.  (process_store.c) */
+void procs_room_stopping(const char *room, bool stopping);
 
 /* Cleanup: forget the room's processes (our ends of their pipes closed)
  * and delete their records and logs.  0, or -1 with err set.
