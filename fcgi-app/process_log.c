@@ -373,7 +373,8 @@ static void *decide_unreported(void *arg)
  * SIGKILL).  A stop or restart roombox-fcgi asked for is known
  * (room_stopping: the room may run again by the time we ask); anything
  * else the helper's status tells -- a helper call, so on a thread of its
- * own, never the logger's. */
+ * own, never the logger's.  (What it cannot tell: a keeper that died by
+ * itself and was started again by an exec before the helper is asked.) */
 static void pipes_ended(struct proc *p)
 {
 	struct unreported *u;
@@ -386,6 +387,7 @@ static void pipes_ended(struct proc *p)
 		return;
 	}
 	p->ending = true;
+	pthread_cond_broadcast(&procs_changed);   /* a failed starter's end comes first */
 	if (p->room_stopping || !(u = calloc(1, sizeof(*u)))) {
 		end_unreported(p, false);
 		return;
