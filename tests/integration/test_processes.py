@@ -284,6 +284,22 @@ def test_kill_all_kills_it_and_the_room_runs_on(client, room):
     assert get(client, room, "victim") == end
 
 
+def test_the_wrapper_outlives_signals_from_the_room(client, room):
+    """Only KILL ends the wrapper that reports the end (which is why a
+    silent end reads as SIGKILL): signals the room sends it wait until the
+    command's own end, which is then told as it was."""
+    p = start(client, room, "sleep 1011")
+    wrapper = int(client.sh(room, f"cut -d' ' -f4 /proc/{p['pid']}/stat"))
+    assert wrapper > 1 and wrapper != p["pid"]
+    client.sh(room, f"kill -TERM {wrapper}; kill -HUP {wrapper}; kill -INT {wrapper}")
+    assert client.sh(room, f"test -d /proc/{wrapper} && echo alive") == "alive\n"
+    assert get(client, room, p["id"])["status"] == "running"
+    client.sh(room, f"kill -USR1 {p['pid']}")
+    end = wait_status(client, room, p["id"], ("killed", "exited", "lost"))
+    assert end["status"] == "killed" and end["signal"] == "SIGUSR1", end
+    assert end["exitCode"] == 138
+
+
 def test_a_room_restart_loses_its_process(client, room):
     """A restart stops the room under the process (and starts it again at
     once, so the room runs when the process's pipes are seen to end): `lost`,
