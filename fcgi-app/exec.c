@@ -57,6 +57,15 @@ json_object *exec_helper_request(const char *room, const struct exec_request *ex
 	return req;
 }
 
+json_object *exec_helper_request_io(const char *room, const struct exec_request *ex)
+{
+	json_object *req = exec_helper_request(room, ex);
+
+	json_object_object_del(req, HK_STDIN);   /* the caller writes it into the pipe */
+	json_object_object_add(req, HK_IO, json_object_new_boolean(1));
+	return req;
+}
+
 /* "SIGKILL" etc. (glibc's sigabbrev_np); the kernel's real-time signals,
  * 32 to 64, as SIGRT0 to SIGRT32. */
 void signal_name(int sig, char *buf, size_t len)

@@ -36,6 +36,9 @@ json_object *exec_stream(const char *data, size_t len, bool base64);
 
 /* The helper's exec request for ex (common/protocol.h). */
 json_object *exec_helper_request(const char *room, const struct exec_request *ex);
+/* The same with passed I/O (io: the caller's pipes are the helper's fds
+ * 3-5, so no stdin key): a live exec's, a managed process's start. */
+json_object *exec_helper_request_io(const char *room, const struct exec_request *ex);
 
 /* A failed exec's JSON answer (503 with Retry-After, 429, 413, 500). */
 void exec_answer_error(struct response *rs, const struct helper_error *err);

@@ -193,9 +193,7 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		goto out;
 	}
 	int pass[3] = { in[0], out[1], errp[1] };
-	req = exec_helper_request(room, ex);
-	json_object_object_del(req, HK_STDIN);   /* we write it into the pipe */
-	json_object_object_add(req, HK_IO, json_object_new_boolean(1));
+	req = exec_helper_request_io(room, ex);   /* we write stdin into the pipe */
 	run = helper_start(&target, req, (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
 			   pass, err);
 	json_object_put(req);

@@ -29,7 +29,7 @@
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept); rooms running a
  *             managed process are named in its keep list and stay;
- *   logger    (processes.c) reads the pipes of every managed process into
+ *   logger    (process_log.c) reads the pipes of every managed process into
  *             its logs on disk and to its live log readers;
  *   preview   accepts on preview.sock (beside `socket`), where the web
  *             server proxies preview URLs, and starts one detached relay
@@ -40,7 +40,7 @@
  * Shared state: the configuration and the cached cgroup mode (written
  * before the threads start, read-only after), the exec counter (atomic),
  * the metrics counters (metrics.c, atomics), the token cache (auth.c,
- * behind a mutex) and the managed processes (processes.c, behind a mutex).  Each request's state lives in
+ * behind a mutex) and the managed processes (process_store.c, behind a mutex).  Each request's state lives in
  * its own struct request / struct response.
  *
  * The socket: when started by spawn-fcgi or lighttpd's bin-path, fd 0 is

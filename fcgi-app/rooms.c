@@ -198,8 +198,10 @@ void api_rooms_stop(struct request *rq, struct response *rs)
 	if (!(reply = room_status_or_answer(rq, rs)))
 		return;
 	json_object_put(reply);
+	procs_room_stopping(rq->room, true);
 	reply = room_call(rq->app, HELPER_OP_STOP, rq->room, &err);
 	if (!reply) {
+		procs_room_stopping(rq->room, false);
 		helper_failure(rs, rq->room, HELPER_OP_STOP, &err);
 		return;
 	}
@@ -333,8 +335,12 @@ void api_processes_kill_all(struct request *rq, struct response *rs)
 void api_rooms_restart(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
-	json_object *reply = room_call(rq->app, HELPER_OP_RESTART, rq->room, &err);
+	json_object *reply;
 
+	procs_room_stopping(rq->room, true);   /* its managed processes are lost */
+	reply = room_call(rq->app, HELPER_OP_RESTART, rq->room, &err);
+	if (!reply)
+		procs_room_stopping(rq->room, false);
 	if (!reply && err.http_status == 404) {
 		response_error(rs, 404, "room not found");
 		return;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "processes.h"
+#include "process_scan.h"
 
 #define PREFIX "\036rbx:0123456789abcdef0123456789abcdef "
 

@@ -1,7 +1,8 @@
 """Managed processes (SPEC §8.3): start, list, get, logs (kept on disk,
 the last log_max bytes), logs as a live event stream, stdin, signals to
 the whole tree, records of ended ones, a running one keeps its room awake,
-`lost` across a roombox-fcgi restart, cleanup.  Through nginx and lighttpd.
+`killed` by the room's kill-all, `lost` when the room stops or across a
+roombox-fcgi restart, cleanup.  Through nginx and lighttpd.
 Every wait is a bounded poll; nothing sleeps to synchronise."""
 
 import http.client
@@ -253,7 +254,62 @@ def test_a_room_that_stops_loses_its_process(client, room):
     r = client.post(f"/api/rooms/{room}/sandbox/stop")
     assert r.status == 200, r
     end = wait_status(client, room, p["id"], ("lost", "killed", "exited"))
-    assert end["status"] == "lost", end
+    assert end["status"] == "lost" and end["signal"] is None and end["exitCode"] is None, end
+
+
+def test_kill_all_kills_it_and_the_room_runs_on(client, room):
+    """SPEC §8.3: `killed` is a process a signal ended, `lost` one whose room
+    stopped under it.  DELETE …/sandbox/processes kills every process of the
+    room, the wrapper that would report the end too, and the room keeps
+    running: the process reads `killed` by SIGKILL, not `lost`."""
+    p = start(client, room, "sleep 1009", name="victim")
+    assert running_metric(client) == 1
+    r = client.delete(procs_path(room))
+    assert r.status == 200 and r.json["killed"] >= 2, r   # the wrapper and the command
+    end = wait_status(client, room, "victim", ("killed", "lost", "exited"))
+    assert end["status"] == "killed" and end["signal"] == "SIGKILL", end
+    assert end["exitCode"] == 137 and end["endTime"].endswith("Z") and end["pid"] == p["pid"]
+    assert running_metric(client) == 0
+    assert client.get(f"/api/rooms/{room}").json["state"] == "running"
+    assert "sleep 1009" not in room_ps(client, room)
+    # the same as an event stream's end, and across a restart of roombox-fcgi
+    s = LogStream(client, room, "victim")
+    evs = []
+    while (ev := s.frame()) is not None:
+        evs.append(ev)
+    s.close()
+    assert evs[-1] == {"type": "exit", "exitCode": 137, "signal": "SIGKILL",
+                       "status": "killed"}, evs
+    client.stack.restart_fcgi()
+    assert get(client, room, "victim") == end
+
+
+def test_the_wrapper_outlives_signals_from_the_room(client, room):
+    """Only KILL ends the wrapper that reports the end (which is why a
+    silent end reads as SIGKILL): signals the room sends it wait until the
+    command's own end, which is then told as it was."""
+    p = start(client, room, "sleep 1011")
+    wrapper = int(client.sh(room, f"cut -d' ' -f4 /proc/{p['pid']}/stat"))
+    assert wrapper > 1 and wrapper != p["pid"]
+    client.sh(room, f"kill -TERM {wrapper}; kill -HUP {wrapper}; kill -INT {wrapper}")
+    assert client.sh(room, f"test -d /proc/{wrapper} && echo alive") == "alive\n"
+    assert get(client, room, p["id"])["status"] == "running"
+    client.sh(room, f"kill -USR1 {p['pid']}")
+    end = wait_status(client, room, p["id"], ("killed", "exited", "lost"))
+    assert end["status"] == "killed" and end["signal"] == "SIGUSR1", end
+    assert end["exitCode"] == 138
+
+
+def test_a_room_restart_loses_its_process(client, room):
+    """A restart stops the room under the process (and starts it again at
+    once, so the room runs when the process's pipes are seen to end): `lost`,
+    with no exit code nor signal."""
+    p = start(client, room, "sleep 1010")
+    r = client.post(f"/api/rooms/{room}/sandbox/restart")
+    assert r.status == 200, r
+    end = wait_status(client, room, p["id"], ("lost", "killed", "exited"))
+    assert end["status"] == "lost" and end["signal"] is None and end["exitCode"] is None, end
+    assert client.get(f"/api/rooms/{room}").json["state"] == "running"
 
 
 def test_ended_records_are_capped_at_100(client, room):

@@ -180,6 +180,26 @@ def test_exec_in_a_full_room_frees_it_and_runs(client, stack):
     assert_room_holds_only_keeper_and_this_exec(client, a)
 
 
+def test_recovery_kills_a_managed_process_and_it_reads_killed(client, stack):
+    """The recovery kills the room's managed processes with the rest while
+    the room runs on: they read `killed` by SIGKILL (SPEC §8.3), not `lost`
+    (the room did not stop under them)."""
+    a = unique_room("a")
+    uid = client.room_uid(a)
+    procs = f"/api/rooms/{a}/sandbox/processes"
+    r = client.post(procs, {"cmd": "sleep 1012", "name": "held"})
+    assert r.status == 201 and r.json["process"]["status"] == "running", r
+    keeper = stack.keeper_pid(a)
+    fill_room(client, stack, a, uid, 0)
+    res = client.exec(a, "echo ok")
+    assert (res["exitCode"], res["stdout"]) == (0, "ok\n"), res
+    assert len(recovery_logged(stack, a)) == 1
+    assert stack.keeper_pid(a) == keeper
+    end = wait_until(lambda: (lambda p: p if p["status"] != "running" else None)(
+        client.get(f"{procs}/held").json["process"]), 10, "the managed process's end")
+    assert (end["status"], end["signal"], end["exitCode"]) == ("killed", "SIGKILL", 137), end
+
+
 def test_shell_that_cannot_fork_under_2_to_1_answers_without_the_error(client, stack):
     """One slot left: the shell starts, its `cat` cannot fork.  dash makes
     a command's redirections before it forks, so its "Cannot fork" went

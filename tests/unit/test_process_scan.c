@@ -1,6 +1,6 @@
-/* Unit tests for fcgi-app/processes.c's stderr scanner: the control lines
- * of a managed process's wrapper are taken out of its stderr, whatever the
- * pieces the pipe gives, and nothing else is. */
+/* Unit tests for fcgi-app/process_scan.c, the stderr scanner: the control
+ * lines of a managed process's wrapper are taken out of its stderr,
+ * whatever the pieces the pipe gives, and nothing else is. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "processes.h"
+#include "process_scan.h"
 
 #define PREFIX "\036rbx:0123456789abcdef0123456789abcdef "
 

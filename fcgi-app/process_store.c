@@ -1,0 +1,415 @@
+/* Managed processes' records (SPEC §8.3): the one list of this
+ * roombox-fcgi's processes, and what of them is on disk.
+ *
+ * Every process (running ones and the records of ended ones, at most
+ * PROCS_ENDED_MAX per room) is in one list behind procs_lock; the logger
+ * finds a process by its serial, never by a pointer it kept, so forgetting
+ * one (cleanup) is safe at any time.
+ *
+ * On disk, under <state_dir>/processes/<room>/: <id>.json, the record
+ * (written whole to a temporary file, fsync'd, renamed, directory fsync'd),
+ * beside the logs process_log.c keeps (<id>.stdout, <id>.stdout.1, ...).
+ * At start the records are loaded; one that says `running` was running
+ * when roombox-fcgi stopped, and its pipes ended with it: `lost`. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "metrics.h"
+#include "processes.h"
+#include "process_store.h"
+#include "timefmt.h"
+
+const char *const proc_stream_name[2] = { "stdout", "stderr" };
+const char *const proc_status_name[] = { "running", "exited", "killed", "lost" };
+
+pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t procs_changed;
+static struct proc *procs;
+static unsigned long next_serial = 1;
+static char procs_dir[PATH_MAX];
+
+/* ---- the list ---- */
+
+struct proc *proc_find(const char *room, const char *id)
+{
+	for (struct proc *p = procs; p; p = p->next)
+		if (!strcmp(p->room, room) && !strcmp(p->id, id))
+			return p;
+	return NULL;
+}
+
+struct proc *proc_find_serial(unsigned long serial)
+{
+	for (struct proc *p = procs; p; p = p->next)
+		if (p->serial == serial)
+			return p;
+	return NULL;
+}
+
+void proc_add(struct proc *p)
+{
+	p->serial = next_serial++;
+	p->next = procs;
+	procs = p;
+}
+
+static int by_serial(const void *a, const void *b)
+{
+	unsigned long x = (*(struct proc *const *)a)->serial, y = (*(struct proc *const *)b)->serial;
+
+	return x < y ? -1 : x > y;
+}
+
+struct proc **procs_of_room(const char *room, size_t *n)
+{
+	struct proc **v;
+
+	*n = 0;
+	for (struct proc *p = procs; p; p = p->next)
+		*n += !strcmp(p->room, room);
+	v = calloc(*n + 1, sizeof(*v));
+	*n = 0;
+	for (struct proc *p = procs; p && v; p = p->next)
+		if (!strcmp(p->room, room))
+			v[(*n)++] = p;
+	if (v)
+		qsort(v, *n, sizeof(*v), by_serial);
+	return v;
+}
+
+json_object *proc_json(const struct proc *p)
+{
+	json_object *o = json_object_new_object();
+	bool ended = p->status == P_EXITED || p->status == P_KILLED;
+
+	json_object_object_add(o, "id", json_object_new_string(p->id));
+	json_object_object_add(o, "pid", p->pid ? json_object_new_int64(p->pid) : NULL);
+	json_object_object_add(o, "command", json_object_new_string(p->command));
+	json_object_object_add(o, "status", json_object_new_string(proc_status_name[p->status]));
+	json_object_object_add(o, "startTime", json_object_new_string(p->start));
+	json_object_object_add(o, "endTime", p->end[0] ? json_object_new_string(p->end) : NULL);
+	json_object_object_add(o, "exitCode", ended ? json_object_new_int(p->exit_code) : NULL);
+	json_object_object_add(o, "signal", p->signal[0] ? json_object_new_string(p->signal) : NULL);
+	return o;
+}
+
+void proc_set_exit(struct proc *p, int code)
+{
+	p->exit_code = code;
+	p->signal[0] = '\0';
+	if (code > 128 && code - 128 <= 64)
+		signal_name(code - 128, p->signal, sizeof(p->signal));
+	p->status = p->signal[0] ? P_KILLED : P_EXITED;
+}
+
+void proc_close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void proc_now_iso(char *buf, size_t len)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	iso8601_utc(&ts, buf, len);
+}
+
+void procs_wait_changed(int ms)
+{
+	struct timespec at;
+
+	clock_gettime(CLOCK_MONOTONIC, &at);
+	at.tv_sec += ms / 1000;
+	at.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (at.tv_nsec >= 1000000000L) {
+		at.tv_sec++;
+		at.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&procs_changed, &procs_lock, &at);
+}
+
+/* ---- the record on disk ---- */
+
+void proc_file_path(char *buf, size_t len, const char *room, const char *id, const char *suffix)
+{
+	snprintf(buf, len, "%s/%s/%s%s", procs_dir, room, id, suffix);
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = fd < 0 ? -1 : fsync(fd);
+
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* The room's directory, made when missing. */
+static int room_dir(const char *room, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", procs_dir, room);
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+void proc_record_save(struct proc *p)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+	json_object *o = proc_json(p);
+	const char *text;
+	int fd;
+
+	json_object_object_add(o, "serial", json_object_new_int64((int64_t)p->serial));
+	json_object_object_add(o, "sid", json_object_new_int64(p->sid));
+	json_object_object_add(o, "cutStdout", json_object_new_boolean(p->cut[PROC_OUT]));
+	json_object_object_add(o, "cutStderr", json_object_new_boolean(p->cut[PROC_ERR]));
+	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	if (room_dir(p->room, dir, sizeof(dir)) < 0)
+		goto fail;
+	proc_file_path(tmp, sizeof(tmp), p->room, p->id, ".json.tmp");
+	proc_file_path(final, sizeof(final), p->room, p->id, ".json");
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		goto fail;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text) || fsync(fd) < 0) {
+		close(fd);
+		goto fail;
+	}
+	close(fd);
+	if (rename(tmp, final) < 0 || fsync_dir(dir) < 0)
+		goto fail;
+	json_object_put(o);
+	return;
+fail:
+	fprintf(stderr, "roombox-fcgi: room %s: process %s: save its record: %m\n", p->room, p->id);
+	json_object_put(o);
+}
+
+static void files_remove(const char *room, const char *id)
+{
+	static const char *const suffixes[] = { ".json", ".json.tmp", ".stdout", ".stdout.1",
+						".stderr", ".stderr.1" };
+	char path[PATH_MAX + 64];
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		proc_file_path(path, sizeof(path), room, id, suffixes[i]);
+		unlink(path);
+	}
+}
+
+static void proc_free(struct proc *p)
+{
+	proc_close_fd(&p->fd[PROC_OUT]);
+	proc_close_fd(&p->fd[PROC_ERR]);
+	proc_close_fd(&p->in_fd);
+	files_remove(p->room, p->id);
+	free(p->command);
+	free(p);
+}
+
+void proc_drop(struct proc *p)
+{
+	for (struct proc **q = &procs; *q; q = &(*q)->next)
+		if (*q == p) {
+			*q = p->next;
+			break;
+		}
+	proc_free(p);
+}
+
+void procs_prune_ended(const char *room)
+{
+	int n = 0;
+
+	for (struct proc *q = procs; q; q = q->next)
+		n += !strcmp(q->room, room) && q->status != P_RUNNING;
+	while (n-- > PROCS_ENDED_MAX) {
+		struct proc **oldest = NULL;
+
+		for (struct proc **q = &procs; *q; q = &(*q)->next)
+			if (!strcmp((*q)->room, room) && (*q)->status != P_RUNNING &&
+			    (*q)->fd[PROC_OUT] < 0 && (*q)->fd[PROC_ERR] < 0 && !(*q)->readers &&
+			    (!oldest || (*q)->serial < (*oldest)->serial))
+				oldest = q;
+		if (!oldest)
+			break;
+		struct proc *gone = *oldest;
+
+		*oldest = gone->next;
+		proc_free(gone);
+	}
+}
+
+/* ---- start-up: the records on disk ---- */
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+		? json_object_get_string(v) : NULL;
+}
+
+static int64_t jint(json_object *o, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
+}
+
+static void load_record(const char *room, const char *file)
+{
+	char path[PATH_MAX + 300];
+	json_object *o, *v;
+	struct proc *p;
+	const char *id, *cmd, *status;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", procs_dir, room, file);
+	o = json_object_from_file(path);
+	id = o ? jstr(o, "id") : NULL;
+	cmd = o ? jstr(o, "command") : NULL;
+	status = o ? jstr(o, "status") : NULL;
+	if (!id || !cmd || !status || !room_id_valid(id) || !(p = calloc(1, sizeof(*p)))) {
+		json_object_put(o);
+		return;
+	}
+	snprintf(p->room, sizeof(p->room), "%s", room);
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	p->command = strdup(cmd);
+	p->serial = (unsigned long)jint(o, "serial");
+	p->pid = (long)jint(o, "pid");
+	p->sid = (long)jint(o, "sid");
+	p->exit_code = (int)jint(o, "exitCode");
+	snprintf(p->signal, sizeof(p->signal), "%s", jstr(o, "signal") ?: "");
+	snprintf(p->start, sizeof(p->start), "%s", jstr(o, "startTime") ?: "");
+	snprintf(p->end, sizeof(p->end), "%s", jstr(o, "endTime") ?: "");
+	p->cut[PROC_OUT] = json_object_object_get_ex(o, "cutStdout", &v) && json_object_get_boolean(v);
+	p->cut[PROC_ERR] = json_object_object_get_ex(o, "cutStderr", &v) && json_object_get_boolean(v);
+	p->status = !strcmp(status, "exited") ? P_EXITED : !strcmp(status, "killed") ? P_KILLED
+		: P_LOST;
+	p->fd[PROC_OUT] = p->fd[PROC_ERR] = p->in_fd = -1;
+	if (p->serial >= next_serial)
+		next_serial = p->serial + 1;
+	p->next = procs;
+	procs = p;
+	if (!strcmp(status, "running")) {   /* its pipes ended with our last run */
+		proc_now_iso(p->end, sizeof(p->end));
+		proc_record_save(p);
+	}
+	json_object_put(o);
+}
+
+static void load_room(const char *room)
+{
+	char dir[PATH_MAX];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(dir, sizeof(dir), "%s/%s", procs_dir, room);
+	d = opendir(dir);
+	while (d && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (n > 5 && !strcmp(e->d_name + n - 5, ".json"))
+			load_record(room, e->d_name);
+	}
+	if (d)
+		closedir(d);
+}
+
+int proc_store_load(const char *state_dir, char *err, size_t errlen)
+{
+	pthread_condattr_t ca;
+	DIR *d;
+	struct dirent *e;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&procs_changed, &ca);
+	snprintf(procs_dir, sizeof(procs_dir), "%s/processes", state_dir);
+	if (mkdir(procs_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "processes: mkdir %s: %s", procs_dir, strerror(errno));
+		return -1;
+	}
+	d = opendir(procs_dir);
+	while (d && (e = readdir(d)))
+		if (room_id_valid(e->d_name))
+			load_room(e->d_name);
+	if (d)
+		closedir(d);
+	return 0;
+}
+
+/* ---- what the rest of roombox-fcgi asks (processes.h) ---- */
+
+json_object *procs_busy_rooms(void)
+{
+	json_object *a = json_object_new_array();
+
+	pthread_mutex_lock(&procs_lock);
+	for (struct proc *p = procs; p; p = p->next) {
+		bool seen = false;
+
+		if (p->status != P_RUNNING)
+			continue;
+		for (size_t i = 0; i < json_object_array_length(a) && !seen; i++)
+			seen = !strcmp(json_object_get_string(json_object_array_get_idx(a, i)), p->room);
+		if (!seen)
+			json_object_array_add(a, json_object_new_string(p->room));
+	}
+	pthread_mutex_unlock(&procs_lock);
+	return a;
+}
+
+void procs_room_stopping(const char *room, bool stopping)
+{
+	pthread_mutex_lock(&procs_lock);
+	for (struct proc *p = procs; p; p = p->next)
+		if (!strcmp(p->room, room) && p->status == P_RUNNING)
+			p->room_stopping = stopping;
+	pthread_mutex_unlock(&procs_lock);
+}
+
+int procs_room_reset(const char *room, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	int rc = 0;
+
+	pthread_mutex_lock(&procs_lock);
+	for (struct proc **q = &procs; *q;) {
+		struct proc *p = *q;
+
+		if (strcmp(p->room, room)) {
+			q = &p->next;
+			continue;
+		}
+		/* a live reader owns its queue: it finds the process gone and
+		 * frees it (woken below) */
+		if (p->status == P_RUNNING)
+			metrics_processes_running_add(-1);
+		*q = p->next;
+		proc_free(p);
+	}
+	pthread_cond_broadcast(&procs_changed);
+	snprintf(dir, sizeof(dir), "%s/%s", procs_dir, room);
+	if (rmdir(dir) < 0 && errno != ENOENT && errno != ENOTEMPTY) {
+		snprintf(err, errlen, "room %s: processes: remove %s: %s", room, dir, strerror(errno));
+		rc = -1;
+	}
+	pthread_mutex_unlock(&procs_lock);
+	return rc;
+}
