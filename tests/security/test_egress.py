@@ -11,8 +11,10 @@ of the host's own (never the default route):
                    dnsmasq: internet.test -> 203.0.113.10), 169.254.169.254
                    and 192.168.211.80 (HTTP), link 10.211.255.0/30
 
-A room is only ever pointed at those, at its own loopback, or at the host's
-own addresses (which stay on this machine by definition).  The rooms' `dns`
+The test hosts have no default route: they answer what the rooms send them
+(masqueraded from the host end of their link) and can send nothing else
+anywhere.  A room is only ever pointed at those, at its own loopback, or at
+the host's own addresses (which stay on this machine by definition).  The rooms' `dns`
 is the test DNS host, so no query ever reaches a real name server.
 """
 
@@ -88,7 +90,10 @@ class Hosts:
         for a in extra:
             run("ip", "-n", ns, "addr", "add", f"{a}/32", "dev", "eth0")
         run("ip", "-n", ns, "link", "set", "eth0", "up")
-        run("ip", "-n", ns, "route", "add", "default", "via", host_addr)
+        # no default route: a test host answers the rooms, whose packets
+        # come masqueraded from host_addr on the link, and can send nothing
+        # anywhere else (python's http.server looks its own name up at
+        # start; with a route that query would go to the host's resolver)
         for a in extra:   # a route of the host's own, not the default one
             run("ip", "route", "add", f"{a}/32", "via", ns_addr, "dev", ifname)
 
