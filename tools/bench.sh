@@ -16,6 +16,15 @@
 #   spawnbench.c  bare fork+execve / posix_spawn latency and 16-loop throughput
 #   httpbench.c   keep-alive HTTP/1.1 client: client-side wall time per request
 #   exec16.lua    wrk script: 16 connections, each bound to its own room
+#   pageserver.c  one-thread epoll web server (1 KiB page): in a room behind a
+#                 preview URL and on the host behind nginx (figure 11)
+#   sselat.py     streamed-output latency client (figure 10)
+#
+# Figures 12-14 run on a second stack (network = egress, own state, socket,
+# port, uid range) started by the same start_stack, against a test host of
+# the run's own: a network namespace on a veth pair, 203.0.113.110 routed
+# to it.  Every packet stays on this machine; the namespace, veth and route
+# go at the end (also on Ctrl-C), ip_forward is put back as it was.
 #
 # Knobs (environment): BENCH_ROOMS (1000) rooms running for the last figure,
 # BENCH_MEM_ROOMS (100), BENCH_CREATE_WORKERS (4), BENCH_WRK_SECONDS (10),
@@ -49,6 +58,8 @@ done
 for t in nginx wrk bwrap cc curl python3 ip nft sha256sum; do
 	command -v "$t" >/dev/null || die "$t is not installed (tools/deps.sh installs it)"
 done
+nginx -V 2>&1 | grep -q 'http_dav_module' ||
+	die "nginx has no dav module (figure 9's reference: nginx storing a request body); Debian's nginx has it"
 for n in "$N_ROOMS" "$N_MEM" "$CREATE_WORKERS" "$WRK_SECONDS"; do
 	case $n in ''|*[!0-9]*|0) die "BENCH_* knobs must be positive integers" ;; esac
 done
@@ -709,7 +720,7 @@ echo "both: curl -o /dev/null http://$TH_ADDR/big.bin (the room's through its ve
 echo "  by the host; the host's straight through the test host's veth); MB/s = 10^6 bytes per second, median"
 settle
 dl_cmd="curl -s --noproxy '*' -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' http://$TH_ADDR/big.bin"
-eg_ex=$(python3 -c 'import json, sys; print(json.dumps({"cmd": sys.argv[1], "timeout": 120}))' "$dl_cmd")
+eg_ex=$(python3 -c 'import json, sys; print(json.dumps({"cmd": sys.argv[1], "timeout": 120000}))' "$dl_cmd")
 eg_auth=(-H "Authorization: Bearer $(head -n1 "$eg/tokens")")
 : > "$tmp/out/egress.txt"
 for i in $(seq "$EG_ROUNDS"); do
@@ -723,7 +734,7 @@ eg_sz=$((256 * 1048576))
 eg_host=$(awk -v n=$eg_sz '$1 == 200 && $2 == n { print $3 / 1e6 }' "$tmp/out/egress.txt" | median)
 eg_room=$(awk -v n=$eg_sz '$4 == 200 && $5 == n { print $6 / 1e6 }' "$tmp/out/egress.txt" | median)
 eg_bad=$(awk -v n=$eg_sz '$1 != 200 || $2 != n || $4 != 200 || $5 != n' "$tmp/out/egress.txt" | wc -l)
-r=$(ehb -m POST -b "{\"cmd\":\"curl -s --noproxy '*' http://$TH_ADDR/big.bin | sha256sum\",\"timeout\":120}" \
+r=$(ehb -m POST -b "{\"cmd\":\"curl -s --noproxy '*' http://$TH_ADDR/big.bin | sha256sum\",\"timeout\":120000}" \
 	-n 1 -k "$big_sha" "$(exec_path g)")
 eg_exact=no
 [ "$(kv "$r" bad)" = 0 ] && eg_exact=yes
@@ -813,23 +824,29 @@ else
 fi
 echo "$clean"
 
-# 5xx or errors logged by the stack during the run
-n5xx=$(awk '$9 ~ /^5/' "$tmp/nginx/access.log" 2>/dev/null | wc -l)
-n4xx=$(awk '$9 ~ /^4/ && $9 != 499' "$tmp/nginx/access.log" 2>/dev/null | wc -l)
-n499=$(awk '$9 == 499' "$tmp/nginx/access.log" 2>/dev/null | wc -l)
-nreq=$(wc -l < "$tmp/nginx/access.log" 2>/dev/null)
-echo "nginx access log: $nreq requests, $n4xx 4xx, $n5xx 5xx, $n499 499 (client closed: wrk drops its requests in flight when its time is up)"
-awk '$9 ~ /^[45]/ && $9 != 499 { print "  " $0 }' "$tmp/nginx/access.log" | head -n5
-nerr=$(grep -c '\[error\]\|\[crit\]\|\[alert\]' "$tmp/nginx/error.log" 2>/dev/null)
-[ "${nerr:-0}" -eq 0 ] || { echo "nginx error log: $nerr errors"; grep '\[error\]\|\[crit\]\|\[alert\]' "$tmp/nginx/error.log" | head -n3 | sed 's/^/  /'; }
-# roombox-fcgi logs one line per request ("METHOD PATH STATUS TIME"), and
-# the helper's reason with a 5xx.
-nflog=$(grep -c '' "$tmp/fcgi.log" 2>/dev/null)
-fbad=$(grep -v ' [23][0-9][0-9] [0-9.]* ms$' "$tmp/fcgi.log" |
-	grep -v ': [0-9]* token(s) in \|: listening on \|Terminated: stopping' )
-echo "roombox-fcgi log: $nflog lines, $(grep -c . <<<"$fbad") other than a 2xx request line or start/stop$([ -n "$fbad" ] && echo ':')"
-[ -n "$fbad" ] && head -n8 <<<"$fbad" | sed 's/^/  /'
-
+# logs_check DIR: 4xx, 5xx and errors logged by the stack in DIR.
+logs_check() {
+	local d=$1 n5xx n4xx n499 nreq nerr nflog fbad
+	n5xx=$(awk '$9 ~ /^5/' "$d/nginx/access.log" 2>/dev/null | wc -l)
+	n4xx=$(awk '$9 ~ /^4/ && $9 != 499' "$d/nginx/access.log" 2>/dev/null | wc -l)
+	n499=$(awk '$9 == 499' "$d/nginx/access.log" 2>/dev/null | wc -l)
+	nreq=$(wc -l < "$d/nginx/access.log" 2>/dev/null)
+	echo "nginx access log: $nreq requests, $n4xx 4xx, $n5xx 5xx, $n499 499 (client closed: wrk drops its requests in flight when its time is up)"
+	awk '$9 ~ /^[45]/ && $9 != 499 { print "  " $0 }' "$d/nginx/access.log" | head -n5
+	nerr=$(grep -c '\[error\]\|\[crit\]\|\[alert\]' "$d/nginx/error.log" 2>/dev/null)
+	[ "${nerr:-0}" -eq 0 ] || { echo "nginx error log: $nerr errors"; grep '\[error\]\|\[crit\]\|\[alert\]' "$d/nginx/error.log" | head -n3 | sed 's/^/  /'; }
+	# roombox-fcgi logs one line per request ("... status=NNN ..."), and
+	# the helper's reason with a 5xx.
+	nflog=$(grep -c '' "$d/fcgi.log" 2>/dev/null)
+	fbad=$(grep -v ' [23][0-9][0-9] [0-9.]* ms$\| status=[23][0-9][0-9] ' "$d/fcgi.log" |
+		grep -v ': [0-9]* token(s) in \|: listening on \|Terminated: stopping' )
+	echo "roombox-fcgi log: $nflog lines, $(grep -c . <<<"$fbad") other than a 2xx request line or start/stop$([ -n "$fbad" ] && echo ':')"
+	[ -n "$fbad" ] && head -n8 <<<"$fbad" | sed 's/^/  /'
+}
+echo "first stack:"
+logs_check "$tmp"
+echo "egress stack:"
+logs_check "$eg"
 
 stop_stack
 elapsed=$(( $(date +%s) - t_start ))
