@@ -473,10 +473,16 @@ echo "figure 5's reference: $tput_before spawns/s before, $tput_after after, mea
 # ---------------------------------------------------------------- 6: first exec in a new room
 
 section "6. first exec in a new room (jail created), 30 fresh rooms, sequential"
-settle
-fresh=$(hb -m POST -b "$exec_body" -n 30 -k '"exitCode":0' "$(exec_path 'f{i}')")
-echo "$fresh"
-fresh_p50=$(kv "$fresh" p50_ms)
+# fresh_rooms HB PATTERN: once the CPUs are idle, the first exec in each of
+# 30 new rooms (PATTERN with {i}), one after another, through HB (hb or
+# ehb: the stack); prints httpbench's line and keeps it in fresh_line.
+fresh_rooms() {
+	settle
+	fresh_line=$("$1" -m POST -b "$exec_body" -n 30 -k '"exitCode":0' "$(exec_path "$2")")
+	echo "$fresh_line"
+}
+fresh_rooms hb 'f{i}'
+fresh_p50=$(kv "$fresh_line" p50_ms)
 
 # ---------------------------------------------------------------- 7: memory per idle room
 
@@ -763,10 +769,8 @@ echo "p50: egress+root $ew_p50 ms, none+user $(f2 "$nu_p50") ms; figure 4 (none,
 # ---------------------------------------------------------------- 14: first exec, egress
 
 section "14. first exec in a new room with network = egress, 30 fresh rooms, sequential"
-settle
-efresh=$(ehb -m POST -b "$exec_body" -n 30 -k '"exitCode":0' "$(exec_path 'e{i}')")
-echo "$efresh"
-efresh_p50=$(kv "$efresh" p50_ms)
+fresh_rooms ehb 'e{i}'
+efresh_p50=$(kv "$fresh_line" p50_ms)
 
 # ---------------------------------------------------------------- egress cleanup
 
@@ -788,8 +792,15 @@ else
 fi
 echo "$eg_clean"
 stop_eg_stack
+th_ns_was=$th_ns th_if_was=$th_if
 stop_testhost
-echo "stopped the egress stack; removed the test host (netns, veth, route); ip_forward back to what it was"
+if ip netns list | grep -q "^$th_ns_was\b" || ip link show "$th_if_was" >/dev/null 2>&1 ||
+   ip -4 route show | grep -q "^$TH_ADDR "; then
+	eg_leak+=("the test host ($th_ns_was, $th_if_was or its route)")
+	echo "LEFT OVER: the test host's namespace, veth or route"
+else
+	echo "stopped the egress stack; removed the test host (netns, veth, route); ip_forward back to what it was"
+fi
 
 section "cleanup: DELETE every room of the first stack (8 at a time), then check nothing of either stack is left"
 delete_all "$tmp" "$port" delete
