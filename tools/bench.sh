@@ -188,7 +188,7 @@ verdict() {
 f2() { num "${1:-}" && calc "sprintf(\"%.2f\", $1)" || echo n/a; }
 f0() { num "${1:-}" && calc "sprintf(\"%.0f\", $1)" || echo n/a; }
 
-section() { printf '\n== %s\n' "$*"; }
+section() { printf '\n== %s  [%d s into the run]\n' "$*" "$SECONDS"; }
 
 # Wait (at most 30 s) until the CPUs have been at least 95 % idle for two
 # half-second samples in a row, so that a figure is not measured while the
@@ -661,7 +661,7 @@ section "egress stack: a second instance with network = egress, and a test host 
 # resolves names here).  Not 203.0.113.10 and the tests' link: a test run of
 # tests/security/test_egress.py on the same host would clash with them.
 TH_ADDR=203.0.113.110 TH_LINK_HOST=198.51.100.217 TH_LINK_NS=198.51.100.218
-EG_ROUNDS=3
+EG_ROUNDS=5
 sfx=$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
 forward_before=$(cat /proc/sys/net/ipv4/ip_forward)
 th_ns=bxt-$sfx th_if=bxt${sfx}h
