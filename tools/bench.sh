@@ -641,9 +641,30 @@ wrk_run() {
 }
 non2xx() { sed -n 's/^[[:space:]]*Non-2xx or 3xx responses:[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out/$1.txt"; }
 settle
+# cpu_ms PID...: CPU time (user + system, all threads) the processes used
+# so far, in ms; with the children they reaped (roombox-fcgi's helpers).
+cpu_ms() {
+	local t p f=()
+	for p in "$@"; do f+=("/proc/$p/stat"); done
+	t=$(cat "${f[@]}" 2>/dev/null | awk '{ sub(/.*\) /, ""); s += $12 + $13 + $14 + $15 } END { print s + 0 }')
+	calc "$t * 1000 / $(getconf CLK_TCK)"
+}
+# per_req NAME BEFORE AFTER: ms of CPU per request of wrk run NAME.
+per_req() {
+	local n
+	n=$(sed -n 's/^[[:space:]]*\([0-9]*\) requests in .*/\1/p' "$tmp/out/$1.txt")
+	num "$n" && [ "$n" -gt 0 ] && calc "sprintf(\"%.3f\", ($3 - $2) / $n)" || echo n/a
+}
+ngx_pids() { echo "$nginx_pid" $(pgrep -P "$nginx_pid"); }
 pv_ref1=$(wrk_run "$proxy_url" proxy1)
+c_ngx0=$(cpu_ms $(ngx_pids)) c_fcgi0=$(cpu_ms "$fcgi_pid")
 pv_rps=$(wrk_run "$preview_url" preview)
+c_ngx1=$(cpu_ms $(ngx_pids)) c_fcgi1=$(cpu_ms "$fcgi_pid")
 pv_ref2=$(wrk_run "$proxy_url" proxy2)
+c_ngx2=$(cpu_ms $(ngx_pids))
+echo "CPU per request (context): nginx $(per_req preview "$c_ngx0" "$c_ngx1") ms through the preview URL," \
+	"$(per_req proxy2 "$c_ngx1" "$c_ngx2") ms proxying straight; roombox-fcgi (its relay threads; the room's connector not counted)" \
+	"$(per_req preview "$c_fcgi0" "$c_fcgi1") ms"
 pv_ref=$(calc "($pv_ref1 + $pv_ref2) / 2")
 sed 's/^/  /' "$tmp/out/preview.txt"
 pv_non2xx=$(( $(non2xx preview) + $(non2xx proxy1) + $(non2xx proxy2) + 0 ))
