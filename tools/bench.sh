@@ -924,7 +924,7 @@ row "   64 MiB download via files API, median" "$(f0 "$down_mbs") MB/s" "nginx s
 	"$(ratio "$down_mbs" "$downref_mbs")" ">= 0.40 x nginx" "$v9d"
 v10=$(verdict "$sse_p50 <= 20" "$sse_p50")
 [ "$(kv "$sse" n)" = "$SSE_LINES" ] || v10="$v10 ($(kv "$sse" n) of $SSE_LINES lines!)"
-row "10. streamed output, write to client p50 (p99)" "$(f2 "$sse_p50") ms ($(f2 "$sse_p99"))" "-" "-" "<= 20 ms" "$v10"
+row "10. streamed output to client, p50 (p99)" "$(f2 "$sse_p50") ms ($(f2 "$sse_p99"))" "-" "-" "<= 20 ms" "$v10"
 v11=$(verdict "$pv_rps >= 0.5 * $pv_ref" "${pv_rps:-}" "$pv_ref")
 [ "$pv_non2xx" -eq 0 ] || v11="$v11 ($pv_non2xx not 2xx!)"
 row "11. preview URL, 16 clients, 1 KiB page" "$(f0 "${pv_rps:-}") req/s" "nginx proxy $(f0 "$pv_ref") req/s" \
