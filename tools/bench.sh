@@ -544,10 +544,11 @@ echo "GET /api/rooms with $running rooms: $(hb -m GET -n 1 /api/rooms)"
 
 # ---------------------------------------------------------------- 9: files up and down
 
-# median "<numbers, one a line>"
+# median < numbers, one a line: their median ("n/a" for none)
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else printf "n/a" }'; }
-# xfer PUT|GET URL FILE|- [-H header...]: "<status> <MB/s>" of one curl
-# transfer (MB = 10^6 bytes, over curl's time_total); GET writes into FILE.
+# xfer PUT|GET URL FILE [CURL-OPTION...]: "<status> <MB/s>" of one curl
+# transfer (MB = 10^6 bytes, over curl's time_total); PUT sends FILE, GET
+# writes into it.
 xfer() {
 	local m=$1 url=$2 f=$3
 	shift 3
@@ -634,7 +635,7 @@ done
 cmp -s <(curl -s "$preview_url") <(curl -s "$proxy_url") &&
 	echo "the preview URL and the reference serve the same page ($(curl -s "$proxy_url" | wc -c) bytes)" ||
 	say "figure 11: the preview URL does not serve the reference's page"
-# wrk_rps URL NAME: requests/s of one wrk run (output kept in out/NAME.txt)
+# wrk_run URL NAME: requests/s of one wrk run (output kept in out/NAME.txt)
 wrk_run() {
 	wrk -t16 -c16 -d"${WRK_SECONDS}s" --latency --timeout 30s "$1" > "$tmp/out/$2.txt" 2>&1
 	sed -n 's/^Requests\/sec:[[:space:]]*\([0-9.]*\).*/\1/p' "$tmp/out/$2.txt"
