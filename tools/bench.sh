@@ -16,11 +16,22 @@
 #   spawnbench.c  bare fork+execve / posix_spawn latency and 16-loop throughput
 #   httpbench.c   keep-alive HTTP/1.1 client: client-side wall time per request
 #   exec16.lua    wrk script: 16 connections, each bound to its own room
+#   pageserver.c  one-thread epoll web server (1 KiB page): in a room behind a
+#                 preview URL and on the host behind nginx (figure 11)
+#   sselat.py     streamed-output latency client (figure 10)
+#
+# Figures 12-14 run on a second stack (network = egress, own state, socket,
+# port, uid range) started by the same start_stack, against a test host of
+# the run's own: a network namespace on a veth pair, 203.0.113.110 routed
+# to it.  Every packet stays on this machine; the namespace, veth and route
+# go at the end (also on Ctrl-C), ip_forward is put back as it was.
 #
 # Knobs (environment): BENCH_ROOMS (1000) rooms running for the last figure,
 # BENCH_MEM_ROOMS (100), BENCH_CREATE_WORKERS (4), BENCH_WRK_SECONDS (10),
 # PORT (a free one).
 set -uo pipefail
+# Every request of the bench goes to this machine: no proxy of the caller's.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 
 # Everything in one compound command: bash parses it all before running, so
 # editing (or git-stashing) this file during a run cannot break the run.
@@ -44,9 +55,11 @@ WRK_SECONDS=${BENCH_WRK_SECONDS:-10}
 for b in roombox-fcgi roombox-helper roombox-keeper; do
 	[ -x "$repo/build/$b" ] || die "build/$b is missing: run make first"
 done
-for t in nginx wrk bwrap cc curl python3; do
+for t in nginx wrk bwrap cc curl python3 ip nft sha256sum; do
 	command -v "$t" >/dev/null || die "$t is not installed (tools/deps.sh installs it)"
 done
+nginx -V 2>&1 | grep -q 'http_dav_module' ||
+	die "nginx has no dav module (figure 9's reference: nginx storing a request body); Debian's nginx has it"
 for n in "$N_ROOMS" "$N_MEM" "$CREATE_WORKERS" "$WRK_SECONDS"; do
 	case $n in ''|*[!0-9]*|0) die "BENCH_* knobs must be positive integers" ;; esac
 done
@@ -57,12 +70,15 @@ done
 
 tmp=$(mktemp -d /tmp/rbx-bench.XXXXXX) || die "mktemp failed"
 chmod 0755 "$tmp"
-mkdir -p "$tmp/bin" "$tmp/nginx/tmp" "$tmp/run" "$tmp/out"
-chmod 0711 "$tmp/run"
+mkdir -p "$tmp/bin" "$tmp/out" "$tmp/ref/tmp" "$tmp/ref/dav"
+# The first stack (network = none) lives in $tmp itself, the egress stack
+# (figures 12-14) in $tmp/eg: each has its roombox.conf, tokens, state/,
+# run/ (fcgi.sock) and nginx/ there.
 conf=$tmp/roombox.conf
 tokens=$tmp/tokens
 socket=$tmp/run/fcgi.sock
-# The stack runs copies of build/roombox-{fcgi,helper,keeper} taken now (the
+eg=$tmp/eg
+# The stacks run copies of build/roombox-{fcgi,helper,keeper} taken now (the
 # keeper must sit beside the helper), so a rebuild during the run changes
 # nothing.
 helper=$tmp/bin/roombox-helper
@@ -70,46 +86,81 @@ helper=$tmp/bin/roombox-helper
 prefix=bx$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')-
 
 fcgi_pid= nginx_pid= cleaned= stack_up=
+eg_fcgi_pid= eg_nginx_pid= eg_up= eg_port=
+page_pid= th_nginx_pid= th_ns= th_if= forward_before=
 
 stop_stack() {
 	# shellcheck disable=SC2086  # empty when not started
 	stop_pids 200 $nginx_pid $fcgi_pid
 	nginx_pid= fcgi_pid= stack_up=
 }
+stop_eg_stack() {
+	# shellcheck disable=SC2086
+	stop_pids 200 $eg_nginx_pid $eg_fcgi_pid
+	eg_nginx_pid= eg_fcgi_pid= eg_up=
+}
 
-# Rooms whose state is still on disk.
+# rooms_left DIR: rooms of the stack in DIR whose state is still on disk.
 rooms_left() {
 	local d
-	for d in "$tmp/state/rooms"/*/; do
+	for d in "$1/state/rooms"/*/; do
 		[ -d "$d" ] && basename "$d"
 	done
+}
+
+# destroy_left DIR PORT UP: destroy what is left of a stack's rooms, with
+# its API if it is UP, then with its helper directly.
+destroy_left() {
+	local dir=$1 p=$2 up=$3
+	[ -n "$(rooms_left "$dir" | head -n1)" ] || return 0
+	say "destroying the rooms left over in $dir"
+	if [ -n "$up" ]; then
+		rooms_left "$dir" | xargs -r -P 8 -I{} curl -s -o /dev/null -X DELETE \
+			-H "Authorization: Bearer $(head -n1 "$dir/tokens")" \
+			"http://127.0.0.1:$p/api/rooms/{}"
+	fi
+}
+helper_destroy_left() {
+	local dir=$1
+	[ -s "$dir/roombox.conf" ] || return 0
+	echo '{"op":"stop-all"}' | timeout 120 "$helper" -c "$dir/roombox.conf" >/dev/null 2>&1
+	rooms_left "$dir" | xargs -r -P 8 -I{} sh -c \
+		'printf "{\"op\":\"destroy\",\"room\":\"%s\"}" "$1" | timeout 60 "$2" -c "$3" >/dev/null 2>&1' \
+		_ {} "$helper" "$dir/roombox.conf"
+}
+
+# The egress figures' test host: a network namespace with nginx, joined by
+# a veth pair, reached through a host route of its own.  Removes all of it
+# and puts ip_forward back as it was (the helper turns it on).
+stop_testhost() {
+	# shellcheck disable=SC2086
+	[ -z "$th_nginx_pid" ] || stop_pids 100 $th_nginx_pid
+	th_nginx_pid=
+	[ -z "$th_ns" ] || ip netns del "$th_ns" 2>/dev/null
+	[ -z "$th_if" ] || ! ip link show "$th_if" >/dev/null 2>&1 || ip link del "$th_if" 2>/dev/null
+	[ -z "$forward_before" ] || echo "$forward_before" > /proc/sys/net/ipv4/ip_forward
+	th_ns= th_if= forward_before=
 }
 
 cleanup() {
 	[ -z "$cleaned" ] || return 0
 	cleaned=1
 	trap '' INT TERM
-	# Normally every room is gone by now (figure 8 deletes them through the
-	# API); after an interruption destroy what is left, with the API if it
-	# is up, else with the helper directly.
-	if [ -n "$(rooms_left | head -n1)" ]; then
-		say "destroying the rooms left over"
-		if [ -n "$stack_up" ]; then
-			rooms_left | xargs -r -P 8 -I{} curl -s -o /dev/null -X DELETE \
-				-H "Authorization: Bearer $(head -n1 "$tokens")" \
-				"http://127.0.0.1:$port/api/rooms/{}"
-		fi
-	fi
+	# Normally every room is gone by now (the cleanup sections delete them
+	# through the API); after an interruption destroy what is left, with
+	# the API if it is up, else with the helper directly.
+	destroy_left "$tmp" "${port:-}" "$stack_up"
+	destroy_left "$eg" "$eg_port" "$eg_up"
 	stop_stack
-	if [ -s "$conf" ]; then
-		echo '{"op":"stop-all"}' | timeout 120 "$helper" -c "$conf" >/dev/null 2>&1
-		rooms_left | xargs -r -P 8 -I{} sh -c \
-			'printf "{\"op\":\"destroy\",\"room\":\"%s\"}" "$1" | timeout 60 "$2" -c "$3" >/dev/null 2>&1' \
-			_ {} "$helper" "$conf"
-	fi
+	stop_eg_stack
+	# shellcheck disable=SC2086
+	[ -z "$page_pid" ] || stop_pids 100 $page_pid
+	helper_destroy_left "$tmp"
+	helper_destroy_left "$eg"
+	stop_testhost
 	if [ -n "${BENCH_KEEP_TMP:-}" ]; then
 		say "kept $tmp"
-	elif [ -n "$(rooms_left | head -n1)" ]; then
+	elif [ -n "$(rooms_left "$tmp" | head -n1)$(rooms_left "$eg" | head -n1)" ]; then
 		say "rooms could not be destroyed; keeping $tmp for inspection"
 	else
 		rm -rf "$tmp"
@@ -137,7 +188,7 @@ verdict() {
 f2() { num "${1:-}" && calc "sprintf(\"%.2f\", $1)" || echo n/a; }
 f0() { num "${1:-}" && calc "sprintf(\"%.0f\", $1)" || echo n/a; }
 
-section() { printf '\n== %s\n' "$*"; }
+section() { printf '\n== %s  [%d s into the run]\n' "$*" "$SECONDS"; }
 
 # Wait (at most 30 s) until the CPUs have been at least 95 % idle for two
 # half-second samples in a row, so that a figure is not measured while the
@@ -188,6 +239,26 @@ cgroup_mem() {
 	done
 }
 
+# delete_all DIR PORT NAME: DELETE every room of the stack in DIR through
+# its API, 8 at a time (statuses in out/NAME.txt); sets n_left, del (the
+# statuses counted) and del_fail.
+delete_all() {
+	local dir=$1 p=$2 out=$tmp/out/$3.txt t0
+	rooms_left "$dir" > "$tmp/rooms.txt"
+	n_left=$(wc -l < "$tmp/rooms.txt")
+	t0=$(date +%s.%N)
+	del=$(xargs -a "$tmp/rooms.txt" -P 8 -n 64 sh -c '
+		for r in "$@"; do
+			code=$(curl -s -o /dev/null -w "%{http_code}" -X DELETE \
+				-H "Authorization: Bearer $(head -n1 "'"$dir/tokens"'")" \
+				"http://127.0.0.1:'"$p"'/api/rooms/$r")
+			echo "$code $r"
+		done' _ | tee "$out" | awk '{ n[$1]++ } END { for (c in n) printf "%s=%d ", c, n[c] }')
+	echo "DELETE of $n_left rooms took $(calc "sprintf(\"%.1f\", $(date +%s.%N) - $t0)") s; statuses: $del"
+	grep -v '^200 ' "$out" | head -n5 | sed 's/^/  not 200: /'
+	del_fail=$(grep -vc '^200 ' "$out")
+}
+
 # ---------------------------------------------------------------- build the helper programs
 
 say "building tools/bench/*.c into $tmp/bin, copying build/roombox-* there"
@@ -198,72 +269,118 @@ cc -O2 -Wall -Wextra -o "$tmp/bin/spawnbench" "$repo/tools/bench/spawnbench.c" |
 	die "could not build tools/bench/spawnbench.c"
 cc -O2 -Wall -Wextra -pthread -o "$tmp/bin/httpbench" "$repo/tools/bench/httpbench.c" ||
 	die "could not build tools/bench/httpbench.c"
+cc -O2 -Wall -Wextra -o "$tmp/bin/pageserver" "$repo/tools/bench/pageserver.c" ||
+	die "could not build tools/bench/pageserver.c"
 
-# ---------------------------------------------------------------- the stack
+# ---------------------------------------------------------------- the stacks
 
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
 if [ -n "${PORT:-}" ]; then
 	port=$PORT
 else
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	port=$(free_port)
 fi
 case $port in ''|*[!0-9]*) die "PORT must be a number, not '$port'" ;; esac
 
+# free_uid_base FIRST SPAN: a uid range of SPAN rooms (65536 host ids each)
+# that no process uses, at FIRST + k x its size for a random k < 16.
+free_uid_base() {
+	local first=$1 n=$(($2 * 65536)) b
+	for _ in $(seq 50); do
+		b=$((first + (RANDOM % 16) * n))
+		if ! ps -eo uid=,gid= | awk -v lo="$b" -v hi=$((b + n)) \
+			'($1 >= lo && $1 < hi) || ($2 >= lo && $2 < hi) { f = 1 } END { exit !f }'; then
+			echo "$b"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# start_stack DIR PORT UID_BASE SPAN EXTRA_CONF EXTRA_NGINX: write DIR's
+# roombox.conf (the keys every bench stack has, then EXTRA_CONF's lines) and
+# a token, make DIR/nginx/nginx.conf from nginx.conf.example (EXTRA_NGINX's
+# server blocks added at the end of its http block), start roombox-fcgi and
+# nginx and wait for /api/health.  Sets started_fcgi, started_nginx and
+# health; dies when the stack does not come up.
+start_stack() {
+	local dir=$1 p=$2 base=$3 span=$4 extra=$5 extra_nginx=$6
+	local sock=$dir/run/fcgi.sock
+	mkdir -p "$dir/nginx/tmp" "$dir/run"
+	chmod 0711 "$dir/run"
+	printf '%s\n' "# Generated by tools/bench.sh for make bench." \
+		"state_dir = $dir/state" "run_dir = $dir/run" "socket = $sock" \
+		"tokens_file = $dir/tokens" "helper = $helper" "uid_base = $base" \
+		"max_rooms = $span" "workers = 32" "max_concurrent_execs = 64" \
+		"idle_timeout = 0" "$extra" > "$dir/roombox.conf"
+	chmod 0644 "$dir/roombox.conf"
+	(umask 077; od -An -N24 -tx1 /dev/urandom | tr -d ' \n' > "$dir/tokens"; echo >> "$dir/tokens")
+	{ nginx_conf_from_example "$repo" "$p" "$sock" "$dir/nginx" | sed '$d' &&
+	  printf '%s\n}\n' "$extra_nginx"; } > "$dir/nginx/nginx.conf" ||
+		die "could not make $dir/nginx/nginx.conf from nginx.conf.example (see above)"
+	local ngx=(nginx -e "$dir/nginx/error.log" -c "$dir/nginx/nginx.conf")
+	"${ngx[@]}" -t -q || die "nginx rejects $dir/nginx/nginx.conf"
+
+	"$tmp/bin/roombox-fcgi" -c "$dir/roombox.conf" < /dev/null > "$dir/fcgi.log" 2>&1 &
+	started_fcgi=$!
+	for _ in $(seq 200); do
+		[ -S "$sock" ] && break
+		kill -0 "$started_fcgi" 2>/dev/null || die "roombox-fcgi exited during start-up: $(tail -n5 "$dir/fcgi.log")"
+		sleep 0.05
+	done
+	[ -S "$sock" ] || die "roombox-fcgi did not create $sock within 10 s"
+	"${ngx[@]}" -g 'daemon off;' < /dev/null > "$dir/nginx/out.log" 2>&1 &
+	started_nginx=$!
+	health=
+	for _ in $(seq 200); do
+		health=$(curl -fsS --max-time 1 "http://127.0.0.1:$p/api/health" 2>/dev/null) && break
+		health=
+		kill -0 "$started_fcgi" 2>/dev/null || die "roombox-fcgi exited during start-up: $(tail -n5 "$dir/fcgi.log")"
+		kill -0 "$started_nginx" 2>/dev/null || die "nginx exited during start-up: $(tail -n5 "$dir/nginx/error.log")"
+		sleep 0.05
+	done
+	[ -n "$health" ] || die "no answer from http://127.0.0.1:$p/api/health within 10 s"
+}
+
+# The first stack's nginx also serves the references of figures 9 and 11,
+# on a port of their own: nginx's own PUT (the dav module: the body into a
+# temporary file, renamed into place) and static GET of the same bytes, and
+# a location proxying straight to the page server on the host, with the
+# preview location's own settings.
+ref_port=$(free_port)
+page_port=$(free_port)
+ref_nginx="    server {
+        listen 127.0.0.1:$ref_port;
+        location /dav/ {
+            root $tmp/ref;
+            client_body_temp_path $tmp/ref/tmp;
+            dav_methods PUT;
+            client_max_body_size 0;
+        }
+        location /proxy/ {
+            proxy_pass http://127.0.0.1:$page_port/;
+            proxy_http_version 1.1;
+            proxy_set_header Host       \$http_host;
+            proxy_set_header Upgrade    \$http_upgrade;
+            proxy_set_header Connection \$roombox_preview_connection;
+            proxy_buffering         off;
+            proxy_request_buffering off;
+            client_max_body_size    0;
+            proxy_read_timeout      1h;
+            proxy_send_timeout      1h;
+        }
+    }"
+
 # A uid range no process uses: each room owns 65536 host ids (the tests use
-# 70000000 onwards, make run 200000 to 65736000).
+# 70000000 onwards, make run 200000 to 65736000; the egress stack's range,
+# from 1.5e9, lies above every one this can pick).
 span=1024
 ids=$((span * 65536))
-uid_base=
-for _ in $(seq 50); do
-	b=$((300000000 + (RANDOM % 16) * ids))
-	if ! ps -eo uid=,gid= | awk -v lo="$b" -v hi=$((b + ids)) \
-		'($1 >= lo && $1 < hi) || ($2 >= lo && $2 < hi) { f = 1 } END { exit !f }'; then
-		uid_base=$b
-		break
-	fi
-done
-[ -n "$uid_base" ] || die "no free uid range for the bench stack"
-
-cat > "$conf" <<EOF
-# Generated by tools/bench.sh for make bench.
-state_dir = $tmp/state
-run_dir = $tmp/run
-socket = $socket
-tokens_file = $tokens
-helper = $helper
-uid_base = $uid_base
-max_rooms = $span
-workers = 32
-max_concurrent_execs = 64
-idle_timeout = 0
-EOF
-chmod 0644 "$conf"
-(umask 077; od -An -N24 -tx1 /dev/urandom | tr -d ' \n' > "$tokens"; echo >> "$tokens")
-
-nginx_conf_from_example "$repo" "$port" "$socket" "$tmp/nginx" > "$tmp/nginx/nginx.conf" ||
-	die "could not make the bench's nginx.conf from nginx.conf.example (see above)"
-nginx_cmd=(nginx -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf")
-"${nginx_cmd[@]}" -t -q || die "nginx rejects $tmp/nginx/nginx.conf"
-
-"$tmp/bin/roombox-fcgi" -c "$conf" < /dev/null > "$tmp/fcgi.log" 2>&1 &
-fcgi_pid=$!
-for _ in $(seq 200); do
-	[ -S "$socket" ] && break
-	kill -0 "$fcgi_pid" 2>/dev/null || die "roombox-fcgi exited during start-up: $(tail -n5 "$tmp/fcgi.log")"
-	sleep 0.05
-done
-[ -S "$socket" ] || die "roombox-fcgi did not create $socket within 10 s"
-"${nginx_cmd[@]}" -g 'daemon off;' < /dev/null > "$tmp/nginx/out.log" 2>&1 &
-nginx_pid=$!
-health=
-for _ in $(seq 200); do
-	health=$(curl -fsS --max-time 1 "http://127.0.0.1:$port/api/health" 2>/dev/null) && break
-	health=
-	kill -0 "$fcgi_pid" 2>/dev/null || die "roombox-fcgi exited during start-up: $(tail -n5 "$tmp/fcgi.log")"
-	kill -0 "$nginx_pid" 2>/dev/null || die "nginx exited during start-up: $(tail -n5 "$tmp/nginx/error.log")"
-	sleep 0.05
-done
-[ -n "$health" ] || die "no answer from http://127.0.0.1:$port/api/health within 10 s"
-stack_up=1
+uid_base=$(free_uid_base 300000000 "$span") || die "no free uid range for the bench stack"
+start_stack "$tmp" "$port" "$uid_base" "$span" "" "$ref_nginx"
+fcgi_pid=$started_fcgi nginx_pid=$started_nginx stack_up=1
 
 t_start=$(date +%s)
 echo "roombox bench -- $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -r), $(nproc) CPUs, $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM"
@@ -356,10 +473,16 @@ echo "figure 5's reference: $tput_before spawns/s before, $tput_after after, mea
 # ---------------------------------------------------------------- 6: first exec in a new room
 
 section "6. first exec in a new room (jail created), 30 fresh rooms, sequential"
-settle
-fresh=$(hb -m POST -b "$exec_body" -n 30 -k '"exitCode":0' "$(exec_path 'f{i}')")
-echo "$fresh"
-fresh_p50=$(kv "$fresh" p50_ms)
+# fresh_rooms HB PATTERN: once the CPUs are idle, the first exec in each of
+# 30 new rooms (PATTERN with {i}), one after another, through HB (hb or
+# ehb: the stack); prints httpbench's line and keeps it in fresh_line.
+fresh_rooms() {
+	settle
+	fresh_line=$("$1" -m POST -b "$exec_body" -n 30 -k '"exitCode":0' "$(exec_path "$2")")
+	echo "$fresh_line"
+}
+fresh_rooms hb 'f{i}'
+fresh_p50=$(kv "$fresh_line" p50_ms)
 
 # ---------------------------------------------------------------- 7: memory per idle room
 
@@ -419,20 +542,290 @@ echo "warm exec with $running rooms running, N=300: $many"
 many_p50=$(kv "$many" p50_ms)
 echo "GET /api/rooms with $running rooms: $(hb -m GET -n 1 /api/rooms)"
 
-section "cleanup: DELETE every room (8 at a time), then check nothing is left"
-rooms_left > "$tmp/rooms.txt"
-n_left=$(wc -l < "$tmp/rooms.txt")
-t0=$(date +%s.%N)
-del=$(xargs -a "$tmp/rooms.txt" -P 8 -n 64 sh -c '
-	for r in "$@"; do
-		code=$(curl -s -o /dev/null -w "%{http_code}" -X DELETE \
-			-H "Authorization: Bearer $(head -n1 "'"$tokens"'")" \
-			"http://127.0.0.1:'"$port"'/api/rooms/$r")
-		echo "$code $r"
-	done' _ | tee "$tmp/out/delete.txt" | awk '{ n[$1]++ } END { for (c in n) printf "%s=%d ", c, n[c] }')
-echo "DELETE of $n_left rooms took $(calc "sprintf(\"%.1f\", $(date +%s.%N) - $t0)") s; statuses: $del"
-grep -v '^200 ' "$tmp/out/delete.txt" | head -n5 | sed 's/^/  not 200: /'
-del_fail=$(grep -vc '^200 ' "$tmp/out/delete.txt")
+# ---------------------------------------------------------------- 9: files up and down
+
+# median < numbers, one a line: their median ("n/a" for none)
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else printf "n/a" }'; }
+# xfer PUT|GET URL FILE [CURL-OPTION...]: "<status> <MB/s>" of one curl
+# transfer (MB = 10^6 bytes, over curl's time_total); PUT sends FILE, GET
+# writes into it.
+xfer() {
+	local m=$1 url=$2 f=$3
+	shift 3
+	local w='%{http_code} %{size_upload} %{size_download} %{time_total}' out
+	if [ "$m" = PUT ]; then
+		out=$(curl -s -o /dev/null -w "$w" -T "$f" "$@" "$url")
+	else
+		out=$(curl -s -o "$f" -w "$w" "$@" "$url")
+	fi
+	awk -v m="$m" '{ b = (m == "PUT" ? $2 : $3); printf "%s %.1f", $1, ($4 > 0 ? b / $4 / 1e6 : 0) }' <<<"$out"
+}
+auth=(-H "Authorization: Bearer $(head -n1 "$tokens")")
+FILE_REPS=5
+section "9. upload then download of a 64 MiB file through nginx (SPEC §8.2), $FILE_REPS rounds, median MB/s"
+echo "measured: curl -T to PUT /api/rooms/${prefix}x/sandbox/files/big.bin, curl GET of it (room ${prefix}x, as root)"
+echo "reference: the same nginx storing the same bytes as a request body (its dav module's PUT: the body into a"
+echo "  temporary file, renamed into place, on the same file system as the rooms' state) and serving them as a static file"
+head -c $((64 * 1048576)) /dev/urandom > "$tmp/ref/src.bin"
+src_sha=$(sha256sum < "$tmp/ref/src.bin" | cut -d' ' -f1)
+echo "first exec (creates room ${prefix}x): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path x)")"
+files_url="http://127.0.0.1:$port/api/rooms/${prefix}x/sandbox/files/big.bin"
+dav_url="http://127.0.0.1:$ref_port/dav/big.bin"
+settle
+: > "$tmp/out/files.txt"
+for i in $(seq "$FILE_REPS"); do
+	u=$(xfer PUT "$files_url" "$tmp/ref/src.bin" "${auth[@]}")
+	ru=$(xfer PUT "$dav_url" "$tmp/ref/src.bin")
+	d=$(xfer GET "$files_url" /dev/null "${auth[@]}")
+	rd=$(xfer GET "$dav_url" /dev/null)
+	echo "round $i: upload $u, reference $ru; download $d, reference $rd (status MB/s)"
+	echo "$u $ru $d $rd" >> "$tmp/out/files.txt"
+done
+up_mbs=$(awk '$1 ~ /^20[01]$/ { print $2 }' "$tmp/out/files.txt" | median)
+upref_mbs=$(awk '$3 ~ /^20[14]$/ { print $4 }' "$tmp/out/files.txt" | median)
+down_mbs=$(awk '$5 == 200 { print $6 }' "$tmp/out/files.txt" | median)
+downref_mbs=$(awk '$7 == 200 { print $8 }' "$tmp/out/files.txt" | median)
+files_bad=$(awk '$1 !~ /^20[01]$/ || $3 !~ /^20[14]$/ || $5 != 200 || $7 != 200' "$tmp/out/files.txt" | wc -l)
+curl -s -o "$tmp/out/back.bin" "${auth[@]}" "$files_url"
+back_sha=$(sha256sum < "$tmp/out/back.bin" | cut -d' ' -f1)
+ref_sha=$(sha256sum < "$tmp/ref/dav/big.bin" | cut -d' ' -f1)
+rm -f "$tmp/out/back.bin"
+files_exact=no
+[ "$back_sha" = "$src_sha" ] && [ "$ref_sha" = "$src_sha" ] && files_exact=yes
+echo "sha256: sent $src_sha, room's download $back_sha, reference's file $ref_sha: exact: $files_exact"
+echo "median: upload $up_mbs MB/s (reference $upref_mbs), download $down_mbs MB/s (reference $downref_mbs); rounds with a bad status: $files_bad"
+
+# ---------------------------------------------------------------- 10: streamed output
+
+SSE_LINES=50
+section "10. streamed output (SPEC §8.1): command's timestamp to the client, $SSE_LINES lines 100 ms apart"
+echo "client: tools/bench/sselat.py (a plain socket through nginx, Accept: text/event-stream); the command prints"
+echo "  \`date +%s%N\` (CLOCK_REALTIME, ns) every 100 ms; latency = arrival (CLOCK_REALTIME) - printed; room ${prefix}s"
+echo "first exec (creates room ${prefix}s): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path s)")"
+settle
+sse=$(python3 "$repo/tools/bench/sselat.py" "$port" "$tokens" "${prefix}s" "$SSE_LINES")
+echo "$sse"
+sse_p50=$(kv "$sse" p50_ms) sse_p99=$(kv "$sse" p99_ms)
+[ "$(kv "$sse" n)" = "$SSE_LINES" ] && [ "$(kv "$sse" complete)" = 1 ] ||
+	say "figure 10: not every line arrived, or no complete event: $sse"
+
+# ---------------------------------------------------------------- 11: preview URL
+
+section "11. requests through a preview URL (SPEC §8.5): wrk -t16 -c16 -d${WRK_SECONDS}s, a 1 KiB page"
+echo "server: tools/bench/pageserver.c (epoll, one thread), uploaded into room ${prefix}p as /workspace/pageserver"
+echo "  and run there as a managed process on 127.0.0.1:8000; the same binary on the host's 127.0.0.1:$page_port"
+echo "reference: nginx proxying straight to the host's copy (a location with the preview location's settings);"
+echo "  measured before and after the preview run, mean"
+echo "first exec (creates room ${prefix}p): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path p)")"
+api="http://127.0.0.1:$port/api/rooms/${prefix}p/sandbox"
+echo "upload: $(curl -s "${auth[@]}" -T "$tmp/bin/pageserver" "$api/files/pageserver?mode=0755")"
+echo "process: $(curl -s "${auth[@]}" -d '{"cmd":"/workspace/pageserver 8000","name":"page"}' "$api/processes")"
+expose=$(curl -s "${auth[@]}" -d '{"port":8000}' "$api/ports")
+echo "expose: $expose"
+ptoken=$(sed -n 's/.*"token":"\([a-z0-9]*\)".*/\1/p' <<<"$expose")
+preview_url="http://127.0.0.1:$port/preview/$ptoken/"
+"$tmp/bin/pageserver" "$page_port" 2> "$tmp/out/pageserver.log" &
+page_pid=$!
+proxy_url="http://127.0.0.1:$ref_port/proxy/"
+for _ in $(seq 100); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "$preview_url")" = 200 ] &&
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "$proxy_url")" = 200 ] && break
+	sleep 0.1
+done
+cmp -s <(curl -s "$preview_url") <(curl -s "$proxy_url") &&
+	echo "the preview URL and the reference serve the same page ($(curl -s "$proxy_url" | wc -c) bytes)" ||
+	say "figure 11: the preview URL does not serve the reference's page"
+# wrk_run URL NAME: requests/s of one wrk run (output kept in out/NAME.txt)
+wrk_run() {
+	wrk -t16 -c16 -d"${WRK_SECONDS}s" --latency --timeout 30s "$1" > "$tmp/out/$2.txt" 2>&1
+	sed -n 's/^Requests\/sec:[[:space:]]*\([0-9.]*\).*/\1/p' "$tmp/out/$2.txt"
+}
+non2xx() { sed -n 's/^[[:space:]]*Non-2xx or 3xx responses:[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out/$1.txt"; }
+settle
+# cpu_ms PID...: CPU time (user + system, all threads) the processes used
+# so far, in ms; with the children they reaped (roombox-fcgi's helpers).
+cpu_ms() {
+	local t p f=()
+	for p in "$@"; do f+=("/proc/$p/stat"); done
+	t=$(cat "${f[@]}" 2>/dev/null | awk '{ sub(/.*\) /, ""); s += $12 + $13 + $14 + $15 } END { print s + 0 }')
+	calc "$t * 1000 / $(getconf CLK_TCK)"
+}
+# per_req NAME BEFORE AFTER: ms of CPU per request of wrk run NAME.
+per_req() {
+	local n
+	n=$(sed -n 's/^[[:space:]]*\([0-9]*\) requests in .*/\1/p' "$tmp/out/$1.txt")
+	num "$n" && [ "$n" -gt 0 ] && calc "sprintf(\"%.3f\", ($3 - $2) / $n)" || echo n/a
+}
+ngx_pids() { echo "$nginx_pid" $(pgrep -P "$nginx_pid"); }
+pv_ref1=$(wrk_run "$proxy_url" proxy1)
+c_ngx0=$(cpu_ms $(ngx_pids)) c_fcgi0=$(cpu_ms "$fcgi_pid")
+pv_rps=$(wrk_run "$preview_url" preview)
+c_ngx1=$(cpu_ms $(ngx_pids)) c_fcgi1=$(cpu_ms "$fcgi_pid")
+pv_ref2=$(wrk_run "$proxy_url" proxy2)
+c_ngx2=$(cpu_ms $(ngx_pids))
+echo "CPU per request (context): nginx $(per_req preview "$c_ngx0" "$c_ngx1") ms through the preview URL," \
+	"$(per_req proxy2 "$c_ngx1" "$c_ngx2") ms proxying straight; roombox-fcgi (its relay threads; the room's connector not counted)" \
+	"$(per_req preview "$c_fcgi0" "$c_fcgi1") ms"
+pv_ref=$(calc "($pv_ref1 + $pv_ref2) / 2")
+sed 's/^/  /' "$tmp/out/preview.txt"
+pv_non2xx=$(( $(non2xx preview) + $(non2xx proxy1) + $(non2xx proxy2) + 0 ))
+echo "preview $pv_rps req/s; reference $pv_ref1 before, $pv_ref2 after, mean $pv_ref; non-2xx answers: $pv_non2xx"
+stop_pids 100 "$page_pid"
+page_pid=
+
+# ---------------------------------------------------------------- 12-14: the egress stack
+
+section "egress stack: a second instance with network = egress, and a test host on a veth pair"
+# Every packet stays on this machine: the test host is a network namespace
+# of this run's own, joined to the host by a veth pair (198.51.100.217/30,
+# TEST-NET-2), holding 203.0.113.110 (TEST-NET-3, "the internet") behind a
+# host route via that pair.  The rooms' dns is that address too (nothing
+# resolves names here).  Not 203.0.113.10 and the tests' link: a test run of
+# tests/security/test_egress.py on the same host would clash with them.
+TH_ADDR=203.0.113.110 TH_LINK_HOST=198.51.100.217 TH_LINK_NS=198.51.100.218
+EG_ROUNDS=5
+sfx=$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
+forward_before=$(cat /proc/sys/net/ipv4/ip_forward)
+th_ns=bxt-$sfx th_if=bxt${sfx}h
+th=$eg/testhost
+mkdir -p "$th/www" "$th/tmp"
+ip netns add "$th_ns" &&
+ip link add "$th_if" type veth peer name eth0 netns "$th_ns" &&
+ip addr add "$TH_LINK_HOST/30" dev "$th_if" &&
+ip link set "$th_if" up &&
+ip -n "$th_ns" link set lo up &&
+ip -n "$th_ns" addr add "$TH_LINK_NS/30" dev eth0 &&
+ip -n "$th_ns" addr add "$TH_ADDR/32" dev eth0 &&
+ip -n "$th_ns" link set eth0 up &&
+ip -n "$th_ns" route add default via "$TH_LINK_HOST" &&
+ip route add "$TH_ADDR/32" via "$TH_LINK_NS" dev "$th_if" ||
+	die "could not make the test host (network namespace $th_ns, veth $th_if)"
+for _ in 1 2 3 4; do cat "$tmp/ref/src.bin"; done > "$th/www/big.bin"
+big_sha=$(sha256sum < "$th/www/big.bin" | cut -d' ' -f1)
+cat > "$th/nginx.conf" <<EOF
+worker_processes 2;
+pid $th/nginx.pid;
+error_log $th/error.log warn;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path $th/tmp; proxy_temp_path $th/tmp; fastcgi_temp_path $th/tmp;
+    uwsgi_temp_path $th/tmp; scgi_temp_path $th/tmp;
+    sendfile on;
+    server { listen $TH_ADDR:80; root $th/www; }
+}
+EOF
+ip netns exec "$th_ns" nginx -e "$th/error.log" -c "$th/nginx.conf" -g 'daemon off;' < /dev/null > "$th/out.log" 2>&1 &
+th_nginx_pid=$!
+eg_port=$(free_port)
+eg_span=64
+eg_uid_base=$(free_uid_base 1500000000 "$eg_span") || die "no free uid range for the egress stack"
+start_stack "$eg" "$eg_port" "$eg_uid_base" "$eg_span" "network = egress
+dns = $TH_ADDR" ""
+eg_fcgi_pid=$started_fcgi eg_nginx_pid=$started_nginx eg_up=1
+# The instance's names (sandbox-helper/net.c): FNV-1a of state_dir.
+eg_hash=$(python3 -c 'import sys
+h = 2166136261
+for c in sys.argv[1].encode(): h = ((h ^ c) * 16777619) & 0xffffffff
+print("%08x" % h)' "$eg/state")
+eg_table=roombox_$eg_hash eg_ifprefix=rb${eg_hash:2:6}-
+echo "stack: nginx 127.0.0.1:$eg_port -> roombox-fcgi -> roombox-helper; network = egress, dns $TH_ADDR, max_rooms $eg_span, uid_base $eg_uid_base"
+echo "health: $health"
+echo "instance: nft table inet $eg_table, room interfaces $eg_ifprefix*"
+echo "test host: netns $th_ns, veth $th_if ($TH_LINK_HOST/30), $TH_ADDR/32 routed to it; nginx (sendfile) serving a 256 MiB file"
+for _ in $(seq 100); do
+	curl -s --noproxy '*' -o /dev/null -r 0-0 "http://$TH_ADDR/big.bin" && break
+	kill -0 "$th_nginx_pid" 2>/dev/null || die "the test host's nginx exited: $(tail -n3 "$th/error.log")"
+	sleep 0.1
+done
+ehb() { "$tmp/bin/httpbench" -P "$eg_port" -T "$eg/tokens" "$@"; }
+
+# ---------------------------------------------------------------- 12: egress download
+
+section "12. egress: room ${prefix}g downloads 256 MiB from the test host, against the host downloading it, $EG_ROUNDS rounds"
+echo "first exec (creates room ${prefix}g): $(ehb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path g)")"
+echo "both: curl -o /dev/null http://$TH_ADDR/big.bin (the room's through its veth, forwarded and masqueraded"
+echo "  by the host; the host's straight through the test host's veth); MB/s = 10^6 bytes per second, median"
+settle
+dl_cmd="curl -s --noproxy '*' -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' http://$TH_ADDR/big.bin"
+eg_ex=$(python3 -c 'import json, sys; print(json.dumps({"cmd": sys.argv[1], "timeout": 120000}))' "$dl_cmd")
+eg_auth=(-H "Authorization: Bearer $(head -n1 "$eg/tokens")")
+: > "$tmp/out/egress.txt"
+for i in $(seq "$EG_ROUNDS"); do
+	h=$(sh -c "$dl_cmd")
+	r=$(curl -s "${eg_auth[@]}" -d "$eg_ex" "http://127.0.0.1:$eg_port/api/rooms/${prefix}g/sandbox/exec" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["stdout"])' 2>/dev/null)
+	echo "round $i: host ${h:-failed}, room ${r:-failed} (status bytes bytes/s)"
+	echo "${h:-x 0 0} ${r:-x 0 0}" >> "$tmp/out/egress.txt"
+done
+eg_sz=$((256 * 1048576))
+eg_host=$(awk -v n=$eg_sz '$1 == 200 && $2 == n { print $3 / 1e6 }' "$tmp/out/egress.txt" | median)
+eg_room=$(awk -v n=$eg_sz '$4 == 200 && $5 == n { print $6 / 1e6 }' "$tmp/out/egress.txt" | median)
+eg_bad=$(awk -v n=$eg_sz '$1 != 200 || $2 != n || $4 != 200 || $5 != n' "$tmp/out/egress.txt" | wc -l)
+r=$(ehb -m POST -b "{\"cmd\":\"curl -s --noproxy '*' http://$TH_ADDR/big.bin | sha256sum\",\"timeout\":120000}" \
+	-n 1 -k "$big_sha" "$(exec_path g)")
+eg_exact=no
+[ "$(kv "$r" bad)" = 0 ] && eg_exact=yes
+echo "sha256 of the room's download equal to the file's ($big_sha): $eg_exact"
+echo "median: room $eg_room MB/s, host $eg_host MB/s; rounds with a bad status or size: $eg_bad"
+
+# ---------------------------------------------------------------- 13: warm exec, egress and root
+
+section "13. warm exec of true, network = egress as the room's root, against network = none as user, N=1000 each"
+echo "measured: room ${prefix}g of the egress stack, {\"cmd\":\"true\"} (exec_user root: the room's root in its user namespace)"
+echo "reference: room ${prefix}w of the first stack (network = none), {\"cmd\":\"true\",\"user\":\"user\"}"
+echo "  (the user namespace is always on, so \"without them\" is no network and no root); before and after, mean"
+user_body='{"cmd":"true","user":"user"}'
+settle
+nu1=$(hb -m POST -b "$user_body" -n 1000 -w 50 -k '"exitCode":0' "$(exec_path w)")
+echo "reference before: $nu1"
+ew=$(ehb -m POST -b "$exec_body" -n 1000 -w 50 -k '"exitCode":0' "$(exec_path g)")
+echo "measured:         $ew"
+nu2=$(hb -m POST -b "$user_body" -n 1000 -w 50 -k '"exitCode":0' "$(exec_path w)")
+echo "reference after:  $nu2"
+ew_p50=$(kv "$ew" p50_ms) ew_p99=$(kv "$ew" p99_ms)
+nu_p50=$(calc "($(kv "$nu1" p50_ms) + $(kv "$nu2" p50_ms)) / 2")
+ew_bad=$(( $(kv "$ew" bad) + $(kv "$nu1" bad) + $(kv "$nu2" bad) + 0 ))
+echo "p50: egress+root $ew_p50 ms, none+user $(f2 "$nu_p50") ms; figure 4 (none, root) $warm_p50 ms; bad answers: $ew_bad"
+
+# ---------------------------------------------------------------- 14: first exec, egress
+
+section "14. first exec in a new room with network = egress, 30 fresh rooms, sequential"
+fresh_rooms ehb 'e{i}'
+efresh_p50=$(kv "$fresh_line" p50_ms)
+
+# ---------------------------------------------------------------- egress cleanup
+
+section "egress cleanup: DELETE every room of the egress stack, then check nothing of its network is left"
+delete_all "$eg" "$eg_port" eg_delete
+eg_del_fail=$del_fail eg_n=$n_left
+eg_leak=()
+sleep 0.5
+links=$(ip -o link show | awk -F': ' '{ print $2 }' | sed 's/@.*//' | grep "^$eg_ifprefix")
+[ -z "$links" ] || eg_leak+=("$(wc -l <<<"$links") veth $eg_ifprefix*: $(head -n3 <<<"$links" | tr '\n' ' ')")
+nft list table inet "$eg_table" >/dev/null 2>&1 && eg_leak+=("nft table inet $eg_table")
+eg_routes=$(ip -4 route show | grep -c "dev $eg_ifprefix")
+[ "$eg_routes" -eq 0 ] || eg_leak+=("$eg_routes routes via room interfaces")
+[ -z "$(rooms_left "$eg" | head -n1)" ] || eg_leak+=("$(rooms_left "$eg" | wc -l) room state folders")
+if [ ${#eg_leak[@]} -eq 0 ]; then
+	eg_clean="clean: no veth $eg_ifprefix*, no nft table $eg_table, no route of a room, no room folder left"
+else
+	eg_clean="LEFT OVER: $(IFS=';'; echo "${eg_leak[*]}")"
+fi
+echo "$eg_clean"
+stop_eg_stack
+th_ns_was=$th_ns th_if_was=$th_if
+stop_testhost
+if ip netns list | grep -q "^$th_ns_was\b" || ip link show "$th_if_was" >/dev/null 2>&1 ||
+   ip -4 route show | grep -q "^$TH_ADDR "; then
+	eg_leak+=("the test host ($th_ns_was, $th_if_was or its route)")
+	echo "LEFT OVER: the test host's namespace, veth or route"
+else
+	echo "stopped the egress stack; removed the test host (netns, veth, route); ip_forward back to what it was"
+fi
+
+section "cleanup: DELETE every room of the first stack (8 at a time), then check nothing of either stack is left"
+delete_all "$tmp" "$port" delete
 
 leak=()
 sleep 0.5
@@ -448,13 +841,14 @@ done
 loops=$(for f in /sys/block/loop*/loop/backing_file; do
 	[ -r "$f" ] && grep -l "^$tmp/" "$f" 2>/dev/null; done | wc -l)
 [ "$loops" -eq 0 ] || leak+=("$loops loop devices backed by $tmp")
-uprocs=$(ps -eo uid= | awk -v lo="$uid_base" -v hi=$((uid_base + ids)) '$1 >= lo && $1 < hi' | wc -l)
+uprocs=$(ps -eo uid= | awk -v lo="$uid_base" -v hi=$((uid_base + ids)) -v elo="${eg_uid_base:-0}" \
+	-v ehi=$((${eg_uid_base:-0} + ${eg_span:-0} * 65536)) '($1 >= lo && $1 < hi) || ($1 >= elo && $1 < ehi)' | wc -l)
 [ "$uprocs" -eq 0 ] || leak+=("$uprocs processes with a room uid")
 cgs=$(ls -d /sys/fs/cgroup/*/roombox*/"$prefix"* /sys/fs/cgroup/roombox*/"$prefix"* 2>/dev/null | wc -l)
 [ "$cgs" -eq 0 ] || leak+=("$cgs room cgroups")
 mnts=$(grep -c "$tmp" /proc/self/mountinfo)
 [ "$mnts" -eq 0 ] || leak+=("$mnts host mounts under $tmp")
-st=$(rooms_left | wc -l)
+st=$( (rooms_left "$tmp"; rooms_left "$eg") | wc -l)
 [ "$st" -eq 0 ] || leak+=("$st room state folders")
 if [ ${#leak[@]} -eq 0 ]; then
 	clean="clean: no keeper, loop device, room-uid process, room cgroup, mount or room folder left"
@@ -463,23 +857,29 @@ else
 fi
 echo "$clean"
 
-# 5xx or errors logged by the stack during the run
-n5xx=$(awk '$9 ~ /^5/' "$tmp/nginx/access.log" 2>/dev/null | wc -l)
-n4xx=$(awk '$9 ~ /^4/ && $9 != 499' "$tmp/nginx/access.log" 2>/dev/null | wc -l)
-n499=$(awk '$9 == 499' "$tmp/nginx/access.log" 2>/dev/null | wc -l)
-nreq=$(wc -l < "$tmp/nginx/access.log" 2>/dev/null)
-echo "nginx access log: $nreq requests, $n4xx 4xx, $n5xx 5xx, $n499 499 (client closed: wrk drops its requests in flight when its time is up)"
-awk '$9 ~ /^[45]/ && $9 != 499 { print "  " $0 }' "$tmp/nginx/access.log" | head -n5
-nerr=$(grep -c '\[error\]\|\[crit\]\|\[alert\]' "$tmp/nginx/error.log" 2>/dev/null)
-[ "${nerr:-0}" -eq 0 ] || { echo "nginx error log: $nerr errors"; grep '\[error\]\|\[crit\]\|\[alert\]' "$tmp/nginx/error.log" | head -n3 | sed 's/^/  /'; }
-# roombox-fcgi logs one line per request ("METHOD PATH STATUS TIME"), and
-# the helper's reason with a 5xx.
-nflog=$(grep -c '' "$tmp/fcgi.log" 2>/dev/null)
-fbad=$(grep -v ' [23][0-9][0-9] [0-9.]* ms$' "$tmp/fcgi.log" |
-	grep -v ': [0-9]* token(s) in \|: listening on \|Terminated: stopping' )
-echo "roombox-fcgi log: $nflog lines, $(grep -c . <<<"$fbad") other than a 2xx request line or start/stop$([ -n "$fbad" ] && echo ':')"
-[ -n "$fbad" ] && head -n8 <<<"$fbad" | sed 's/^/  /'
-
+# logs_check DIR: 4xx, 5xx and errors logged by the stack in DIR.
+logs_check() {
+	local d=$1 n5xx n4xx n499 nreq nerr nflog fbad
+	n5xx=$(awk '$9 ~ /^5/' "$d/nginx/access.log" 2>/dev/null | wc -l)
+	n4xx=$(awk '$9 ~ /^4/ && $9 != 499' "$d/nginx/access.log" 2>/dev/null | wc -l)
+	n499=$(awk '$9 == 499' "$d/nginx/access.log" 2>/dev/null | wc -l)
+	nreq=$(wc -l < "$d/nginx/access.log" 2>/dev/null)
+	echo "nginx access log: $nreq requests, $n4xx 4xx, $n5xx 5xx, $n499 499 (client closed: wrk drops its requests in flight when its time is up)"
+	awk '$9 ~ /^[45]/ && $9 != 499 { print "  " $0 }' "$d/nginx/access.log" | head -n5
+	nerr=$(grep -c '\[error\]\|\[crit\]\|\[alert\]' "$d/nginx/error.log" 2>/dev/null)
+	[ "${nerr:-0}" -eq 0 ] || { echo "nginx error log: $nerr errors"; grep '\[error\]\|\[crit\]\|\[alert\]' "$d/nginx/error.log" | head -n3 | sed 's/^/  /'; }
+	# roombox-fcgi logs one line per request ("... status=NNN ..."), and
+	# the helper's reason with a 5xx.
+	nflog=$(grep -c '' "$d/fcgi.log" 2>/dev/null)
+	fbad=$(grep -v ' [23][0-9][0-9] [0-9.]* ms$\| status=[23][0-9][0-9] ' "$d/fcgi.log" |
+		grep -v ': [0-9]* token(s) in \|: listening on \|Terminated: stopping' )
+	echo "roombox-fcgi log: $nflog lines, $(grep -c . <<<"$fbad") other than a 2xx request line or start/stop$([ -n "$fbad" ] && echo ':')"
+	[ -n "$fbad" ] && head -n8 <<<"$fbad" | sed 's/^/  /'
+}
+echo "first stack:"
+logs_check "$tmp"
+echo "egress stack:"
+logs_check "$eg"
 
 stop_stack
 elapsed=$(( $(date +%s) - t_start ))
@@ -516,8 +916,36 @@ row "" "" "cgroup usage $(f0 "$cg_avg") KiB" "" "" ""
 row "" "" "drop over $((running - have)) rooms $(f0 "$mem_drop_k") KiB" "" "" ""
 row "8. warm exec p50, $running rooms running" "$(f2 "$many_p50") ms" "1 room p50 $(f2 "$warm_p50") ms" \
 	"$(ratio "$many_p50" "$warm_p50")" "<= 1.20 x 1 room" "$(verdict "$many_p50 <= 1.2 * $warm_p50" "$many_p50" "$warm_p50")"
+v9u=$(verdict "$up_mbs >= 0.4 * $upref_mbs" "$up_mbs" "$upref_mbs")
+v9d=$(verdict "$down_mbs >= 0.4 * $downref_mbs" "$down_mbs" "$downref_mbs")
+[ "$files_exact" = yes ] && [ "$files_bad" -eq 0 ] || { v9u="$v9u (not exact/200!)"; v9d="$v9d (not exact/200!)"; }
+row "9. 64 MiB upload via files API, median" "$(f0 "$up_mbs") MB/s" "nginx PUT (dav) $(f0 "$upref_mbs") MB/s" \
+	"$(ratio "$up_mbs" "$upref_mbs")" ">= 0.40 x nginx" "$v9u"
+row "   64 MiB download via files API, median" "$(f0 "$down_mbs") MB/s" "nginx static $(f0 "$downref_mbs") MB/s" \
+	"$(ratio "$down_mbs" "$downref_mbs")" ">= 0.40 x nginx" "$v9d"
+v10=$(verdict "$sse_p50 <= 20" "$sse_p50")
+[ "$(kv "$sse" n)" = "$SSE_LINES" ] || v10="$v10 ($(kv "$sse" n) of $SSE_LINES lines!)"
+row "10. streamed output to client, p50 (p99)" "$(f2 "$sse_p50") ms ($(f2 "$sse_p99"))" "-" "-" "<= 20 ms" "$v10"
+v11=$(verdict "$pv_rps >= 0.5 * $pv_ref" "${pv_rps:-}" "$pv_ref")
+[ "$pv_non2xx" -eq 0 ] || v11="$v11 ($pv_non2xx not 2xx!)"
+row "11. preview URL, 16 clients, 1 KiB page" "$(f0 "${pv_rps:-}") req/s" "nginx proxy $(f0 "$pv_ref") req/s" \
+	"$(ratio "${pv_rps:-}" "$pv_ref")" ">= 0.50 x nginx" "$v11"
+v12=$(verdict "$eg_room >= 0.5 * $eg_host" "$eg_room" "$eg_host")
+[ "$eg_exact" = yes ] && [ "$eg_bad" -eq 0 ] || v12="$v12 (not exact/complete!)"
+row "12. egress: room downloads 256 MiB, median" "$(f0 "$eg_room") MB/s" "host $(f0 "$eg_host") MB/s" \
+	"$(ratio "$eg_room" "$eg_host")" ">= 0.50 x host" "$v12"
+v13=$(verdict "$ew_p50 <= 1.1 * $nu_p50" "$ew_p50" "$nu_p50")
+[ "$ew_bad" -eq 0 ] || v13="$v13 ($ew_bad bad answers!)"
+row "13. warm exec p50, egress + root (p99)" "$(f2 "$ew_p50") ms ($(f2 "$ew_p99"))" "none + user $(f2 "$nu_p50") ms" \
+	"$(ratio "$ew_p50" "$nu_p50")" "<= 1.10 x" "$v13"
+row "" "" "figure 4 (none, root) $(f2 "$warm_p50") ms" "$(ratio "$ew_p50" "$warm_p50")" "context" "-"
+row "14. first exec in a new room, egress, p50" "$(f2 "$efresh_p50") ms" "figure 6 $(f2 "$fresh_p50") ms" \
+	"$(ratio "$efresh_p50" "$fresh_p50")" "<= 25 ms" "$(verdict "$efresh_p50 <= 25" "$efresh_p50")"
+row "   egress cleanup after DELETE of $eg_n rooms" "$eg_del_fail not 200" "-" "-" "nothing left" \
+	"$([ ${#eg_leak[@]} -eq 0 ] && [ "$eg_del_fail" -eq 0 ] && echo OK || echo PROBLEM)"
 row "   cleanup after DELETE of $n_left rooms" "$del_fail not 200" "-" "-" "nothing left" \
 	"$([ ${#leak[@]} -eq 0 ] && [ "$del_fail" -eq 0 ] && echo OK || echo PROBLEM)"
-echo "latencies: client-side wall time per request (tools/bench/httpbench.c); throughput: wrk; memory: MemAvailable as is (no cache drop)."
+echo "latencies: client-side wall time per request (tools/bench/httpbench.c); throughput: wrk; memory: MemAvailable as is (no cache drop);"
+echo "transfers: curl, MB = 10^6 bytes; streamed output: tools/bench/sselat.py."
 exit 0
 }
