@@ -680,7 +680,9 @@ section "egress stack: a second instance with network = egress, and a test host 
 # of this run's own, joined to the host by a veth pair (198.51.100.217/30,
 # TEST-NET-2), holding 203.0.113.110 (TEST-NET-3, "the internet") behind a
 # host route via that pair.  The rooms' dns is that address too (nothing
-# resolves names here).  Not 203.0.113.10 and the tests' link: a test run of
+# resolves names here).  The test host has no default route: it answers
+# what comes over its link (the host, and the rooms masqueraded to the
+# host's end) and can send nothing anywhere else.  Not 203.0.113.10 and the tests' link: a test run of
 # tests/security/test_egress.py on the same host would clash with them.
 TH_ADDR=203.0.113.110 TH_LINK_HOST=198.51.100.217 TH_LINK_NS=198.51.100.218
 EG_ROUNDS=5
@@ -697,7 +699,6 @@ ip -n "$th_ns" link set lo up &&
 ip -n "$th_ns" addr add "$TH_LINK_NS/30" dev eth0 &&
 ip -n "$th_ns" addr add "$TH_ADDR/32" dev eth0 &&
 ip -n "$th_ns" link set eth0 up &&
-ip -n "$th_ns" route add default via "$TH_LINK_HOST" &&
 ip route add "$TH_ADDR/32" via "$TH_LINK_NS" dev "$th_if" ||
 	die "could not make the test host (network namespace $th_ns, veth $th_if)"
 for _ in 1 2 3 4; do cat "$tmp/ref/src.bin"; done > "$th/www/big.bin"
