@@ -796,15 +796,19 @@ section "14. first exec in a new room with network = egress, 30 fresh rooms, seq
 # and a room's start slows with the mounts on the host (its new mount
 # namespace copies them).  So the reference is measured now too: 30 fresh
 # rooms of the first stack (network = none) before and after the egress ones.
+# The first stack is at its max_rooms less a few: each batch of reference
+# rooms is deleted again once measured.
 echo "network = none, now (reference):"
 fresh_rooms hb 'g{i}'
 nfresh_before=$(kv "$fresh_line" p50_ms)
+echo "  deleted again: $(hb -m DELETE -n 30 -k '"destroyed"' "/api/rooms/${prefix}g{i}")"
 echo "network = egress:"
 fresh_rooms ehb 'e{i}'
 efresh_p50=$(kv "$fresh_line" p50_ms)
 echo "network = none, now again (reference):"
 fresh_rooms hb 'h{i}'
 nfresh_after=$(kv "$fresh_line" p50_ms)
+echo "  deleted again: $(hb -m DELETE -n 30 -k '"destroyed"' "/api/rooms/${prefix}h{i}")"
 nfresh_p50=$(calc "($nfresh_before + $nfresh_after) / 2")
 echo "figure 14's reference: none p50 $nfresh_before ms before, $nfresh_after ms after, mean $nfresh_p50 ms"
 
