@@ -160,6 +160,8 @@ def test_600_sleeps_stop_at_pids_limit(client, room):
     assert client.sh(room, "echo still fine") == "still fine\n"
 
 
+# Says when it first met the limit (a file: writing it takes no process),
+# so that the test's execs come when no slot is left, not before.
 FILL_ROOM = r'''
 import errno, os, subprocess, time
 os.setsid()
@@ -171,8 +173,16 @@ while True:
     except OSError as e:
         if e.errno != errno.EAGAIN:
             raise
+        if not os.path.exists("/tmp/rb-filled"):
+            open("/tmp/rb-filled", "w").close()
         time.sleep(0.002)
 '''
+
+
+def room_filled(uid):
+    """The filler (seen from the host, through its own root) met the limit."""
+    return any(cmd.startswith("python3 -c") and os.path.exists(f"/proc/{pid}/root/tmp/rb-filled")
+               for pid, cmd in procs_with_uid(uid))
 
 
 def test_exec_in_a_room_at_its_process_limit_frees_it(client, room):
@@ -184,7 +194,8 @@ def test_exec_in_a_room_at_its_process_limit_frees_it(client, room):
     r = client.exec_raw(room, {"cmd": 'python3 -c "$RB_FILL" >/dev/null 2>&1 &',
                                "env": {"RB_FILL": FILL_ROOM}, "timeout": 60000})
     assert r.status == 200, r.json
-    wait_until(lambda: len(sleeps_of(uid, 3711)) >= PIDS_LIMIT - 6, 20, "the room to fill up")
+    wait_until(lambda: room_filled(uid), 20, "the room to fill up")
+    assert len(sleeps_of(uid, 3711)) >= PIDS_LIMIT - 6
     answers = [client.exec_raw(room, {"cmd": "echo in", "timeout": 2000}) for _ in range(10)]
     for a in answers:
         assert a.status == 200 and a.json["result"]["stdout"] == "in\n", a.json
