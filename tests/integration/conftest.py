@@ -415,15 +415,29 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The uid ranges of this session's running stacks: a stack started while
+# another runs must not overlap its range even where no process of it runs
+# yet (its later rooms would count as the new stack's leftovers).
+_CLAIMED_UIDS = []
+
+
 def pick_uid_base(span):
-    """A uid range no host process uses, away from the default 200000 (and
-    the default max_rooms' 1000 * 65536 ids after it) so a test stack never
-    shares uids with a `make run` stack."""
-    for _ in range(50):
+    """A uid range no host process uses and no running stack of this session
+    claims, away from the default 200000 (and the default max_rooms' 1000 *
+    65536 ids after it) so a test stack never shares uids with a `make run`
+    stack.  Claimed until release_uid_base."""
+    for _ in range(200):
         base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
+        if any(base < hi and lo < base + span for lo, hi in _CLAIMED_UIDS):
+            continue
         if not procs_with_uid_in(base, base + span):
+            _CLAIMED_UIDS.append((base, base + span))
             return base
     raise AssertionError("no free uid range for the test stack")
+
+
+def release_uid_base(base):
+    _CLAIMED_UIDS[:] = [r for r in _CLAIMED_UIDS if r[0] != base]
 
 
 class Stack:
@@ -633,6 +647,7 @@ class Stack:
                 except ProcessLookupError:
                     pass
         problems += self.sweep()
+        release_uid_base(self.uid_base)
         if not problems and not os.environ.get("ROOMBOX_KEEP_TMP"):
             shutil.rmtree(self.dir, ignore_errors=True)
         return problems
