@@ -254,10 +254,7 @@ void api_exec_post(struct request *rq, struct response *rs)
 
 	details = validate_exec_request(rq->body, rq->app->cfg.exec_timeout_max_ms, &ex);
 	if (details) {
-		answer = json_object_new_object();
-		json_object_object_add(answer, "error", json_object_new_string("invalid request"));
-		json_object_object_add(answer, "details", details);
-		response_json(rs, 400, answer);
+		response_invalid(rs, details);
 		return;
 	}
 	if (exec_wants_stream(rq)) {

@@ -586,15 +586,13 @@ void api_files_move(struct request *rq, struct response *rs)
 	if (!json_object_is_type(rq->body, json_type_object) ||
 	    !json_object_object_get_ex(rq->body, "to", &to_v) ||
 	    !json_object_is_type(to_v, json_type_string) || !json_object_get_string_len(to_v)) {
-		json_object *answer = json_object_new_object(), *details = json_object_new_object();
+		json_object *details = json_object_new_object();
 		json_object *msgs = json_object_new_array();
 
 		json_object_array_add(msgs, json_object_new_string(
 			"Invalid input: expected string, received undefined"));
 		json_object_object_add(details, "to", msgs);
-		json_object_object_add(answer, "error", json_object_new_string("invalid request"));
-		json_object_object_add(answer, "details", details);
-		response_json(rs, 400, answer);
+		response_invalid(rs, details);
 		goto out;
 	}
 	const char *t = json_object_get_string(to_v);

@@ -35,6 +35,15 @@ void response_error(struct response *rs, int status, const char *fmt, ...)
 	response_json(rs, status, o);
 }
 
+void response_invalid(struct response *rs, json_object *details)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "error", json_object_new_string("invalid request"));
+	json_object_object_add(o, "details", details);
+	response_json(rs, 400, o);
+}
+
 const char *json_write(json_object *obj, size_t *len)
 {
 	size_t n = 0;

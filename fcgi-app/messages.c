@@ -71,10 +71,7 @@ void api_messages_post(struct request *rq, struct response *rs)
 	struct message_request m;
 	json_object *details = validate_message_request(rq->body, &m);
 	if (details) {
-		json_object *answer = json_object_new_object();
-		json_object_object_add(answer, "error", json_object_new_string("invalid request"));
-		json_object_object_add(answer, "details", details);
-		response_json(rs, 400, answer);
+		response_invalid(rs, details);
 		return;
 	}
 	if (strcmp(m.role, "user") == 0 && agent_enabled(rq->app)) {

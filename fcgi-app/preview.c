@@ -110,10 +110,7 @@ void api_ports_post(struct request *rq, struct response *rs)
 	int port = 0;
 	json_object *details = port_field(rq->body, &port);
 	if (details) {
-		json_object *answer = json_object_new_object();
-		json_object_object_add(answer, "error", json_object_new_string("invalid request"));
-		json_object_object_add(answer, "details", details);
-		response_json(rs, 400, answer);
+		response_invalid(rs, details);
 		return;
 	}
 	struct helper_target target = app_helper(rq->app);

@@ -355,11 +355,7 @@ void api_procs_start(struct request *rq, struct response *rs)
 	int wait_status = 0;
 
 	if (details) {
-		json_object *answer = json_object_new_object();
-
-		json_object_object_add(answer, "error", json_object_new_string("invalid request"));
-		json_object_object_add(answer, "details", details);
-		response_json(rs, 400, answer);
+		response_invalid(rs, details);
 		return;
 	}
 	if (name)
