@@ -216,11 +216,16 @@ int net_dns_servers(const struct config *cfg, uint32_t *out, int max, int *unusa
 	return n;
 }
 
+/* The name servers of the starting room, read once by net_prepare: its
+ * resolv.conf and the rules that let it reach them on port 53. */
+static uint32_t room_dns[CONFIG_LIST_MAX];
+static int room_dns_n;
+
 static void resolv_prepare(const struct config *cfg)
 {
-	uint32_t dns[CONFIG_LIST_MAX];
 	int unusable;
-	int n = net_dns_servers(cfg, dns, CONFIG_LIST_MAX, &unusable);
+	int n = room_dns_n = net_dns_servers(cfg, room_dns, CONFIG_LIST_MAX, &unusable);
+	const uint32_t *dns = room_dns;
 	size_t len = (size_t)snprintf(resolv_text, sizeof(resolv_text),
 				      "# written by roombox at each start (network = egress)\n");
 	if (n == 0)
@@ -467,13 +472,13 @@ static void say_list(struct script *s, const struct names *n, const char *chain,
 }
 
 /* deny, then the name servers on 53, then allow: into both policy chains. */
+/* The name servers are those net_prepare read for the room's resolv.conf. */
 static void say_policy(struct script *s, const struct config *cfg, const struct names *n,
 		       const char *chain)
 {
 	static const char refuse[] = "reject with icmpx type admin-prohibited";
-	uint32_t dns[CONFIG_LIST_MAX];
-	int unusable;
-	int nd = net_dns_servers(cfg, dns, CONFIG_LIST_MAX, &unusable);
+	const uint32_t *dns = room_dns;
+	int nd = room_dns_n;
 
 	say(s, "add rule inet %s %s ct state established,related accept\n", n->table, chain);
 	say_list(s, n, chain, &cfg->egress_deny, refuse);
