@@ -282,9 +282,10 @@ int room_load(struct room *r, char *err, size_t errlen)
 
 /* <state_dir>/slots/<n> is a symlink to the id of the room whose uid is
  * uid_base + n, made with symlink()'s create-exclusive semantics under the
- * state lock: finding a free slot costs one failed symlink per used slot
- * below it, not a read of every room.  A slot whose room has no meta (its
- * creation crashed) is taken over on a second pass. */
+ * state lock.  One read of the directory finds the free slots (a failed
+ * symlink per used slot costs milliseconds once a thousand rooms exist).  A
+ * slot whose room has no meta (its creation crashed) is taken over on a
+ * second pass, when no slot is free. */
 static bool slot_stale(const struct config *cfg, const char *slots, int n)
 {
 	char link[PATH_MAX], owner[ROOM_ID_MAX + 2], meta[PATH_MAX];
@@ -297,23 +298,69 @@ static bool slot_stale(const struct config *cfg, const char *slots, int n)
 	return !room_id_valid(owner) || access(meta, F_OK) < 0;
 }
 
+/* The slot a name of <state_dir>/slots stands for, or -1: a decimal
+ * number as slot_claim writes it (no sign, no leading zero), below max. */
+int room_slot_parse(const char *name, int max)
+{
+	long n = 0;
+	if (!*name || (name[0] == '0' && name[1]))
+		return -1;
+	for (const char *c = name; *c; c++) {
+		if (*c < '0' || *c > '9')
+			return -1;
+		n = n * 10 + (*c - '0');
+		if (n >= max)
+			return -1;
+	}
+	return (int)n;
+}
+
+/* used[n] set for each slot that has a link now; false if the directory
+ * cannot be read (then every slot is tried). */
+static bool slots_used(const char *slots, bool *used, int max)
+{
+	DIR *d = opendir(slots);
+	if (!d)
+		return false;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int n = room_slot_parse(e->d_name, max);
+		if (n >= 0)
+			used[n] = true;
+	}
+	closedir(d);
+	return true;
+}
+
 static int slot_claim(struct room *r, char *err, size_t errlen)
 {
 	char slots[PATH_MAX], link[PATH_MAX];
+	int max = r->cfg->max_rooms;
 	snprintf(slots, sizeof(slots), "%s/slots", r->cfg->state_dir);
 	if (mkdir(slots, 0700) < 0 && errno != EEXIST)
 		return ERR("room %s: mkdir slots: %s", r->id, strerror(errno));
+	bool *used = calloc((size_t)max + 1, sizeof(bool));
+	if (!used)
+		return ERR("room %s: claim a uid slot: out of memory", r->id);
+	slots_used(slots, used, max);
 	for (int pass = 0; pass < 2; pass++) {
-		for (int n = 0; n < r->cfg->max_rooms; n++) {
+		for (int n = 0; n < max; n++) {
+			if (pass == 0 && used[n])
+				continue;
 			snprintf(link, sizeof(link), "%s/%d", slots, n);
 			if (pass == 1 && slot_stale(r->cfg, slots, n))
 				unlink(link);
-			if (symlink(r->id, link) == 0)
+			if (symlink(r->id, link) == 0) {
+				free(used);
 				return n;
-			if (errno != EEXIST)
+			}
+			if (errno != EEXIST) {
+				free(used);
 				return ERR("room %s: claim uid slot %d: %s", r->id, n, strerror(errno));
+			}
 		}
 	}
+	free(used);
 	ERR("room limit reached");
 	return ROOM_ELIMIT;
 }

@@ -92,6 +92,10 @@ int room_load(struct room *r, char *err, size_t errlen);
 #define ROOM_ELIMIT (-2)
 int room_create(struct room *r, char *err, size_t errlen);
 
+/* The slot a name in <state_dir>/slots stands for (decimal, no leading
+ * zero, below max), or -1. */
+int room_slot_parse(const char *name, int max);
+
 /* Free the room's uid slot (its files are gone or going). */
 void room_slot_release(const struct room *r);
 
