@@ -148,27 +148,23 @@ static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t e
 	return ERR("no free loop device");
 }
 
-int disk_image_mount(const char *path, const char *dir, char *err, size_t errlen)
+int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, size_t errlen)
 {
 	int img = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (img < 0)
 		return ERR("open %s: %s", path, strerror(errno));
-	char dev[64];
-	int loop = loop_attach(img, dev, sizeof(dev), err, errlen);
+	int loop = loop_attach(img, dev, devlen, err, errlen);
 	close(img);
-	if (loop < 0)
-		return -1;
+	return loop;
+}
+
+int disk_image_mount(const char *dev, const char *dir, char *err, size_t errlen)
+{
 	/* noinit_itable: the image is a sparse file made by image_make, so
 	 * the inode tables mkfs left uninitialised already read as zeros;
 	 * without it every new room's mount queues ext4lazyinit to zero them
 	 * again (background writes and buffers for each room created) */
-	int rc = mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
-		       "errors=remount-ro,noinit_itable");
-	int e = errno;
-	/* mounted: the mount holds the device; unmounted: AUTOCLEAR frees it
-	 * when this last descriptor closes */
-	close(loop);
-	if (rc < 0)
-		return ERR("mount %s on %s: %s", dev, dir, strerror(e));
+	if (mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "errors=remount-ro,noinit_itable") < 0)
+		return ERR("mount %s on %s: %s", dev, dir, strerror(errno));
 	return 0;
 }

@@ -14,9 +14,13 @@
 int disk_image_create(const char *path, const char *template_dir, uint64_t bytes,
 		      char *err, size_t errlen);
 
-/* Attach the image to a free loop device (auto-clearing, so it is released
- * with the last mount) and mount it on dir, nosuid,nodev.  Runs in the
- * keeper's mount namespace. */
-int disk_image_mount(const char *path, const char *dir, char *err, size_t errlen);
+/* Attach the image to a free loop device, auto-clearing: the device is
+ * released when the returned descriptor is closed and no mount holds it.
+ * Its path in dev.  Returns the descriptor or -1 (err set). */
+int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, size_t errlen);
+
+/* Mount the attached device on dir, nosuid,nodev.  Runs in the keeper's
+ * mount namespace, while the attaching process still holds the device. */
+int disk_image_mount(const char *dev, const char *dir, char *err, size_t errlen);
 
 #endif

@@ -385,17 +385,32 @@ static int room_net_sysctls(const struct room *r)
 	return 0;
 }
 
-/* The room's disk: mounted (or a plain directory), its skeleton made, and
- * a room of the previous version converted to room-relative ids (once). */
-static int keeper_disk(const struct room *r, char *err, size_t errlen)
+static size_t read_all(int fd, char *buf, size_t max)
 {
-	char img[PATH_MAX], disk[PATH_MAX];
-	struct stat st;
-	snprintf(img, sizeof(img), "%s/disk.img", r->state);
+	size_t n = 0;
+	ssize_t k;
+	while (n < max && ((k = read(fd, buf + n, max - n)) > 0 || (k < 0 && errno == EINTR)))
+		if (k > 0)
+			n += (size_t)k;
+	return n;
+}
+
+/* The room's disk: mounted (or a plain directory), its skeleton made, and
+ * a room of the previous version converted to room-relative ids (once).
+ * The helper attaches the image to a loop device while this process is
+ * being made, and sends the device's path on disk_fd ("-": no image). */
+static int keeper_disk(const struct room *r, int disk_fd, char *err, size_t errlen)
+{
+	char dev[64], disk[PATH_MAX];
+	size_t n = read_all(disk_fd, dev, sizeof(dev) - 1);
+	close(disk_fd);
+	dev[n] = '\0';
+	if (n == 0)
+		return ERR("room %s: its disk: the helper attached no device", r->id);
 	snprintf(disk, sizeof(disk), "%s/disk", r->state);
 	/* a room made while disk_limit was 0 has no image: its layer is a
 	 * plain directory */
-	if (lstat(img, &st) == 0 && disk_image_mount(img, disk, err, errlen) < 0)
+	if (strcmp(dev, "-") != 0 && disk_image_mount(dev, disk, err, errlen) < 0)
 		return room_error_relative(r, "mount its disk image", err, errlen);
 	if (room_upper_prepare(r, err, errlen) < 0)
 		return -1;
@@ -471,7 +486,8 @@ static int mount_overlays(const struct room *r, const char *stage, char *err, si
 }
 
 /* Build the root in <run_dir>/mnt/root (private to this mount namespace). */
-static int keeper_build_root(const struct room *r, const char *base, int userns, char *err, size_t errlen)
+static int keeper_build_root(const struct room *r, const char *base, int userns, int disk_fd,
+			     char *err, size_t errlen)
 {
 	char stage[PATH_MAX], root[PATH_MAX];
 
@@ -479,7 +495,7 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
 		return ERR("room %s: make / private: %s", r->id, strerror(errno));
 	if (room_net_sysctls(r) < 0)
 		return ERR("room %s: network sysctls: %s", r->id, strerror(errno));
-	if (keeper_disk(r, err, errlen) < 0)
+	if (keeper_disk(r, disk_fd, err, errlen) < 0)
 		return -1;
 	snprintf(stage, sizeof(stage), "%s/mnt", r->cfg->run_dir);
 	snprintf(root, sizeof(root), "%s/root", stage);
@@ -568,11 +584,12 @@ static int listen_exec_socket(const struct room *r, char *err, size_t errlen)
  * with /dev/null, the report pipe (fd 3, where it says "ok"), the exec
  * socket (fd 4) and the seccomp filter (fd 5). */
 static void __attribute__((noreturn))
-keeper_main(const struct room *r, const char *base, const int *keeper_fds, int userns, int report_fd)
+keeper_main(const struct room *r, const char *base, const int *keeper_fds, int userns, int report_fd,
+	    int disk_fd)
 {
 	char err[512] = "";
 	int sock = listen_exec_socket(r, err, sizeof(err));
-	if (sock < 0 || keeper_build_root(r, base, userns, err, sizeof(err)) < 0 ||
+	if (sock < 0 || keeper_build_root(r, base, userns, disk_fd, err, sizeof(err)) < 0 ||
 	    enter_userns(r, userns, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
 	close(userns);
@@ -621,18 +638,25 @@ int jail_keeper_exe_open(char *err, size_t errlen)
 	return fd;
 }
 
-/* Runs in the helper's first child: enter the room's cgroup, unshare, fork
+/* Runs in the helper's first child: make the room's user namespace, enter
+ * the room's cgroup once the helper says it is ready (go_fd), unshare, fork
  * the keeper and tell the helper the keeper's host pid on pid_fd. */
 static void __attribute__((noreturn))
 first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
-	    const int *keeper_fds, int pid_fd, int report_fd)
+	    const int *keeper_fds, const int *pipes)
 {
-	char err[512];
+	char err[512], c;
+	int pid_fd = pipes[0], report_fd = pipes[1], go_fd = pipes[2], disk_fd = pipes[3];
 	setsid();
-	if (cgroup_enter(cg, r->id, 0, err, sizeof(err)) < 0)
-		report_fail(report_fd, err);
 	int userns = userns_make(r, err, sizeof(err));
 	if (userns < 0)
+		report_fail(report_fd, err);
+	if (read(go_fd, &c, 1) != 1) {
+		snprintf(err, sizeof(err), "room %s: its cgroup was not made", r->id);
+		report_fail(report_fd, err);
+	}
+	close(go_fd);
+	if (cgroup_enter(cg, r->id, 0, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
 	if (unshare(JAIL_NS_FLAGS) < 0) {
 		snprintf(err, sizeof(err), "room %s: unshare: %s", r->id, strerror(errno));
@@ -645,29 +669,21 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	}
 	if (keeper == 0) {
 		close(pid_fd);
-		keeper_main(r, base, keeper_fds, userns, report_fd);
+		keeper_main(r, base, keeper_fds, userns, report_fd, disk_fd);
 	}
 	int32_t pid = keeper;
 	_exit(write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2);
 }
 
-static size_t read_all(int fd, char *buf, size_t max)
+/* The helper's share of a start, while the first child makes the user
+ * namespace: the room's cgroup (then "go" on go_fd), and its disk image on
+ * a loop device (then the device's path on disk_fd; *loop holds it until
+ * the keeper has mounted it).  -1 with err set, or -2 when the children
+ * are gone (their report says why). */
+static int host_side(const struct room *r, const struct cgroup_sys *cg, int go_fd, int disk_fd,
+		     int *loop, char *err, size_t errlen)
 {
-	size_t n = 0;
-	ssize_t k;
-	while (n < max && ((k = read(fd, buf + n, max - n)) > 0 || (k < 0 && errno == EINTR)))
-		if (k > 0)
-			n += (size_t)k;
-	return n;
-}
-
-pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
-{
-	char base[PATH_MAX] = "";
 	struct cgroup_limits lim = { r->cfg->memory_limit, r->cfg->pids_limit, r->cfg->cpu_limit };
-
-	if (strcmp(r->cfg->rootfs, "host") == 0 && base_prepare(r->cfg, base, sizeof(base), err, errlen) < 0)
-		return -1;
 	/* under the state lock: the last destroy may be removing the
 	 * instance's cgroup directory right now */
 	int lock = room_state_lock(r->cfg);
@@ -675,6 +691,27 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 	if (lock >= 0)
 		close(lock);
 	if (rc < 0)
+		return -1;
+	if (write(go_fd, "c", 1) != 1)
+		return -2;
+	char img[PATH_MAX], dev[64] = "-";
+	struct stat st;
+	snprintf(img, sizeof(img), "%s/disk.img", r->state);
+	if (lstat(img, &st) == 0) {
+		*loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
+		if (*loop < 0)
+			return room_error_relative(r, "attach its disk image", err, errlen);
+	}
+	if (write(disk_fd, dev, strlen(dev)) != (ssize_t)strlen(dev))
+		return -2;
+	return 0;
+}
+
+pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
+{
+	char base[PATH_MAX] = "";
+
+	if (strcmp(r->cfg->rootfs, "host") == 0 && base_prepare(r->cfg, base, sizeof(base), err, errlen) < 0)
 		return -1;
 	net_prepare(r);
 	/* [0] the keeper binary, [1] the seccomp filter as raw BPF */
@@ -691,42 +728,58 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 		return -1;
 	}
 	/* no CPU affinity or scheduling is set here: the room inherits the
-	 * service's own (an admin's CPUAffinity stays in force) */
-	int pid_pipe[2] = { -1, -1 }, report[2] = { -1, -1 };
+	 * service's own (an admin's CPUAffinity stays in force).
+	 * The pipes, read end first: the keeper's pid and its report (to the
+	 * helper), go and the disk device (from the helper). */
+	int p[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
 	pid_t first = -1;
-	if (pipe2(pid_pipe, O_CLOEXEC) == 0 && pipe2(report, O_CLOEXEC) == 0)
+	if (pipe2(p[0], O_CLOEXEC) == 0 && pipe2(p[1], O_CLOEXEC) == 0 &&
+	    pipe2(p[2], O_CLOEXEC) == 0 && pipe2(p[3], O_CLOEXEC) == 0)
 		first = fork();
 	if (first == 0) {
-		close(pid_pipe[0]);
-		close(report[0]);
-		first_child(r, cg, base, keeper_fds, pid_pipe[1], report[1]);
+		int child_ends[4] = { p[0][1], p[1][1], p[2][0], p[3][0] };
+		close(p[0][0]);
+		close(p[1][0]);
+		close(p[2][1]);
+		close(p[3][1]);
+		first_child(r, cg, base, keeper_fds, child_ends);
 	}
 	int fork_errno = errno;
 	close(keeper_fds[0]);
 	close(keeper_fds[1]);
 	if (first < 0) {
-		for (int i = 0; i < 2; i++) {
-			if (pid_pipe[i] >= 0)
-				close(pid_pipe[i]);
-			if (report[i] >= 0)
-				close(report[i]);
-		}
+		for (int i = 0; i < 4; i++)
+			for (int j = 0; j < 2; j++)
+				if (p[i][j] >= 0)
+					close(p[i][j]);
 		return ERR("room %s: start keeper: %s", r->id, strerror(fork_errno));
 	}
-	close(pid_pipe[1]);
-	close(report[1]);
+	close(p[0][1]);
+	close(p[1][1]);
+	close(p[2][0]);
+	close(p[3][0]);
+	int loop = -1;
+	int host = host_side(r, cg, p[2][1], p[3][1], &loop, err, errlen);
+	close(p[2][1]);
+	close(p[3][1]);
 	int status = 0;
 	int32_t pid = 0;
 	waitpid(first, &status, 0);
-	size_t got = read_all(pid_pipe[0], (char *)&pid, sizeof(pid));
+	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
 	char msg[512];
-	size_t n = read_all(report[0], msg, sizeof(msg) - 1);
+	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
-	close(pid_pipe[0]);
-	close(report[0]);
-	if (got != sizeof(pid) || strcmp(msg, "ok") != 0) {
+	close(p[0][0]);
+	close(p[1][0]);
+	/* mounted in the keeper's namespace, the device is held there now;
+	 * otherwise this frees it */
+	if (loop >= 0)
+		close(loop);
+	if (host < 0 || got != sizeof(pid) || strcmp(msg, "ok") != 0) {
 		if (got == sizeof(pid))
 			kill(pid, SIGKILL);
+		if (host == -1)
+			return -1;
 		return n ? ERR("%s", msg) : ERR("room %s: the keeper died while starting", r->id);
 	}
 	if (net_room_up(r, pid, err, errlen) < 0) {

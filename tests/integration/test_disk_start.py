@@ -1,0 +1,75 @@
+"""A room whose disk image cannot be used does not start, says why, leaves
+nothing behind, and loses nothing: once the image is whole again, the room
+starts with its files.  The helper attaches the image to a loop device while
+its first child makes the room's namespaces; the keeper mounts it.  Either
+side failing must end the whole start.  Through nginx."""
+
+import os
+from pathlib import Path
+
+from conftest import cgroup_dirs_named, loop_devices_backed_by, procs_of_room, wait_until
+
+SERVERS = ("nginx",)
+
+
+def stop(stack, room):
+    keeper = stack.keeper_pid(room)
+    rc, out = stack.helper({"op": "stop", "room": room})
+    assert rc == 0, out
+    wait_until(lambda: not keeper or not os.path.exists(f"/proc/{keeper}"), 5, "the keeper to end")
+
+
+def room_cgroup_procs(room):
+    """Processes in any of the room's cgroups (the keeper runs as host root
+    until its last step, so the room's ids would not find it)."""
+    pids = []
+    for d in cgroup_dirs_named(room):
+        for f in Path(d).rglob("cgroup.procs"):
+            pids += f.read_text().split()
+    return pids
+
+
+def assert_nothing_started(client, stack, room, image):
+    assert stack.keeper_pid(room) is None
+    assert room_cgroup_procs(room) == []
+    assert procs_of_room(client.room_uid(room)) == []
+    if image:
+        assert loop_devices_backed_by(str(image)) == []
+
+
+def test_a_damaged_image_is_a_clear_error_and_keeps_the_files(client, stack, room):
+    client.sh(room, "echo kept > /workspace/f")
+    stop(stack, room)
+    image = stack.room_state_dir(room) / "disk.img"
+    with open(image, "r+b") as f:
+        f.seek(1024)                 # the ext4 superblock
+        whole = f.read(1024)
+        f.seek(1024)
+        f.write(b"\0" * 1024)
+    r = client.exec_raw(room, {"cmd": "true"})
+    assert r.status == 500, r
+    assert r.json["error"].startswith(f"sandbox execution failed: room {room}: mount its disk image: "), r.json
+    assert_nothing_started(client, stack, room, image)
+    with open(image, "r+b") as f:
+        f.seek(1024)
+        f.write(whole)
+    assert client.sh(room, "cat /workspace/f") == "kept\n"
+
+
+def test_an_image_that_cannot_be_attached_is_a_clear_error(client, stack, room):
+    client.sh(room, "echo kept > /workspace/f")
+    stop(stack, room)
+    image = stack.room_state_dir(room) / "disk.img"
+    aside = image.with_name("disk.img.aside")
+    os.rename(image, aside)
+    os.mkdir(image)                  # lstat finds it, no loop device takes it
+    try:
+        r = client.exec_raw(room, {"cmd": "true"})
+        assert r.status == 500, r
+        assert r.json["error"].startswith(f"sandbox execution failed: room {room}: attach its disk image: "), \
+            r.json
+        assert_nothing_started(client, stack, room, None)
+    finally:
+        os.rmdir(image)
+        os.rename(aside, image)
+    assert client.sh(room, "cat /workspace/f") == "kept\n"
