@@ -1,23 +1,30 @@
 /* The jail of a room.
  *
- * jail_start forks twice.  The first child enters the room's cgroup, makes
- * the room's user namespace (userns.c: the room's ids 0-65535 on host ids of
- * that room alone), unshares the room's mount, uts, ipc, net, pid and cgroup
- * namespaces -- owned by the host's user namespace, so no capability of the
- * room ever reaches them -- and forks the second child, which is PID 1 of
- * the new pid namespace: the keeper.  Still host root, the keeper builds the
- * room's root in its private mount namespace: on a scratch tmpfs it mounts
- * idmapped clones of the lower trees and of the room's disk (host id N shows
- * as room id N, so the host's files appear owned by the room's root and the
- * disk keeps room-relative ids), overlays of them, a fresh /proc, a minimal
- * /dev; it pivots into the root, sets the hostname, brings up lo, writes
- * /etc/resolv.conf when network = egress (net.c; the helper gives the
- * namespace its eth0 once the keeper is up), enters the room's user
- * namespace as its root, and execs roombox-keeper, which reports
- * "ok" on a pipe (the failing step if a step before it failed) and then
- * serves the room's execs and reaps its orphans until it is killed
- * (keeper/keeper.c).  No mount is ever made in the host's namespace, so when
- * the keeper dies the kernel releases every mount of the room with it.
+ * jail_start forks twice.  The first child makes the room's user namespace
+ * (userns.c: the room's ids 0-65535 on host ids of that room alone), enters
+ * the room's cgroup, unshares the room's mount, uts, ipc, net, pid and
+ * cgroup namespaces -- owned by the host's user namespace, so no capability
+ * of the room ever reaches them -- and forks the second child, which is PID
+ * 1 of the new pid namespace: the keeper.  Still host root, the keeper
+ * builds the room's root in its private mount namespace: it mounts the
+ * room's disk, then on a scratch tmpfs idmapped clones of the lower trees
+ * and of the disk (host id N shows as room id N, so the host's files appear
+ * owned by the room's root and the disk keeps room-relative ids), overlays
+ * of them, a fresh /proc, a minimal /dev; it pivots into the root, sets the
+ * hostname, brings up lo, writes /etc/resolv.conf when network = egress,
+ * enters the room's user namespace as its root, and execs roombox-keeper,
+ * which reports "ok" on a pipe (the failing step if a step before it
+ * failed) and then serves the room's execs and reaps its orphans until it
+ * is killed (keeper/keeper.c).  No mount is ever made in the host's
+ * namespace, so when the keeper dies the kernel releases every mount of the
+ * room with it.
+ *
+ * Meanwhile the helper does what needs no namespace of the room's: the
+ * room's cgroup (the first child waits for it before entering), the loop
+ * device of its disk image (its path goes to the keeper on a pipe), and,
+ * once the keeper's pid is known, the room's network (net.c: eth0 into the
+ * keeper's namespace).  A start costs the longer of the two paths, not
+ * their sum.
  *
  * The lower tree for rootfs = host is <run_dir>/base-2: symlinks or overlay
  * mount points for /usr, /bin, /lib*, /sbin and /var/lib/dpkg as on the
@@ -648,7 +655,8 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	char err[512], c;
 	int pid_fd = pipes[0], report_fd = pipes[1], go_fd = pipes[2], disk_fd = pipes[3];
 	setsid();
-	int userns = userns_make(r, err, sizeof(err));
+	pid_t uchild;
+	int userns = userns_make(r, &uchild, err, sizeof(err));
 	if (userns < 0)
 		report_fail(report_fd, err);
 	if (read(go_fd, &c, 1) != 1) {
@@ -672,7 +680,11 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 		keeper_main(r, base, keeper_fds, userns, report_fd, disk_fd);
 	}
 	int32_t pid = keeper;
-	_exit(write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2);
+	int rc = write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2;
+	/* reaped only now: its exit ran while this made the rest */
+	if (uchild > 0)
+		waitpid(uchild, NULL, 0);
+	_exit(rc);
 }
 
 /* The helper's share of a start, while the first child makes the user
@@ -766,10 +778,13 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 	int32_t pid = 0;
 	waitpid(first, &status, 0);
 	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
+	close(p[0][0]);
+	/* while the keeper builds the room's root: the room's network (its
+	 * namespace is there from the keeper's fork) */
+	int net = host == 0 && got == sizeof(pid) ? net_room_up(r, pid, err, errlen) : 0;
 	char msg[512];
 	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
-	close(p[0][0]);
 	close(p[1][0]);
 	/* mounted in the keeper's namespace, the device is held there now;
 	 * otherwise this frees it */
@@ -782,7 +797,7 @@ pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, s
 			return -1;
 		return n ? ERR("%s", msg) : ERR("room %s: the keeper died while starting", r->id);
 	}
-	if (net_room_up(r, pid, err, errlen) < 0) {
+	if (net < 0) {
 		kill(pid, SIGKILL);
 		return -1;
 	}

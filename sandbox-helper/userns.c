@@ -73,8 +73,9 @@ static int private_proc(void)
 	return mnt;
 }
 
-int userns_make(const struct room *r, char *err, size_t errlen)
+int userns_make(const struct room *r, pid_t *child, char *err, size_t errlen)
 {
+	*child = -1;
 	int ready[2], go[2];
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return ERR("room %s: user namespace: pipe: %s", r->id, strerror(errno));
@@ -123,9 +124,7 @@ int userns_make(const struct room *r, char *err, size_t errlen)
 	}
 	close(ready[0]);
 	close(go[1]);
-	if (pid > 0)
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+	*child = pid;
 	return fd;
 }
 
