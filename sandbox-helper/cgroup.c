@@ -43,6 +43,7 @@
  * names the path, so that on v1 one can tell which tree refused.
  */
 #include "cgroup.h"
+#include "fnv.h"
 #include "clock.h"
 
 #include <dirent.h>
@@ -269,10 +270,7 @@ void cgroup_set_instance(struct cgroup_sys *sys, const char *state_dir, const ch
 		snprintf(sys->group, sizeof(sys->group), "roombox");
 		return;
 	}
-	uint32_t h = 2166136261u;  /* FNV-1a */
-	for (const char *c = state_dir; *c; c++)
-		h = (h ^ (unsigned char)*c) * 16777619u;
-	snprintf(sys->group, sizeof(sys->group), "roombox-%08x", h);
+	snprintf(sys->group, sizeof(sys->group), "roombox-%08x", fnv1a32(state_dir));
 }
 
 const char *cgroup_mode_name(enum cgroup_mode m)

@@ -4,6 +4,7 @@
  * device: nothing to clean up on the host, even after a crash. */
 #include "disk.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -22,11 +23,17 @@
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 
-static int run_mkfs(const char *path, char *err, size_t errlen)
+/* mkfs.ext4 on path; with fill_dir, the filesystem gets that tree's
+ * files, modes and owners (-d). */
+static int run_mkfs(const char *path, const char *fill_dir, char *err, size_t errlen)
 {
 	char *argv[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-J", "size=4",
 		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0",
-		(char *)path, NULL };
+		(char *)path, NULL, NULL, NULL };
+	if (fill_dir) {
+		argv[10] = "-d";
+		argv[11] = (char *)fill_dir;
+	}
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -43,7 +50,7 @@ static int run_mkfs(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-static int image_make(const char *path, uint64_t bytes, char *err, size_t errlen)
+int disk_template_make(const char *path, uint64_t bytes, const char *fill_dir, char *err, size_t errlen)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -55,11 +62,25 @@ static int image_make(const char *path, uint64_t bytes, char *err, size_t errlen
 		unlink(path);
 		return ERR("size %s: %s", path, strerror(e));
 	}
-	if (run_mkfs(path, err, errlen) < 0) {
+	if (run_mkfs(path, fill_dir, err, errlen) < 0) {
 		unlink(path);
 		return -1;
 	}
 	return 0;
+}
+
+void disk_templates_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, ".disk-", 6) == 0 && n > 10 && strcmp(e->d_name + n - 4, ".img") == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
 }
 
 /* Copy only the allocated extents: an empty 1G ext4 has well under 1 MiB. */
@@ -83,14 +104,8 @@ static int sparse_copy(int in, int out, uint64_t bytes)
 	}
 }
 
-int disk_image_create(const char *path, const char *template_dir, uint64_t bytes,
-		      char *err, size_t errlen)
+int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *err, size_t errlen)
 {
-	char tpl[PATH_MAX];
-	struct stat st;
-	snprintf(tpl, sizeof(tpl), "%s/.disk-%llu.img", template_dir, (unsigned long long)bytes);
-	if (lstat(tpl, &st) < 0 && image_make(tpl, bytes, err, errlen) < 0)
-		return -1;
 	int in = open(tpl, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
 		return ERR("open %s: %s", tpl, strerror(errno));

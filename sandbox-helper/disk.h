@@ -8,11 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Make a sparse image of `bytes` at path with an empty ext4 on it: a sparse
- * copy (or reflink) of <template_dir>/.disk-<bytes>.img, which is made with
- * mkfs.ext4 the first time.  The caller serialises calls (state lock). */
-int disk_image_create(const char *path, const char *template_dir, uint64_t bytes,
-		      char *err, size_t errlen);
+/* Make the template at path: a sparse file of `bytes` with an empty ext4,
+ * or one holding fill_dir's tree (files, modes, owners) when not NULL. */
+int disk_template_make(const char *path, uint64_t bytes, const char *fill_dir, char *err, size_t errlen);
+
+/* Remove every template (.disk-*.img) in dir. */
+void disk_templates_remove(const char *dir);
+
+/* Make the image at path: a sparse copy (or reflink) of the template tpl,
+ * `bytes` long.  The caller serialises calls (state lock). */
+int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *err, size_t errlen);
 
 /* Attach the image to a free loop device, auto-clearing: the device is
  * released when the returned descriptor is closed and no mount holds it.

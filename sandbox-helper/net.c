@@ -55,6 +55,7 @@
  */
 #include "net.h"
 #include "errbuf.h"
+#include "fnv.h"
 #include "netlink.h"
 
 #include <arpa/inet.h>
@@ -116,10 +117,7 @@ struct names {
 
 static uint32_t instance_hash(const struct config *cfg)
 {
-	uint32_t h = 2166136261u;  /* FNV-1a, as cgroup_set_instance */
-	for (const char *c = cfg->state_dir; *c; c++)
-		h = (h ^ (unsigned char)*c) * 16777619u;
-	return h;
+	return fnv1a32(cfg->state_dir);   /* as cgroup_set_instance */
 }
 
 void net_table_name(const struct config *cfg, char *buf, size_t len)
@@ -542,15 +540,6 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add rule inet %s to_host reject with icmpx type admin-prohibited\n", t);
 }
 
-/* FNV-1a, 64 bits: names the rules a configuration makes. */
-static uint64_t text_hash(const char *t)
-{
-	uint64_t h = 14695981039346656037ull;
-	for (; *t; t++)
-		h = (h ^ (unsigned char)*t) * 1099511628211ull;
-	return h;
-}
-
 /* ---- nf_tables over netlink: a room's start and stop run no program ------ */
 
 static void nft_msg(struct nlreq *q, uint16_t msg, uint16_t flags, const struct names *n,
@@ -624,7 +613,7 @@ static int table_ensure(const struct config *cfg, const struct names *n, char *w
 	char gen[24];
 	memset(&s, 0, sizeof(s));
 	say_instance(&s, cfg, n);
-	snprintf(gen, sizeof(gen), "g%016llx", (unsigned long long)text_hash(s.text));
+	snprintf(gen, sizeof(gen), "g%016llx", (unsigned long long)fnv1a64(s.text));
 	say(&s, "add chain inet %s %s\n", n->table, gen);
 	if (s.full)
 		return snprintf(why, whylen, "rules too long"), -1;

@@ -21,6 +21,7 @@
 #include "disk.h"
 #include "minijson.h"
 #include "errbuf.h"
+#include "fnv.h"
 #include "timefmt.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
@@ -414,12 +415,11 @@ static void host_system_accounts(const char *path, char *buf, size_t cap)
 	free(text);
 }
 
-/* The room's own /etc/passwd and /etc/group, in <disk>/upper/root/etc: the
- * shared lower /etc has neither, and `id -un` must say "user".  Ids are the
- * room's own (its disk stores room-relative ids). */
-int room_etc_ids_write(const struct room *r, const char *disk)
+/* The room's own /etc/passwd and /etc/group (static buffers): the shared
+ * lower /etc has neither, and `id -un` must say "user".  Ids are the room's
+ * own (its disk stores room-relative ids). */
+static void etc_ids_text(const char **passwd_text, const char **group_text)
 {
-	char dir[PATH_MAX], p[PATH_MAX];
 	static char passwd[1 << 16], group[1 << 16];
 	snprintf(passwd, sizeof(passwd), "root:x:0:0:root:/root:/bin/sh\n");
 	host_system_accounts("passwd", passwd, sizeof(passwd) - 256);
@@ -431,6 +431,14 @@ int room_etc_ids_write(const struct room *r, const char *disk)
 	snprintf(group, sizeof(group), "root:x:0:\n");
 	host_system_accounts("group", group, sizeof(group) - 256);
 	strcat(group, "user:x:1000:\nnogroup:x:65534:\n");
+	*passwd_text = passwd;
+	*group_text = group;
+}
+
+/* passwd and group in <disk>/upper/root/etc */
+static int etc_ids_write(const char *disk, const char *passwd, const char *group)
+{
+	char dir[PATH_MAX], p[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s/upper/root/etc", disk);
 	if (room_file_write(dir, "passwd", passwd, strlen(passwd), false) < 0 ||
 	    room_file_write(dir, "group", group, strlen(group), false) < 0)
@@ -442,41 +450,91 @@ int room_etc_ids_write(const struct room *r, const char *disk)
 	return 0;
 }
 
-/* The writable layer's skeleton, made once (marked by .ready, written
- * last): what the room user owns from the start, and the room's own passwd
- * and group.  Runs where <state>/disk is the room's disk, with its raw
- * (room-relative) ids. */
-int room_upper_prepare(const struct room *r, char *err, size_t errlen)
+int room_etc_ids_write(const struct room *r, const char *disk)
+{
+	(void)r;
+	const char *passwd, *group;
+	etc_ids_text(&passwd, &group);
+	return etc_ids_write(disk, passwd, group);
+}
+
+/* The writable layer's skeleton in disk (the disk's root, raw room-relative
+ * ids): what the room user owns from the start, and the room's own passwd
+ * and group; .ready last. */
+static int skeleton_make(const char *disk, const char *passwd, const char *group, char *err, size_t errlen)
 {
 	static const char *dirs[] = { "upper", "work", "upper/root", "work/root",
 		"upper/root/etc", "upper/root/home", "upper/root/home/user",
 		"upper/root/workspace", "upper/root/tmp" };
-	char disk[PATH_MAX], p[PATH_MAX];
-	struct stat st;
-
-	snprintf(disk, sizeof(disk), "%s/disk", r->state);
-	snprintf(p, sizeof(p), "%s/.ready", disk);
-	if (lstat(p, &st) == 0)
-		return 0;
+	char p[PATH_MAX];
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", disk, dirs[i]);
 		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return ERR("room %s: mkdir %s: %s", r->id, dirs[i], strerror(errno));
+			return ERR("mkdir %s: %s", dirs[i], strerror(errno));
 	}
 	snprintf(p, sizeof(p), "%s/upper/root/tmp", disk);
 	if (chmod(p, 01777) < 0)
-		return ERR("room %s: chmod tmp: %s", r->id, strerror(errno));
+		return ERR("chmod tmp: %s", strerror(errno));
 	static const char *owned[] = { "upper/root/home/user", "upper/root/workspace" };
 	for (size_t i = 0; i < 2; i++) {
 		snprintf(p, sizeof(p), "%s/%s", disk, owned[i]);
 		if (lchown(p, ROOM_USER_ID, ROOM_USER_ID) < 0)
-			return ERR("room %s: chown %s: %s", r->id, owned[i], strerror(errno));
+			return ERR("chown %s: %s", owned[i], strerror(errno));
 	}
-	if (room_etc_ids_write(r, disk) < 0)
-		return ERR("room %s: write /etc/passwd and /etc/group: %s", r->id, strerror(errno));
+	if (etc_ids_write(disk, passwd, group) < 0)
+		return ERR("write /etc/passwd and /etc/group: %s", strerror(errno));
 	if (room_file_write(disk, ".ready", "", 0, false) < 0)
-		return ERR("room %s: mark disk ready: %s", r->id, strerror(errno));
+		return ERR("mark disk ready: %s", strerror(errno));
 	return 0;
+}
+
+/* Made once, where the room's first start finds no .ready: a room whose
+ * disk is a plain directory (disk_limit = 0); an image has it from its
+ * template.  Runs where <state>/disk is the room's disk. */
+int room_upper_prepare(const struct room *r, char *err, size_t errlen)
+{
+	char disk[PATH_MAX], p[PATH_MAX];
+	struct stat st;
+	snprintf(disk, sizeof(disk), "%s/disk", r->state);
+	snprintf(p, sizeof(p), "%s/.ready", disk);
+	if (lstat(p, &st) == 0)
+		return 0;
+	const char *passwd, *group;
+	etc_ids_text(&passwd, &group);
+	if (skeleton_make(disk, passwd, group, err, errlen) < 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "%s", err);
+		return ERR("room %s: %s", r->id, why);
+	}
+	return 0;
+}
+
+/* The template of a new room's disk image: an ext4 of disk_limit bytes
+ * that already holds the skeleton (mkfs.ext4 -d), so a room's first start
+ * writes nothing on it.  Named after the size and a hash of the skeleton's
+ * passwd and group (made from the host's accounts): when either changes,
+ * a new template replaces the old.  Under the state lock. */
+static int disk_template(const struct config *cfg, char *tpl, size_t len, char *err, size_t errlen)
+{
+	const char *passwd, *group;
+	char both[2 << 16];
+	etc_ids_text(&passwd, &group);
+	snprintf(both, sizeof(both), "skeleton 1\n%s\n%s", passwd, group);
+	snprintf(tpl, len, "%s/.disk-%llu-%016llx.img", cfg->state_dir,
+		 (unsigned long long)cfg->disk_limit, (unsigned long long)fnv1a64(both));
+	struct stat st;
+	if (lstat(tpl, &st) == 0)
+		return 0;
+	disk_templates_remove(cfg->state_dir);
+	char skel[PATH_MAX];
+	snprintf(skel, sizeof(skel), "%s/.skeleton", cfg->state_dir);
+	if (rm_tree(skel) < 0 || mkdir(skel, 0755) < 0)
+		return ERR("make %s: %s", skel, strerror(errno));
+	int rc = skeleton_make(skel, passwd, group, err, errlen);
+	if (rc == 0)
+		rc = disk_template_make(tpl, cfg->disk_limit, skel, err, errlen);
+	rm_tree(skel);
+	return rc;
 }
 
 /* meta, as room_create writes it: the room's files keep room-relative ids */
@@ -541,7 +599,9 @@ int room_create(struct room *r, char *err, size_t errlen)
 	}
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
 	unlink(p);  /* left by a creation that crashed before meta */
-	if (r->cfg->disk_limit && disk_image_create(p, r->cfg->state_dir, r->cfg->disk_limit, err, errlen) < 0) {
+	char tpl[PATH_MAX];
+	if (r->cfg->disk_limit && (disk_template(r->cfg, tpl, sizeof(tpl), err, errlen) < 0 ||
+				   disk_image_create(p, tpl, r->cfg->disk_limit, err, errlen) < 0)) {
 		room_error_relative(r, "create its disk image", err, errlen);
 		goto out;
 	}

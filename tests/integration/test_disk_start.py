@@ -4,10 +4,12 @@ starts with its files.  The helper attaches the image to a loop device while
 its first child makes the room's namespaces; the keeper mounts it.  Either
 side failing must end the whole start.  Through nginx."""
 
+import grp
 import os
+import subprocess
 from pathlib import Path
 
-from conftest import cgroup_dirs_named, loop_devices_backed_by, procs_of_room, wait_until
+from conftest import cgroup_dirs_named, loop_devices_backed_by, procs_of_room, unique_room, wait_until
 
 SERVERS = ("nginx",)
 
@@ -73,3 +75,20 @@ def test_an_image_that_cannot_be_attached_is_a_clear_error(client, stack, room):
         os.rmdir(image)
         os.rename(aside, image)
     assert client.sh(room, "cat /workspace/f") == "kept\n"
+
+
+def test_a_new_room_sees_the_host_system_accounts_of_its_creation(client, stack):
+    """New rooms' disks come from a template that already holds the room's
+    /etc/passwd and /etc/group (made from the host's system accounts): a
+    system group the host gains must reach the rooms made after it."""
+    name = "rbt" + os.urandom(4).hex()
+    before, after = unique_room(), unique_room()
+    assert client.sh(before, f"grep -c '^{name}:' /etc/group || true") == "0\n"
+    subprocess.run(["groupadd", "-r", name], check=True)
+    try:
+        gid = grp.getgrnam(name).gr_gid
+        assert client.sh(after, f"grep '^{name}:' /etc/group") == f"{name}:x:{gid}:\n"
+        # the room made before keeps its own copy
+        assert client.sh(before, f"grep -c '^{name}:' /etc/group || true") == "0\n"
+    finally:
+        subprocess.run(["groupdel", name], check=True)

@@ -1,0 +1,25 @@
+/* FNV-1a over a C string: names derived from text (an instance's cgroup
+ * and nftables table from its state_dir, a rule set's generation, a disk
+ * template's contents).  Not for anything an attacker picks. */
+#ifndef ROOMBOX_FNV_H
+#define ROOMBOX_FNV_H
+
+#include <stdint.h>
+
+static inline uint32_t fnv1a32(const char *t)
+{
+	uint32_t h = 2166136261u;
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 16777619u;
+	return h;
+}
+
+static inline uint64_t fnv1a64(const char *t)
+{
+	uint64_t h = 14695981039346656037ull;
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 1099511628211ull;
+	return h;
+}
+
+#endif
