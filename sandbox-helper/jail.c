@@ -690,22 +690,26 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 /* The helper's share of a start, while the first child makes the user
  * namespace: the room's cgroup (then "go" on go_fd), and its disk image on
  * a loop device (then the device's path on disk_fd; *loop holds it until
- * the keeper has mounted it).  -1 with err set, or -2 when the children
- * are gone (their report says why). */
-static int host_side(const struct room *r, const struct cgroup_sys *cg, int go_fd, int disk_fd,
+ * the keeper has mounted it).  A room being created gets its image first
+ * and its meta last (room.h), while the keeper mounts the disk.  -1 with
+ * err set, or -2 when the children are gone (their report says why). */
+static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int disk_fd,
 		     int *loop, char *err, size_t errlen)
 {
 	struct cgroup_limits lim = { r->cfg->memory_limit, r->cfg->pids_limit, r->cfg->cpu_limit };
-	/* under the state lock: the last destroy may be removing the
-	 * instance's cgroup directory right now */
-	int lock = room_state_lock(r->cfg);
+	/* under the state lock (a room being created holds it already): the
+	 * last destroy may be removing the instance's cgroup directory now */
+	bool creating = r->create_lock >= 0;
+	int lock = creating ? r->create_lock : room_state_lock(r->cfg);
 	int rc = cgroup_room_setup(cg, r->id, &lim, err, errlen);
-	if (lock >= 0)
+	if (!creating && lock >= 0)
 		close(lock);
 	if (rc < 0)
 		return -1;
 	if (write(go_fd, "c", 1) != 1)
 		return -2;
+	if (creating && room_create_image(r, err, errlen) < 0)
+		return -1;
 	char img[PATH_MAX], dev[64] = "-";
 	struct stat st;
 	snprintf(img, sizeof(img), "%s/disk.img", r->state);
@@ -716,10 +720,10 @@ static int host_side(const struct room *r, const struct cgroup_sys *cg, int go_f
 	}
 	if (write(disk_fd, dev, strlen(dev)) != (ssize_t)strlen(dev))
 		return -2;
-	return 0;
+	return creating ? room_create_finish(r, err, errlen) : 0;
 }
 
-pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
+pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
 {
 	char base[PATH_MAX] = "";
 

@@ -13,7 +13,7 @@
 
 /* Start the room's keeper (caller holds the room lock exclusively and has
  * checked that none runs).  Returns the keeper's host pid, or -1 with err. */
-pid_t jail_start(const struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen);
+pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen);
 
 /* Kill the keeper (and with it the whole pid namespace) and wait until it
  * is gone.  0, or -1 with err. */

@@ -221,15 +221,20 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 		snprintf(h->err, sizeof(h->err), "room not found");
 		return fail(h, HELPER_ERR_NOT_FOUND);
 	}
+	pid_t keeper = 0;
 	if (!found) {
+		/* finished by jail_start (room.h), given up here if it fails
+		 * before */
 		int rc = room_create(r, h->err, sizeof(h->err));
 		if (rc < 0)
 			return fail(h, rc == ROOM_ELIMIT ? HELPER_ERR_LIMIT : HELPER_ERR_FAILED);
+	} else {
+		keeper = room_keeper_pid(r);
 	}
-	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0)
 		return keeper;
 	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
+	room_create_abort(r);
 	return keeper < 0 ? fail(h, HELPER_ERR_FAILED) : keeper;
 }
 

@@ -37,6 +37,7 @@ int room_init(struct room *r, const struct config *cfg, const char *id)
 	r->cfg = cfg;
 	r->slot = -1;
 	r->lock_fd = -1;
+	r->create_lock = -1;
 	if (snprintf(r->id, sizeof(r->id), "%s", id) >= (int)sizeof(r->id))
 		return -1;
 	if (snprintf(r->state, sizeof(r->state), "%s/rooms/%s", cfg->state_dir, id) >= (int)sizeof(r->state))
@@ -568,62 +569,86 @@ int room_state_lock(const struct config *cfg)
 int room_create(struct room *r, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
-	int rc = -1;
 
 	int gfd = room_state_lock(r->cfg);
 	if (gfd < 0)
 		return ERR("room %s: state lock: %s", r->id, strerror(errno));
-
+	r->create_lock = gfd;
 	int slot = slot_claim(r, err, errlen);
 	if (slot < 0) {
-		rc = slot;
-		goto out;
+		room_create_abort(r);
+		return slot;
 	}
 	room_set_slot(r, slot);
 	/* No meta, so whatever is here is not this room's: the leftovers of a
 	 * creation that crashed or of a destroy that failed half-way. */
 	if (rm_tree(r->state) < 0) {
 		remove_failed(r, rm_failed, rm_errno, err, errlen);
-		goto out;
+		goto fail;
 	}
 	if (mkdir(r->state, 0700) < 0 && errno != EEXIST) {
 		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
-		goto out;
+		goto fail;
 	}
 	if (room_dir_check(r, r->state, err, errlen) < 0)
-		goto out;
+		goto fail;
 	snprintf(p, sizeof(p), "%s/disk", r->state);
 	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
 		ERR("room %s: mkdir disk: %s", r->id, strerror(errno));
-		goto out;
+		goto fail;
 	}
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
 	unlink(p);  /* left by a creation that crashed before meta */
-	char tpl[PATH_MAX];
-	if (r->cfg->disk_limit && (disk_template(r->cfg, tpl, sizeof(tpl), err, errlen) < 0 ||
-				   disk_image_create(p, tpl, r->cfg->disk_limit, err, errlen) < 0)) {
-		room_error_relative(r, "create its disk image", err, errlen);
-		goto out;
-	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, r->created_at, sizeof(r->created_at));
+	r->ids_room = true;
+	return 0;
+fail:
+	room_create_abort(r);
+	return -1;
+}
+
+int room_create_image(const struct room *r, char *err, size_t errlen)
+{
+	char p[PATH_MAX], tpl[PATH_MAX];
+	if (!r->cfg->disk_limit)
+		return 0;
+	snprintf(p, sizeof(p), "%s/disk.img", r->state);
+	if (disk_template(r->cfg, tpl, sizeof(tpl), err, errlen) < 0 ||
+	    disk_image_create(p, tpl, r->cfg->disk_limit, err, errlen) < 0)
+		return room_error_relative(r, "create its disk image", err, errlen);
+	return 0;
+}
+
+int room_create_finish(struct room *r, char *err, size_t errlen)
+{
 	/* meta last: a room without meta does not exist, so a crash before
 	 * this point leaves nothing that holds a slot. */
-	r->ids_room = true;
 	if (meta_write(r) < 0) {
 		ERR("room %s: write meta: %s", r->id, strerror(errno));
-		goto out;
+		room_create_abort(r);
+		return -1;
 	}
 	room_touch_active(r);
-	rc = 0;
-out:
-	if (rc < 0 && r->slot >= 0) {
+	flock(r->create_lock, LOCK_UN);
+	close(r->create_lock);
+	r->create_lock = -1;
+	return 0;
+}
+
+void room_create_abort(struct room *r)
+{
+	if (r->create_lock < 0)
+		return;
+	if (r->slot >= 0) {
 		room_slot_release(r);
 		r->slot = -1;
 	}
-	close(gfd);
-	return rc;
+	/* unlocked explicitly: children forked meanwhile share the open file */
+	flock(r->create_lock, LOCK_UN);
+	close(r->create_lock);
+	r->create_lock = -1;
 }
 
 /* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if

@@ -49,6 +49,7 @@ struct room {
 	bool ids_room;            /* its disk holds room-relative ids (meta) */
 	char created_at[32];
 	int lock_fd;              /* -1 when not locked */
+	int create_lock;          /* the state lock while being created, or -1 */
 };
 
 /* A room's ids 0-65535 are host ids uid_base + slot * 65536 upwards, a
@@ -87,10 +88,19 @@ int room_state_check(const struct room *r, char *err, size_t errlen);
 
 /* Load meta; 1 if the room exists, 0 if not, -1 on error. */
 int room_load(struct room *r, char *err, size_t errlen);
-/* Create the room's state (slot, meta, upper layout); fails with
- * ROOM_ELIMIT when max_rooms rooms exist.  Caller holds the room lock. */
+/* Creating a room takes three steps, the last two while its first start
+ * makes the keeper (jail.c), all under the state lock (r->create_lock):
+ * room_create claims a uid slot and makes the state directory (fails with
+ * ROOM_ELIMIT when max_rooms rooms exist); room_create_image makes the disk
+ * image from its template; room_create_finish writes meta -- from then on
+ * the room exists -- and releases the lock.  room_create_abort (a no-op
+ * once finished) gives the slot back and releases the lock.  Caller holds
+ * the room lock. */
 #define ROOM_ELIMIT (-2)
 int room_create(struct room *r, char *err, size_t errlen);
+int room_create_image(const struct room *r, char *err, size_t errlen);
+int room_create_finish(struct room *r, char *err, size_t errlen);
+void room_create_abort(struct room *r);
 
 /* The slot a name in <state_dir>/slots stands for (decimal, no leading
  * zero, below max), or -1. */

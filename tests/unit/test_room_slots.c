@@ -56,7 +56,13 @@ static int create(struct fixture *f, const char *id)
 	char err[256];
 	assert_int_equal(room_init(&r, &f->cfg, id), 0);
 	int rc = room_create(&r, err, sizeof(err));
-	return rc < 0 ? rc : r.slot;
+	if (rc < 0)
+		return rc;
+	/* what jail_start does while it makes the keeper */
+	assert_int_equal(room_create_image(&r, err, sizeof(err)), 0);
+	assert_int_equal(room_create_finish(&r, err, sizeof(err)), 0);
+	assert_int_equal(r.create_lock, -1);
+	return r.slot;
 }
 
 static void release(struct fixture *f, const char *id)
@@ -102,6 +108,21 @@ static void test_crashed_creation_slot_taken_over_when_full(void **state)
 	assert_int_equal(create(f, "e"), ROOM_ELIMIT);
 }
 
+/* A creation given up before its meta holds no slot and no lock. */
+static void test_aborted_creation_frees_slot_and_lock(void **state)
+{
+	struct fixture *f = *state;
+	struct room r;
+	char err[256];
+	assert_int_equal(room_init(&r, &f->cfg, "gone"), 0);
+	assert_int_equal(room_create(&r, err, sizeof(err)), 0);
+	assert_int_equal(r.slot, 0);
+	room_create_abort(&r);
+	assert_int_equal(r.create_lock, -1);
+	assert_int_equal(room_load(&r, err, sizeof(err)), 0);   /* no such room */
+	assert_int_equal(create(f, "a"), 0);                      /* the lock is free */
+}
+
 static void test_slot_names(void **state)
 {
 	(void)state;
@@ -121,6 +142,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_lowest_free_slot_and_reuse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crashed_creation_slot_taken_over_when_full, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_aborted_creation_frees_slot_and_lock, setup, teardown),
 		cmocka_unit_test(test_slot_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
