@@ -659,6 +659,11 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	int userns = userns_make(r, &uchild, err, sizeof(err));
 	if (userns < 0)
 		report_fail(report_fd, err);
+	/* the cgroup namespace last: its root is the cgroup of the moment */
+	if (unshare(JAIL_NS_FLAGS & ~CLONE_NEWCGROUP) < 0) {
+		snprintf(err, sizeof(err), "room %s: unshare: %s", r->id, strerror(errno));
+		report_fail(report_fd, err);
+	}
 	if (read(go_fd, &c, 1) != 1) {
 		snprintf(err, sizeof(err), "room %s: its cgroup was not made", r->id);
 		report_fail(report_fd, err);
@@ -666,8 +671,8 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	close(go_fd);
 	if (cgroup_enter(cg, r->id, 0, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
-	if (unshare(JAIL_NS_FLAGS) < 0) {
-		snprintf(err, sizeof(err), "room %s: unshare: %s", r->id, strerror(errno));
+	if (unshare(CLONE_NEWCGROUP) < 0) {
+		snprintf(err, sizeof(err), "room %s: unshare the cgroup namespace: %s", r->id, strerror(errno));
 		report_fail(report_fd, err);
 	}
 	pid_t keeper = fork();
@@ -784,8 +789,10 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
 	close(p[0][0]);
 	/* while the keeper builds the room's root: the room's network (its
-	 * namespace is there from the keeper's fork) */
-	int net = host == 0 && got == sizeof(pid) ? net_room_up(r, pid, err, errlen) : 0;
+	 * namespace is there from the keeper's fork), and its record */
+	int net = 0;
+	if (host == 0 && got == sizeof(pid) && (net = net_room_up(r, pid, err, errlen)) == 0)
+		net = room_keeper_record(r, pid, err, errlen);
 	char msg[512];
 	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
@@ -794,20 +801,16 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	 * otherwise this frees it */
 	if (loop >= 0)
 		close(loop);
-	if (host < 0 || got != sizeof(pid) || strcmp(msg, "ok") != 0) {
-		if (got == sizeof(pid))
+	if (host < 0 || got != sizeof(pid) || strcmp(msg, "ok") != 0 || net < 0) {
+		if (got == sizeof(pid)) {
 			kill(pid, SIGKILL);
+			room_keeper_forget(r);
+		}
 		if (host == -1)
 			return -1;
+		if (strcmp(msg, "ok") == 0)
+			return -1;      /* net < 0: err says why */
 		return n ? ERR("%s", msg) : ERR("room %s: the keeper died while starting", r->id);
-	}
-	if (net < 0) {
-		kill(pid, SIGKILL);
-		return -1;
-	}
-	if (room_keeper_record(r, pid, err, errlen) < 0) {
-		kill(pid, SIGKILL);
-		return -1;
 	}
 	return pid;
 }
