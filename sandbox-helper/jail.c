@@ -713,7 +713,7 @@ static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int
 		return -1;
 	if (write(go_fd, "c", 1) != 1)
 		return -2;
-	if (creating && room_create_image(r, err, errlen) < 0)
+	if (creating && room_create_files(r, err, errlen) < 0)
 		return -1;
 	char img[PATH_MAX], dev[64] = "-";
 	struct stat st;

@@ -568,8 +568,6 @@ int room_state_lock(const struct config *cfg)
 
 int room_create(struct room *r, char *err, size_t errlen)
 {
-	char p[PATH_MAX];
-
 	int gfd = room_state_lock(r->cfg);
 	if (gfd < 0)
 		return ERR("room %s: state lock: %s", r->id, strerror(errno));
@@ -580,38 +578,27 @@ int room_create(struct room *r, char *err, size_t errlen)
 		return slot;
 	}
 	room_set_slot(r, slot);
-	/* No meta, so whatever is here is not this room's: the leftovers of a
-	 * creation that crashed or of a destroy that failed half-way. */
-	if (rm_tree(r->state) < 0) {
-		remove_failed(r, rm_failed, rm_errno, err, errlen);
-		goto fail;
-	}
-	if (mkdir(r->state, 0700) < 0 && errno != EEXIST) {
-		ERR("room %s: mkdir state: %s", r->id, strerror(errno));
-		goto fail;
-	}
-	if (room_dir_check(r, r->state, err, errlen) < 0)
-		goto fail;
-	snprintf(p, sizeof(p), "%s/disk", r->state);
-	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-		ERR("room %s: mkdir disk: %s", r->id, strerror(errno));
-		goto fail;
-	}
-	snprintf(p, sizeof(p), "%s/disk.img", r->state);
-	unlink(p);  /* left by a creation that crashed before meta */
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, r->created_at, sizeof(r->created_at));
 	r->ids_room = true;
 	return 0;
-fail:
-	room_create_abort(r);
-	return -1;
 }
 
-int room_create_image(const struct room *r, char *err, size_t errlen)
+int room_create_files(const struct room *r, char *err, size_t errlen)
 {
 	char p[PATH_MAX], tpl[PATH_MAX];
+	/* No meta, so whatever is here is not this room's: the leftovers of a
+	 * creation that crashed or of a destroy that failed half-way. */
+	if (rm_tree(r->state) < 0)
+		return remove_failed(r, rm_failed, rm_errno, err, errlen);
+	if (mkdir(r->state, 0700) < 0 && errno != EEXIST)
+		return ERR("room %s: mkdir state: %s", r->id, strerror(errno));
+	if (room_dir_check(r, r->state, err, errlen) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/disk", r->state);
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return ERR("room %s: mkdir disk: %s", r->id, strerror(errno));
 	if (!r->cfg->disk_limit)
 		return 0;
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);

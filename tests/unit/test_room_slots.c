@@ -59,7 +59,7 @@ static int create(struct fixture *f, const char *id)
 	if (rc < 0)
 		return rc;
 	/* what jail_start does while it makes the keeper */
-	assert_int_equal(room_create_image(&r, err, sizeof(err)), 0);
+	assert_int_equal(room_create_files(&r, err, sizeof(err)), 0);
 	assert_int_equal(room_create_finish(&r, err, sizeof(err)), 0);
 	assert_int_equal(r.create_lock, -1);
 	return r.slot;
