@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
+#include <linux/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,13 +174,25 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
 	return loop;
 }
 
-int disk_image_mount(const char *dev, const char *dir, char *err, size_t errlen)
+int disk_image_fsmount(const char *dev, char *err, size_t errlen)
 {
-	/* noinit_itable: the image is a sparse file made by image_make, so
-	 * the inode tables mkfs left uninitialised already read as zeros;
-	 * without it every new room's mount queues ext4lazyinit to zero them
-	 * again (background writes and buffers for each room created) */
-	if (mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "errors=remount-ro,noinit_itable") < 0)
-		return ERR("mount %s on %s: %s", dev, dir, strerror(errno));
-	return 0;
+	int fs = (int)syscall(SYS_fsopen, "ext4", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return ERR("fsopen ext4: %s", strerror(errno));
+	/* noinit_itable: the image is a sparse copy of a template made by
+	 * mkfs, so the inode tables mkfs left uninitialised already read as
+	 * zeros; without it every new room's mount queues ext4lazyinit to zero
+	 * them again (background writes and buffers for each room created) */
+	int mnt = -1;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", dev, 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+				   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME);
+	int e = errno;
+	close(fs);
+	if (mnt < 0)
+		return ERR("mount %s: %s", dev, strerror(e));
+	return mnt;
 }

@@ -24,8 +24,9 @@ int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *e
  * Its path in dev.  Returns the descriptor or -1 (err set). */
 int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, size_t errlen);
 
-/* Mount the attached device on dir, nosuid,nodev.  Runs in the keeper's
- * mount namespace, while the attaching process still holds the device. */
-int disk_image_mount(const char *dev, const char *dir, char *err, size_t errlen);
+/* An ext4 mount of the attached device, nosuid,nodev,noatime, attached
+ * nowhere (fsmount): the keeper moves it into its own namespace.  The
+ * mount holds the device.  Returns its descriptor or -1 (err set). */
+int disk_image_fsmount(const char *dev, char *err, size_t errlen);
 
 #endif

@@ -54,6 +54,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <linux/mount.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -402,23 +403,53 @@ static size_t read_all(int fd, char *buf, size_t max)
 	return n;
 }
 
+/* One message on the unix socket sock: its first byte, and the descriptor
+ * it carried (or -1).  0 when the other end closed without a word. */
+static char recv_with_fd(int sock, int *fd)
+{
+	char c = 0;
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } u;
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	*fd = -1;
+	ssize_t n;
+	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n <= 0)
+		return 0;
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+	    h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(fd, CMSG_DATA(h), sizeof(int));
+	return c;
+}
+
 /* The room's disk: mounted (or a plain directory), its skeleton made, and
  * a room of the previous version converted to room-relative ids (once).
- * The helper attaches the image to a loop device while this process is
- * being made, and sends the device's path on disk_fd ("-": no image). */
-static int keeper_disk(const struct room *r, int disk_fd, char *err, size_t errlen)
+ * The helper mounts the image while this process is being made, attached
+ * nowhere, and sends the mount on disk_sock ("m"; "-": no image). */
+static int keeper_disk(const struct room *r, int disk_sock, char *err, size_t errlen)
 {
-	char dev[64], disk[PATH_MAX];
-	size_t n = read_all(disk_fd, dev, sizeof(dev) - 1);
-	close(disk_fd);
-	dev[n] = '\0';
-	if (n == 0)
-		return ERR("room %s: its disk: the helper attached no device", r->id);
+	char disk[PATH_MAX];
+	int mnt;
+	char c = recv_with_fd(disk_sock, &mnt);
+	close(disk_sock);
+	if (c != '-' && (c != 'm' || mnt < 0)) {
+		if (mnt >= 0)
+			close(mnt);
+		return ERR("room %s: its disk: the helper sent no mount", r->id);
+	}
 	snprintf(disk, sizeof(disk), "%s/disk", r->state);
 	/* a room made while disk_limit was 0 has no image: its layer is a
 	 * plain directory */
-	if (strcmp(dev, "-") != 0 && disk_image_mount(dev, disk, err, errlen) < 0)
-		return room_error_relative(r, "mount its disk image", err, errlen);
+	if (c == 'm') {
+		int rc = (int)syscall(SYS_move_mount, mnt, "", AT_FDCWD, disk, MOVE_MOUNT_F_EMPTY_PATH);
+		int e = errno;
+		close(mnt);
+		if (rc < 0)
+			return ERR("room %s: place its disk: %s", r->id, strerror(e));
+	}
 	if (room_upper_prepare(r, err, errlen) < 0)
 		return -1;
 	if (!r->ids_room && (userns_migrate_upper(r, err, errlen) < 0 ||
@@ -693,13 +724,13 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 }
 
 /* The helper's share of a start, while the first child makes the user
- * namespace: the room's cgroup (then "go" on go_fd), and its disk image on
- * a loop device (then the device's path on disk_fd; *loop holds it until
- * the keeper has mounted it).  A room being created gets its image first
- * and its meta last (room.h), while the keeper mounts the disk.  -1 with
- * err set, or -2 when the children are gone (their report says why). */
-static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int disk_fd,
-		     int *loop, char *err, size_t errlen)
+ * namespace: the room's cgroup (then "go" on go_fd), and its disk image,
+ * on a loop device and mounted, attached nowhere (then sent to the keeper
+ * on disk_sock).  A room being created gets its files first and its meta
+ * last (room.h), while the keeper goes on.  -1 with err set, or -2 when
+ * the children are gone (their report says why). */
+static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int disk_sock,
+		     char *err, size_t errlen)
 {
 	struct cgroup_limits lim = { r->cfg->memory_limit, r->cfg->pids_limit, r->cfg->cpu_limit };
 	/* under the state lock (a room being created holds it already): the
@@ -715,15 +746,36 @@ static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int
 		return -2;
 	if (creating && room_create_files(r, err, errlen) < 0)
 		return -1;
-	char img[PATH_MAX], dev[64] = "-";
+	char img[PATH_MAX], dev[64], c = '-';
+	int mnt = -1;
 	struct stat st;
 	snprintf(img, sizeof(img), "%s/disk.img", r->state);
 	if (lstat(img, &st) == 0) {
-		*loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
-		if (*loop < 0)
+		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
+		if (loop < 0)
 			return room_error_relative(r, "attach its disk image", err, errlen);
+		mnt = disk_image_fsmount(dev, err, errlen);
+		close(loop);   /* the mount holds it; without one it is freed */
+		if (mnt < 0)
+			return room_error_relative(r, "mount its disk image", err, errlen);
+		c = 'm';
 	}
-	if (write(disk_fd, dev, strlen(dev)) != (ssize_t)strlen(dev))
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } u;
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (mnt >= 0) {
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &mnt, sizeof(int));
+	}
+	ssize_t sent = sendmsg(disk_sock, &m, MSG_NOSIGNAL);
+	if (mnt >= 0)
+		close(mnt);
+	if (sent != 1)
 		return -2;
 	return creating ? room_create_finish(r, err, errlen) : 0;
 }
@@ -750,12 +802,12 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	}
 	/* no CPU affinity or scheduling is set here: the room inherits the
 	 * service's own (an admin's CPUAffinity stays in force).
-	 * The pipes, read end first: the keeper's pid and its report (to the
-	 * helper), go and the disk device (from the helper). */
+	 * p[0] and p[1] carry the keeper's pid and its report to the helper,
+	 * p[2] go from it, p[3] (a socket pair) the disk's mount. */
 	int p[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
 	pid_t first = -1;
 	if (pipe2(p[0], O_CLOEXEC) == 0 && pipe2(p[1], O_CLOEXEC) == 0 &&
-	    pipe2(p[2], O_CLOEXEC) == 0 && pipe2(p[3], O_CLOEXEC) == 0)
+	    pipe2(p[2], O_CLOEXEC) == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p[3]) == 0)
 		first = fork();
 	if (first == 0) {
 		int child_ends[4] = { p[0][1], p[1][1], p[2][0], p[3][0] };
@@ -779,8 +831,7 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	close(p[1][1]);
 	close(p[2][0]);
 	close(p[3][0]);
-	int loop = -1;
-	int host = host_side(r, cg, p[2][1], p[3][1], &loop, err, errlen);
+	int host = host_side(r, cg, p[2][1], p[3][1], err, errlen);
 	close(p[2][1]);
 	close(p[3][1]);
 	int status = 0;
@@ -797,10 +848,6 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
 	close(p[1][0]);
-	/* mounted in the keeper's namespace, the device is held there now;
-	 * otherwise this frees it */
-	if (loop >= 0)
-		close(loop);
 	if (host < 0 || got != sizeof(pid) || strcmp(msg, "ok") != 0 || net < 0) {
 		if (got == sizeof(pid)) {
 			kill(pid, SIGKILL);
