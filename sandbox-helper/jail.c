@@ -6,8 +6,9 @@
  * cgroup namespaces -- owned by the host's user namespace, so no capability
  * of the room ever reaches them -- and forks the second child, which is PID
  * 1 of the new pid namespace: the keeper.  Still host root, the keeper
- * builds the room's root in its private mount namespace: it mounts the
- * room's disk, then on a scratch tmpfs idmapped clones of the lower trees
+ * builds the room's root in its private mount namespace: it moves the
+ * room's disk in (mounted by the helper, below), then mounts on a scratch
+ * tmpfs idmapped clones of the lower trees
  * and of the disk (host id N shows as room id N, so the host's files appear
  * owned by the room's root and the disk keeps room-relative ids), overlays
  * of them, a fresh /proc, a minimal /dev; it pivots into the root, sets the
@@ -20,11 +21,12 @@
  * room with it.
  *
  * Meanwhile the helper does what needs no namespace of the room's: the
- * room's cgroup (the first child waits for it before entering), the loop
- * device of its disk image (its path goes to the keeper on a pipe), and,
- * once the keeper's pid is known, the room's network (net.c: eth0 into the
- * keeper's namespace).  A start costs the longer of the two paths, not
- * their sum.
+ * room's cgroup (the first child waits for it before entering); for a new
+ * room its state directory and disk image (room.h: meta last); the disk
+ * image on a loop device, mounted with fsmount and attached nowhere (the
+ * mount goes to the keeper over a socket); and, once the keeper's pid is
+ * known, the room's network (net.c: eth0 into the keeper's namespace) and
+ * its record.  A start costs the longer of the two paths, not their sum.
  *
  * The lower tree for rootfs = host is <run_dir>/base-2: symlinks or overlay
  * mount points for /usr, /bin, /lib*, /sbin and /var/lib/dpkg as on the
@@ -524,7 +526,7 @@ static int mount_overlays(const struct room *r, const char *stage, char *err, si
 }
 
 /* Build the root in <run_dir>/mnt/root (private to this mount namespace). */
-static int keeper_build_root(const struct room *r, const char *base, int userns, int disk_fd,
+static int keeper_build_root(const struct room *r, const char *base, int userns, int disk_sock,
 			     char *err, size_t errlen)
 {
 	char stage[PATH_MAX], root[PATH_MAX];
@@ -533,7 +535,7 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
 		return ERR("room %s: make / private: %s", r->id, strerror(errno));
 	if (room_net_sysctls(r) < 0)
 		return ERR("room %s: network sysctls: %s", r->id, strerror(errno));
-	if (keeper_disk(r, disk_fd, err, errlen) < 0)
+	if (keeper_disk(r, disk_sock, err, errlen) < 0)
 		return -1;
 	snprintf(stage, sizeof(stage), "%s/mnt", r->cfg->run_dir);
 	snprintf(root, sizeof(root), "%s/root", stage);
@@ -623,11 +625,11 @@ static int listen_exec_socket(const struct room *r, char *err, size_t errlen)
  * socket (fd 4) and the seccomp filter (fd 5). */
 static void __attribute__((noreturn))
 keeper_main(const struct room *r, const char *base, const int *keeper_fds, int userns, int report_fd,
-	    int disk_fd)
+	    int disk_sock)
 {
 	char err[512] = "";
 	int sock = listen_exec_socket(r, err, sizeof(err));
-	if (sock < 0 || keeper_build_root(r, base, userns, disk_fd, err, sizeof(err)) < 0 ||
+	if (sock < 0 || keeper_build_root(r, base, userns, disk_sock, err, sizeof(err)) < 0 ||
 	    enter_userns(r, userns, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
 	close(userns);
@@ -676,15 +678,16 @@ int jail_keeper_exe_open(char *err, size_t errlen)
 	return fd;
 }
 
-/* Runs in the helper's first child: make the room's user namespace, enter
- * the room's cgroup once the helper says it is ready (go_fd), unshare, fork
- * the keeper and tell the helper the keeper's host pid on pid_fd. */
+/* Runs in the helper's first child: make the room's user namespace, unshare
+ * the others but the cgroup namespace, enter the room's cgroup once the
+ * helper says it is ready (go), unshare the cgroup namespace, fork the
+ * keeper and tell the helper the keeper's host pid. */
 static void __attribute__((noreturn))
 first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	    const int *keeper_fds, const int *pipes)
 {
 	char err[512], c;
-	int pid_fd = pipes[0], report_fd = pipes[1], go_fd = pipes[2], disk_fd = pipes[3];
+	int pid_fd = pipes[0], report_fd = pipes[1], go_fd = pipes[2], disk_sock = pipes[3];
 	setsid();
 	pid_t uchild;
 	int userns = userns_make(r, &uchild, err, sizeof(err));
@@ -713,7 +716,7 @@ first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
 	}
 	if (keeper == 0) {
 		close(pid_fd);
-		keeper_main(r, base, keeper_fds, userns, report_fd, disk_fd);
+		keeper_main(r, base, keeper_fds, userns, report_fd, disk_sock);
 	}
 	int32_t pid = keeper;
 	int rc = write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2;
