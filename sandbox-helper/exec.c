@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "errbuf.h"
+#include "fdpass.h"
 #include "keeper/keeper_proto.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
@@ -342,16 +343,7 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 static int send_fds(int conn, uint32_t type, const int *fds, int n)
 {
 	struct kp_msg m = { .type = type };
-	char cbuf[CMSG_SPACE(sizeof(int) * 8)] = { 0 };
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = cbuf, .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-	return sendmsg(conn, &mh, MSG_NOSIGNAL) == sizeof(m) ? 0 : -1;
+	return fds_send(conn, &m, sizeof(m), fds, n) == sizeof(m) ? 0 : -1;
 }
 
 int exec_connect(const struct room *r)

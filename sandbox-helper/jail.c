@@ -36,6 +36,7 @@
  * it is rebuilt after each boot, from whatever the host then has.
  */
 #include "errbuf.h"
+#include "fdpass.h"
 #include "jail.h"
 #include "roomid.h"
 #include "disk.h"
@@ -405,28 +406,6 @@ static size_t read_all(int fd, char *buf, size_t max)
 	return n;
 }
 
-/* One message on the unix socket sock: its first byte, and the descriptor
- * it carried (or -1).  0 when the other end closed without a word. */
-static char recv_with_fd(int sock, int *fd)
-{
-	char c = 0;
-	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } u;
-	struct iovec iov = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	*fd = -1;
-	ssize_t n;
-	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-		;
-	if (n <= 0)
-		return 0;
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
-	    h->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(fd, CMSG_DATA(h), sizeof(int));
-	return c;
-}
-
 /* The room's disk: mounted (or a plain directory), its skeleton made, and
  * a room of the previous version converted to room-relative ids (once).
  * The helper mounts the image while this process is being made, attached
@@ -435,7 +414,7 @@ static int keeper_disk(const struct room *r, int disk_sock, char *err, size_t er
 {
 	char disk[PATH_MAX];
 	int mnt;
-	char c = recv_with_fd(disk_sock, &mnt);
+	char c = fd_recv_byte(disk_sock, &mnt);
 	close(disk_sock);
 	if (c != '-' && (c != 'm' || mnt < 0)) {
 		if (mnt >= 0)
@@ -763,19 +742,7 @@ static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int
 			return room_error_relative(r, "mount its disk image", err, errlen);
 		c = 'm';
 	}
-	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } u;
-	struct iovec iov = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (mnt >= 0) {
-		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(h), &mnt, sizeof(int));
-	}
-	ssize_t sent = sendmsg(disk_sock, &m, MSG_NOSIGNAL);
+	ssize_t sent = fds_send(disk_sock, &c, 1, &mnt, mnt >= 0 ? 1 : 0);
 	if (mnt >= 0)
 		close(mnt);
 	if (sent != 1)

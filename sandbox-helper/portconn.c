@@ -16,6 +16,7 @@
  * still that process: setns() on the pidfd then enters exactly its
  * namespace, or fails if it has died meanwhile. */
 #include "portconn.h"
+#include "fdpass.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -172,19 +173,8 @@ int portconn_serve(const struct room *r, int via, char *err, size_t errlen)
 
 int portconn_send(const struct room *r, int via, int fd, char *err, size_t errlen)
 {
-	char byte = PORT_REPLY_CONNECTED, ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { &byte, 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	memset(ctl, 0, sizeof(ctl));
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	ssize_t n;
-	while ((n = sendmsg(via, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-		;
+	char byte = PORT_REPLY_CONNECTED;
+	ssize_t n = fds_send(via, &byte, 1, &fd, 1);
 	if (n != 1)
 		return ERR("room %s: hand over the connection: %s", r->id,
 			   n < 0 ? strerror(errno) : "short write");
