@@ -223,7 +223,6 @@ static void resolv_prepare(const struct config *cfg)
 {
 	int unusable;
 	int n = room_dns_n = net_dns_servers(cfg, room_dns, CONFIG_LIST_MAX, &unusable);
-	const uint32_t *dns = room_dns;
 	size_t len = (size_t)snprintf(resolv_text, sizeof(resolv_text),
 				      "# written by roombox at each start (network = egress)\n");
 	if (n == 0)
@@ -231,7 +230,7 @@ static void resolv_prepare(const struct config *cfg)
 			 "# no name server is usable from a room (see /api/health)\n");
 	for (int i = 0; i < n && i < RESOLV_MAX; i++) {
 		char a[16];
-		ip4_text(dns[i], a, sizeof(a));
+		ip4_text(room_dns[i], a, sizeof(a));
 		len += (size_t)snprintf(resolv_text + len, sizeof(resolv_text) - len, "nameserver %s\n", a);
 	}
 }
@@ -469,8 +468,8 @@ static void say_list(struct script *s, const struct names *n, const char *chain,
 	}
 }
 
-/* deny, then the name servers on 53, then allow: into both policy chains. */
-/* The name servers are those net_prepare read for the room's resolv.conf. */
+/* deny, then the name servers on 53 (those net_prepare read for the room's
+ * resolv.conf), then allow: into both policy chains. */
 static void say_policy(struct script *s, const struct config *cfg, const struct names *n,
 		       const char *chain)
 {
