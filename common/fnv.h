@@ -14,12 +14,20 @@ static inline uint32_t fnv1a32(const char *t)
 	return h;
 }
 
-static inline uint64_t fnv1a64(const char *t)
+#define FNV1A64_START 14695981039346656037ull
+
+/* h carried on over t: fnv1a64_more(fnv1a64(a), b) is the hash of a and b
+ * written one after the other. */
+static inline uint64_t fnv1a64_more(uint64_t h, const char *t)
 {
-	uint64_t h = 14695981039346656037ull;
 	for (; *t; t++)
 		h = (h ^ (unsigned char)*t) * 1099511628211ull;
 	return h;
+}
+
+static inline uint64_t fnv1a64(const char *t)
+{
+	return fnv1a64_more(FNV1A64_START, t);
 }
 
 #endif

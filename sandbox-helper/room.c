@@ -518,11 +518,10 @@ int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 static int disk_template(const struct config *cfg, char *tpl, size_t len, char *err, size_t errlen)
 {
 	const char *passwd, *group;
-	char both[2 << 16];
 	etc_ids_text(&passwd, &group);
-	snprintf(both, sizeof(both), "skeleton 1\n%s\n%s", passwd, group);
+	uint64_t h = fnv1a64_more(fnv1a64_more(fnv1a64("skeleton 1\n"), passwd), "\n");
 	snprintf(tpl, len, "%s/.disk-%llu-%016llx.img", cfg->state_dir,
-		 (unsigned long long)cfg->disk_limit, (unsigned long long)fnv1a64(both));
+		 (unsigned long long)cfg->disk_limit, (unsigned long long)fnv1a64_more(h, group));
 	struct stat st;
 	if (lstat(tpl, &st) == 0)
 		return 0;
