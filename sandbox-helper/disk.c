@@ -129,6 +129,32 @@ int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *e
 	return 0;
 }
 
+int disk_image_spare_take(const char *spare, const char *path)
+{
+	return rename(spare, path);
+}
+
+int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes)
+{
+	char tmp[PATH_MAX], err[256];
+	size_t n = strlen(spare);
+	/* still .disk-*.img, so that a template change sweeps a leftover */
+	if (n < 4 || snprintf(tmp, sizeof(tmp), "%.*s-%d.img", (int)(n - 4), spare, (int)getpid()) >= (int)sizeof(tmp))
+		return -1;
+	unlink(tmp);
+	if (disk_image_create(tmp, tpl, bytes, err, sizeof(err)) < 0)
+		return -1;
+	int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fdatasync(fd) < 0 || rename(tmp, spare) < 0) {
+		if (fd >= 0)
+			close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t errlen)
 {
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);

@@ -1,18 +1,22 @@
 /* The jail of a room.
  *
- * jail_start forks twice.  The first child makes the room's user namespace
- * (userns.c: the room's ids 0-65535 on host ids of that room alone), enters
- * the room's cgroup, unshares the room's mount, uts, ipc, net, pid and
- * cgroup namespaces -- owned by the host's user namespace, so no capability
- * of the room ever reaches them -- and forks the second child, which is PID
- * 1 of the new pid namespace: the keeper.  Still host root, the keeper
- * builds the room's root in its private mount namespace: it moves the
- * room's disk in (mounted by the helper, below), then mounts on a scratch
- * tmpfs idmapped clones of the lower trees
- * and of the disk (host id N shows as room id N, so the host's files appear
- * owned by the room's root and the disk keeps room-relative ids), overlays
- * of them, a fresh /proc, a minimal /dev; it pivots into the root, sets the
- * hostname, brings up lo, writes /etc/resolv.conf when network = egress,
+ * jail_start runs two lanes side by side.  A jail thread makes the room's
+ * cgroup and its user namespace (userns.c: the room's ids 0-65535 on host
+ * ids of that room alone), and clones the keeper into new mount, uts, ipc,
+ * net and pid namespaces -- owned by the host's user namespace, so no
+ * capability of the room ever reaches them.  The keeper is PID 1 of its pid
+ * namespace; it shares the helper's memory (and borrows the jail thread's
+ * thread area, the thread waiting meanwhile) until it execs roombox-keeper:
+ * no page table is copied and no page is copied on write, which on a VM
+ * without nested paging was most of a start.  The keeper keeps only its own
+ * descriptors, tells the helper its pid, enters the room's cgroup and
+ * unshares a cgroup namespace rooted there.  Still host root, it builds the
+ * room's root in its private mount namespace: on a scratch tmpfs, idmapped
+ * clones of the lower trees (host id N shows as room id N, so the host's
+ * files appear owned by the room's root); then the room's disk (mounted by
+ * the helper, below), moved in and cloned idmapped too (the disk keeps
+ * room-relative ids), overlays of them, a fresh /proc, a minimal /dev; it
+ * pivots into the root, writes /etc/resolv.conf when network = egress,
  * enters the room's user namespace as its root, and execs roombox-keeper,
  * which reports "ok" on a pipe (the failing step if a step before it
  * failed) and then serves the room's execs and reaps its orphans until it
@@ -20,13 +24,14 @@
  * namespace, so when the keeper dies the kernel releases every mount of the
  * room with it.
  *
- * Meanwhile the helper does what needs no namespace of the room's: the
- * room's cgroup (the first child waits for it before entering); for a new
- * room its state directory and disk image (room.h: meta last); the disk
- * image on a loop device, mounted with fsmount and attached nowhere (the
- * mount goes to the keeper over a socket); and, once the keeper's pid is
- * known, the room's network (net.c: eth0 into the keeper's namespace) and
- * its record.  A start costs the longer of the two paths, not their sum.
+ * Meanwhile the helper does what needs no namespace of the room's: for a
+ * new room its state directory and disk image (room.h: meta last, once the
+ * keeper is there); the disk image on a loop device, mounted with fsmount
+ * and attached nowhere (the mount goes to the keeper over a socket); and,
+ * once the keeper's pid is known, the room's network (net.c: eth0 into the
+ * keeper's namespace), its record, and for a new room the next new room's
+ * disk image (disk.h: a spare).  A start costs the longer of the lanes, not
+ * their sum.
  *
  * The lower tree for rootfs = host is <run_dir>/base-2: symlinks or overlay
  * mount points for /usr, /bin, /lib*, /sbin and /var/lib/dpkg as on the
@@ -66,10 +71,15 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <poll.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
+
+/* The keeper's stack until its execve: building the root goes a few
+ * PATH_MAX buffers deep; pages are only made as it touches them. */
+#define KEEPER_STACK (256 * 1024)
 
 /* Host top-level directories that make up the system of rootfs = host. */
 static const char *const host_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
@@ -440,9 +450,9 @@ static int keeper_disk(const struct room *r, int disk_sock, char *err, size_t er
 }
 
 /* On the scratch tmpfs <stage>: lower/<name> idmapped clones of the lower
- * trees, disk an idmapped clone of the room's disk. */
-static int stage_layers(const struct room *r, const char *stage, const char *base, int userns,
-			char *err, size_t errlen)
+ * trees (the room's disk joins them once the helper has sent it). */
+static int stage_lower(const struct room *r, const char *stage, const char *base, int userns,
+		       char *err, size_t errlen)
 {
 	const struct config *cfg = r->cfg;
 	char p[PATH_MAX], h[PATH_MAX];
@@ -453,10 +463,6 @@ static int stage_layers(const struct room *r, const char *stage, const char *bas
 	snprintf(p, sizeof(p), "%s/lower", stage);
 	if (mkdir(p, 0755) < 0)
 		return ERR("room %s: mkdir %s: %s", r->id, p, strerror(errno));
-	snprintf(h, sizeof(h), "%s/disk", r->state);
-	snprintf(p, sizeof(p), "%s/disk", stage);
-	if (idmap_bind(h, p, userns) < 0)
-		return ERR("room %s: idmapped mount of its disk %s: %s", r->id, h, strerror(errno));
 	snprintf(p, sizeof(p), "%s/lower/root", stage);
 	if (idmap_bind(host ? base : cfg->rootfs, p, userns) < 0)
 		return ERR("room %s: idmapped mount of %s: %s", r->id, host ? base : cfg->rootfs, strerror(errno));
@@ -504,22 +510,33 @@ static int mount_overlays(const struct room *r, const char *stage, char *err, si
 	return 0;
 }
 
-/* Build the root in <run_dir>/mnt/root (private to this mount namespace). */
+/* Build the root in <run_dir>/mnt/root (private to this mount namespace).
+ * What needs no disk comes first: the helper mounts it meanwhile. */
 static int keeper_build_root(const struct room *r, const char *base, int userns, int disk_sock,
 			     char *err, size_t errlen)
 {
-	char stage[PATH_MAX], root[PATH_MAX];
+	char stage[PATH_MAX], root[PATH_MAX], p[PATH_MAX], h[PATH_MAX];
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return ERR("room %s: make / private: %s", r->id, strerror(errno));
 	if (room_net_sysctls(r) < 0)
 		return ERR("room %s: network sysctls: %s", r->id, strerror(errno));
-	if (keeper_disk(r, disk_sock, err, errlen) < 0)
-		return -1;
+	char host_name[65];
+	room_sandbox_name(r->id, host_name, sizeof(host_name));
+	if (sethostname(host_name, strlen(host_name)) < 0)
+		return ERR("room %s: sethostname: %s", r->id, strerror(errno));
+	if (loopback_up() < 0)
+		return ERR("room %s: bring up lo: %s", r->id, strerror(errno));
 	snprintf(stage, sizeof(stage), "%s/mnt", r->cfg->run_dir);
 	snprintf(root, sizeof(root), "%s/root", stage);
-	if (stage_layers(r, stage, base, userns, err, errlen) < 0)
+	if (stage_lower(r, stage, base, userns, err, errlen) < 0)
 		return -1;
+	if (keeper_disk(r, disk_sock, err, errlen) < 0)
+		return -1;
+	snprintf(h, sizeof(h), "%s/disk", r->state);
+	snprintf(p, sizeof(p), "%s/disk", stage);
+	if (idmap_bind(h, p, userns) < 0)
+		return ERR("room %s: idmapped mount of its disk %s: %s", r->id, h, strerror(errno));
 	if (overlay_creds(r, true) < 0)
 		return ERR("room %s: take the room root's ids: %s", r->id, strerror(errno));
 	int rc = mount_overlays(r, stage, err, errlen);
@@ -536,15 +553,7 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return ERR("room %s: pivot_root: %s", r->id, strerror(errno));
-	if (net_keeper_setup(r, err, errlen) < 0)
-		return -1;
-	char host_name[65];
-	room_sandbox_name(r->id, host_name, sizeof(host_name));
-	if (sethostname(host_name, strlen(host_name)) < 0)
-		return ERR("room %s: sethostname: %s", r->id, strerror(errno));
-	if (loopback_up() < 0)
-		return ERR("room %s: bring up lo: %s", r->id, strerror(errno));
-	return 0;
+	return net_keeper_setup(r, err, errlen);
 }
 
 /* Last step on the host's side.  The audit login uid is cleared first (it
@@ -573,7 +582,11 @@ static int enter_userns(const struct room *r, int userns, char *err, size_t errl
 	}
 	if (setns(userns, CLONE_NEWUSER) < 0)
 		return ERR("room %s: enter its user namespace: %s", r->id, strerror(errno));
-	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+	/* raw calls: this is the keeper's clone, in the helper's memory, and
+	 * libc's set*id() would change the ids of every thread it knows of:
+	 * the helper's */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
+	    syscall(SYS_setresuid, 0, 0, 0) < 0)
 		return ERR("room %s: become the room's root: %s", r->id, strerror(errno));
 	return 0;
 }
@@ -657,76 +670,125 @@ int jail_keeper_exe_open(char *err, size_t errlen)
 	return fd;
 }
 
-/* Runs in the helper's first child: make the room's user namespace, unshare
- * the others but the cgroup namespace, enter the room's cgroup once the
- * helper says it is ready (go), unshare the cgroup namespace, fork the
- * keeper and tell the helper the keeper's host pid. */
-static void __attribute__((noreturn))
-first_child(const struct room *r, const struct cgroup_sys *cg, const char *base,
-	    const int *keeper_fds, const int *pipes)
+/* A start's shared plan, in the helper's memory: read by the jail thread
+ * and the keeper's clone. */
+struct jail_job {
+	struct room room;       /* a copy: the helper's own goes on changing */
+	const struct cgroup_sys *cg;
+	const char *base;
+	int keeper_fds[2];      /* the keeper binary, the seccomp filter */
+	int lock;               /* the state lock of a room being created, or -1 */
+	int pid_fd, report_fd, disk_sock;   /* the keeper's ends */
+	int userns;
+	pid_t keeper;           /* CLONE_PARENT_SETTID: its pid as the helper sees it */
+};
+
+/* Close every descriptor from 3 up but the n in keep. */
+static void close_all_but(int *keep, int n)
 {
-	char err[512], c;
-	int pid_fd = pipes[0], report_fd = pipes[1], go_fd = pipes[2], disk_sock = pipes[3];
-	setsid();
-	pid_t uchild;
-	int userns = userns_make(r, &uchild, err, sizeof(err));
-	if (userns < 0)
-		report_fail(report_fd, err);
-	/* the cgroup namespace last: its root is the cgroup of the moment */
-	if (unshare(JAIL_NS_FLAGS & ~CLONE_NEWCGROUP) < 0) {
-		snprintf(err, sizeof(err), "room %s: unshare: %s", r->id, strerror(errno));
-		report_fail(report_fd, err);
+	for (int i = 1; i < n; i++)
+		for (int k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+			int t = keep[k];
+			keep[k] = keep[k - 1];
+			keep[k - 1] = t;
+		}
+	unsigned from = 3;
+	for (int i = 0; i < n; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		if ((unsigned)keep[i] > from)
+			syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+		from = (unsigned)keep[i] + 1;
 	}
-	if (read(go_fd, &c, 1) != 1) {
-		snprintf(err, sizeof(err), "room %s: its cgroup was not made", r->id);
-		report_fail(report_fd, err);
-	}
-	close(go_fd);
-	if (cgroup_enter(cg, r->id, 0, err, sizeof(err)) < 0)
-		report_fail(report_fd, err);
-	if (unshare(CLONE_NEWCGROUP) < 0) {
-		snprintf(err, sizeof(err), "room %s: unshare the cgroup namespace: %s", r->id, strerror(errno));
-		report_fail(report_fd, err);
-	}
-	pid_t keeper = fork();
-	if (keeper < 0) {
-		snprintf(err, sizeof(err), "room %s: fork keeper: %s", r->id, strerror(errno));
-		report_fail(report_fd, err);
-	}
-	if (keeper == 0) {
-		close(pid_fd);
-		keeper_main(r, base, keeper_fds, userns, report_fd, disk_sock);
-	}
-	int32_t pid = keeper;
-	int rc = write(pid_fd, &pid, sizeof(pid)) == sizeof(pid) ? 0 : 2;
-	/* reaped only now: its exit ran while this made the rest */
-	if (uchild > 0)
-		waitpid(uchild, NULL, 0);
-	_exit(rc);
+	syscall(SYS_close_range, from, ~0U, 0);
 }
 
-/* The helper's share of a start, while the first child makes the user
- * namespace: the room's cgroup (then "go" on go_fd), and its disk image,
- * on a loop device and mounted, attached nowhere (then sent to the keeper
- * on disk_sock).  A room being created gets its files first and its meta
- * last (room.h), while the keeper goes on.  -1 with err set, or -2 when
- * the children are gone (their report says why). */
-static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int disk_sock,
-		     char *err, size_t errlen)
+/* The keeper, from its clone to its execve.  Its descriptor table is a
+ * copy of the helper's at the clone, with whatever the helper had open at
+ * that moment: it keeps only its own (a copy of, say, the pipe on which
+ * the helper's posix_spawn waits for mkfs's execve would hold the helper
+ * there while this waits for the helper's disk), tells the helper
+ * its pid (the helper sets up the room's network while this builds the
+ * root), leaves the helper's session, enters the room's cgroup and makes a
+ * cgroup namespace rooted there, and goes on as keeper_main. */
+static int keeper_clone_main(void *arg)
 {
+	struct jail_job *j = arg;
+	char err[512];
+	int32_t pid = j->keeper;
+	int keep[] = { j->pid_fd, j->report_fd, j->disk_sock, j->userns, j->keeper_fds[0], j->keeper_fds[1] };
+	close_all_but(keep, 6);
+	if (write(j->pid_fd, &pid, sizeof(pid)) != sizeof(pid))
+		_exit(2);
+	close(j->pid_fd);
+	setsid();
+	if (cgroup_enter(j->cg, j->room.id, 0, err, sizeof(err)) < 0)
+		report_fail(j->report_fd, err);
+	if (unshare(CLONE_NEWCGROUP) < 0) {
+		snprintf(err, sizeof(err), "room %s: unshare the cgroup namespace: %s", j->room.id,
+			 strerror(errno));
+		report_fail(j->report_fd, err);
+	}
+	keeper_main(&j->room, j->base, j->keeper_fds, j->userns, j->report_fd, j->disk_sock);
+}
+
+/* The jail thread, beside the helper's disk work: the room's cgroup, its
+ * user namespace, and the keeper, cloned into the room's new mount, uts,
+ * ipc, net and pid namespaces (owned by the host's user namespace).  The
+ * keeper shares the helper's memory until its execve, on a stack of its
+ * own and with this thread's thread area, and this thread waits for that
+ * (CLONE_VFORK): no page of the helper is copied.  A fork would copy the
+ * page tables, and each page either side then touched would cost a fault
+ * (on a VM without nested paging some 20 us each: most of a start).
+ * Then it closes the keeper's ends (its own and the helper's: one table),
+ * a failure before the keeper's first having been written on the report. */
+static void *jail_thread(void *arg)
+{
+	struct jail_job *j = arg;
+	struct room *r = &j->room;
+	char err[512] = "";
 	struct cgroup_limits lim = { r->cfg->memory_limit, r->cfg->pids_limit, r->cfg->cpu_limit };
-	/* under the state lock (a room being created holds it already): the
-	 * last destroy may be removing the instance's cgroup directory now */
-	bool creating = r->create_lock >= 0;
-	int lock = creating ? r->create_lock : room_state_lock(r->cfg);
-	int rc = cgroup_room_setup(cg, r->id, &lim, err, errlen);
-	if (!creating && lock >= 0)
+	/* under the state lock: the last destroy may be removing the
+	 * instance's cgroup directory now */
+	int lock = j->lock >= 0 ? j->lock : room_state_lock(r->cfg);
+	int rc = cgroup_room_setup(j->cg, r->id, &lim, err, sizeof(err));
+	if (j->lock < 0 && lock >= 0)
 		close(lock);
-	if (rc < 0)
-		return -1;
-	if (write(go_fd, "c", 1) != 1)
-		return -2;
-	if (creating && room_create_files(r, err, errlen) < 0)
+	if (rc == 0 && (j->userns = userns_make(r, err, sizeof(err))) < 0)
+		rc = -1;
+	char *stack = MAP_FAILED;
+	if (rc == 0) {
+		stack = mmap(NULL, KEEPER_STACK, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+		if (stack == MAP_FAILED ||
+		    clone(keeper_clone_main, stack + KEEPER_STACK,
+			  CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD |
+			  (JAIL_NS_FLAGS & ~CLONE_NEWCGROUP), j, &j->keeper) < 0)
+			rc = errorf(err, sizeof(err), "room %s: start keeper: %s", r->id, strerror(errno));
+	}
+	/* nothing written: the helper reports that the keeper died */
+	if (rc < 0 && write(j->report_fd, err, strlen(err)) < 0)
+		rc = -1;
+	if (stack != MAP_FAILED)
+		munmap(stack, KEEPER_STACK);
+	if (j->userns >= 0)
+		close(j->userns);
+	close(j->keeper_fds[0]);
+	close(j->keeper_fds[1]);
+	close(j->pid_fd);
+	close(j->report_fd);
+	close(j->disk_sock);
+	return NULL;
+}
+
+/* The helper's share of a start, while the jail thread makes the cgroup,
+ * the user namespace and the keeper: a room being created gets its files,
+ * and the disk image goes on a loop device and is mounted, attached
+ * nowhere (then sent to the keeper on disk_sock).  -1 with err set, or -2
+ * when the keeper is gone (its report says why). */
+static int host_side(struct room *r, int disk_sock, char *err, size_t errlen)
+{
+	if (r->create_lock >= 0 && room_create_files(r, err, errlen) < 0)
 		return -1;
 	char img[PATH_MAX], dev[64], c = '-';
 	int mnt = -1;
@@ -745,9 +807,7 @@ static int host_side(struct room *r, const struct cgroup_sys *cg, int go_fd, int
 	ssize_t sent = fds_send(disk_sock, &c, 1, &mnt, mnt >= 0 ? 1 : 0);
 	if (mnt >= 0)
 		close(mnt);
-	if (sent != 1)
-		return -2;
-	return creating ? room_create_finish(r, err, errlen) : 0;
+	return sent == 1 ? 0 : -2;
 }
 
 pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
@@ -757,67 +817,72 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	if (strcmp(r->cfg->rootfs, "host") == 0 && base_prepare(r->cfg, base, sizeof(base), err, errlen) < 0)
 		return -1;
 	net_prepare(r);
-	/* [0] the keeper binary, [1] the seccomp filter as raw BPF */
-	int keeper_fds[2] = { jail_keeper_exe_open(err, errlen), -1 };
-	if (keeper_fds[0] < 0)
+	struct jail_job j = { .room = *r, .cg = cg, .base = base, .keeper_fds = { -1, -1 },
+			      .lock = r->create_lock, .userns = -1 };
+	/* the keeper binary, the seccomp filter as raw BPF */
+	j.keeper_fds[0] = jail_keeper_exe_open(err, errlen);
+	if (j.keeper_fds[0] < 0)
 		return -1;
-	keeper_fds[1] = memfd_create("roombox-filter", MFD_CLOEXEC);
-	if (keeper_fds[1] < 0 ||
-	    write(keeper_fds[1], room_filter_bpf, room_filter_bpf_size) != (ssize_t)room_filter_bpf_size) {
+	j.keeper_fds[1] = memfd_create("roombox-filter", MFD_CLOEXEC);
+	if (j.keeper_fds[1] < 0 ||
+	    write(j.keeper_fds[1], room_filter_bpf, room_filter_bpf_size) != (ssize_t)room_filter_bpf_size) {
 		ERR("room %s: seccomp filter memfd: %s", r->id, strerror(errno));
-		close(keeper_fds[0]);
-		if (keeper_fds[1] >= 0)
-			close(keeper_fds[1]);
+		close(j.keeper_fds[0]);
+		if (j.keeper_fds[1] >= 0)
+			close(j.keeper_fds[1]);
 		return -1;
 	}
 	/* no CPU affinity or scheduling is set here: the room inherits the
 	 * service's own (an admin's CPUAffinity stays in force).
 	 * p[0] and p[1] carry the keeper's pid and its report to the helper,
-	 * p[2] go from it, p[3] (a socket pair) the disk's mount. */
-	int p[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
-	pid_t first = -1;
+	 * p[2] (a socket pair) the disk's mount. */
+	int p[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+	pthread_t thread;
+	int started;
 	if (pipe2(p[0], O_CLOEXEC) == 0 && pipe2(p[1], O_CLOEXEC) == 0 &&
-	    pipe2(p[2], O_CLOEXEC) == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p[3]) == 0)
-		first = fork();
-	if (first == 0) {
-		int child_ends[4] = { p[0][1], p[1][1], p[2][0], p[3][0] };
-		close(p[0][0]);
-		close(p[1][0]);
-		close(p[2][1]);
-		close(p[3][1]);
-		first_child(r, cg, base, keeper_fds, child_ends);
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p[2]) == 0) {
+		j.pid_fd = p[0][1];
+		j.report_fd = p[1][1];
+		j.disk_sock = p[2][0];
+		started = pthread_create(&thread, NULL, jail_thread, &j);
+	} else {
+		started = errno;
 	}
-	int fork_errno = errno;
-	close(keeper_fds[0]);
-	close(keeper_fds[1]);
-	if (first < 0) {
-		for (int i = 0; i < 4; i++)
-			for (int j = 0; j < 2; j++)
-				if (p[i][j] >= 0)
-					close(p[i][j]);
-		return ERR("room %s: start keeper: %s", r->id, strerror(fork_errno));
+	if (started != 0) {
+		/* the thread closes the keeper's ends; without it, this does */
+		for (int i = 0; i < 3; i++)
+			for (int k = 0; k < 2; k++)
+				if (p[i][k] >= 0)
+					close(p[i][k]);
+		close(j.keeper_fds[0]);
+		close(j.keeper_fds[1]);
+		return ERR("room %s: start keeper: %s", r->id, strerror(started));
 	}
-	close(p[0][1]);
-	close(p[1][1]);
-	close(p[2][0]);
-	close(p[3][0]);
-	int host = host_side(r, cg, p[2][1], p[3][1], err, errlen);
+	bool creating = r->create_lock >= 0;
+	int host = host_side(r, p[2][1], err, errlen);
 	close(p[2][1]);
-	close(p[3][1]);
-	int status = 0;
 	int32_t pid = 0;
-	waitpid(first, &status, 0);
 	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
 	close(p[0][0]);
+	/* a room being created is finished (meta last) once its keeper is
+	 * there: the jail thread made its cgroup under the creation's lock */
+	if (host == 0 && got == sizeof(pid) && r->create_lock >= 0 &&
+	    room_create_finish(r, err, errlen) < 0)
+		host = -1;
 	/* while the keeper builds the room's root: the room's network (its
-	 * namespace is there from the keeper's fork), and its record */
+	 * namespace is there from the keeper's clone), and its record */
 	int net = 0;
 	if (host == 0 && got == sizeof(pid) && (net = net_room_up(r, pid, err, errlen)) == 0)
 		net = room_keeper_record(r, pid, err, errlen);
+	/* and, having taken the spare disk image (or found none), the next
+	 * new room's */
+	if (host == 0 && creating)
+		room_disk_spare_make(r->cfg);
 	char msg[512];
 	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
 	close(p[1][0]);
+	pthread_join(thread, NULL);
 	if (host < 0 || got != sizeof(pid) || strcmp(msg, "ok") != 0 || net < 0) {
 		if (got == sizeof(pid)) {
 			kill(pid, SIGKILL);

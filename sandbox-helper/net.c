@@ -102,7 +102,7 @@ static const char forbidden[] =
 	"172.16.0.0/12, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4";
 
 /* The room's /etc/resolv.conf, made by net_prepare in the helper before the
- * keeper is forked (the keeper sees the host's files only until pivot). */
+ * keeper is cloned (the keeper sees the host's files only until pivot). */
 static char resolv_text[512];
 
 struct names {

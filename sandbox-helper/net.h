@@ -14,7 +14,7 @@
  * nftables); a room's start and stop speak netlink only. */
 #define NET_NFT "/usr/sbin/nft"
 
-/* In the helper, before the keeper is forked: work out the name servers the
+/* In the helper, before the keeper is cloned: work out the name servers the
  * room's /etc/resolv.conf will list (kept for net_keeper_setup), and turn
  * on IPv4 forwarding (a failure is said by net_room_up). */
 void net_prepare(const struct room *r);

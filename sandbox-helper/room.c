@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <ftw.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -419,21 +420,30 @@ static void host_system_accounts(const char *path, char *buf, size_t cap)
 /* The room's own /etc/passwd and /etc/group (static buffers): the shared
  * lower /etc has neither, and `id -un` must say "user".  Ids are the room's
  * own (its disk stores room-relative ids). */
+static char etc_passwd[1 << 16], etc_group[1 << 16];
+
+static void etc_ids_make(void)
+{
+	snprintf(etc_passwd, sizeof(etc_passwd), "root:x:0:0:root:/root:/bin/sh\n");
+	host_system_accounts("passwd", etc_passwd, sizeof(etc_passwd) - 256);
+	/* apt's sandbox user, if the host has none */
+	if (!strstr(etc_passwd, "\n_apt:"))
+		strcat(etc_passwd, "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n");
+	strcat(etc_passwd, "user:x:1000:1000:sandbox user:/home/user:/bin/sh\n"
+			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	snprintf(etc_group, sizeof(etc_group), "root:x:0:\n");
+	host_system_accounts("group", etc_group, sizeof(etc_group) - 256);
+	strcat(etc_group, "user:x:1000:\nnogroup:x:65534:\n");
+}
+
+/* Made once a process: a start's helper thread and keeper clone share it
+ * (jail.c). */
 static void etc_ids_text(const char **passwd_text, const char **group_text)
 {
-	static char passwd[1 << 16], group[1 << 16];
-	snprintf(passwd, sizeof(passwd), "root:x:0:0:root:/root:/bin/sh\n");
-	host_system_accounts("passwd", passwd, sizeof(passwd) - 256);
-	/* apt's sandbox user, if the host has none */
-	if (!strstr(passwd, "\n_apt:"))
-		strcat(passwd, "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n");
-	strcat(passwd, "user:x:1000:1000:sandbox user:/home/user:/bin/sh\n"
-		       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-	snprintf(group, sizeof(group), "root:x:0:\n");
-	host_system_accounts("group", group, sizeof(group) - 256);
-	strcat(group, "user:x:1000:\nnogroup:x:65534:\n");
-	*passwd_text = passwd;
-	*group_text = group;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, etc_ids_make);
+	*passwd_text = etc_passwd;
+	*group_text = etc_group;
 }
 
 /* passwd and group in <disk>/upper/root/etc */
@@ -510,22 +520,33 @@ int room_upper_prepare(const struct room *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* The template of a new room's disk image: an ext4 of disk_limit bytes
- * that already holds the skeleton (mkfs.ext4 -d), so a room's first start
- * writes nothing on it.  Named after the size and a hash of the skeleton's
- * passwd and group (made from the host's accounts): when either changes,
- * a new template replaces the old.  Under the state lock. */
-static int disk_template(const struct config *cfg, char *tpl, size_t len, char *err, size_t errlen)
+/* The template of a new room's disk image, and the spare image made from
+ * it ahead of the next new room (disk.h), are named after the size and a
+ * hash of the skeleton's passwd and group (made from the host's accounts):
+ * when either changes, a new template replaces the old. */
+static void disk_template_names(const struct config *cfg, char *tpl, char *spare, size_t len)
 {
 	const char *passwd, *group;
 	etc_ids_text(&passwd, &group);
 	uint64_t h = fnv1a64_more(fnv1a64_more(fnv1a64("skeleton 1\n"), passwd), "\n");
+	h = fnv1a64_more(h, group);
 	snprintf(tpl, len, "%s/.disk-%llu-%016llx.img", cfg->state_dir,
-		 (unsigned long long)cfg->disk_limit, (unsigned long long)fnv1a64_more(h, group));
+		 (unsigned long long)cfg->disk_limit, (unsigned long long)h);
+	snprintf(spare, len, "%s/.disk-%llu-%016llx.spare.img", cfg->state_dir,
+		 (unsigned long long)cfg->disk_limit, (unsigned long long)h);
+}
+
+/* The template at tpl: an ext4 of disk_limit bytes that already holds the
+ * skeleton (mkfs.ext4 -d), so a room's first start writes nothing on it.
+ * Under the state lock. */
+static int disk_template(const struct config *cfg, const char *tpl, char *err, size_t errlen)
+{
 	struct stat st;
 	if (lstat(tpl, &st) == 0)
 		return 0;
 	disk_templates_remove(cfg->state_dir);
+	const char *passwd, *group;
+	etc_ids_text(&passwd, &group);
 	char skel[PATH_MAX];
 	snprintf(skel, sizeof(skel), "%s/.skeleton", cfg->state_dir);
 	if (rm_tree(skel) < 0 || mkdir(skel, 0755) < 0)
@@ -535,6 +556,17 @@ static int disk_template(const struct config *cfg, char *tpl, size_t len, char *
 		rc = disk_template_make(tpl, cfg->disk_limit, skel, err, errlen);
 	rm_tree(skel);
 	return rc;
+}
+
+void room_disk_spare_make(const struct config *cfg)
+{
+	char tpl[PATH_MAX], spare[PATH_MAX];
+	struct stat st;
+	if (!cfg->disk_limit)
+		return;
+	disk_template_names(cfg, tpl, spare, sizeof(tpl));
+	if (lstat(spare, &st) < 0 && lstat(tpl, &st) == 0)
+		disk_image_spare_make(spare, tpl, cfg->disk_limit);
 }
 
 /* meta, as room_create writes it: the room's files keep room-relative ids */
@@ -601,8 +633,13 @@ int room_create_files(const struct room *r, char *err, size_t errlen)
 	if (!r->cfg->disk_limit)
 		return 0;
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
-	if (disk_template(r->cfg, tpl, sizeof(tpl), err, errlen) < 0 ||
-	    disk_image_create(p, tpl, r->cfg->disk_limit, err, errlen) < 0)
+	char spare[PATH_MAX];
+	disk_template_names(r->cfg, tpl, spare, sizeof(tpl));
+	if (disk_template(r->cfg, tpl, err, errlen) < 0)
+		return room_error_relative(r, "create its disk image", err, errlen);
+	if (disk_image_spare_take(spare, p) == 0)
+		return 0;
+	if (disk_image_create(p, tpl, r->cfg->disk_limit, err, errlen) < 0)
 		return room_error_relative(r, "create its disk image", err, errlen);
 	return 0;
 }
@@ -631,7 +668,7 @@ void room_create_abort(struct room *r)
 		room_slot_release(r);
 		r->slot = -1;
 	}
-	/* unlocked explicitly: children forked meanwhile share the open file */
+	/* unlocked explicitly: children made meanwhile share the open file */
 	flock(r->create_lock, LOCK_UN);
 	close(r->create_lock);
 	r->create_lock = -1;

@@ -92,13 +92,18 @@ int room_load(struct room *r, char *err, size_t errlen);
  * makes the keeper (jail.c), all under the state lock (r->create_lock):
  * room_create claims a uid slot (fails with ROOM_ELIMIT when max_rooms
  * rooms exist); room_create_files makes the state directory and the disk
- * image from its template; room_create_finish writes meta -- from then on
+ * image (the spare one made ahead, or a copy of the template);
+ * room_create_finish writes meta -- from then on
  * the room exists -- and releases the lock.  room_create_abort (a no-op
  * once finished) gives the slot back and releases the lock.  Caller holds
  * the room lock. */
 #define ROOM_ELIMIT (-2)
 int room_create(struct room *r, char *err, size_t errlen);
 int room_create_files(const struct room *r, char *err, size_t errlen);
+
+/* Make the next new room's disk image ahead, if there is none (disk.h:
+ * disk_image_spare_make), for room_create_files to take.  Best effort. */
+void room_disk_spare_make(const struct config *cfg);
 int room_create_finish(struct room *r, char *err, size_t errlen);
 void room_create_abort(struct room *r);
 

@@ -19,9 +19,8 @@
 
 /* Make the room's user namespace (a child creates it, this process writes
  * its maps) and return a descriptor for it, or -1 with err.  Runs as host
- * root.  The child is ending (or ended) but not reaped: *child is its pid
- * for the caller's waitpid, when it may wait (-1 if there is none). */
-int userns_make(const struct room *r, pid_t *child, char *err, size_t errlen);
+ * root, single-threaded; the child is reaped before this returns. */
+int userns_make(const struct room *r, char *err, size_t errlen);
 
 /* Mount `src` (a directory) on `dst` (created) through an idmapped clone
  * for the user namespace userns_fd: host id N shows as room id N.  0, or

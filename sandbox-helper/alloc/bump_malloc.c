@@ -34,10 +34,16 @@
  * reader (minijson.c) frees nothing while it reads, and caps a document at
  * MJ_MAX_VALUES values, so a legitimate request never comes near it.
  *
+ * Threads.  A room's start runs a jail thread beside the main one, and the
+ * keeper's clone shares the helper's memory until its execve (jail.c):
+ * one lock, held for a bump, keeps their blocks apart.
+ *
  * Linked into roombox-helper only (musl supports replacing malloc in a
  * static program); the unit tests use their libc's malloc.
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +79,19 @@ static struct region main_arena = { arena, ARENA_SIZE, 0, NULL };
 static struct region spill;
 static size_t arena_high;      /* highest main_arena.used so far */
 static size_t charged;         /* bytes held against BUDGET */
+
+static atomic_flag busy = ATOMIC_FLAG_INIT;
+
+static void lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire))
+		sched_yield();
+}
+
+static void unlock(void)
+{
+	atomic_flag_clear_explicit(&busy, memory_order_release);
+}
 
 static size_t round_up(size_t n, size_t to)
 {
@@ -156,7 +175,7 @@ static void *spill_bump(size_t need)
 	return bump(&spill, need);
 }
 
-void *malloc(size_t n)
+static void *alloc_locked(size_t n)
 {
 	if (n > SIZE_MAX / 2) {
 		errno = ENOMEM;
@@ -170,10 +189,8 @@ void *malloc(size_t n)
 	return spill_bump(need);
 }
 
-void free(void *p)
+static void free_locked(void *p)
 {
-	if (!p)
-		return;
 	struct block *b = header(p);
 	if (b->mapped) {
 		charged -= b->mapped;
@@ -185,6 +202,23 @@ void free(void *p)
 		r->used = (size_t)((unsigned char *)b - r->base);
 		r->last = NULL;
 	}
+}
+
+void *malloc(size_t n)
+{
+	lock();
+	void *p = alloc_locked(n);
+	unlock();
+	return p;
+}
+
+void free(void *p)
+{
+	if (!p)
+		return;
+	lock();
+	free_locked(p);
+	unlock();
 }
 
 void *calloc(size_t k, size_t n)
@@ -237,10 +271,8 @@ static bool grow_in_place(struct block *b, size_t n)
 	return true;
 }
 
-void *realloc(void *p, size_t n)
+static void *realloc_locked(void *p, size_t n)
 {
-	if (!p)
-		return malloc(n);
 	struct block *b = header(p);
 	if (n <= b->size)
 		return p;
@@ -252,11 +284,21 @@ void *realloc(void *p, size_t n)
 		return remap(b, n);
 	if (grow_in_place(b, n))
 		return p;
-	void *q = malloc(n);
+	void *q = alloc_locked(n);
 	if (!q)
 		return NULL;
 	memcpy(q, p, b->size);
-	free(p);
+	free_locked(p);
+	return q;
+}
+
+void *realloc(void *p, size_t n)
+{
+	if (!p)
+		return malloc(n);
+	lock();
+	void *q = realloc_locked(p, n);
+	unlock();
 	return q;
 }
 
