@@ -1,8 +1,9 @@
 """A room whose disk image cannot be used does not start, says why, leaves
 nothing behind, and loses nothing: once the image is whole again, the room
-starts with its files.  The helper attaches the image to a loop device while
-its first child makes the room's namespaces; the keeper mounts it.  Either
-side failing must end the whole start.  Through nginx."""
+starts with its files.  The helper attaches the image to a loop device and
+mounts it while its jail thread makes the room's namespaces and the keeper;
+the keeper moves the mount in.  Either side failing must end the whole
+start.  Through nginx."""
 
 import grp
 import os
@@ -92,3 +93,22 @@ def test_a_new_room_sees_the_host_system_accounts_of_its_creation(client, stack)
         assert client.sh(before, f"grep -c '^{name}:' /etc/group || true") == "0\n"
     finally:
         subprocess.run(["groupdel", name], check=True)
+
+
+def test_a_new_room_takes_the_disk_image_made_ahead(client, stack):
+    """Each new room's start leaves the next new room's image made ahead
+    (written to disk, so that configuring its loop device writes nothing
+    back); the next new room takes that very file, with the skeleton, and
+    leaves another one."""
+    first, second = unique_room(), unique_room()
+    client.sh(first, "true")
+    spares = list(stack.state_dir.glob(".disk-*.spare.img"))
+    assert len(spares) == 1, spares
+    spare = spares[0]
+    assert spare.name.removesuffix(".spare.img") + ".img" in os.listdir(stack.state_dir)
+    made_ahead = spare.stat().st_ino
+    assert client.sh(second, "stat -c '%U %a' /workspace /tmp; df -P / | tail -1 | awk '{print $1}'") == \
+        "user 755\nroot 1777\noverlay\n"
+    assert (stack.room_state_dir(second) / "disk.img").stat().st_ino == made_ahead
+    again = list(stack.state_dir.glob(".disk-*.spare.img"))
+    assert len(again) == 1 and again[0].stat().st_ino != made_ahead, again
