@@ -80,6 +80,7 @@
 /* The keeper's stack until its execve: building the root goes a few
  * PATH_MAX buffers deep; pages are only made as it touches them. */
 #define KEEPER_STACK (256 * 1024)
+#define GUARD_PAGE 4096
 
 /* Host top-level directories that make up the system of rootfs = host. */
 static const char *const host_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
@@ -588,6 +589,12 @@ static int enter_userns(const struct room *r, int userns, char *err, size_t errl
 	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
 	    syscall(SYS_setresuid, 0, 0, 0) < 0)
 		return ERR("room %s: become the room's root: %s", r->id, strerror(errno));
+	/* changing uid set the memory's dumpable mode to fs.suid_dumpable, and
+	 * that memory is still the helper's: with 1, a process of the room
+	 * root's host uid could trace it (none exists before the keeper runs;
+	 * closed all the same, until the execve gives the keeper its own) */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return ERR("room %s: not dumpable: %s", r->id, strerror(errno));
 	return 0;
 }
 
@@ -758,10 +765,12 @@ static void *jail_thread(void *arg)
 		rc = -1;
 	char *stack = MAP_FAILED;
 	if (rc == 0) {
-		stack = mmap(NULL, KEEPER_STACK, PROT_READ | PROT_WRITE,
+		/* the lowest page a guard: an overflow faults, and writes
+		 * nothing of the helper's */
+		stack = mmap(NULL, KEEPER_STACK + GUARD_PAGE, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-		if (stack == MAP_FAILED ||
-		    clone(keeper_clone_main, stack + KEEPER_STACK,
+		if (stack == MAP_FAILED || mprotect(stack, GUARD_PAGE, PROT_NONE) < 0 ||
+		    clone(keeper_clone_main, stack + GUARD_PAGE + KEEPER_STACK,
 			  CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD |
 			  (JAIL_NS_FLAGS & ~CLONE_NEWCGROUP), j, &j->keeper) < 0)
 			rc = errorf(err, sizeof(err), "room %s: start keeper: %s", r->id, strerror(errno));
@@ -770,7 +779,7 @@ static void *jail_thread(void *arg)
 	if (rc < 0 && write(j->report_fd, err, strlen(err)) < 0)
 		rc = -1;
 	if (stack != MAP_FAILED)
-		munmap(stack, KEEPER_STACK);
+		munmap(stack, KEEPER_STACK + GUARD_PAGE);
 	if (j->userns >= 0)
 		close(j->userns);
 	close(j->keeper_fds[0]);
@@ -885,7 +894,10 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	pthread_join(thread, NULL);
 	if (host < 0 || got != sizeof(pid) || strcmp(msg, "ok") != 0 || net < 0) {
 		if (got == sizeof(pid)) {
+			/* the helper's own child: reaped, so that no dead PID 1
+			 * stays counted in the room's pids cgroup */
 			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
 			room_keeper_forget(r);
 		}
 		if (host == -1)

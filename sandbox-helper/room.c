@@ -551,9 +551,17 @@ static int disk_template(const struct config *cfg, const char *tpl, char *err, s
 	snprintf(skel, sizeof(skel), "%s/.skeleton", cfg->state_dir);
 	if (rm_tree(skel) < 0 || mkdir(skel, 0755) < 0)
 		return ERR("make %s: %s", skel, strerror(errno));
+	/* made under another name and renamed: a template is whole or absent
+	 * (a crash during mkfs, or a spare copied from it without the lock) */
+	char part[PATH_MAX];
+	snprintf(part, sizeof(part), "%.*s.partial.img", (int)(strlen(tpl) - 4), tpl);
 	int rc = skeleton_make(skel, passwd, group, err, errlen);
 	if (rc == 0)
-		rc = disk_template_make(tpl, cfg->disk_limit, skel, err, errlen);
+		rc = disk_template_make(part, cfg->disk_limit, skel, err, errlen);
+	if (rc == 0 && rename(part, tpl) < 0) {
+		rc = ERR("rename %s: %s", part, strerror(errno));
+		unlink(part);
+	}
 	rm_tree(skel);
 	return rc;
 }
