@@ -129,11 +129,6 @@ int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *e
 	return 0;
 }
 
-int disk_image_spare_take(const char *spare, const char *path)
-{
-	return rename(spare, path);
-}
-
 int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes)
 {
 	char tmp[PATH_MAX], err[256];

@@ -19,13 +19,8 @@ void disk_templates_remove(const char *dir);
  * `bytes` long.  The caller serialises calls (state lock). */
 int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *err, size_t errlen);
 
-/* The next new room's image, made ahead (disk_image_spare_make) at spare,
- * a name beside the template's: renamed to path if there is one.  0 when
- * taken, -1 when there is none (then disk_image_create).  Under the state
- * lock, like disk_image_create. */
-int disk_image_spare_take(const char *spare, const char *path);
-
-/* Make spare from tpl, with its bytes on disk (fdatasync), under a name of
+/* The next new room's image, made ahead at spare (a name beside the
+ * template's, for room creation to rename into place): spare from tpl, with its bytes on disk (fdatasync), under a name of
  * this process's first and then renamed: a loop device flushes its backing
  * file's dirty pages when it is configured, 2-3 ms for a fresh copy on the
  * critical path of a new room's start; a spare written earlier has none.

@@ -691,23 +691,19 @@ struct jail_job {
 };
 
 /* Close every descriptor from 3 up but the n in keep. */
-static void close_all_but(int *keep, int n)
+static void close_all_but(const int *keep, int n)
 {
-	for (int i = 1; i < n; i++)
-		for (int k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
-			int t = keep[k];
-			keep[k] = keep[k - 1];
-			keep[k - 1] = t;
-		}
-	unsigned from = 3;
-	for (int i = 0; i < n; i++) {
-		if (keep[i] < (int)from)
-			continue;
-		if ((unsigned)keep[i] > from)
-			syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
-		from = (unsigned)keep[i] + 1;
+	int top = 2;
+	for (int i = 0; i < n; i++)
+		top = keep[i] > top ? keep[i] : top;
+	for (int fd = 3; fd < top; fd++) {
+		bool kept = false;
+		for (int i = 0; i < n && !kept; i++)
+			kept = keep[i] == fd;
+		if (!kept)
+			close(fd);
 	}
-	syscall(SYS_close_range, from, ~0U, 0);
+	syscall(SYS_close_range, (unsigned)top + 1, ~0U, 0);
 }
 
 /* The keeper, from its clone to its execve.  Its descriptor table is a
@@ -795,9 +791,9 @@ static void *jail_thread(void *arg)
  * and the disk image goes on a loop device and is mounted, attached
  * nowhere (then sent to the keeper on disk_sock).  -1 with err set, or -2
  * when the keeper is gone (its report says why). */
-static int host_side(struct room *r, int disk_sock, char *err, size_t errlen)
+static int host_side(struct room *r, bool creating, int disk_sock, char *err, size_t errlen)
 {
-	if (r->create_lock >= 0 && room_create_files(r, err, errlen) < 0)
+	if (creating && room_create_files(r, err, errlen) < 0)
 		return -1;
 	char img[PATH_MAX], dev[64], c = '-';
 	int mnt = -1;
@@ -868,15 +864,14 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 		return ERR("room %s: start keeper: %s", r->id, strerror(started));
 	}
 	bool creating = r->create_lock >= 0;
-	int host = host_side(r, p[2][1], err, errlen);
+	int host = host_side(r, creating, p[2][1], err, errlen);
 	close(p[2][1]);
 	int32_t pid = 0;
 	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
 	close(p[0][0]);
 	/* a room being created is finished (meta last) once its keeper is
 	 * there: the jail thread made its cgroup under the creation's lock */
-	if (host == 0 && got == sizeof(pid) && r->create_lock >= 0 &&
-	    room_create_finish(r, err, errlen) < 0)
+	if (host == 0 && got == sizeof(pid) && creating && room_create_finish(r, err, errlen) < 0)
 		host = -1;
 	/* while the keeper builds the room's root: the room's network (its
 	 * namespace is there from the keeper's clone), and its record */

@@ -645,7 +645,8 @@ int room_create_files(const struct room *r, char *err, size_t errlen)
 	disk_template_names(r->cfg, tpl, spare, sizeof(tpl));
 	if (disk_template(r->cfg, tpl, err, errlen) < 0)
 		return room_error_relative(r, "create its disk image", err, errlen);
-	if (disk_image_spare_take(spare, p) == 0)
+	/* the image made ahead (disk_image_spare_make), if there is one */
+	if (rename(spare, p) == 0)
 		return 0;
 	if (disk_image_create(p, tpl, r->cfg->disk_limit, err, errlen) < 0)
 		return room_error_relative(r, "create its disk image", err, errlen);

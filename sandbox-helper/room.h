@@ -101,11 +101,12 @@ int room_load(struct room *r, char *err, size_t errlen);
 int room_create(struct room *r, char *err, size_t errlen);
 int room_create_files(const struct room *r, char *err, size_t errlen);
 
+int room_create_finish(struct room *r, char *err, size_t errlen);
+void room_create_abort(struct room *r);
+
 /* Make the next new room's disk image ahead, if there is none (disk.h:
  * disk_image_spare_make), for room_create_files to take.  Best effort. */
 void room_disk_spare_make(const struct config *cfg);
-int room_create_finish(struct room *r, char *err, size_t errlen);
-void room_create_abort(struct room *r);
 
 /* The slot a name in <state_dir>/slots stands for (decimal, no leading
  * zero, below max), or -1. */
