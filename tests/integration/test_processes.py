@@ -159,6 +159,9 @@ def test_delete_kills_the_whole_tree(client, room):
 
 def test_a_process_ignoring_term_is_killed_5_s_later(client, room):
     p = start(client, room, "trap '' TERM; sleep 1003")
+    # the shell ignores TERM only once it has run the trap; sleep inherits it
+    wait_until(lambda: "sleep 1003" in room_ps(client, room), 10,
+               "the shell to set its trap and start sleep")
     t0 = time.monotonic()
     r = client.delete(procs_path(room, f"/{p['id']}"))
     assert r.status == 200 and r.json["process"]["status"] == "running", r
@@ -171,14 +174,17 @@ def test_a_process_ignoring_term_is_killed_5_s_later(client, room):
 
 
 def test_signal_names_and_a_bad_one(client, room):
-    p = start(client, room, "trap 'echo got-usr1; exit 7' USR1; while :; do sleep 0.1; done")
+    p = start(client, room, "trap 'echo got-usr1; exit 7' USR1; echo ready; "
+                            "while :; do sleep 0.1; done")
+    wait_until(lambda: logs(client, room, p["id"])["stdout"] == "ready\n", 10,
+               "the shell to set its trap")
     r = client.delete(procs_path(room, f"/{p['id']}?signal=NOPE"))
     assert r.status == 400 and "invalid signal" in r.json["error"], r
     r = client.delete(procs_path(room, f"/{p['id']}?signal=SIGUSR1"))
     assert r.status == 200, r
     end = wait_status(client, room, p["id"], ("exited", "killed", "lost"))
     assert end["status"] == "exited" and end["exitCode"] == 7, end
-    assert logs(client, room, p["id"])["stdout"] == "got-usr1\n"
+    assert logs(client, room, p["id"])["stdout"] == "ready\ngot-usr1\n"
     # an ended process: DELETE answers its record, signals nothing
     r = client.delete(procs_path(room, f"/{p['id']}"))
     assert r.status == 200 and r.json["process"]["status"] == "exited"
