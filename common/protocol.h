@@ -23,7 +23,7 @@
  * Requests (HK_OP selects the operation; HK_ROOM is checked against the
  * room-id rule):
  *
- *   exec     {room, cmd, timeout_ms?, env?, cwd?, stdin?, user?}
+ *   exec     {room, cmd, timeout_ms?, env?, cwd?, stdin?, user?, open?}
  *            timeout_ms: default exec_timeout (fcgi has checked it against
  *            exec_timeout_max); env {S:S} and cwd: a one-off scope, the
  *            session is not saved; stdin: bytes on standard input (default
@@ -40,6 +40,12 @@
  *            the command as its stdin, stdout and stderr; the caller
  *            writes the input and reads the output as the command runs,
  *            and the answer's byte counts are 0.  No stdin key then.
+ *            open: an absolute path in the room, with io only (a file
+ *            download): when it names a regular file the room's user may
+ *            read, the command does not run; the file's open descriptor
+ *            comes on the stdout pipe, which is then a unix stream socket,
+ *            with the text "F <size>\n" (keeper_proto.h, KP_OPEN_FIRST),
+ *            and wait_status is 0.  Otherwise the command runs.
  *   create   {room}  -> <status>   (room made and started)
  *   status   {room}  -> <status>   or code not_found
  *   list     {}      -> {rooms:[<status>...]}
@@ -121,6 +127,7 @@
 #define HK_STDIN      "stdin"
 #define HK_IO         "io"   /* true: passed I/O, see below */
 #define HK_USER       "user"
+#define HK_OPEN       "open" /* exec: the file to send first, see above */
 /* values of HK_USER: the room's root (uid 0) or its user (uid 1000) */
 #define HK_USER_ROOT  "root"
 #define HK_USER_USER  "user"

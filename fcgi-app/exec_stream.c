@@ -12,6 +12,10 @@
  * drain_ms.  Pipes that background processes still hold then go to the
  * drainer (drain.c), so those processes never die of SIGPIPE.
  *
+ * A download (files.c) asks the room to open its file first: the file's
+ * descriptor then comes on the stdout socket with the first bytes, and
+ * only there (what a room process could send later is not looked at).
+ *
  * Text events never split a UTF-8 character: an incomplete sequence at the
  * end of a read waits for the next one (or the end). */
 #include <errno.h>
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +48,7 @@ struct out_stream {
 	char pending[4];         /* an incomplete UTF-8 sequence */
 	size_t npending;
 	int (*raw)(void *ctx, const char *data, size_t n);   /* see exec_sink */
+	bool want_fd;            /* a socket whose first bytes may carry a file */
 };
 
 /* Bytes at the end of p[0..n) that begin a UTF-8 character not complete
@@ -127,21 +133,60 @@ static void take(struct out_stream *s, const struct exec_sink *sink, bool base64
 	s->npending = tail;
 }
 
+/* read() that also takes a descriptor sent with the bytes into *fd (one;
+ * any other is closed). */
+static ssize_t read_with_fd(int sock, char *buf, size_t len, int *fd)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(4 * sizeof(int))];
+	} c;
+	struct iovec v = { buf, len };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = c.b,
+			    .msg_controllen = sizeof(c.b) };
+	ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; cm; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	return n;
+}
+
 /* Read what is there; false at end of file. */
 static bool pull(struct out_stream *s, const struct exec_sink *sink, bool base64)
 {
 	char buf[65536];
 
 	for (;;) {
-		ssize_t n = read(s->fd, buf, sizeof(buf));
+		int file = -1;
+		ssize_t n = s->want_fd ? read_with_fd(s->fd, buf, sizeof(buf), &file)
+				       : read(s->fd, buf, sizeof(buf));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return errno == EAGAIN;
-		if (n == 0)
+		s->want_fd = false;
+		if (n == 0) {
+			if (file >= 0)
+				close(file);
 			return false;
+		}
 		take(s, sink, base64, buf, (size_t)n, false);
+		if (file >= 0) {
+			sink->stdout_file(sink->ctx, file);
+			close(file);
+		}
 		if ((size_t)n < sizeof(buf))
 			return true;
 	}
@@ -187,13 +232,21 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		snprintf(err->message, sizeof(err->message), "too many concurrent execs");
 		return NULL;
 	}
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+	bool open_first = sink->open_first && sink->stdout_file;
+
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    (open_first ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out)
+	     : pipe2(out, O_CLOEXEC)) < 0) {
 		err->http_status = 500;
 		snprintf(err->message, sizeof(err->message), "pipe: %s", strerror(errno));
 		goto out;
 	}
+	if (open_first)   /* the room writes into it, roombox-fcgi only reads */
+		shutdown(out[0], SHUT_WR);
 	int pass[3] = { in[0], out[1], errp[1] };
 	req = exec_helper_request_io(room, ex);   /* we write stdin into the pipe */
+	if (open_first)
+		json_object_object_add(req, HK_OPEN, json_object_new_string(sink->open_first));
 	run = helper_start(&target, req, (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
 			   pass, err);
 	json_object_put(req);
@@ -207,6 +260,7 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		sink->start(sink->ctx, ex);
 	so.fd = out[0];
 	so.raw = sink->stdout_raw;
+	so.want_fd = open_first;
 	se.fd = errp[0];
 	out[0] = errp[0] = -1;
 	fcntl(so.fd, F_SETFL, O_NONBLOCK);

@@ -15,9 +15,16 @@
  * Uploads go from the web server through a pipe straight into a temporary
  * file next to the target, renamed over it only when every byte came (its
  * size is checked against Content-Length): a full disk, a departed client or
- * a failure leaves nothing under the target name.  Downloads go from `cat`
- * through a pipe to the client, with Content-Length from the open file.
- * Neither is ever held whole in memory here. */
+ * a failure leaves nothing under the target name.  A download first asks
+ * the room to open the file (HK_OPEN: as the request's user, in the room,
+ * exactly where the script would): a regular file comes back as its open
+ * descriptor, and the kernel moves its pages to the web server's socket
+ * (sendfile) with no copy in the room or here -- on this kind of host
+ * every copy of 64 MiB costs ~20 ms.  Anything else (a directory, an
+ * error) runs the script, whose `cat` would also stream a file through
+ * the stdout socket (a keeper of an older version ignores HK_OPEN).
+ * Content-Length is the open file's size.  Neither an upload nor a
+ * download is ever held whole in memory here. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,6 +357,20 @@ static int get_stdout(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
+/* The file itself, opened in the room: its bytes go to the client
+ * without passing through this process. */
+static void get_file(void *ctx, int fd)
+{
+	struct run *r = ctx;
+	const struct http_output *out = r->rq->in->out;
+
+	if (!r->headers_sent || r->client_gone || r->sent)
+		return;
+	if (out->sendfile(out->ctx, fd, r->size) < 0)
+		r->client_gone = true;
+	r->sent = r->size;
+}
+
 void api_files_get(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
@@ -365,6 +386,10 @@ void api_files_get(struct request *rq, struct response *rs)
 	}
 	if (rq->in && rq->in->out)
 		sink.stdout_raw = get_stdout;
+	if (rq->in && rq->in->out && rq->in->out->sendfile) {
+		sink.open_first = path;
+		sink.stdout_file = get_file;
+	}
 	char *body = sh_append(strdup(recursive ? "DEPTH=\n" : "DEPTH='-maxdepth 1'\n"), GET_SCRIPT);
 	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
 	free(body);

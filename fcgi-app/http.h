@@ -35,6 +35,11 @@ struct http_output {
 	int (*flush)(void *ctx);
 	void (*end)(void *ctx);
 	void *ctx;
+	/* The first n bytes of the regular file fd, written by the kernel
+	 * from the file to the connection (a download); 0, or -1 once the
+	 * client is gone or the file ended early (the connection is then
+	 * broken off: the answer cannot be completed).  NULL: not offered. */
+	int (*sendfile)(void *ctx, int fd, uint64_t n);
 };
 
 /* At most this much of an unwanted or oversized body is read and thrown away

@@ -303,12 +303,12 @@ static void save_session(const struct room *r, int fd, off_t off, const struct c
  * written with one write; its size in *len.  The same memfd is the shell's
  * fd 9: the file offset, shared, is left at the end of the blob, so the
  * session the shell writes there follows it. */
-static int blob_make(const struct room *r, char *const *argv, char *const *envp, uint64_t timeout_ms,
-		     bool as_user, size_t *len)
+static int blob_make(const struct room *r, char *const *argv, char *const *envp,
+		     const struct exec_order *q, size_t *len)
 {
-	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, timeout_ms,
-			     as_user ? KP_AS_USER : KP_AS_ROOT, 0 };
-	size_t size = sizeof(h);
+	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, q->timeout_ms,
+			     q->as_user ? KP_AS_USER : KP_AS_ROOT, q->open ? KP_OPEN_FIRST : 0 };
+	size_t size = sizeof(h) + (q->open ? strlen(q->open) + 1 : 0);
 	while (argv[h.argc])
 		size += strlen(argv[h.argc++]) + 1;
 	while (envp[h.envc])
@@ -325,6 +325,8 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 		p = stpcpy(p, argv[i]) + 1;
 	for (uint32_t i = 0; i < h.envc; i++)
 		p = stpcpy(p, envp[i]) + 1;
+	if (q->open)
+		stpcpy(p, q->open);
 	size_t off = 0;
 	while (off < size) {
 		ssize_t k = write(fd, buf + off, size - off);
@@ -555,7 +557,7 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 		return NULL;
 	}
 	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-	j->blob = blob_make(r, argv, j->ce.envp, q->timeout_ms, q->as_user, &j->blob_len);
+	j->blob = blob_make(r, argv, j->ce.envp, q, &j->blob_len);
 	if (q->io) {
 		/* the caller's pipes: it writes the input and reads the output
 		 * itself, as the command runs; the helper only waits */

@@ -30,6 +30,7 @@ struct exec_order {
 	bool (*at_pids_limit)(void *ctx, const struct room *r, bool said_cannot_fork);
 	void *ctx;
 	bool as_user;            /* run as the room's user (1000), else its root */
+	const char *open;        /* absolute path: send it first (KP_OPEN_FIRST), or NULL */
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by

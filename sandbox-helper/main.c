@@ -85,7 +85,8 @@ static int fail(struct helper *h, const char *code)
 /* ---- start-up defences ------------------------------------------------- */
 
 /* fds 3, 4, 5 as the caller passed them for an exec's I/O (HK_IO): kept only
- * when each is a pipe open the right way (3 to read, 4 and 5 to write), and
+ * when each is a pipe open the right way (3 to read, 4 and 5 to write) or,
+ * for stdout (4), a unix stream socket (a download's: HK_OPEN), and
  * close-on-exec, so no keeper or jail inherits them. */
 #define PASSED_IO 3
 static int passed_io[PASSED_IO] = { -1, -1, -1 };
@@ -115,8 +116,9 @@ static void keep_passed_io(void)
 			passed_sock = fd;
 			continue;
 		}
-		if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) &&
-		    (fl & O_ACCMODE) == (i == 0 ? O_RDONLY : O_WRONLY) &&
+		if (fstat(fd, &st) == 0 &&
+		    ((S_ISFIFO(st.st_mode) && (fl & O_ACCMODE) == (i == 0 ? O_RDONLY : O_WRONLY)) ||
+		     (i == 1 && S_ISSOCK(st.st_mode) && is_unix_stream(fd))) &&
 		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
 			passed_io[i] = fd;
 		else
@@ -372,7 +374,7 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	if (v && v->type == MJ_BOOL && v->boolean) {
 		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0 || q.stdin_data) {
 			snprintf(h->err, sizeof(h->err), "io: fds 3-5 must be the caller's stdin, stdout "
-				 "and stderr pipes, and no stdin key");
+				 "and stderr pipes (stdout may be a unix socket), and no stdin key");
 			return fail(h, HELPER_ERR_INVALID);
 		}
 		q.io = passed_io;

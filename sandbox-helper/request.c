@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,5 +166,8 @@ const char *request_exec_parse(const struct mj_value *req, const struct config *
 		return errorf(err, errlen, "user must be \"%s\" or \"%s\"", HK_USER_ROOT, HK_USER_USER),
 		       HELPER_ERR_INVALID;
 	q->as_user = user ? strcmp(user, HK_USER_USER) == 0 : cfg->exec_user == EXEC_USER_USER;
+	q->open = mj_get_str(req, HK_OPEN);
+	if (q->open && (q->open[0] != '/' || strlen(q->open) >= PATH_MAX))
+		return errorf(err, errlen, "open must be an absolute path"), HELPER_ERR_INVALID;
 	return NULL;
 }

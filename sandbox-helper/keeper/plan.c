@@ -20,20 +20,23 @@ int plan_read(int blob_fd, struct exec_plan *p)
 	p->data[st.st_size] = '\0';
 	memcpy(&p->hdr, p->data, sizeof(p->hdr));
 	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096 ||
-	    (p->hdr.who != KP_AS_ROOT && p->hdr.who != KP_AS_USER))
+	    (p->hdr.who != KP_AS_ROOT && p->hdr.who != KP_AS_USER) || (p->hdr.flags & ~KP_OPEN_FIRST))
 		return -1;
+	uint32_t extra = p->hdr.flags & KP_OPEN_FIRST ? 1 : 0;
 	p->argv = calloc(p->hdr.argc + 1, sizeof(char *));
 	p->envp = calloc(p->hdr.envc + 1, sizeof(char *));
 	if (!p->argv || !p->envp)
 		return -1;
 	char *s = p->data + sizeof(p->hdr), *end = p->data + st.st_size;
-	for (uint32_t i = 0; i < p->hdr.argc + p->hdr.envc; i++) {
+	for (uint32_t i = 0; i < p->hdr.argc + p->hdr.envc + extra; i++) {
 		if (s >= end)
 			return -1;
 		if (i < p->hdr.argc)
 			p->argv[i] = s;
-		else
+		else if (i < p->hdr.argc + p->hdr.envc)
 			p->envp[i - p->hdr.argc] = s;
+		else
+			p->open = s;
 		s += strlen(s) + 1;
 	}
 	return 0;

@@ -35,6 +35,11 @@
  * changes no uid, is as closed to the room as the keeper.  Failures are written
  * on the error pipe (fd 10, close-on-exec: the keeper sees end-of-file once
  * the shell runs).
+ *
+ * A download (KP_OPEN_FIRST) first tries to open its file right there, with
+ * the shell's ids and root, as the shell would: a regular file is sent to
+ * roombox-fcgi on stdout and the child ends, so the bytes then go from the
+ * file to the web server without a copy in between (fcgi-app/files.c).
  */
 #include "spawn.h"
 
@@ -46,6 +51,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -115,6 +122,45 @@ static void __attribute__((noreturn)) child_fail(int fd, const char *step, long 
 		ksys(SYS_exit_group, 126, 0, 0, 0, 0);
 }
 
+/* KP_OPEN_FIRST (keeper_proto.h): a regular file at path goes out on
+ * stdout as "F <size>\n" with its descriptor, and the child ends (status
+ * 0); for anything else this returns and the shell runs. */
+static void send_open_file(const char *path)
+{
+	long fd = ksys(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, 0);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (ksys(SYS_fstat, fd, (long)&st, 0, 0, 0) == 0 && S_ISREG(st.st_mode)) {
+		char text[32];
+		size_t k = sizeof(text);
+		unsigned long long v = (unsigned long long)st.st_size;
+		int sent = (int)fd;
+		text[--k] = '\n';
+		do
+			text[--k] = (char)('0' + v % 10);
+		while ((v /= 10) && k > 2);
+		text[--k] = ' ';
+		text[--k] = 'F';
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} c = { 0 };
+		struct iovec iov = { text + k, sizeof(text) - k };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+				    .msg_controllen = sizeof(c.buf) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &sent, sizeof(int));
+		if (ksys(SYS_sendmsg, 1, (long)&m, MSG_NOSIGNAL, 0, 0) == (long)(sizeof(text) - k))
+			for (;;)
+				ksys(SYS_exit_group, 0, 0, 0, 0, 0);
+	}
+	ksys(SYS_close, fd, 0, 0, 0, 0);
+}
+
 static int child_main(void *arg)
 {
 	const struct spawn_plan *p = arg;
@@ -167,6 +213,8 @@ static int child_main(void *arg)
 	    (rc = ksys(SYS_setresgid, p->gid, p->gid, p->gid, 0, 0)) < 0 ||
 	    (rc = ksys(SYS_setresuid, p->uid, p->uid, p->uid, 0, 0)) < 0)
 		child_fail(10, "become the room's root or user", rc);
+	if (p->open)
+		send_open_file(p->open);
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)p->envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
 }

@@ -15,6 +15,7 @@ struct spawn_plan {
 	int report;               /* error pipe (write end), placed on 10 */
 	uid_t uid;
 	gid_t gid;
+	const char *open;         /* KP_OPEN_FIRST's path, or NULL */
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is

@@ -182,3 +182,41 @@ def test_256_mib_up_and_down_byte_exact_in_flat_memory(client, stack, room, tmp_
     assert hashlib.sha256(out.read_bytes()).hexdigest() == want
     growth = max(peak[p] - base[p] for p in pids)
     assert growth < 32 * 1024, f"roombox-fcgi grew by {growth} KiB"
+
+
+def test_a_file_cut_short_during_its_download_fails_the_download(client, room):
+    """Content-Length is the file's size when the download began; a file the
+    room truncates meanwhile ends the download as failed (the connection is
+    cut short), never as a complete-looking answer."""
+    import http.client
+    size = 200 << 20
+    client.sh(room, f"head -c {size} /dev/zero | tr '\\0' x > /workspace/shrinks")
+    conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=60)
+    try:
+        conn.request("GET", files(room, "shrinks"),
+                     headers={"Authorization": f"Bearer {client.token}"})
+        resp = conn.getresponse()
+        assert resp.status == 200, resp.status
+        assert int(resp.getheader("Content-Length")) == size
+        first = resp.read(1 << 20)
+        assert first == b"x" * (1 << 20)
+        # the rest is still on its way (the client stopped reading): cut it
+        client.sh(room, "truncate -s 1M /workspace/shrinks")
+        got = len(first)
+        try:
+            while True:
+                chunk = resp.read(1 << 20)
+                if not chunk:
+                    break
+                assert chunk == b"x" * len(chunk)
+                got += len(chunk)
+            ended = "closed"
+        except http.client.IncompleteRead as e:
+            got += len(e.partial)
+            ended = "incomplete"
+        assert got < size, f"all {got} bytes came, from a file cut to 1 MiB ({ended})"
+    finally:
+        conn.close()
+    # the room and the service go on: the file is there, as cut
+    r = get_raw(client, room, "shrinks")
+    assert r.status == 200 and r.body == b"x" * (1 << 20), r

@@ -156,6 +156,9 @@ static void test_exec_fields(void **state)
 	assert_null(q.env);
 	assert_null(q.cwd);
 	assert_null(q.stdin_data);
+	assert_null(q.open);
+	assert_null(exec_parse("{\"cmd\":\"ls\",\"open\":\"/workspace/a b\"}", &q, err, sizeof(err)));
+	assert_string_equal(q.open, "/workspace/a b");
 	assert_null(exec_parse("{\"cmd\":\"cat\",\"timeout_ms\":600000,\"env\":{\"A\":\"1\"},"
 			       "\"cwd\":\"/tmp\",\"stdin\":\"a\\u0000b\"}",
 			       &q, err, sizeof(err)));
@@ -174,6 +177,9 @@ static void test_exec_fields(void **state)
 	expect_exec_error("{\"cmd\":\"ls\",\"env\":{\"A\":1}}", "invalid", "env values must be strings");
 	expect_exec_error("{\"cmd\":\"ls\",\"env\":{\"\":\"x\"}}", "invalid", "env values must be strings");
 	expect_exec_error("{\"cmd\":\"ls\",\"cwd\":\"tmp\"}", "invalid", "cwd must be absolute");
+	expect_exec_error("{\"cmd\":\"ls\",\"open\":\"workspace/x\"}", "invalid",
+			  "open must be an absolute path");
+	expect_exec_error("{\"cmd\":\"ls\",\"open\":\"\"}", "invalid", "open must be an absolute path");
 }
 
 /* An env whose pairs alone are more than one environment string can hold
