@@ -9,22 +9,34 @@
  *   the FastCGI socket (nginx: proxy_pass http://unix:...; lighttpd:
  *   mod_proxy with upgrade enabled).  Below that socket everything is
  *   bytes, whatever the protocol after the head.
- * - One accepting thread; one detached thread per connection, at most
- *   PREVIEW_RELAYS_MAX (a connection past that gets 503 at once).  Each
- *   reads the request head (at most PREVIEW_HEAD_MAX bytes, within
+ * - One thread runs every relay, as one epoll loop over non-blocking
+ *   sockets (the way the web servers themselves work).  A thread per
+ *   connection cost more than the request: on this kind of host creating a
+ *   thread and each wake-up between threads are the dear parts (a page's
+ *   first touch ~20 µs, a reschedule an interrupt round trip), and the web
+ *   servers open one connection per proxied request.  At most
+ *   PREVIEW_RELAYS_MAX run at once; a connection past that gets 503.
+ * - A relay reads the request head (at most PREVIEW_HEAD_MAX bytes, within
  *   PREVIEW_HEAD_MS), finds the token (preview_head.c), looks the exposure
- *   up (preview_store.c), and asks the room's connector for a connection to the
- *   port inside the room (op port-connect in serve mode, see "connectors"
- *   below: a helper that joined the room's network namespace and sends
- *   sockets back over a socketpair).  No privilege or namespace is ever
- *   taken here.
+ *   up (preview_store.c), and asks the room's connector for a connection to
+ *   the port inside the room (op port-connect in serve mode, see
+ *   "connectors" below: a helper that joined the room's network namespace
+ *   and sends sockets back over a socketpair).  No privilege or namespace
+ *   is ever taken here.
  * - The head goes on with the request target rewritten (/preview/<token>
- *   taken off), then bytes are copied both ways until both sides are done;
- *   one side's end of stream is passed on as a half-close, and no byte
- *   either way for PREVIEW_IDLE_MS closes both.
+ *   taken off), then bytes go both ways until both sides are done; one
+ *   side's end of stream is passed on as a half-close, no byte either way
+ *   for PREVIEW_IDLE_MS closes both, and a side that takes nothing for
+ *   RELAY_STALL_S while bytes wait for it ends the relay.
  * - The web servers open one connection per proxied request (nginx's
  *   "Connection: close" unless upgrading, lighttpd likewise), so only the
  *   first head on a connection is read and rewritten.
+ * - An answer of our own (400, 404, 408, 431, 502, 503) goes out before the
+ *   request's body has been read: the connection then lingers, reading
+ *   and dropping what still comes for up to LINGER_MS, before it closes
+ *   (as web servers do).  Closed at once, the web server's write of the
+ *   body would fail, and it would answer with an error of its own
+ *   instead of ours (nginx: a 413 from its error page's location).
  * - Unexposing or cleaning up a room revokes its tokens: running relays
  *   of the token are shut down (both sockets), so an open WebSocket ends
  *   with the exposure. */
@@ -35,11 +47,11 @@
 #include <libgen.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -52,23 +64,25 @@
 #include "preview_store.h"
 #include "protocol.h"
 
-#define RELAY_BUF (64u << 10)
+#define RELAY_BUF (32u << 10)     /* per direction, while relaying */
 #define RELAY_STALL_S 60
-#define PORT_CONNECT_DEADLINE_MS 30000
+/* connections refused past the bound whose head is still being read */
+#define REJECTS_MAX 64
+#define REJECT_DRAIN_MS 500
+#define REAP_EVERY_MS 5000
+#define LINGER_MS 5000
 
 static struct app *relay_app;
-static int relay_listen_fd = -1;
+static int relay_listen_fd = -1, loop_fd = -1;
 static char relay_path[108];
 static bool relay_socket_created;
 
-/* Running relays, for the bound and for revocation. */
-struct relay_slot {
-	bool used;
-	char token[PREVIEW_TOKEN_LEN + 1];
-	int client, room;          /* -1 when not (yet) open */
-};
-static struct relay_slot slots[PREVIEW_RELAYS_MAX];
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 int preview_socket_path(const struct config *cfg, char *out, size_t outlen)
 {
@@ -77,6 +91,17 @@ int preview_socket_path(const struct config *cfg, char *out, size_t outlen)
 	int n = snprintf(out, outlen, "%s/preview.sock", dirname(dir));
 	return n > 0 && (size_t)n < outlen ? 0 : -1;
 }
+
+/* ---- running relays, for the bound and for revocation ----
+ * Other threads revoke (shutdown only: closing stays with the loop, which
+ * then sees the end of both streams). */
+struct relay_slot {
+	bool used;
+	char token[PREVIEW_TOKEN_LEN + 1];
+	int client, room;          /* -1 when not (yet) open */
+};
+static struct relay_slot slots[PREVIEW_RELAYS_MAX];
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int slot_take(int client)
 {
@@ -91,7 +116,6 @@ static int slot_take(int client)
 	return -1;
 }
 
-/* The relay's token and room socket, once known (revocation sees them). */
 static void slot_set(int i, const char *token, int room)
 {
 	pthread_mutex_lock(&slots_lock);
@@ -100,16 +124,13 @@ static void slot_set(int i, const char *token, int room)
 	pthread_mutex_unlock(&slots_lock);
 }
 
-/* Closing stays with the relay's thread; shutdown only wakes it. */
-static void slot_give(int i)
+/* Forget the slot before its descriptors are closed (their numbers may be
+ * reused at once). */
+static void slot_clear(int i)
 {
 	pthread_mutex_lock(&slots_lock);
-	int client = slots[i].client, room = slots[i].room;
 	slots[i] = (struct relay_slot){ 0 };
 	pthread_mutex_unlock(&slots_lock);
-	close(client);
-	if (room >= 0)
-		close(room);
 }
 
 void preview_relay_revoke(const char *token)
@@ -124,26 +145,61 @@ void preview_relay_revoke(const char *token)
 	pthread_mutex_unlock(&slots_lock);
 }
 
-/* ---- answers of our own (the room's server answers everything else) ---- */
+/* ---- one connection's state ---- */
 
-/* 0, or -1 when the peer is gone or stalled (SO_SNDTIMEO). */
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
+enum relay_state {
+	R_HEAD,         /* reading the request head */
+	R_WAIT,         /* queued on the room's connector */
+	R_CONNECTING,   /* the room's socket, its connect under way */
+	R_RELAY,        /* bytes both ways */
+	R_REJECT,       /* past the bound: reading the head, then 503 */
+	R_LINGER,       /* answered: dropping what still comes, until its end */
+};
 
+/* what an epoll event points at */
+enum ref_kind { REF_LISTEN, REF_CLIENT, REF_ROOM, REF_CONNECTOR };
+struct ref {
+	enum ref_kind kind;
+	void *p;
+};
+
+struct flow {                    /* one direction */
+	char *buf;
+	size_t off, len;         /* bytes buf[off..len) wait to be sent */
+	bool eof;                /* the sender has ended */
+	bool shut;               /* ... and that went on as a half-close */
+	long blocked_since;      /* bytes wait and the receiver took none; 0 = not */
+};
+
+struct connector;
+
+struct relay {
+	enum relay_state st;
+	int slot;                /* -1 for a rejected connection */
+	int client, room;
+	struct ref rc, rr;
+	uint32_t mask_c, mask_r; /* what epoll watches on each */
+	char *head;              /* the head as it came (PREVIEW_HEAD_MAX + 1) */
+	size_t head_len;
+	struct preview_head h;
+	char room_id[ROOM_ID_MAX + 1];
+	int port;
+	bool retried;            /* a connector already failed under it */
+	long deadline;           /* head, connect or reject; 0 = none */
+	long last_io;
+	struct flow c2r, r2c;
+	struct relay *next;      /* in its connector's queue, or the dead */
+	struct relay *all_next, *all_prev;
+	bool dead;               /* ended: freed after the events at hand */
+};
+static struct relay *all_relays, *dead_relays;
+static int rejects;
+
+/* ---- answers of our own (the room's server answers everything else) ----
+ * Small enough for any socket's buffer: sent once, without waiting. */
 static void answer(int fd, int status, const char *error)
 {
-	char body[512], head[256];
+	char body[512], msg[1024];
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "error", json_object_new_string(error));
 	int blen = snprintf(body, sizeof(body), "%s\n",
@@ -152,43 +208,117 @@ static void answer(int fd, int status, const char *error)
 	json_object_put(o);
 	if (blen >= (int)sizeof(body))
 		blen = (int)sizeof(body) - 1;
-	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-			    "Content-Length: %d\r\nConnection: close\r\n%s\r\n", status,
-			    http_reason(status), blen, status == 503 ? "Retry-After: 1\r\n" : "");
-	write_all(fd, head, (size_t)hlen);
-	write_all(fd, body, (size_t)blen);
+	int n = snprintf(msg, sizeof(msg), "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %d\r\nConnection: close\r\n%s\r\n%.*s", status,
+			 http_reason(status), blen, status == 503 ? "Retry-After: 1\r\n" : "", blen, body);
+	if (n > 0)
+		send(fd, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1,
+		     MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* ---- one connection ---- */
-
-static long now_ms(void)
+static void watch(int fd, struct ref *ref, uint32_t *mask, uint32_t want)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	if (fd < 0 || *mask == want)
+		return;
+	struct epoll_event ev = { .events = want, .data.ptr = ref };
+	if (*mask == 0)
+		epoll_ctl(loop_fd, EPOLL_CTL_ADD, fd, &ev);
+	else if (want == 0)
+		epoll_ctl(loop_fd, EPOLL_CTL_DEL, fd, NULL);
+	else
+		epoll_ctl(loop_fd, EPOLL_CTL_MOD, fd, &ev);
+	*mask = want;
 }
 
-/* Read until the head is whole; its parse result, buf/len hold what came. */
-static enum preview_head_result head_read(int fd, char *buf, size_t *len, struct preview_head *h)
+static struct relay *relay_new(int client, int slot)
 {
-	long deadline = now_ms() + PREVIEW_HEAD_MS;
-	enum preview_head_result r = PREVIEW_HEAD_INCOMPLETE;
-	while (*len < PREVIEW_HEAD_MAX) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		long left = deadline - now_ms();
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			break;
-		ssize_t n = recv(fd, buf + *len, PREVIEW_HEAD_MAX - *len, 0);
+	struct relay *r = calloc(1, sizeof(*r));
+	if (!r || !(r->head = malloc(PREVIEW_HEAD_MAX + 1))) {
+		free(r);
+		return NULL;
+	}
+	r->slot = slot;
+	r->client = client;
+	r->room = -1;
+	r->rc = (struct ref){ REF_CLIENT, r };
+	r->rr = (struct ref){ REF_ROOM, r };
+	r->st = slot < 0 ? R_REJECT : R_HEAD;
+	r->deadline = now_ms() + (slot < 0 ? REJECT_DRAIN_MS : PREVIEW_HEAD_MS);
+	r->all_next = all_relays;
+	if (all_relays)
+		all_relays->all_prev = r;
+	all_relays = r;
+	if (slot < 0)
+		rejects++;
+	watch(client, &r->rc, &r->mask_c, EPOLLIN);
+	return r;
+}
+
+/* Close it (its connector's queue no longer holds it).  Events already
+ * fetched may still point at it: it is freed after them (relays_free). */
+static void relay_end(struct relay *r)
+{
+	if (r->slot >= 0)
+		slot_clear(r->slot);
+	else
+		rejects--;
+	watch(r->client, &r->rc, &r->mask_c, 0);
+	watch(r->room, &r->rr, &r->mask_r, 0);
+	close(r->client);
+	if (r->room >= 0)
+		close(r->room);
+	if (r->all_prev)
+		r->all_prev->all_next = r->all_next;
+	else
+		all_relays = r->all_next;
+	if (r->all_next)
+		r->all_next->all_prev = r->all_prev;
+	r->dead = true;
+	r->next = dead_relays;
+	dead_relays = r;
+}
+
+static void relays_free(void)
+{
+	while (dead_relays) {
+		struct relay *r = dead_relays;
+		dead_relays = r->next;
+		free(r->head);
+		free(r->c2r.buf);
+		free(r->r2c.buf);
+		free(r);
+	}
+}
+
+static void relay_refuse(struct relay *r, int status, const char *error)
+{
+	answer(r->client, status, error);
+	shutdown(r->client, SHUT_WR);
+	watch(r->room, &r->rr, &r->mask_r, 0);
+	if (r->room >= 0)
+		close(r->room);
+	r->room = -1;
+	if (r->slot >= 0)
+		slot_set(r->slot, r->h.token, -1);
+	r->st = R_LINGER;
+	r->deadline = now_ms() + LINGER_MS;
+	watch(r->client, &r->rc, &r->mask_c, EPOLLIN);
+}
+
+static void relay_linger(struct relay *r)
+{
+	static char drop[64 << 10];
+	for (;;) {
+		ssize_t n = recv(r->client, drop, sizeof(drop), MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			break;
-		*len += (size_t)n;
-		r = preview_head_parse(buf, *len, relay_app->cfg.preview_domain, h);
-		if (r != PREVIEW_HEAD_INCOMPLETE)
-			return r;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			relay_end(r);
+			return;
+		}
 	}
-	return r;
 }
 
 /* ---- connectors: one port-connect helper per room, kept while used ----
@@ -196,22 +326,24 @@ static enum preview_head_result head_read(int fd, char *buf, size_t *len, struct
  * Spawning the setuid helper for every preview request would cost more
  * than the request itself.  A connector is one helper in port-connect's
  * serve mode, joined to one room's network namespace, answering connect
- * requests over a socketpair; relay threads of that room take turns on it
- * (a loopback connect takes microseconds).  It ends by itself when the
- * room stops (a restarted room has a new namespace), after
- * PORT_SERVE_IDLE_MS unused, or when we close our end; a request that then
- * finds it gone is retried once on a new one.  At most CONNECTORS_MAX
- * exist; the least recently used idle one makes room for a new room's. */
+ * requests over a socketpair in order: relays of that room queue on it,
+ * each request sent at once (a loopback connect takes microseconds).  It
+ * ends by itself when the room stops (a restarted room has a new
+ * namespace), after PORT_SERVE_IDLE_MS unused, or when we close our end;
+ * relays that then find it gone are retried once on a new one.  At most
+ * CONNECTORS_MAX exist; the least recently used idle one makes room for a
+ * new room's.  The loop alone uses them; cleaning a room up (another
+ * thread) only shuts the room's connector down, under table_lock. */
 
 #define CONNECTORS_MAX 32
-#define REAP_EVERY_MS 5000
-#define CONNECTOR_REPLY_MS (PORT_CONNECT_TIMEOUT_MS + 5000)
 
 struct connector {
-	pthread_mutex_t lock;     /* one request at a time; held while used */
-	char room[ROOM_ID_MAX + 1];   /* "" = free (under table_lock) */
+	char room[ROOM_ID_MAX + 1];   /* "" = free */
 	int sock;                 /* our end of the socketpair, -1 = none */
 	struct helper_run *run;
+	struct ref ref;
+	uint32_t mask;
+	struct relay *first, *last;   /* waiting for a reply, in order */
 	long used_ms;
 };
 static struct connector connectors[CONNECTORS_MAX];
@@ -220,21 +352,24 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static void connectors_init(void)
 {
 	for (int i = 0; i < CONNECTORS_MAX; i++) {
-		pthread_mutex_init(&connectors[i].lock, NULL);
 		connectors[i].sock = -1;
+		connectors[i].ref = (struct ref){ REF_CONNECTOR, &connectors[i] };
 	}
 }
 
-/* Close our end (the helper then exits) and reap it; its error code (""
- * when it ended well) into code.  c->lock held. */
+/* Close our end (the helper then exits) and reap it; why it ended, from
+ * its answer, into code/msg ("" when it ended well).  Its queue is the
+ * caller's to empty first. */
 static void connector_end(struct connector *c, char *code, size_t codelen, char *msg, size_t msglen)
 {
 	struct helper_error err = { 0 };
-	if (code)
-		code[0] = '\0';
+	watch(c->sock, &c->ref, &c->mask, 0);
+	pthread_mutex_lock(&table_lock);
 	if (c->sock >= 0)
 		close(c->sock);
 	c->sock = -1;
+	c->room[0] = '\0';
+	pthread_mutex_unlock(&table_lock);
 	if (c->run) {
 		json_object *reply = helper_finish(c->run, NULL, &err);
 		if (!reply && code) {
@@ -246,7 +381,7 @@ static void connector_end(struct connector *c, char *code, size_t codelen, char 
 	c->run = NULL;
 }
 
-/* Start a connector for room (c->lock held, c empty); 0 or -1 with msg. */
+/* Start a connector for room in the free c; 0 or -1 with msg. */
 static int connector_start(struct connector *c, const char *room, char *msg, size_t msglen)
 {
 	int sv[2];
@@ -271,355 +406,466 @@ static int connector_start(struct connector *c, const char *room, char *msg, siz
 		snprintf(msg, msglen, "%s", err.message);
 		return -1;
 	}
+	pthread_mutex_lock(&table_lock);
+	snprintf(c->room, sizeof(c->room), "%s", room);
 	c->sock = sv[0];
+	pthread_mutex_unlock(&table_lock);
+	watch(c->sock, &c->ref, &c->mask, EPOLLIN);
 	return 0;
 }
 
-/* The room's connector, locked; *fresh says whether it was just started.
- * NULL with msg when none can be had. */
-static struct connector *connector_get(const char *room, bool *fresh, char *msg, size_t msglen)
+/* The room's connector (started when there is none); NULL with msg. */
+static struct connector *connector_for(const char *room, char *msg, size_t msglen)
 {
 	struct connector *c = NULL, *lru = NULL;
-	pthread_mutex_lock(&table_lock);
 	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
-		if (strcmp(connectors[i].room, room) == 0)
+		if (connectors[i].sock >= 0 && strcmp(connectors[i].room, room) == 0)
+			c = &connectors[i];
+	if (c)
+		return c;
+	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
+		if (connectors[i].sock < 0 && !connectors[i].first)
 			c = &connectors[i];
 	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
-		if (!connectors[i].room[0])
-			c = &connectors[i];
-	for (int i = 0; i < CONNECTORS_MAX && !c; i++)
-		if ((!lru || connectors[i].used_ms < lru->used_ms) &&
-		    pthread_mutex_trylock(&connectors[i].lock) == 0) {
-			if (lru)
-				pthread_mutex_unlock(&lru->lock);
+		if (!connectors[i].first && (!lru || connectors[i].used_ms < lru->used_ms))
 			lru = &connectors[i];
-		}
 	if (!c && lru) {   /* evict: the new room takes its place */
 		connector_end(lru, NULL, 0, NULL, 0);
-		lru->room[0] = '\0';
-		pthread_mutex_unlock(&lru->lock);
 		c = lru;
 	}
 	if (!c) {
-		pthread_mutex_unlock(&table_lock);
 		snprintf(msg, msglen, "room %s: previews: every connector is busy", room);
 		return NULL;
 	}
-	snprintf(c->room, sizeof(c->room), "%s", room);
-	c->used_ms = now_ms();
-	pthread_mutex_unlock(&table_lock);
-	pthread_mutex_lock(&c->lock);
-	if (strcmp(c->room, room) != 0) {   /* evicted while we waited */
-		pthread_mutex_unlock(&c->lock);
-		return connector_get(room, fresh, msg, msglen);
-	}
-	*fresh = c->sock < 0;
-	if (*fresh && connector_start(c, room, msg, msglen) < 0) {
-		pthread_mutex_unlock(&c->lock);
-		return NULL;
-	}
-	return c;
+	return connector_start(c, room, msg, msglen) < 0 ? NULL : c;
 }
 
-/* Reap connectors whose helper has ended by itself (idle, room stopped),
- * so no exited helper waits long for its parent; busy ones are left. */
+static void room_unreachable(struct relay *r, const char *why)
+{
+	fprintf(stderr, "roombox-fcgi: room %s: previews: connect port %d: %s\n", r->room_id, r->port,
+		why[0] ? why : "the connector ended");
+	char msg[256];
+	snprintf(msg, sizeof(msg), "room %s: could not reach port %d in the room", r->room_id, r->port);
+	relay_refuse(r, 502, msg);
+}
+
+/* Queue r on its room's connector and send its request. */
+static void relay_ask(struct relay *r)
+{
+	char why[256] = "";
+	struct connector *c = connector_for(r->room_id, why, sizeof(why));
+	struct port_request q = { (uint16_t)r->port, 0 };
+	if (!c) {
+		room_unreachable(r, why);
+		return;
+	}
+	c->used_ms = now_ms();
+	r->st = R_WAIT;
+	r->deadline = 0;   /* the connector's own bound: it answers or ends */
+	r->next = NULL;
+	if (c->last)
+		c->last->next = r;
+	else
+		c->first = r;
+	c->last = r;
+	/* the client's end of stream or a revocation waits for the answer */
+	watch(r->client, &r->rc, &r->mask_c, 0);
+	if (send(c->sock, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q))
+		shutdown(c->sock, SHUT_RDWR);   /* seen as its end, queue retried */
+}
+
+static void relay_connected(struct relay *r, int fd);
+
+/* The connector ended: every relay waiting on it tries a new one once. */
+static void connector_gone(struct connector *c)
+{
+	char code[16] = "", why[256] = "";
+	struct relay *q = c->first;
+	c->first = c->last = NULL;
+	connector_end(c, code, sizeof(code), why, sizeof(why));
+	while (q) {
+		struct relay *r = q;
+		q = q->next;
+		if (strcmp(code, HELPER_ERR_REFUSED) == 0) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
+			relay_refuse(r, 502, msg);
+		} else if (r->retried) {
+			room_unreachable(r, why);
+		} else {
+			r->retried = true;
+			relay_ask(r);
+		}
+	}
+}
+
+/* One reply on c: for the first relay in its queue. */
+static void connector_readable(struct connector *c)
+{
+	for (;;) {
+		char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { &byte, 1 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+		ssize_t n = recvmsg(c->sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n != 1 || !c->first) {
+			connector_gone(c);
+			return;
+		}
+		int fd = -1;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+		struct relay *r = c->first;
+		c->first = r->next;
+		if (!c->first)
+			c->last = NULL;
+		c->used_ms = now_ms();
+		if (byte == PORT_REPLY_CONNECTED && fd >= 0) {
+			relay_connected(r, fd);
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (byte == PORT_REPLY_REFUSED) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
+			relay_refuse(r, 502, msg);
+		} else {
+			char why[128];
+			snprintf(why, sizeof(why), "room %s: port %d: the helper answered '%c'", r->room_id,
+				 r->port, byte);
+			room_unreachable(r, why);
+		}
+	}
+}
+
+/* Connectors whose helper has ended by itself (idle, room stopped) with
+ * nothing queued: reaped, so no exited helper waits long for its parent. */
 static void connectors_reap(void)
 {
-	pthread_mutex_lock(&table_lock);
 	for (int i = 0; i < CONNECTORS_MAX; i++) {
 		struct connector *c = &connectors[i];
-		if (!c->run || pthread_mutex_trylock(&c->lock) != 0)
+		if (!c->run || c->first)
 			continue;
-		struct pollfd p = { c->run ? helper_run_pidfd(c->run) : -1, POLLIN, 0 };
-		if (c->run && poll(&p, 1, 0) == 1) {
+		struct pollfd p = { helper_run_pidfd(c->run), POLLIN, 0 };
+		if (poll(&p, 1, 0) == 1)
 			connector_end(c, NULL, 0, NULL, 0);
-			c->room[0] = '\0';
-		}
-		pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_unlock(&table_lock);
 }
 
 void preview_connector_forget(const char *room)
 {
 	pthread_mutex_lock(&table_lock);
-	for (int i = 0; i < CONNECTORS_MAX; i++) {
-		struct connector *c = &connectors[i];
-		if (strcmp(c->room, room) != 0)
-			continue;
-		pthread_mutex_lock(&c->lock);
-		connector_end(c, NULL, 0, NULL, 0);
-		c->room[0] = '\0';
-		pthread_mutex_unlock(&c->lock);
-	}
+	for (int i = 0; i < CONNECTORS_MAX; i++)
+		if (connectors[i].sock >= 0 && strcmp(connectors[i].room, room) == 0)
+			shutdown(connectors[i].sock, SHUT_RDWR);   /* the loop ends it */
 	pthread_mutex_unlock(&table_lock);
 }
 
-/* One request on a connector: its reply byte (fd set for a connection),
- * or 0 when the connector is gone. */
-static char connector_ask(struct connector *c, int port, int *fd)
-{
-	struct port_request q = { (uint16_t)port, 0 };
-	char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	struct pollfd p = { c->sock, POLLIN, 0 };
-	*fd = -1;
-	if (send(c->sock, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q) ||
-	    poll(&p, 1, CONNECTOR_REPLY_MS) != 1 ||
-	    recvmsg(c->sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-		return 0;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(fd, CMSG_DATA(cm), sizeof(int));
-	if (byte == PORT_REPLY_CONNECTED && *fd < 0)
-		return PORT_REPLY_FAILED;
-	if (byte != PORT_REPLY_CONNECTED && *fd >= 0) {
-		close(*fd);
-		*fd = -1;
-	}
-	return byte;
-}
+/* ---- the stages of a relay ---- */
 
-/* Wait for the connect the helper started (serve mode) to end; the
- * socket, blocking, or -1 with *status and msg. */
-static int connect_finish(int fd, int port, int *status, char *msg, size_t msglen)
+static void relay_head(struct relay *r)
 {
-	struct pollfd p = { fd, POLLOUT, 0 };
-	int n, soerr = 0;
-	socklen_t len = sizeof(soerr);
-	while ((n = poll(&p, 1, PORT_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR)
-		;
-	if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0 &&
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)
-		return fd;
-	close(fd);
-	*status = 502;
-	snprintf(msg, msglen, "nothing listens on port %d in the room", port);
-	return -1;
-}
-
-/* A socket connected to the room's 127.0.0.1:port, or -1 with *status and
- * msg saying what to answer. */
-static int room_connect(const char *room, int port, int *status, char *msg, size_t msglen)
-{
-	char code[16] = "", why[256] = "";
-	for (int attempt = 0; attempt < 2; attempt++) {
-		bool fresh;
-		int fd;
-		struct connector *c = connector_get(room, &fresh, why, sizeof(why));
-		if (!c)
-			break;
-		char reply = connector_ask(c, port, &fd);
-		c->used_ms = now_ms();
-		if (reply == 0)   /* gone: why, from its answer */
-			connector_end(c, code, sizeof(code), why, sizeof(why));
-		pthread_mutex_unlock(&c->lock);
-		if (reply == PORT_REPLY_CONNECTED)
-			return connect_finish(fd, port, status, msg, msglen);
-		if (reply == PORT_REPLY_REFUSED || strcmp(code, HELPER_ERR_REFUSED) == 0) {
-			*status = 502;
-			snprintf(msg, msglen, "nothing listens on port %d in the room", port);
-			return -1;
-		}
-		if (reply != 0) {
-			snprintf(why, sizeof(why), "room %s: port %d: the helper answered '%c'", room, port, reply);
-			break;
-		}
-		if (fresh)   /* a new one failed: a second would too */
-			break;
-	}
-	fprintf(stderr, "roombox-fcgi: room %s: previews: connect port %d: %s\n", room, port,
-		why[0] ? why : "the connector ended");
-	*status = 502;
-	snprintf(msg, msglen, "room %s: could not reach port %d in the room", room, port);
-	return -1;
-}
-
-/* Copy bytes both ways until both directions have ended (or idle). */
-static void relay_bytes(int a, int b)
-{
-	char *buf = malloc(RELAY_BUF);
-	struct pollfd p[2] = { { a, POLLIN, 0 }, { b, POLLIN, 0 } };
-	bool open_from[2] = { true, true };   /* a -> b, b -> a */
-	if (!buf)
+	ssize_t n = recv(r->client, r->head + r->head_len, PREVIEW_HEAD_MAX - r->head_len, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	while (open_from[0] || open_from[1]) {
-		p[0].fd = open_from[0] ? a : -1;
-		p[1].fd = open_from[1] ? b : -1;
-		int n = poll(p, 2, PREVIEW_IDLE_MS);
+	if (n <= 0) {   /* gone before its head was whole */
+		relay_end(r);
+		return;
+	}
+	r->head_len += (size_t)n;
+	if (r->st == R_REJECT) {   /* read (and drop) up to its head's end */
+		r->head[r->head_len] = '\0';
+		if (memmem(r->head, r->head_len, "\r\n\r\n", 4) || r->head_len >= PREVIEW_HEAD_MAX)
+			relay_refuse(r, 503, "too many preview connections");
+		else if (r->head_len > 4) {   /* keep the last bytes: the end may straddle */
+			memmove(r->head, r->head + r->head_len - 3, 3);
+			r->head_len = 3;
+		}
+		return;
+	}
+	enum preview_head_result res = preview_head_parse(r->head, r->head_len,
+							  relay_app->cfg.preview_domain, &r->h);
+	if (res == PREVIEW_HEAD_INCOMPLETE) {
+		if (r->head_len >= PREVIEW_HEAD_MAX)
+			relay_refuse(r, 431, "request head too large");
+		return;
+	}
+	if (res == PREVIEW_HEAD_BAD) {
+		relay_refuse(r, 400, "bad request");
+		return;
+	}
+	if (res == PREVIEW_HEAD_NO_TOKEN ||
+	    preview_lookup(r->h.token, r->room_id, sizeof(r->room_id), &r->port) < 0 ||
+	    (r->h.host_style && (r->h.port != r->port || strcasecmp(r->h.room, r->room_id) != 0))) {
+		relay_refuse(r, 404, "not found");
+		return;
+	}
+	slot_set(r->slot, r->h.token, -1);
+	relay_ask(r);
+}
+
+/* The connector's socket for r: non-blocking, its connect possibly under
+ * way (the loop waits for it to be writable). */
+static void relay_connected(struct relay *r, int fd)
+{
+	r->room = fd;
+	slot_set(r->slot, r->h.token, fd);
+	r->st = R_CONNECTING;
+	r->deadline = now_ms() + PORT_CONNECT_TIMEOUT_MS;
+	watch(r->room, &r->rr, &r->mask_r, EPOLLOUT);
+}
+
+static void relay_update(struct relay *r);
+
+static void relay_start(struct relay *r)
+{
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	char room[ROOM_ID_MAX + 1];
+	int port;
+	if (getsockopt(r->room, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
+		relay_refuse(r, 502, msg);
+		return;
+	}
+	/* revoked while we connected: end here */
+	if (preview_lookup(r->h.token, room, sizeof(room), &port) < 0) {
+		relay_refuse(r, 404, "not found");
+		return;
+	}
+	r->c2r.buf = malloc(RELAY_BUF > PREVIEW_HEAD_MAX + 2 ? RELAY_BUF : PREVIEW_HEAD_MAX + 2);
+	r->r2c.buf = malloc(RELAY_BUF);
+	if (!r->c2r.buf || !r->r2c.buf) {
+		relay_refuse(r, 503, "out of memory");
+		return;
+	}
+	/* the rewritten head, then a body's first bytes if they came with it */
+	size_t hl = preview_head_rewrite(&r->h, r->head, r->c2r.buf, PREVIEW_HEAD_MAX + 2);
+	size_t extra = r->head_len - r->h.head_len;
+	if (hl + extra <= RELAY_BUF) {
+		memcpy(r->c2r.buf + hl, r->head + r->h.head_len, extra);
+		r->c2r.len = hl + extra;
+	} else {   /* cannot happen: the head with its tail is at most PREVIEW_HEAD_MAX */
+		relay_refuse(r, 431, "request head too large");
+		return;
+	}
+	free(r->head);
+	r->head = NULL;
+	r->st = R_RELAY;
+	r->deadline = 0;
+	r->last_io = now_ms();
+	relay_update(r);
+}
+
+/* Send what waits in f to fd; false when the relay must end. */
+static bool flow_send(struct flow *f, int fd, long now)
+{
+	while (f->off < f->len) {
+		ssize_t n = send(fd, f->buf + f->off, f->len - f->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			break;
-		for (int i = 0; i < 2; i++) {
-			if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			int from = i ? b : a, to = i ? a : b;
-			ssize_t got = recv(from, buf, RELAY_BUF, 0);
-			if (got < 0 && errno == EINTR)
-				continue;
-			if (got <= 0) {
-				open_from[i] = false;
-				shutdown(to, SHUT_WR);
-				if (got < 0) {   /* reset: nothing more either way */
-					open_from[0] = open_from[1] = false;
-				}
-				continue;
-			}
-			if (write_all(to, buf, (size_t)got) < 0)   /* a byte lost: end both */
-				open_from[0] = open_from[1] = false;
+		if (n < 0 && errno == EAGAIN) {
+			if (!f->blocked_since)
+				f->blocked_since = now;
+			return true;
 		}
-	}
-	free(buf);
-}
-
-struct relay_job {
-	int slot;
-	int client;
-};
-
-static void relay_serve(int slot, int client)
-{
-	char *buf = malloc(PREVIEW_HEAD_MAX + 1), *head = malloc(PREVIEW_HEAD_MAX + 2);
-	char room[ROOM_ID_MAX + 1], msg[256];
-	size_t len = 0;
-	int port, status;
-	struct preview_head h;
-	if (!buf || !head) {
-		answer(client, 503, "out of memory");
-		goto out;
-	}
-	enum preview_head_result r = head_read(client, buf, &len, &h);
-	if (r == PREVIEW_HEAD_INCOMPLETE) {
-		if (len >= PREVIEW_HEAD_MAX)
-			answer(client, 431, "request head too large");
-		else if (len > 0)
-			answer(client, 408, "request head not complete in time");
-		goto out;
-	}
-	if (r == PREVIEW_HEAD_BAD) {
-		answer(client, 400, "bad request");
-		goto out;
-	}
-	if (r == PREVIEW_HEAD_NO_TOKEN || preview_lookup(h.token, room, sizeof(room), &port) < 0 ||
-	    (h.host_style && (h.port != port || strcasecmp(h.room, room) != 0))) {
-		answer(client, 404, "not found");
-		goto out;
-	}
-	slot_set(slot, h.token, -1);
-	int fd = room_connect(room, port, &status, msg, sizeof(msg));
-	if (fd < 0) {
-		answer(client, status, msg);
-		goto out;
-	}
-	slot_set(slot, h.token, fd);
-	/* a side that stops reading must not hold this thread in a write
-	 * forever: no progress for RELAY_STALL_S ends the relay */
-	struct timeval stall = { RELAY_STALL_S, 0 };
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
-	setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
-	/* revoked while we connected: end here */
-	if (preview_lookup(h.token, room, sizeof(room), &port) < 0) {
-		answer(client, 404, "not found");
-		goto out;
-	}
-	size_t hl = preview_head_rewrite(&h, buf, head, PREVIEW_HEAD_MAX + 2);
-	write_all(fd, head, hl);
-	if (len > h.head_len)   /* a body's first bytes came with the head */
-		write_all(fd, buf + h.head_len, len - h.head_len);
-	relay_bytes(client, fd);
-out:
-	free(buf);
-	free(head);
-}
-
-static void *relay_main(void *arg)
-{
-	struct relay_job job = *(struct relay_job *)arg;
-	free(arg);
-	relay_serve(job.slot, job.client);
-	slot_give(job.slot);   /* closes both sockets */
-	return NULL;
-}
-
-/* Read (and drop) what a refused connection sends, up to its head's end,
- * for at most REJECT_DRAIN_MS: only while past the bound, so the
- * accepting thread waits only when there is nothing else to accept. */
-#define REJECT_DRAIN_MS 500
-static void drain_head(int fd)
-{
-	char buf[4096];
-	long deadline = now_ms() + REJECT_DRAIN_MS;
-	size_t seen = 0;
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		long left = deadline - now_ms();
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return;
-		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n <= 0)
-			return;
-		seen += (size_t)n;
-		if (memmem(buf, (size_t)n, "\r\n\r\n", 4) || seen > PREVIEW_HEAD_MAX)
-			return;
+			return false;   /* a byte lost: end both */
+		f->off += (size_t)n;
+		f->blocked_since = 0;
 	}
+	f->off = f->len = 0;
+	f->blocked_since = 0;
+	if (f->eof && !f->shut) {
+		shutdown(fd, SHUT_WR);
+		f->shut = true;
+	}
+	return true;
 }
 
-static void relay_spawn(int client)
+/* Read into f from fd (only when f is empty); false when the relay must
+ * end (a reset: nothing more either way). */
+static bool flow_recv(struct flow *f, int fd)
 {
-	int slot = slot_take(client);
-	if (slot < 0) {
-		/* the web server writes its request before it reads: an answer
-		 * and close() before that would be a failed write (its own 502) */
-		drain_head(client);
-		answer(client, 503, "too many preview connections");
-		close(client);
+	if (f->eof || f->len)
+		return true;
+	ssize_t n = recv(fd, f->buf, RELAY_BUF, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (n < 0)
+		return false;
+	if (n == 0)
+		f->eof = true;
+	else
+		f->len = (size_t)n;
+	return true;
+}
+
+/* Watch what can move next, or end the relay when nothing can. */
+static void relay_update(struct relay *r)
+{
+	long now = now_ms();
+	if (!flow_send(&r->c2r, r->room, now) || !flow_send(&r->r2c, r->client, now)) {
+		relay_end(r);
 		return;
 	}
-	struct relay_job *job = malloc(sizeof(*job));
-	pthread_attr_t attr;
-	pthread_t t;
-	int rc = -1;
-	if (job) {
-		*job = (struct relay_job){ slot, client };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, 256u << 10);
-		rc = pthread_create(&t, &attr, relay_main, job);
-		pthread_attr_destroy(&attr);
+	if (r->c2r.shut && r->r2c.shut) {
+		relay_end(r);
+		return;
 	}
-	if (rc != 0) {
-		free(job);
-		answer(client, 503, "cannot start a preview relay");
-		slot_give(slot);
+	watch(r->client, &r->rc, &r->mask_c,
+	      (!r->c2r.eof && !r->c2r.len ? EPOLLIN : 0) | (r->r2c.len ? EPOLLOUT : 0));
+	watch(r->room, &r->rr, &r->mask_r,
+	      (!r->r2c.eof && !r->r2c.len ? EPOLLIN : 0) | (r->c2r.len ? EPOLLOUT : 0));
+}
+
+static void relay_event(struct relay *r, bool room_side, uint32_t ev)
+{
+	switch (r->st) {
+	case R_HEAD:
+	case R_REJECT:
+		relay_head(r);
+		return;
+	case R_WAIT:
+		return;   /* not watched; the connector answers */
+	case R_LINGER:
+		relay_linger(r);
+		return;
+	case R_CONNECTING:
+		if (room_side)
+			relay_start(r);
+		return;
+	case R_RELAY:
+		break;
+	}
+	struct flow *f = room_side ? &r->r2c : &r->c2r;
+	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		if (!flow_recv(f, room_side ? r->room : r->client)) {
+			relay_end(r);
+			return;
+		}
+	}
+	/* hung up with bytes still waiting to go the other way: whatever it
+	 * says next is its end (EPOLLHUP is reported whatever is watched) */
+	if ((ev & (EPOLLHUP | EPOLLERR)) && f->len) {
+		relay_end(r);
+		return;
+	}
+	r->last_io = now_ms();
+	relay_update(r);
+}
+
+/* Deadlines: a head not whole in time, a connect that does not finish, a
+ * relay idle or stalled; and the next one to wake up for. */
+static long relays_expire(long now)
+{
+	long next = now + REAP_EVERY_MS;
+	for (struct relay *r = all_relays, *n; r; r = n) {
+		n = r->all_next;
+		if (r->st == R_RELAY) {
+			long b1 = r->c2r.blocked_since, b2 = r->r2c.blocked_since;
+			long stalled = b1 && (!b2 || b1 < b2) ? b1 : b2;
+			long end = r->last_io + PREVIEW_IDLE_MS;
+			if (stalled && stalled + RELAY_STALL_S * 1000L < end)
+				end = stalled + RELAY_STALL_S * 1000L;
+			if (now >= end) {
+				relay_end(r);
+				continue;
+			}
+			if (end < next)
+				next = end;
+			continue;
+		}
+		if (!r->deadline)
+			continue;
+		if (now < r->deadline) {
+			if (r->deadline < next)
+				next = r->deadline;
+			continue;
+		}
+		if (r->st == R_LINGER)
+			relay_end(r);
+		else if (r->st == R_REJECT)
+			relay_refuse(r, 503, "too many preview connections");
+		else if (r->st == R_CONNECTING) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
+			relay_refuse(r, 502, msg);
+		} else if (r->head_len > 0)
+			relay_refuse(r, 408, "request head not complete in time");
+		else
+			relay_end(r);
+	}
+	return next;
+}
+
+/* false once the socket has been shut down (the service stops) */
+static bool accept_all(void)
+{
+	for (;;) {
+		int c = accept4(relay_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE)
+				poll(NULL, 0, 100);   /* descriptors run out: let some close */
+			return errno != EINVAL;
+		}
+		int slot = slot_take(c);
+		if (slot < 0 && rejects >= REJECTS_MAX) {
+			close(c);
+			continue;
+		}
+		if (!relay_new(c, slot)) {
+			answer(c, 503, "out of memory");
+			if (slot >= 0)
+				slot_clear(slot);
+			close(c);
+		}
 	}
 }
 
-static void *accept_main(void *arg)
+static void *loop_main(void *arg)
 {
+	struct ref listen_ref = { REF_LISTEN, NULL };
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &listen_ref };
+	long next = now_ms() + REAP_EVERY_MS, reap_at = next;
+	(void)arg;
+	if (epoll_ctl(loop_fd, EPOLL_CTL_ADD, relay_listen_fd, &ev) < 0)
+		return NULL;
 	for (;;) {
-		/* between connections, now and then: reap ended connectors */
-		struct pollfd p = { relay_listen_fd, POLLIN, 0 };
-		if (poll(&p, 1, REAP_EVERY_MS) == 0) {
-			connectors_reap();
-			continue;
-		}
-		int c = accept4(relay_listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
-				if (errno == EMFILE || errno == ENFILE)
-					poll(NULL, 0, 100);   /* descriptors run out: let some close */
-				continue;
+		struct epoll_event evs[64];
+		long wait = next - now_ms();
+		int n = epoll_wait(loop_fd, evs, 64, wait < 0 ? 0 : (int)wait);
+		if (n < 0 && errno != EINTR)
+			return NULL;
+		for (int i = 0; i < n; i++) {
+			struct ref *ref = evs[i].data.ptr;
+			uint32_t e = evs[i].events;
+			if (ref->kind == REF_LISTEN) {
+				if (!accept_all())
+					return NULL;   /* shut down */
+			} else if (ref->kind == REF_CONNECTOR) {
+				connector_readable(ref->p);
+			} else if (!((struct relay *)ref->p)->dead) {
+				relay_event(ref->p, ref->kind == REF_ROOM, e);
 			}
-			return NULL;   /* shut down */
 		}
-		/* a send that stalls must not hold the accepting thread */
-		struct timeval tv = { 5, 0 };
-		setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		relay_spawn(c);
+		relays_free();
+		long now = now_ms();
+		next = relays_expire(now);
+		if (now >= reap_at) {
+			connectors_reap();
+			reap_at = now + REAP_EVERY_MS;
+		}
+		if (reap_at < next)
+			next = reap_at;
 	}
 }
 
@@ -649,7 +895,7 @@ int preview_relay_start(struct app *app)
 	mode_t old = umask(0117);
 	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc < 0 || listen(fd, 128) < 0) {
+	if (rc < 0 || listen(fd, 128) < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
 		fprintf(stderr, "roombox-fcgi: preview socket %s: %s\n", relay_path, strerror(errno));
 		close(fd);
 		return -1;
@@ -661,8 +907,9 @@ int preview_relay_start(struct app *app)
 	if (stat(app->cfg.socket, &st) == 0 && chown(relay_path, (uid_t)-1, st.st_gid) < 0)
 		fprintf(stderr, "roombox-fcgi: chgrp %s: %s\n", relay_path, strerror(errno));
 	relay_listen_fd = fd;
+	loop_fd = epoll_create1(EPOLL_CLOEXEC);
 	pthread_t t;
-	if (pthread_create(&t, NULL, accept_main, NULL) != 0) {
+	if (loop_fd < 0 || pthread_create(&t, NULL, loop_main, NULL) != 0) {
 		fprintf(stderr, "roombox-fcgi: cannot start the preview relay\n");
 		return -1;
 	}

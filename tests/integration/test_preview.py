@@ -63,6 +63,44 @@ def test_http_server_in_room_through_preview_url(client, room):
     assert r.status == 200 and r.json == {"ports": [e]}, r
 
 
+ECHO_SERVER = r'''
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers["Content-Length"])
+        body = b""
+        while len(body) < n:
+            chunk = self.rfile.read(n - len(body))
+            if not chunk:
+                break
+            body += chunk
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[::-1])
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def test_large_bodies_both_ways_through_preview_url(client, room):
+    """Megabytes each way through one relay (the client's body into the
+    room, the room's answer out), byte-exact, on both web servers."""
+    client.exec(room, "cat > /workspace/echo.py", stdin=ECHO_SERVER)
+    start_in_room(client, room, "python3 /workspace/echo.py 8010", "/tmp/echo.log")
+    e = expose(client, room, 8010)
+    body = os.urandom(12 << 20)
+
+    def posted():
+        r = client.request("POST", target_of(e["url"]) + "up", data=body, auth=False,
+                           check_json=False, timeout=60)
+        return r if r.status != 502 else None
+    r = wait_until(posted, 20, "the room's echo server", interval=0.1)
+    assert r.status == 200, r
+    assert len(r.body) == len(body) and r.body == body[::-1]
+
+
 def test_websocket_echo_through_preview_url(client, room):
     client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
     start_in_room(client, room, "python3 /workspace/ws.py 9001", "/tmp/ws.log")
@@ -128,6 +166,14 @@ def test_nothing_listening_is_502(client, room):
     r = preview_get(client, e["url"])
     assert r.status == 502, r
     assert r.check_json().json == {"error": "nothing listens on port 8765 in the room"}
+    # the same with a body the relay never reads: still its 502 (the web
+    # server finishes sending the body into the lingering connection; were
+    # it closed at once, nginx would answer an error of its own, a 413)
+    for _ in range(3):
+        r = client.request("POST", target_of(e["url"]) + "up", data=os.urandom(12 << 20),
+                           auth=False, check_json=False, timeout=60)
+        assert r.status == 502, r
+        assert r.check_json().json == {"error": "nothing listens on port 8765 in the room"}
 
 
 def test_expose_again_keeps_the_token_and_validates(client, room):
