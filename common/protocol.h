@@ -79,7 +79,14 @@
  *            PORT_REPLY_*, carrying the socket (SCM_RIGHTS) with
  *            PORT_REPLY_CONNECTED: non-blocking, its connect possibly
  *            still under way (the caller waits for it, and reads a refusal
- *            from SO_ERROR).  It ends when fd 3 is closed, when the
+ *            from SO_ERROR).  A request for port 0 with a count asks
+ *            instead for that many TCP sockets made in the room's
+ *            namespace, not connected (PORT_REPLY_SOCKETS carries them):
+ *            the caller connects them itself, to the room's loopback,
+ *            without a round trip here per connection (they reach what
+ *            the room reaches, which the caller -- roombox-fcgi, which
+ *            runs anything in any room -- can reach anyway).  Every
+ *            request counts as the room's activity.  It ends when fd 3 is closed, when the
  *            room's keeper exits (a restarted room has a new namespace),
  *            or after PORT_SERVE_IDLE_MS without a request; a room not
  *            running ends it at once (code refused).
@@ -210,12 +217,14 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 /* port-connect serve: one request on fd 3, in the host's byte order (both
  * ends are on one machine), and the one-byte replies. */
 struct port_request {
-	uint16_t port;
-	uint16_t zero;   /* 0 */
+	uint16_t port;   /* 1..65535: connect there; 0: sockets */
+	uint16_t count;  /* port 0: sockets wanted, 1..PORT_SOCKETS_MAX; else 0 */
 };
+#define PORT_SOCKETS_MAX 32
 #define PORT_REPLY_CONNECTED 'c'
+#define PORT_REPLY_SOCKETS   's'   /* with count sockets, not connected */
 #define PORT_REPLY_REFUSED   'r'   /* nothing listens there */
-#define PORT_REPLY_INVALID   'i'   /* port out of 1..65535 */
+#define PORT_REPLY_INVALID   'i'   /* port out of 1..65535, or a bad count */
 #define PORT_REPLY_FAILED    'f'
 
 #endif

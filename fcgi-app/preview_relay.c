@@ -18,11 +18,11 @@
  *   PREVIEW_RELAYS_MAX run at once; a connection past that gets 503.
  * - A relay reads the request head (at most PREVIEW_HEAD_MAX bytes, within
  *   PREVIEW_HEAD_MS), finds the token (preview_head.c), looks the exposure
- *   up (preview_store.c), and asks the room's connector for a connection to
- *   the port inside the room (op port-connect in serve mode, see
- *   "connectors" below: a helper that joined the room's network namespace
- *   and sends sockets back over a socketpair).  No privilege or namespace
- *   is ever taken here.
+ *   up (preview_store.c), and connects to the port inside the room with a
+ *   socket of the room's network namespace, from its connector's pool
+ *   (op port-connect in serve mode, see "connectors" below: a helper that
+ *   joined the room's namespace and sends sockets made there back over a
+ *   socketpair).  No privilege or namespace is ever taken here.
  * - The head goes on with the request target rewritten (/preview/<token>
  *   taken off), then bytes go both ways until both sides are done; one
  *   side's end of stream is passed on as a half-close, no byte either way
@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -324,18 +325,25 @@ static void relay_linger(struct relay *r)
 /* ---- connectors: one port-connect helper per room, kept while used ----
  *
  * Spawning the setuid helper for every preview request would cost more
- * than the request itself.  A connector is one helper in port-connect's
- * serve mode, joined to one room's network namespace, answering connect
- * requests over a socketpair in order: relays of that room queue on it,
- * each request sent at once (a loopback connect takes microseconds).  It
- * ends by itself when the room stops (a restarted room has a new
- * namespace), after PORT_SERVE_IDLE_MS unused, or when we close our end;
- * relays that then find it gone are retried once on a new one.  At most
- * CONNECTORS_MAX exist; the least recently used idle one makes room for a
- * new room's.  The loop alone uses them; cleaning a room up (another
- * thread) only shuts the room's connector down, under table_lock. */
+ * than the request itself, and so did a round trip to a helper per
+ * request.  A connector is one helper in port-connect's serve mode, joined
+ * to one room's network namespace, which sends batches of sockets made
+ * there (not connected) over a socketpair: the loop keeps them in the
+ * connector's pool and connects one per relay itself (a socket belongs to
+ * the namespace it was made in, so its connect reaches the room's
+ * loopback).  A batch is asked for when the pool runs low, when a relay
+ * waits, and at least once a second while relays take sockets (each
+ * request is the room's activity, for idle_timeout).  A connector ends by
+ * itself when the room stops (a restarted room has a new namespace), after
+ * PORT_SERVE_IDLE_MS unused, or when we close our end; relays that then
+ * find it gone are retried once on a new one.  At most CONNECTORS_MAX
+ * exist; the least recently used idle one makes room for a new room's.
+ * The loop alone uses them; cleaning a room up (another thread) only
+ * shuts the room's connector down, under table_lock. */
 
 #define CONNECTORS_MAX 32
+#define POOL_LOW 8
+#define ASK_EVERY_MS 1000
 
 struct connector {
 	char room[ROOM_ID_MAX + 1];   /* "" = free */
@@ -343,8 +351,12 @@ struct connector {
 	struct helper_run *run;
 	struct ref ref;
 	uint32_t mask;
-	struct relay *first, *last;   /* waiting for a reply, in order */
+	struct relay *first, *last;   /* waiting for sockets, in order */
 	long used_ms;
+	int pool[PORT_SOCKETS_MAX];   /* the room's sockets, not connected */
+	int pooled;
+	bool asking;              /* a request for sockets is out */
+	long asked_ms;
 };
 static struct connector connectors[CONNECTORS_MAX];
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -364,6 +376,9 @@ static void connector_end(struct connector *c, char *code, size_t codelen, char 
 {
 	struct helper_error err = { 0 };
 	watch(c->sock, &c->ref, &c->mask, 0);
+	while (c->pooled)
+		close(c->pool[--c->pooled]);
+	c->asking = false;
 	pthread_mutex_lock(&table_lock);
 	if (c->sock >= 0)
 		close(c->sock);
@@ -449,17 +464,38 @@ static void room_unreachable(struct relay *r, const char *why)
 	relay_refuse(r, 502, msg);
 }
 
-/* Queue r on its room's connector and send its request. */
+/* Ask c for a batch of sockets, when it is time to (see above). */
+static void connector_refill(struct connector *c)
+{
+	long now = now_ms();
+	if (c->asking || c->sock < 0 ||
+	    (c->pooled >= POOL_LOW && !c->first && now - c->asked_ms < ASK_EVERY_MS))
+		return;
+	int want = PORT_SOCKETS_MAX - c->pooled;
+	struct port_request q = { 0, (uint16_t)(want > 0 ? want : 1) };
+	c->asking = true;
+	c->asked_ms = now;
+	if (send(c->sock, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q))
+		shutdown(c->sock, SHUT_RDWR);   /* seen as its end, queue retried */
+}
+
+static void relay_dial(struct relay *r, int fd);
+
+/* A socket of r's room for r: from the pool, or once the next batch comes. */
 static void relay_ask(struct relay *r)
 {
 	char why[256] = "";
 	struct connector *c = connector_for(r->room_id, why, sizeof(why));
-	struct port_request q = { (uint16_t)r->port, 0 };
 	if (!c) {
 		room_unreachable(r, why);
 		return;
 	}
 	c->used_ms = now_ms();
+	if (c->pooled) {
+		relay_dial(r, c->pool[--c->pooled]);
+		connector_refill(c);
+		return;
+	}
 	r->st = R_WAIT;
 	r->deadline = 0;   /* the connector's own bound: it answers or ends */
 	r->next = NULL;
@@ -468,13 +504,11 @@ static void relay_ask(struct relay *r)
 	else
 		c->first = r;
 	c->last = r;
-	/* the client's end of stream or a revocation waits for the answer */
+	/* the client's end of stream or a revocation waits for the socket */
 	watch(r->client, &r->rc, &r->mask_c, 0);
-	if (send(c->sock, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q))
-		shutdown(c->sock, SHUT_RDWR);   /* seen as its end, queue retried */
+	connector_refill(c);
 }
 
-static void relay_connected(struct relay *r, int fd);
 
 /* The connector ended: every relay waiting on it tries a new one once. */
 static void connector_gone(struct connector *c)
@@ -499,47 +533,55 @@ static void connector_gone(struct connector *c)
 	}
 }
 
-/* One reply on c: for the first relay in its queue. */
+/* A batch of sockets on c: into the pool, and to the relays waiting. */
 static void connector_readable(struct connector *c)
 {
 	for (;;) {
-		char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+		char byte = 0, ctl[CMSG_SPACE(sizeof(int) * PORT_SOCKETS_MAX)];
 		struct iovec iov = { &byte, 1 };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 				    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
 		ssize_t n = recvmsg(c->sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		if (n != 1 || !c->first) {
+		int got = 0;
+		for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; cm; cm = CMSG_NXTHDR(&m, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				if (byte == PORT_REPLY_SOCKETS && c->pooled < PORT_SOCKETS_MAX)
+					c->pool[c->pooled++] = fd;
+				else
+					close(fd);
+				got++;
+			}
+		}
+		if (n != 1 || !c->asking) {
 			connector_gone(c);
 			return;
 		}
-		int fd = -1;
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-		struct relay *r = c->first;
-		c->first = r->next;
-		if (!c->first)
+		c->asking = false;
+		if (byte != PORT_REPLY_SOCKETS || !got) {   /* the helper could not make them */
+			char why[128];
+			snprintf(why, sizeof(why), "room %s: the helper answered '%c'", c->room, byte);
+			while (c->first) {
+				struct relay *r = c->first;
+				c->first = r->next;
+				room_unreachable(r, why);
+			}
 			c->last = NULL;
-		c->used_ms = now_ms();
-		if (byte == PORT_REPLY_CONNECTED && fd >= 0) {
-			relay_connected(r, fd);
 			continue;
 		}
-		if (fd >= 0)
-			close(fd);
-		if (byte == PORT_REPLY_REFUSED) {
-			char msg[128];
-			snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
-			relay_refuse(r, 502, msg);
-		} else {
-			char why[128];
-			snprintf(why, sizeof(why), "room %s: port %d: the helper answered '%c'", r->room_id,
-				 r->port, byte);
-			room_unreachable(r, why);
+		while (c->first && c->pooled) {
+			struct relay *r = c->first;
+			c->first = r->next;
+			if (!c->first)
+				c->last = NULL;
+			relay_dial(r, c->pool[--c->pooled]);
 		}
+		connector_refill(c);
 	}
 }
 
@@ -609,15 +651,36 @@ static void relay_head(struct relay *r)
 	relay_ask(r);
 }
 
-/* The connector's socket for r: non-blocking, its connect possibly under
- * way (the loop waits for it to be writable). */
-static void relay_connected(struct relay *r, int fd)
+static void relay_start(struct relay *r);
+
+/* Connect fd, a socket of the room's namespace, to the room's loopback
+ * port; the loop waits for it to be writable when it is under way. */
+static void relay_dial(struct relay *r, int fd)
 {
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	r->room = fd;
 	slot_set(r->slot, r->h.token, fd);
 	r->st = R_CONNECTING;
 	r->deadline = now_ms() + PORT_CONNECT_TIMEOUT_MS;
-	watch(r->room, &r->rr, &r->mask_r, EPOLLOUT);
+	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (rc == 0) {
+		relay_start(r);
+		return;
+	}
+	if (errno == EINPROGRESS || errno == EINTR) {
+		watch(r->room, &r->rr, &r->mask_r, EPOLLOUT);
+		return;
+	}
+	if (errno == ECONNREFUSED || errno == ENETUNREACH || errno == EADDRNOTAVAIL) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
+		relay_refuse(r, 502, msg);
+		return;
+	}
+	char why[128];
+	snprintf(why, sizeof(why), "connect: %s", strerror(errno));
+	room_unreachable(r, why);
 }
 
 static void relay_update(struct relay *r);

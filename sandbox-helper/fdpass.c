@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#define FDS_MAX 8
+#include "protocol.h"
+
+/* the most one message carries: port-connect's batch of sockets */
+#define FDS_MAX PORT_SOCKETS_MAX
 
 ssize_t fds_send(int via, const void *buf, size_t len, const int *fds, int n)
 {

@@ -116,7 +116,23 @@ int portconn_open(const struct room *r, int port, char *err, size_t errlen)
 	return rc < 0 ? rc : connect_port(r, port, true, err, errlen);
 }
 
-/* One serve request: read it, connect, reply.  0 to go on, 1 at the end
+/* count TCP sockets of the namespace we are in, not connected, in one
+ * reply; 0 to go on, 1 when the reply cannot be sent. */
+static int send_sockets(const struct room *r, int via, int count)
+{
+	int fds[PORT_SOCKETS_MAX], n = 0;
+	while (n < count && (fds[n] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) >= 0)
+		n++;
+	if (n < count)
+		fprintf(stderr, "roombox-helper: room %s: previews: socket: %s\n", r->id, strerror(errno));
+	char reply = n ? PORT_REPLY_SOCKETS : PORT_REPLY_FAILED;
+	ssize_t sent = fds_send(via, &reply, 1, fds, n);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	return sent == 1 ? 0 : 1;
+}
+
+/* One serve request: read it, connect (or make sockets), reply.  0 to go on, 1 at the end
  * of requests (or a reply that cannot be sent). */
 static int serve_one(const struct room *r, int via)
 {
@@ -127,7 +143,9 @@ static int serve_one(const struct room *r, int via)
 		;
 	if (n != (ssize_t)sizeof(q))
 		return 1;
-	if (q.port == 0 || q.zero != 0) {
+	if (q.port == 0 && q.count >= 1 && q.count <= PORT_SOCKETS_MAX)
+		return send_sockets(r, via, q.count);
+	if (q.port == 0 || q.count != 0) {
 		char reply = PORT_REPLY_INVALID;
 		return send(via, &reply, 1, MSG_NOSIGNAL) == 1 ? 0 : 1;
 	}

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "fdpass.h"
+#include "protocol.h"
 
 static void test_byte_and_descriptor_arrive(void **state)
 {
@@ -52,17 +53,33 @@ static void test_byte_and_descriptor_arrive(void **state)
 	close(p[1]);
 }
 
-static void test_at_most_eight_descriptors(void **state)
+/* port-connect's batch of sockets (PORT_SOCKETS_MAX) in one message, no
+ * more */
+static void test_at_most_a_batch_of_descriptors(void **state)
 {
 	(void)state;
-	int sp[2], fds[9];
+	int sp[2], fds[PORT_SOCKETS_MAX + 1];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
-	for (int i = 0; i < 9; i++)
+	for (int i = 0; i <= PORT_SOCKETS_MAX; i++)
 		fds[i] = sp[0];
 	char b = 'x';
-	assert_int_equal(fds_send(sp[0], &b, 1, fds, 9), -1);
+	assert_int_equal(fds_send(sp[0], &b, 1, fds, PORT_SOCKETS_MAX + 1), -1);
 	assert_int_equal(errno, EINVAL);
-	assert_int_equal(fds_send(sp[0], &b, 1, fds, 8), 1);
+	assert_int_equal(fds_send(sp[0], &b, 1, fds, PORT_SOCKETS_MAX), 1);
+	/* all of them arrive, each a descriptor of its own */
+	char got_b = 0, ctl[CMSG_SPACE(sizeof(int) * PORT_SOCKETS_MAX)];
+	struct iovec iov = { &got_b, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof(ctl) };
+	assert_int_equal(recvmsg(sp[1], &m, MSG_CMSG_CLOEXEC), 1);
+	assert_int_equal(got_b, 'x');
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	assert_non_null(c);
+	assert_int_equal(c->cmsg_len, CMSG_LEN(sizeof(int) * PORT_SOCKETS_MAX));
+	int got[PORT_SOCKETS_MAX];
+	memcpy(got, CMSG_DATA(c), sizeof(got));
+	for (int i = 0; i < PORT_SOCKETS_MAX; i++)
+		close(got[i]);
 	close(sp[0]);
 	close(sp[1]);
 }
@@ -71,7 +88,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_byte_and_descriptor_arrive),
-		cmocka_unit_test(test_at_most_eight_descriptors),
+		cmocka_unit_test(test_at_most_a_batch_of_descriptors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
