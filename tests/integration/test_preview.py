@@ -4,9 +4,12 @@ through its preview URL without the API token, WebSockets included; wrong,
 revoked or unexposed tokens are 404, nothing listening is 502, exposures
 survive a stop and restart of the room, and cleanup ends them."""
 
+import json
 import os
 import secrets
 import socket
+
+import pytest
 
 from conftest import GONE_TIMEOUT, HELPER, proc_cmdline, proc_pids, wait_until
 from preview_util import (WS_ECHO_SERVER, expose, preview_get, start_in_room,
@@ -321,6 +324,49 @@ def test_helper_port_connect_checks(client, room):
         with socket.socket(fileno=fds[0]) as conn:
             conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
             assert conn.recv(64).startswith(b"HTTP/1.0 200")
+    # serve mode: batches of sockets made in the room's namespace, not
+    # connected; each reaches the room's loopback, never the host's
+    import struct
+    import subprocess
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b, socket.socket() as host_srv:
+        host_srv.bind(("127.0.0.1", 0))
+        host_srv.listen(4)
+        host_port = host_srv.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", host_port), timeout=5):
+            pass   # control: a socket of the host's namespace reaches it
+        p = subprocess.Popen(["bash", "-c", f'exec "$0" -c "$1" 3<&{b.fileno()}', str(HELPER),
+                              str(stack.conf_path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, pass_fds=(b.fileno(),))
+        p.stdin.write(b'{"op":"port-connect","room":"%s","serve":true}' % room.encode())
+        p.stdin.close()
+        b.close()
+        a.settimeout(30)
+        a.sendall(struct.pack("HH", 0, 3))
+        msg, fds, _, _ = socket.recv_fds(a, 1, 40)
+        assert msg == b"s" and len(fds) == 3, (msg, fds)
+        for fd in fds:
+            with socket.socket(fileno=fd) as s:
+                assert s.family == socket.AF_INET and s.type & socket.SOCK_STREAM
+                with pytest.raises(OSError):
+                    s.getpeername()   # not connected
+                s.setblocking(True)
+                assert s.connect_ex(("127.0.0.1", host_port)) != 0   # the host's: not there
+        a.sendall(struct.pack("HH", 0, 1))
+        msg, fds, _, _ = socket.recv_fds(a, 1, 40)
+        assert msg == b"s" and len(fds) == 1
+        with socket.socket(fileno=fds[0]) as s:
+            s.setblocking(True)
+            s.connect(("127.0.0.1", 8080))   # the room's http.server
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert s.recv(64).startswith(b"HTTP/1.0 200")
+        for bad in ((0, 0), (0, 33), (80, 1)):
+            a.sendall(struct.pack("HH", *bad))
+            msg, fds, _, _ = socket.recv_fds(a, 1, 40)
+            assert msg == b"i" and not fds, (bad, msg)
+        a.shutdown(socket.SHUT_RDWR)
+        assert p.wait(30) == 0
+        assert json.loads(p.stdout.read()) == {"connected": True}
 
 
 RELAYS_MAX = 256   # fcgi-app/preview.h PREVIEW_RELAYS_MAX
