@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "clock.h"
 #include "exec_stream.h"
 #include "http.h"
 #include "protocol.h"
@@ -155,6 +156,7 @@ struct run {
 	char head[64];            /* the first line, while it comes */
 	size_t head_len;
 	uint64_t size, sent;
+	long deadline_ms;         /* the script's: a download ends by then */
 };
 
 static int ignore_event(void *ctx, json_object *ev)
@@ -366,7 +368,7 @@ static void get_file(void *ctx, int fd)
 
 	if (!r->headers_sent || r->client_gone || r->sent)
 		return;
-	if (out->sendfile(out->ctx, fd, r->size) < 0)
+	if (out->sendfile(out->ctx, fd, r->size, r->deadline_ms) < 0)
 		r->client_gone = true;
 	r->sent = r->size;
 }
@@ -374,7 +376,8 @@ static void get_file(void *ctx, int fd)
 void api_files_get(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
-	struct run r = { .rq = rq, .rs = rs };
+	struct run r = { .rq = rq, .rs = rs,
+			 .deadline_ms = (long)(monotonic_ms() + (int64_t)FILES_TIMEOUT(rq->app)) };
 	struct exec_sink sink = { .ctx = &r };
 	bool recursive = query_true(rq, "recursive");
 	char *path = files_room_path(rq->rest ? rq->rest : "");

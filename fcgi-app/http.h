@@ -35,11 +35,13 @@ struct http_output {
 	int (*flush)(void *ctx);
 	void (*end)(void *ctx);
 	void *ctx;
-	/* The first n bytes of the regular file fd, written by the kernel
-	 * from the file to the connection (a download); 0, or -1 once the
-	 * client is gone or the file ended early (the connection is then
-	 * broken off: the answer cannot be completed).  NULL: not offered. */
-	int (*sendfile)(void *ctx, int fd, uint64_t n);
+	/* The first n bytes of the regular file fd (no more than it holds
+	 * when this starts), written by the kernel from the file to the
+	 * connection (a download); 0, or -1 once the client is gone, the file
+	 * ended early or deadline_ms (CLOCK_MONOTONIC) has passed: the answer
+	 * is then short of its Content-Length, which the web server takes for
+	 * a failure.  NULL: not offered. */
+	int (*sendfile)(void *ctx, int fd, uint64_t n, long deadline_ms);
 };
 
 /* At most this much of an unwanted or oversized body is read and thrown away

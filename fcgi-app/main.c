@@ -84,6 +84,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "clock.h"
 #include "app.h"
 #include "processes.h"
 #include "store.h"
@@ -212,7 +213,7 @@ static int fcgi_read(void *ctx, char *buf, int n)
 static bool hand_off(FCGX_Request **reqp, struct response *rs);
 static int conn_write(void *ctx, const char *buf, size_t n);
 static int conn_flush(void *ctx);
-static int conn_sendfile(void *ctx, int fd, uint64_t n);
+static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
 /* true when the request was handed to another thread (*reqp is then a
  * fresh one for this worker). */
@@ -384,7 +385,7 @@ static int send_records(FCGX_Request *req, const char *buf, size_t n)
  * server cuts the client's connection: a failed download.  (A stream
  * merely closed, or cut inside a record, nginx takes for a finished
  * answer and keeps the client waiting for the rest.) */
-static int conn_sendfile(void *ctx, int fd, uint64_t n)
+static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms)
 {
 	FCGX_Request *req = ctx;
 	loff_t off = 0;
@@ -394,7 +395,11 @@ static int conn_sendfile(void *ctx, int fd, uint64_t n)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || pipe2(p, O_CLOEXEC) < 0 ||
 	    FCGX_FFlush(req->out) != 0)
 		goto out;
+	if ((uint64_t)st.st_size < n)
+		n = (uint64_t)st.st_size;   /* what it says it holds, no more */
 	while (n) {
+		if (monotonic_ms() >= deadline_ms)
+			goto out;   /* as the exec's deadline ended `cat` before */
 		size_t want = n < RECORD_MAX ? (size_t)n : RECORD_MAX;
 		ssize_t k = splice(fd, &off, p[1], NULL, want, SPLICE_F_MOVE);
 		unsigned char h[8];

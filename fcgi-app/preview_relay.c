@@ -189,6 +189,7 @@ struct relay {
 	long deadline;           /* head, connect or reject; 0 = none */
 	long last_io;
 	struct flow c2r, r2c;
+	bool hup_c, hup_r;       /* the side hung up: only what is left to read */
 	struct relay *next;      /* in its connector's queue, or the dead */
 	struct relay *all_next, *all_prev;
 	bool dead;               /* ended: freed after the events at hand */
@@ -296,11 +297,11 @@ static void relay_refuse(struct relay *r, int status, const char *error)
 	answer(r->client, status, error);
 	shutdown(r->client, SHUT_WR);
 	watch(r->room, &r->rr, &r->mask_r, 0);
+	if (r->slot >= 0)   /* before the close: its number may be reused at once */
+		slot_set(r->slot, r->h.token, -1);
 	if (r->room >= 0)
 		close(r->room);
 	r->room = -1;
-	if (r->slot >= 0)
-		slot_set(r->slot, r->h.token, -1);
 	r->st = R_LINGER;
 	r->deadline = now_ms() + LINGER_MS;
 	watch(r->client, &r->rc, &r->mask_c, EPOLLIN);
@@ -309,7 +310,7 @@ static void relay_refuse(struct relay *r, int status, const char *error)
 static void relay_linger(struct relay *r)
 {
 	static char drop[64 << 10];
-	for (;;) {
+	for (int round = 0; round < 4; round++) {   /* a fast sender must not hold the loop */
 		ssize_t n = recv(r->client, drop, sizeof(drop), MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -663,6 +664,9 @@ static void relay_dial(struct relay *r, int fd)
 	slot_set(r->slot, r->h.token, fd);
 	r->st = R_CONNECTING;
 	r->deadline = now_ms() + PORT_CONNECT_TIMEOUT_MS;
+	/* what the client sends next (a body, its end) waits for the relay;
+	 * watched level-triggered meanwhile, it would wake the loop for ever */
+	watch(r->client, &r->rc, &r->mask_c, 0);
 	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	if (rc == 0) {
 		relay_start(r);
@@ -782,10 +786,12 @@ static void relay_update(struct relay *r)
 		relay_end(r);
 		return;
 	}
+	/* a side that hung up is reported at once whatever is watched: it is
+	 * watched only while there is room to read its rest into */
 	watch(r->client, &r->rc, &r->mask_c,
-	      (!r->c2r.eof && !r->c2r.len ? EPOLLIN : 0) | (r->r2c.len ? EPOLLOUT : 0));
+	      (!r->c2r.eof && !r->c2r.len ? EPOLLIN : 0) | (r->r2c.len && !r->hup_c ? EPOLLOUT : 0));
 	watch(r->room, &r->rr, &r->mask_r,
-	      (!r->r2c.eof && !r->r2c.len ? EPOLLIN : 0) | (r->c2r.len ? EPOLLOUT : 0));
+	      (!r->r2c.eof && !r->r2c.len ? EPOLLIN : 0) | (r->c2r.len && !r->hup_r ? EPOLLOUT : 0));
 }
 
 static void relay_event(struct relay *r, bool room_side, uint32_t ev)
@@ -808,15 +814,15 @@ static void relay_event(struct relay *r, bool room_side, uint32_t ev)
 		break;
 	}
 	struct flow *f = room_side ? &r->r2c : &r->c2r;
-	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		if (!flow_recv(f, room_side ? r->room : r->client)) {
-			relay_end(r);
-			return;
-		}
+	if (ev & EPOLLERR) {   /* reset: nothing more either way */
+		relay_end(r);
+		return;
 	}
-	/* hung up with bytes still waiting to go the other way: whatever it
-	 * says next is its end (EPOLLHUP is reported whatever is watched) */
-	if ((ev & (EPOLLHUP | EPOLLERR)) && f->len) {
+	/* EPOLLHUP: both directions are shut (the peer's end after our own
+	 * half-close, or its close): what it sent is still there to read */
+	if (ev & EPOLLHUP)
+		*(room_side ? &r->hup_r : &r->hup_c) = true;
+	if ((ev & (EPOLLIN | EPOLLHUP)) && !flow_recv(f, room_side ? r->room : r->client)) {
 		relay_end(r);
 		return;
 	}
@@ -868,6 +874,8 @@ static long relays_expire(long now)
 	return next;
 }
 
+static long accept_paused_until;   /* descriptors ran out: not before then */
+
 /* false once the socket has been shut down (the service stops) */
 static bool accept_all(void)
 {
@@ -877,7 +885,7 @@ static bool accept_all(void)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno == EMFILE || errno == ENFILE)
-				poll(NULL, 0, 100);   /* descriptors run out: let some close */
+				accept_paused_until = now_ms() + 100;   /* let some close */
 			return errno != EINVAL;
 		}
 		int slot = slot_take(c);
@@ -897,13 +905,16 @@ static bool accept_all(void)
 static void *loop_main(void *arg)
 {
 	struct ref listen_ref = { REF_LISTEN, NULL };
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &listen_ref };
+	uint32_t listen_mask = 0;
 	long next = now_ms() + REAP_EVERY_MS, reap_at = next;
 	(void)arg;
-	if (epoll_ctl(loop_fd, EPOLL_CTL_ADD, relay_listen_fd, &ev) < 0)
-		return NULL;
 	for (;;) {
 		struct epoll_event evs[64];
+		if (accept_paused_until && now_ms() >= accept_paused_until)
+			accept_paused_until = 0;
+		watch(relay_listen_fd, &listen_ref, &listen_mask, accept_paused_until ? 0 : EPOLLIN);
+		if (accept_paused_until && accept_paused_until < next)
+			next = accept_paused_until;
 		long wait = next - now_ms();
 		int n = epoll_wait(loop_fd, evs, 64, wait < 0 ? 0 : (int)wait);
 		if (n < 0 && errno != EINTR)

@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import socket
+import time
 
 import pytest
 
@@ -102,6 +103,87 @@ def test_large_bodies_both_ways_through_preview_url(client, room):
     r = wait_until(posted, 20, "the room's echo server", interval=0.1)
     assert r.status == 200, r
     assert len(r.body) == len(body) and r.body == body[::-1]
+
+
+def relay_request(stack, raw):
+    """Talk to the relay's own socket (where the web servers proxy to), as a
+    web server that half-closes after its request; all it answers."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(30)
+        s.connect(str(stack.dir / "preview.sock"))
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+
+
+def test_an_answer_after_the_clients_half_close_arrives_whole(client, room):
+    """A peer that ends its request with a half-close gets the room's whole
+    answer (the room's server closes right after it: both ends are shut
+    while the answer's last bytes still wait in the relay)."""
+    data = os.urandom(300_000)
+    http_server(client, room, data)
+    e = expose(client, room, 8000)
+    wait_serving(client, e["url"], "the room's http.server", path_extra="data.bin")
+    req = f"GET {target_of(e['url'])}data.bin HTTP/1.0\r\nHost: x\r\n\r\n".encode()
+    for i in range(8):
+        got = relay_request(client.stack, req)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 200"), (i, head[:100])
+        assert body == data, (i, len(body))
+
+
+def test_a_connect_that_hangs_does_not_busy_the_relay(client, room):
+    """A room whose server never accepts (its backlog full): the next
+    preview connection's connect stays under way until its bound, while the
+    web server has sent a body; the relay waits without spinning, and answers
+    502 at the bound."""
+    client.exec(room, "cat > /workspace/stuck.py", stdin=(
+        "import socket, time\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 8030)); s.listen(0)\n"
+        "time.sleep(600)\n"))
+    start_in_room(client, room, "python3 /workspace/stuck.py", "/tmp/stuck.log")
+    e = expose(client, room, 8030)
+    pids = client.stack.fcgi_pids()
+    # fill the backlog: these connections complete in the kernel, unaccepted
+    held = []
+    try:
+        def connected_one():
+            s = socket.create_connection(("127.0.0.1", client.port), timeout=10)
+            s.sendall(f"GET {target_of(e['url'])} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            held.append(s)
+            s.settimeout(0.5)
+            try:   # a 502 (not listening yet) comes at once; a held one waits
+                return b" 502 " not in s.recv(100)
+            except socket.timeout:
+                return True
+        wait_until(connected_one, 20, "the room's stuck server to listen", interval=0.1)
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", client.port), timeout=10)
+            s.sendall(f"GET {target_of(e['url'])} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            held.append(s)
+        cpu0 = sum(proc_cpu_s(p) for p in pids)
+        t0 = time.monotonic()
+        r = client.request("POST", target_of(e["url"]), data=os.urandom(1 << 20), auth=False,
+                           check_json=False, timeout=60)
+        wall = time.monotonic() - t0
+        cpu = sum(proc_cpu_s(p) for p in pids) - cpu0
+        assert r.status == 502, r
+        assert wall >= 4, f"answered after {wall:.1f} s: the connect was not left pending"
+        assert cpu < wall / 4, f"roombox-fcgi used {cpu:.1f} s of CPU in {wall:.1f} s"
+    finally:
+        for s in held:
+            s.close()
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_websocket_echo_through_preview_url(client, room):
