@@ -233,6 +233,8 @@ static void answer_failure(struct response *rs, const char *path, const char *sa
 		response_error(rs, 403, "permission denied: %s", path);
 	else if (!strncmp(e, "isdir", 5) || strstr(why, "Is a directory"))
 		response_error(rs, 409, "is a directory: %s", path);
+	else if (!strncmp(e, "notfile", 7))   /* a FIFO or a device: nothing to download */
+		response_error(rs, 409, "not a regular file: %s", path);
 	else if (!strncmp(e, "notdir", 6) || strstr(why, "Not a directory"))
 		response_error(rs, 409, "not a directory: %s", path);
 	else if (!strncmp(e, "notempty", 8) || strstr(why, "Directory not empty"))
@@ -260,6 +262,7 @@ static const char GET_SCRIPT[] =
 	"  echo D\n"
 	"  exec find \"$P\" -mindepth 1 $DEPTH -printf '%y\\t%s\\t%m\\t%T@\\t%P\\0' 2>/dev/null\n"
 	"fi\n"
+	"if [ ! -f \"$P\" ]; then echo 'E notfile'; exit 0; fi\n"
 	"exec 3< \"$P\" 2>/dev/null || { echo 'E denied'; exit 0; }\n"
 	"echo \"F $(stat -L -c %s /proc/self/fd/3)\"\n"
 	"exec cat <&3\n";

@@ -220,3 +220,17 @@ def test_a_file_cut_short_during_its_download_fails_the_download(client, room):
     # the room and the service go on: the file is there, as cut
     r = get_raw(client, room, "shrinks")
     assert r.status == 200 and r.body == b"x" * (1 << 20), r
+
+
+def test_a_fifo_or_a_device_is_409_at_once(client, room):
+    """Nothing to download in a FIFO (its read would wait for a writer until
+    the files deadline) or a device (/dev/zero never ends): 409 at once."""
+    client.sh(room, "mkfifo /workspace/pipe")
+    for path, shown in (("pipe", "/workspace/pipe"), ("/dev/zero", "/dev/zero"),
+                        ("/dev/null", "/dev/null")):
+        r = client.request("GET", files(room, urllib.parse.quote(path, safe="")), timeout=30)
+        assert r.status == 409, (path, r)
+        assert r.json == {"error": f"not a regular file: {shown}"}, (path, r)
+    # the room is none the worse: a file next to them downloads
+    assert put(client, room, "plain", b"plain").status == 201
+    assert get_raw(client, room, "plain").body == b"plain"
