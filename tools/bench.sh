@@ -665,7 +665,7 @@ c_ngx1=$(cpu_ms $(ngx_pids)) c_fcgi1=$(cpu_ms "$fcgi_pid")
 pv_ref2=$(wrk_run "$proxy_url" proxy2)
 c_ngx2=$(cpu_ms $(ngx_pids))
 echo "CPU per request (context): nginx $(per_req preview "$c_ngx0" "$c_ngx1") ms through the preview URL," \
-	"$(per_req proxy2 "$c_ngx1" "$c_ngx2") ms proxying straight; roombox-fcgi (its relay threads; the room's connector not counted)" \
+	"$(per_req proxy2 "$c_ngx1" "$c_ngx2") ms proxying straight; roombox-fcgi (its relay loop; the room's connector not counted)" \
 	"$(per_req preview "$c_fcgi0" "$c_fcgi1") ms"
 pv_ref=$(calc "($pv_ref1 + $pv_ref2) / 2")
 sed 's/^/  /' "$tmp/out/preview.txt"
