@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "drain.h"
 #include "exec_stream.h"
+#include "fdrecv.h"
 #include "http.h"
 #include "protocol.h"
 #include "textenc.h"
@@ -133,43 +134,14 @@ static void take(struct out_stream *s, const struct exec_sink *sink, bool base64
 	s->npending = tail;
 }
 
-/* read() that also takes a descriptor sent with the bytes into *fd (one;
- * any other is closed). */
-static ssize_t read_with_fd(int sock, char *buf, size_t len, int *fd)
-{
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(4 * sizeof(int))];
-	} c;
-	struct iovec v = { buf, len };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = c.b,
-			    .msg_controllen = sizeof(c.b) };
-	ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-
-	for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; cm; cm = CMSG_NXTHDR(&m, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (*fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
-	}
-	return n;
-}
-
 /* Read what is there; false at end of file. */
 static bool pull(struct out_stream *s, const struct exec_sink *sink, bool base64)
 {
 	char buf[65536];
 
 	for (;;) {
-		int file = -1;
-		ssize_t n = s->want_fd ? read_with_fd(s->fd, buf, sizeof(buf), &file)
+		int file = -1, nfile = 0;
+		ssize_t n = s->want_fd ? recv_with_fds(s->fd, buf, sizeof(buf), 0, &file, 1, &nfile)
 				       : read(s->fd, buf, sizeof(buf));
 
 		if (n < 0 && errno == EINTR)

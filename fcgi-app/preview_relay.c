@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fdrecv.h"
 #include "helper_client.h"
 #include "http.h"
 #include "preview_head.h"
@@ -344,6 +345,7 @@ static void relay_linger(struct relay *r)
 
 #define CONNECTORS_MAX 32
 #define POOL_LOW 8
+_Static_assert(PORT_SOCKETS_MAX <= FDRECV_MAX, "a batch fits one recv_with_fds");
 #define ASK_EVERY_MS 1000
 
 struct connector {
@@ -538,26 +540,16 @@ static void connector_gone(struct connector *c)
 static void connector_readable(struct connector *c)
 {
 	for (;;) {
-		char byte = 0, ctl[CMSG_SPACE(sizeof(int) * PORT_SOCKETS_MAX)];
-		struct iovec iov = { &byte, 1 };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-				    .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-		ssize_t n = recvmsg(c->sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		char byte = 0;
+		int fds[PORT_SOCKETS_MAX], got = 0;
+		ssize_t n = recv_with_fds(c->sock, &byte, 1, MSG_DONTWAIT, fds, PORT_SOCKETS_MAX, &got);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		int got = 0;
-		for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; cm; cm = CMSG_NXTHDR(&m, cm)) {
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-				int fd;
-				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-				if (byte == PORT_REPLY_SOCKETS && c->pooled < PORT_SOCKETS_MAX)
-					c->pool[c->pooled++] = fd;
-				else
-					close(fd);
-				got++;
-			}
+		for (int i = 0; i < got; i++) {
+			if (byte == PORT_REPLY_SOCKETS && c->pooled < PORT_SOCKETS_MAX)
+				c->pool[c->pooled++] = fds[i];
+			else
+				close(fds[i]);
 		}
 		if (n != 1 || !c->asking) {
 			connector_gone(c);
