@@ -138,6 +138,79 @@ static int host_token(const char *v, size_t n, const char *domain, struct previe
 	return 1;
 }
 
+static int name_is(const char *s, size_t n, const char *name)
+{
+	return strlen(name) == n && strncasecmp(s, name, n) == 0;
+}
+
+/* Is every comma-separated token of v[0..n) "keep-alive" (any case)? */
+static int only_keep_alive(const char *v, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		size_t a = i;
+		while (i < n && v[i] != ',')
+			i++;
+		size_t b = i;
+		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+			b--;
+		if (b > a && !name_is(v + a, b - a, "keep-alive"))
+			return 0;
+	}
+	return 1;
+}
+
+/* The fields a kept connection depends on (see keep in the header). */
+static void framing(const char *buf, size_t from, size_t end, struct preview_head *h)
+{
+	int length = 0;
+	h->keep = memcmp(buf + h->rest_off, " HTTP/1.1", 9) == 0;
+	h->head_method = h->method_len == 4 && memcmp(buf, "HEAD", 4) == 0;
+	for (size_t i = from; i < end && h->keep;) {
+		size_t eol = i;
+		while (eol < end && buf[eol] != '\n')
+			eol++;
+		size_t le = eol > i && buf[eol - 1] == '\r' ? eol - 1 : eol;
+		if (le == i)
+			break;   /* the blank line */
+		size_t c = i;
+		while (c < le && is_tchar(buf[c]))
+			c++;
+		if (c == i || c >= le || buf[c] != ':' || memchr(buf + i, '\r', le - i)) {
+			h->keep = 0;   /* not clean: passed on as it came, to its close */
+			break;
+		}
+		size_t a = c + 1, b = le;
+		while (a < b && (buf[a] == ' ' || buf[a] == '\t'))
+			a++;
+		while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t'))
+			b--;
+		const char *name = buf + i;
+		size_t nlen = c - i;
+		if (name_is(name, nlen, "content-length")) {
+			unsigned long long x = 0;
+			int ok = b > a && b - a <= 18;
+			for (size_t k = a; k < b && ok; k++) {
+				ok = buf[k] >= '0' && buf[k] <= '9';
+				x = x * 10 + (unsigned long long)(buf[k] - '0');
+			}
+			if (!ok || (length && x != h->body_len))
+				h->keep = 0;
+			length = 1;
+			h->body_len = x;
+		} else if (name_is(name, nlen, "transfer-encoding") || name_is(name, nlen, "upgrade")) {
+			h->keep = 0;
+		} else if (name_is(name, nlen, "connection") && !only_keep_alive(buf + a, b - a)) {
+			h->keep = 0;
+		}
+		i = eol + 1;
+	}
+	if (!h->keep)
+		h->body_len = 0;
+}
+
 enum preview_head_result preview_head_parse(const char *buf, size_t len, const char *domain,
 					    struct preview_head *h)
 {
@@ -153,6 +226,7 @@ enum preview_head_result preview_head_parse(const char *buf, size_t len, const c
 	if (request_line(buf, eol, h) < 0)
 		return PREVIEW_HEAD_BAD;
 	h->head_len = end;
+	framing(buf, eol + 1, end, h);
 	int p = path_token(buf, h);
 	if (p < 0)
 		return PREVIEW_HEAD_NO_TOKEN;
@@ -172,6 +246,9 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 	int slash = h->target_len == 0 || buf[h->target_off] != '/';
 	size_t tail = h->head_len - h->rest_off;
 	size_t need = h->method_len + 1 + (size_t)slash + h->target_len + tail;
+	static const char close_line[] = "Connection: close\r\n";
+	if (h->keep)
+		need += sizeof(close_line) - 1;
 	if (need > outcap)
 		return 0;
 	char *o = out;
@@ -181,6 +258,34 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 		*o++ = '/';
 	memcpy(o, buf + h->target_off, h->target_len);
 	o += h->target_len;
-	memcpy(o, buf + h->rest_off, tail);
-	return need;
+	if (!h->keep) {
+		memcpy(o, buf + h->rest_off, tail);
+		return need;
+	}
+	/* the request line's rest, the lines but Connection and Keep-Alive,
+	 * "Connection: close", the blank line */
+	size_t i = h->rest_off;
+	while (i < h->head_len) {
+		size_t eol = i;
+		while (eol < h->head_len && buf[eol] != '\n')
+			eol++;
+		size_t next = eol + 1, le = eol > i && buf[eol - 1] == '\r' ? eol - 1 : eol;
+		if (le == i) {   /* the blank line */
+			memcpy(o, close_line, sizeof(close_line) - 1);
+			o += sizeof(close_line) - 1;
+			memcpy(o, buf + i, next - i);
+			o += next - i;
+			break;
+		}
+		size_t c = i;
+		while (c < le && buf[c] != ':')
+			c++;
+		if (i == h->rest_off || !(name_is(buf + i, c - i, "connection") ||
+					  name_is(buf + i, c - i, "keep-alive"))) {
+			memcpy(o, buf + i, next - i);
+			o += next - i;
+		}
+		i = next;
+	}
+	return (size_t)(o - out);
 }

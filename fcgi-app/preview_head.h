@@ -35,6 +35,13 @@ struct preview_head {
 	size_t method_len;         /* method at 0 */
 	size_t target_off, target_len;   /* what to send instead of the target */
 	size_t rest_off;           /* " HTTP/1.x\r\n..." up to head_len */
+	/* keep: the exchange has ends the relay can find — HTTP/1.1, no
+	 * Upgrade, no Transfer-Encoding, a clean Content-Length or none, a
+	 * Connection of keep-alive or none — so the web server may send
+	 * another request on the connection after it */
+	int keep;
+	unsigned long long body_len;   /* keep: the body's bytes (Content-Length, or 0) */
+	int head_method;           /* the method is HEAD: no body in the answer */
 };
 
 /* Is s exactly a token: PREVIEW_TOKEN_LEN of [a-z0-9]? */
@@ -45,8 +52,12 @@ enum preview_head_result preview_head_parse(const char *buf, size_t len, const c
 					    struct preview_head *h);
 
 /* The head to send into the room: the request line with its target
- * rewritten, then the header lines unchanged.  Returns its length, or 0 if
- * it does not fit in outcap (never more than head_len + 1). */
+ * rewritten, then the header lines unchanged — but with keep, the
+ * Connection and Keep-Alive lines make way for "Connection: close" (the
+ * room's server ends its connection after each answer).  Returns its
+ * length, or 0 if it does not fit in outcap (never more than head_len +
+ * PREVIEW_HEAD_GROWTH). */
+#define PREVIEW_HEAD_GROWTH 20
 size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 			    char *out, size_t outcap);
 

@@ -28,9 +28,23 @@
  *   side's end of stream is passed on as a half-close, no byte either way
  *   for PREVIEW_IDLE_MS closes both, and a side that takes nothing for
  *   RELAY_STALL_S while bytes wait for it ends the relay.
- * - The web servers open one connection per proxied request (nginx's
- *   "Connection: close" unless upgrading, lighttpd likewise), so only the
- *   first head on a connection is read and rewritten.
+ * - nginx keeps its connections to preview.sock (nginx.conf.example's
+ *   upstream keepalive): a new connection per request cost more than the
+ *   relay's own work.  So the relay finds where each exchange ends: a
+ *   request that allows it (HTTP/1.1, a Content-Length or no body, no
+ *   Upgrade, no Connection but keep-alive: preview_head.c) is a kept
+ *   exchange — the room's server is asked to close after its answer
+ *   ("Connection: close"), no byte of the client past the request's body
+ *   is read until the answer has ended, the answer's head is read whole
+ *   and its end found (preview_frame.c), and no byte of the room past that
+ *   end goes on; then the room's socket is closed and the next request
+ *   on the connection is read like the first (another room's, maybe).
+ *   An answer whose end the relay cannot find for sure goes on with
+ *   "Connection: close" added to its head, so the web server never sends
+ *   another request on that connection: one room's bytes never reach
+ *   another room's client.  Every other exchange (lighttpd's, which
+ *   closes after each; WebSockets) is passed on as before, its answer's
+ *   head with "Connection: close" too (a 101 as it came).
  * - An answer of our own (400, 404, 408, 431, 502, 503) goes out before the
  *   request's body has been read: the connection then lingers, reading
  *   and dropping what still comes for up to LINGER_MS, before it closes
@@ -62,6 +76,7 @@
 #include "fdrecv.h"
 #include "helper_client.h"
 #include "http.h"
+#include "preview_frame.h"
 #include "preview_head.h"
 #include "preview_store.h"
 #include "protocol.h"
@@ -191,6 +206,12 @@ struct relay {
 	long last_io;
 	struct flow c2r, r2c;
 	bool hup_c, hup_r;       /* the side hung up: only what is left to read */
+	/* the answer's head is read whole (and rewritten) before it goes on;
+	 * in a kept exchange (h.keep) bytes go on only up to each side's end:
+	 * the request's body (req_left) and the answer (fr) */
+	bool resp_head;
+	struct frame fr;
+	unsigned long long req_left;
 	struct relay *next;      /* in its connector's queue, or the dead */
 	struct relay *all_next, *all_prev;
 	bool dead;               /* ended: freed after the events at hand */
@@ -612,6 +633,9 @@ static void relay_head(struct relay *r)
 		relay_end(r);
 		return;
 	}
+	/* a kept connection's next request: its head's own bound from here */
+	if (r->head_len == 0 && r->st == R_HEAD && r->deadline > now_ms() + PREVIEW_HEAD_MS)
+		r->deadline = now_ms() + PREVIEW_HEAD_MS;
 	r->head_len += (size_t)n;
 	if (r->st == R_REJECT) {   /* read (and drop) up to its head's end */
 		r->head[r->head_len] = '\0';
@@ -698,24 +722,31 @@ static void relay_start(struct relay *r)
 		relay_refuse(r, 404, "not found");
 		return;
 	}
-	r->c2r.buf = malloc(RELAY_BUF > PREVIEW_HEAD_MAX + 2 ? RELAY_BUF : PREVIEW_HEAD_MAX + 2);
-	r->r2c.buf = malloc(RELAY_BUF);
+	_Static_assert(RELAY_BUF >= PREVIEW_HEAD_MAX + PREVIEW_HEAD_GROWTH, "a head fits");
+	if (!r->c2r.buf)
+		r->c2r.buf = malloc(RELAY_BUF);
+	if (!r->r2c.buf)
+		r->r2c.buf = malloc(RELAY_BUF);
 	if (!r->c2r.buf || !r->r2c.buf) {
 		relay_refuse(r, 503, "out of memory");
 		return;
 	}
 	/* the rewritten head, then a body's first bytes if they came with it */
-	size_t hl = preview_head_rewrite(&r->h, r->head, r->c2r.buf, PREVIEW_HEAD_MAX + 2);
+	size_t hl = preview_head_rewrite(&r->h, r->head, r->c2r.buf, RELAY_BUF);
 	size_t extra = r->head_len - r->h.head_len;
-	if (hl + extra <= RELAY_BUF) {
+	if (hl && hl + extra <= RELAY_BUF) {
 		memcpy(r->c2r.buf + hl, r->head + r->h.head_len, extra);
 		r->c2r.len = hl + extra;
 	} else {   /* cannot happen: the head with its tail is at most PREVIEW_HEAD_MAX */
 		relay_refuse(r, 431, "request head too large");
 		return;
 	}
-	free(r->head);
-	r->head = NULL;
+	/* more than the body: not a web server's request (they send the next
+	 * one only after the answer), so not kept, and passed on as it came */
+	if (r->h.keep && extra > r->h.body_len)
+		r->h.keep = 0;
+	r->req_left = r->h.keep ? r->h.body_len - extra : 0;
+	r->resp_head = true;
 	r->st = R_RELAY;
 	r->deadline = 0;
 	r->last_io = now_ms();
@@ -748,29 +779,113 @@ static bool flow_send(struct flow *f, int fd, long now)
 	return true;
 }
 
-/* Read into f from fd (only when f is empty); false when the relay must
- * end (a reset: nothing more either way). */
-static bool flow_recv(struct flow *f, int fd)
+/* Read the client's bytes for the room (only when none wait); in a kept
+ * exchange no byte past the request's body (the next request waits in
+ * the socket for its turn).  false when the relay must end (a reset:
+ * nothing more either way). */
+static bool client_recv(struct relay *r)
 {
+	struct flow *f = &r->c2r;
+	size_t want = RELAY_BUF;
 	if (f->eof || f->len)
 		return true;
-	ssize_t n = recv(fd, f->buf, RELAY_BUF, MSG_DONTWAIT);
+	if (r->h.keep) {
+		if (!r->req_left) {
+			f->eof = r->hup_c;   /* gone: nothing more to read */
+			return true;
+		}
+		if (r->req_left < want)
+			want = (size_t)r->req_left;
+	}
+	ssize_t n = recv(r->client, f->buf, want, MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return true;
 	if (n < 0)
 		return false;
 	if (n == 0)
 		f->eof = true;
-	else
-		f->len = (size_t)n;
+	f->len = (size_t)n;
+	if (r->h.keep)
+		r->req_left -= (size_t)n;
 	return true;
+}
+
+enum { ROOM_OK, ROOM_END, ROOM_ANSWERED };
+
+/* Read the room's bytes for the client: the answer's head whole first,
+ * rewritten (preview_frame.c); then, in a kept exchange, only up to the
+ * answer's end (what comes after it is dropped with the room's socket). */
+static int room_recv(struct relay *r)
+{
+	struct flow *f = &r->r2c;
+	if (f->eof || (!r->resp_head && f->len) || (r->h.keep && r->fr.done))
+		return ROOM_OK;
+	if (r->resp_head) {
+		ssize_t n = recv(r->room, f->buf + f->len, RELAY_BUF - FRAME_SLACK - f->len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return ROOM_OK;
+		if (n <= 0) {   /* nothing has gone on yet: the answer is ours */
+			char msg[128];
+			snprintf(msg, sizeof(msg), "the server on port %d in the room closed without an answer",
+				 r->port);
+			relay_refuse(r, 502, msg);
+			return ROOM_ANSWERED;
+		}
+		f->len += (size_t)n;
+		size_t head;
+		int rc = frame_head(f->buf, &f->len, RELAY_BUF, r->h.head_method, r->h.keep, &r->fr, &head);
+		if (rc == 0)
+			return ROOM_OK;
+		if (rc < 0) {
+			relay_refuse(r, 502, "the answer's head from the room is too large");
+			return ROOM_ANSWERED;
+		}
+		r->resp_head = false;
+		if (r->h.keep)
+			f->len = head + frame_body(&r->fr, f->buf + head, f->len - head);
+		return ROOM_OK;
+	}
+	size_t want = RELAY_BUF;
+	if (r->h.keep && r->fr.end == FRAME_LENGTH && r->fr.left < want)
+		want = (size_t)r->fr.left;
+	ssize_t n = recv(r->room, f->buf, want, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return ROOM_OK;
+	if (n < 0)
+		return ROOM_END;
+	if (n == 0)
+		f->eof = true;
+	f->len = r->h.keep ? frame_body(&r->fr, f->buf, (size_t)n) : (size_t)n;
+	return ROOM_OK;
+}
+
+/* A kept exchange is over: the connection waits for the web server's next
+ * request, the room's socket is closed (its server was asked to close). */
+static void relay_next(struct relay *r)
+{
+	watch(r->room, &r->rr, &r->mask_r, 0);
+	slot_set(r->slot, "", -1);   /* before the close: its number may be reused at once */
+	close(r->room);
+	r->room = -1;
+	char *cb = r->c2r.buf, *rb = r->r2c.buf;
+	r->c2r = (struct flow){ .buf = cb };
+	r->r2c = (struct flow){ .buf = rb };
+	r->hup_r = false;
+	r->head_len = 0;
+	r->h = (struct preview_head){ 0 };
+	r->fr = (struct frame){ 0 };
+	r->retried = false;
+	r->st = R_HEAD;
+	r->deadline = now_ms() + PREVIEW_KEEP_MS;
+	watch(r->client, &r->rc, &r->mask_c, EPOLLIN);
 }
 
 /* Watch what can move next, or end the relay when nothing can. */
 static void relay_update(struct relay *r)
 {
 	long now = now_ms();
-	if (!flow_send(&r->c2r, r->room, now) || !flow_send(&r->r2c, r->client, now)) {
+	if (!flow_send(&r->c2r, r->room, now) ||
+	    (!r->resp_head && !flow_send(&r->r2c, r->client, now))) {
 		relay_end(r);
 		return;
 	}
@@ -778,12 +893,23 @@ static void relay_update(struct relay *r)
 		relay_end(r);
 		return;
 	}
+	/* a kept exchange ends with its answer: the next request may follow
+	 * if the answer's end was found and the request's body all came */
+	if (r->h.keep && !r->resp_head && !r->r2c.len && (r->fr.done || r->r2c.eof)) {
+		if (r->fr.done && r->fr.keep && !r->fr.broken && !r->req_left && !r->c2r.eof && !r->hup_c)
+			relay_next(r);
+		else
+			relay_end(r);
+		return;
+	}
 	/* a side that hung up is reported at once whatever is watched: it is
 	 * watched only while there is room to read its rest into */
+	bool read_c = !r->c2r.eof && !r->c2r.len && (!r->h.keep || r->req_left);
+	bool read_r = !r->r2c.eof && (r->resp_head || (!r->r2c.len && !(r->h.keep && r->fr.done)));
 	watch(r->client, &r->rc, &r->mask_c,
-	      (!r->c2r.eof && !r->c2r.len ? EPOLLIN : 0) | (r->r2c.len && !r->hup_c ? EPOLLOUT : 0));
+	      (read_c ? EPOLLIN : 0) | (r->r2c.len && !r->resp_head && !r->hup_c ? EPOLLOUT : 0));
 	watch(r->room, &r->rr, &r->mask_r,
-	      (!r->r2c.eof && !r->r2c.len ? EPOLLIN : 0) | (r->c2r.len && !r->hup_r ? EPOLLOUT : 0));
+	      (read_r ? EPOLLIN : 0) | (r->c2r.len && !r->hup_r ? EPOLLOUT : 0));
 }
 
 static void relay_event(struct relay *r, bool room_side, uint32_t ev)
@@ -805,7 +931,6 @@ static void relay_event(struct relay *r, bool room_side, uint32_t ev)
 	case R_RELAY:
 		break;
 	}
-	struct flow *f = room_side ? &r->r2c : &r->c2r;
 	if (ev & EPOLLERR) {   /* reset: nothing more either way */
 		relay_end(r);
 		return;
@@ -814,9 +939,14 @@ static void relay_event(struct relay *r, bool room_side, uint32_t ev)
 	 * half-close, or its close): what it sent is still there to read */
 	if (ev & EPOLLHUP)
 		*(room_side ? &r->hup_r : &r->hup_c) = true;
-	if ((ev & (EPOLLIN | EPOLLHUP)) && !flow_recv(f, room_side ? r->room : r->client)) {
-		relay_end(r);
-		return;
+	if (ev & (EPOLLIN | EPOLLHUP)) {
+		int rc = room_side ? room_recv(r) : client_recv(r) ? ROOM_OK : ROOM_END;
+		if (rc == ROOM_ANSWERED)
+			return;
+		if (rc == ROOM_END) {
+			relay_end(r);
+			return;
+		}
 	}
 	r->last_io = now_ms();
 	relay_update(r);

@@ -15,6 +15,10 @@
 #define PREVIEW_IDLE_MS (10 * 60 * 1000)
 /* The client's request head must be whole within this. */
 #define PREVIEW_HEAD_MS (15 * 1000)
+/* A kept connection waits this long for the web server's next request
+ * (longer than the keepalive_timeout nginx.conf.example gives nginx for
+ * it, so that nginx, not the relay, closes an idle one). */
+#define PREVIEW_KEEP_MS (120 * 1000)
 
 /* <dirname of socket>/preview.sock: where the web servers proxy /preview/. */
 int preview_socket_path(const struct config *cfg, char *out, size_t outlen);

@@ -349,7 +349,9 @@ start_stack() {
 # on a port of their own: nginx's own PUT (the dav module: the body into a
 # temporary file, renamed into place) and static GET of the same bytes, and
 # a location proxying straight to the page server on the host, with the
-# preview location's own settings.
+# preview location's own settings, and "Connection: close" to the server
+# as the relay sends it into the room (a new connection per request, on
+# both paths, to the server itself).
 ref_port=$(free_port)
 page_port=$(free_port)
 ref_nginx="    server {
@@ -365,7 +367,7 @@ ref_nginx="    server {
             proxy_http_version 1.1;
             proxy_set_header Host       \$http_host;
             proxy_set_header Upgrade    \$http_upgrade;
-            proxy_set_header Connection \$roombox_preview_connection;
+            proxy_set_header Connection close;
             proxy_buffering         off;
             proxy_request_buffering off;
             client_max_body_size    0;
