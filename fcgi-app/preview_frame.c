@@ -314,8 +314,8 @@ static bool chunk_byte(struct frame *f, char ch)
 		f->done = true;
 		break;
 	}
-	if (f->cstate == C_SIZE || f->cstate == C_DATA)
-		f->line = 0;
+	if (f->cstate == C_SIZE || f->cstate == C_DATA || f->cstate == C_TRAILER_START)
+		f->line = 0;   /* a line has ended */
 	else if (++f->line > CHUNK_LINE_MAX)
 		return false;
 	if (f->cstate >= C_TRAILER_START && ++f->trailers > TRAILERS_MAX)

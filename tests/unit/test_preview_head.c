@@ -38,13 +38,14 @@ static void test_path_style(void **state)
 	assert_string_equal(h.token, TOK);
 	assert_int_equal(h.host_style, 0);
 	assert_int_equal(h.head_len, strlen(req) - 4);
-	assert_string_equal(rewritten(req, NULL), "GET /a/b.js?x=1 HTTP/1.1\r\nHost: h:80\r\n\r\n");
+	assert_string_equal(rewritten(req, NULL),   /* kept: the room closes after its answer */
+			    "GET /a/b.js?x=1 HTTP/1.1\r\nHost: h:80\r\nConnection: close\r\n\r\n");
 	assert_string_equal(rewritten("GET /preview/" TOK " HTTP/1.0\r\n\r\n", NULL),
 			    "GET / HTTP/1.0\r\n\r\n");
 	assert_string_equal(rewritten("GET /preview/" TOK "?q HTTP/1.1\n\n", NULL),
-			    "GET /?q HTTP/1.1\n\n");
+			    "GET /?q HTTP/1.1\nConnection: close\r\n\n");
 	assert_string_equal(rewritten("POST /preview/" TOK "/ HTTP/1.1\r\n\r\n", "d.test"),
-			    "POST / HTTP/1.1\r\n\r\n");
+			    "POST / HTTP/1.1\r\nConnection: close\r\n\r\n");
 }
 
 static void test_no_token(void **state)
@@ -88,7 +89,9 @@ static void test_host_style(void **state)
 	assert_int_equal(h.port, 8000);
 	assert_string_equal(h.room, "Room_1-x");
 	assert_string_equal(h.token, TOK);
-	assert_string_equal(rewritten(req, "preview.test"), req);
+	char want[256];
+	snprintf(want, sizeof(want), "%.*sConnection: close\r\n\r\n", (int)strlen(req) - 2, req);
+	assert_string_equal(rewritten(req, "preview.test"), want);
 	static const char *const bad[] = {
 		"0-r-" TOK ".preview.test", "65536-r-" TOK ".preview.test", "080-r-" TOK ".preview.test",
 		"80-" TOK ".preview.test", "80--" TOK ".preview.test", "80-r-" TOK "preview.test",
@@ -117,6 +120,63 @@ static void test_head_bound(void **state)
 					      sizeof(out)), 0);
 }
 
+/* Which requests a kept connection may carry, and their head for the room. */
+static void test_keep(void **state)
+{
+	(void)state;
+	struct preview_head h;
+	assert_int_equal(parse("POST /preview/" TOK "/a HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n"
+			       "Connection: keep-alive\r\nKeep-Alive: 5\r\nX: y\r\n\r\n", NULL, &h),
+			 PREVIEW_HEAD_OK);
+	assert_true(h.keep);
+	assert_int_equal(h.body_len, 12);
+	assert_false(h.head_method);
+	assert_string_equal(rewritten("POST /preview/" TOK "/a HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n"
+				      "Connection: keep-alive\r\nKeep-Alive: 5\r\nX: y\r\n\r\n", NULL),
+			    "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\nX: y\r\n"
+			    "Connection: close\r\n\r\n");
+	/* nginx's kept request: no Connection at all; LF alone as line ends */
+	assert_string_equal(rewritten("HEAD /preview/" TOK " HTTP/1.1\nHost: h\n\n", NULL),
+			    "HEAD / HTTP/1.1\nHost: h\nConnection: close\r\n\n");
+	assert_int_equal(parse("HEAD /preview/" TOK " HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_OK);
+	assert_true(h.keep && h.head_method);
+	assert_int_equal(h.body_len, 0);
+	/* passed on as they came, to their close */
+	static const char *const not_kept[] = {
+		"GET /preview/" TOK "/ HTTP/1.0\r\n\r\n",
+		"GET /preview/" TOK "/ HTTP/1.1\r\nConnection: close\r\n\r\n",
+		"GET /preview/" TOK "/ HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n",
+		"GET /preview/" TOK "/ HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
+		"POST /preview/" TOK "/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST /preview/" TOK "/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"POST /preview/" TOK "/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+		"POST /preview/" TOK "/ HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\n",
+		"GET /preview/" TOK "/ HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",
+		"GET /preview/" TOK "/ HTTP/1.1\r\nX : a\r\n\r\n",
+		"GET /preview/" TOK "/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(not_kept) / sizeof(*not_kept); i++) {
+		assert_int_equal(parse(not_kept[i], NULL, &h), PREVIEW_HEAD_OK);
+		assert_false(h.keep);
+		assert_int_equal(h.body_len, 0);
+		/* only the target changed */
+		const char *out = rewritten(not_kept[i], NULL);
+		size_t m = h.method_len + 1;
+		assert_memory_equal(out, not_kept[i], m);
+		assert_string_equal(out + m, not_kept[i] + m + strlen("/preview/" TOK));
+	}
+	/* a kept head at the bound still fits the room's buffer with its line */
+	static char big[PREVIEW_HEAD_MAX + 1], out[PREVIEW_HEAD_MAX + PREVIEW_HEAD_GROWTH];
+	memset(big, 'a', PREVIEW_HEAD_MAX);
+	const char *start = "GET /preview/" TOK " HTTP/1.1\r\nX: ";
+	memcpy(big, start, strlen(start));
+	memcpy(big + PREVIEW_HEAD_MAX - 4, "\r\n\r\n", 4);
+	assert_int_equal(preview_head_parse(big, PREVIEW_HEAD_MAX, NULL, &h), PREVIEW_HEAD_OK);
+	assert_true(h.keep);
+	size_t n = preview_head_rewrite(&h, big, out, sizeof(out));
+	assert_int_equal(n, PREVIEW_HEAD_MAX + 1 + strlen("Connection: close\r\n") - strlen("/preview/" TOK));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -125,6 +185,7 @@ int main(void)
 		cmocka_unit_test(test_bad_and_incomplete),
 		cmocka_unit_test(test_host_style),
 		cmocka_unit_test(test_head_bound),
+		cmocka_unit_test(test_keep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
