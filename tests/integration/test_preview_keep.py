@@ -89,6 +89,14 @@ def reply(k, head):
         return b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + BIG
     if target == b"/close11":
         return b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + BIG
+    if target == b"/clte":
+        return (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5\r\nhello\r\n0\r\n\r\n" + PWNED)
+    if target == b"/gzipchunked":
+        return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                b"5\r\nhello\r\n0\r\n\r\n" + PWNED)
+    if target == b"/100":
+        return b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + PWNED
     if target == b"/len10":
         return b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\nConnection: keep-alive\r\n\r\nten!" + PWNED
     if target == b"/204":
@@ -120,7 +128,9 @@ def run(c):
     finally:
         c.close()
         with lock, open(LOG, "a") as f:
-            f.write(json.dumps({"target": target, "got": k.got.decode("latin-1")}) + "\n")
+            # the first 16 KiB of what came, and how much came in all
+            f.write(json.dumps({"target": target, "got": k.got[:16384].decode("latin-1"),
+                                "total": len(k.got)}) + "\n")
 
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -133,6 +143,7 @@ while True:
 
 LOG = "/tmp/srv.log"
 PWNED = b"PWNED"
+FAKE = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPWNED!"   # ROOM_SERVER's PWNED
 BIG = bytes(range(256)) * 400
 CHUNKED_BODY = (b"5;ext=1\r\nhello\r\n8 ; name=\"q\"\r\n, world!\r\n"
                 b"0\r\nX-Sum: done\r\n\r\n")
@@ -150,12 +161,13 @@ def serving_room(client, room, port=8000):
 
 
 def room_log(client, room, target, count=1):
-    """The connections the room's server logged for target (what it
-    received on each), once `count` of them have ended."""
+    """The connections the room's server logged for target, once `count`
+    of them have ended: (the first 16 KiB it received, the count of all
+    bytes received) for each."""
     def logged():
         out = client.sh(room, f"cat {LOG} 2>/dev/null || true")
         recs = [json.loads(l) for l in out.splitlines() if l.strip()]
-        recs = [r["got"].encode("latin-1") for r in recs if r["target"] == target]
+        recs = [(r["got"].encode("latin-1"), r["total"]) for r in recs if r["target"] == target]
         return recs if len(recs) >= count else None
     return wait_until(logged, 10, f"{room}'s server to log {count} connection(s) for {target}",
                       interval=0.05)
@@ -405,6 +417,38 @@ def test_close_delimited_answers_say_close_and_end(client, room):
         assert c.answer()[2] == room.encode()
 
 
+def test_answers_of_unsure_framing_say_close_and_end(client, room):
+    """Both Content-Length and Transfer-Encoding, a coding besides chunked,
+    a 1xx first: the web server is told to close, and the relay passes
+    the room's bytes to its close, then ends the connection."""
+    a = serving_room(client, room)
+    tail = b"5\r\nhello\r\n0\r\n\r\n" + FAKE
+    for path, want_status, want_rest in (
+            ("clte", "HTTP/1.1 200 OK", tail),
+            ("gzipchunked", "HTTP/1.1 200 OK", tail),
+            ("100", "HTTP/1.1 100 Continue",
+             b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + FAKE)):
+        with Relay(client.stack) as c:
+            c.send(req(a, path))
+            status, fields = c.head()
+            assert status == want_status, (path, status)
+            assert_closing(fields)
+            assert c.rest() == want_rest, path
+
+
+def test_a_request_saying_close_gets_close(client, room):
+    """lighttpd's requests carry Connection: close: the answer says close
+    (a Content-Length answer too) and the connection ends after it."""
+    a = serving_room(client, room)
+    for extra in (["Connection: close"], ["Connection: keep-alive, close"]):
+        with Relay(client.stack) as c:
+            c.send(req(a, "name", headers=extra))
+            status, fields, body = c.answer()
+            assert (status, body) == ("HTTP/1.1 200 OK", room.encode()), (status, body)
+            assert_closing(fields)
+            assert c.ended(), extra
+
+
 def test_head_204_and_304_are_kept(client, room):
     a, b, other = two_rooms(client, room)
     with Relay(client.stack) as c:
@@ -437,11 +481,11 @@ def test_post_body_is_forwarded_exactly_and_chunked_request_is_not_kept(client, 
             assert c.answer()[2] == room.encode()
     # what the room received on each POST's connection: the head, the body,
     # nothing after it
-    for got in room_log(client, room, "/post", 2):
-        head, _, rest = got.partition(b"\r\n\r\n")
+    for got, total in room_log(client, room, "/post", 2):
+        head = got.partition(b"\r\n\r\n")[0]
         n = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0]
                 .split(b":")[1])
-        assert len(rest) == n, (n, len(rest))
+        assert total == len(head) + 4 + n, (n, total - len(head) - 4)
     # a chunked request: not kept
     with Relay(client.stack) as c:
         c.send(req(a, "post", method="POST", headers=["Transfer-Encoding: chunked"]) +
@@ -453,16 +497,19 @@ def test_post_body_is_forwarded_exactly_and_chunked_request_is_not_kept(client, 
 
 
 def test_pipelined_request_is_not_forwarded(client, room):
-    """A second request sent before the first's answer: the first's answer
-    says close, the second never reaches the room."""
-    a = serving_room(client, room)
+    """A second request sent before the first's answer (here another
+    room's): the first's answer says close, and the second never reaches
+    the first room (its target would carry the other room's token)."""
+    a, b, other = two_rooms(client, room)
     with Relay(client.stack) as c:
-        c.send(req(a, "echo") + req(a, "name", headers=["X-Second: 1"]))
+        c.send(req(a, "echo") + req(b, "name", headers=["X-Second: 1"]))
         status, fields, body = c.answer()
         assert status == "HTTP/1.1 200 OK", status
+        assert body.startswith(b"GET /echo HTTP/1.1\r\n"), body
         assert_closing(fields)
         assert c.rest() == b"", "a second answer came"
-    got, = room_log(client, room, "/echo")
+    (got, total), = room_log(client, room, "/echo")
+    assert total == len(got)
     assert got.count(b" HTTP/1.1\r\n") == 1 and b"X-Second" not in got, \
         f"the room received the pipelined request: {got!r}"
 
