@@ -479,9 +479,26 @@ def test_post_body_is_forwarded_exactly_and_chunked_request_is_not_kept(client, 
             assert_kept(fields)
             c.send(req(a, "name"))
             assert c.answer()[2] == room.encode()
+    # the next request sent at once after a large body (as a client would
+    # not): the room still gets the body and nothing past it; the next
+    # request, if the relay reads it at all, gets its own answer
+    a2 = serving_room(client, unique_room(), 8001)
+    with Relay(client.stack) as c:
+        data = os.urandom(300_000)
+        c.send(req(a, "post", method="POST", body=data) + req(a2, "echo", headers=["X-Next: 1"]))
+        status, fields, body = c.answer()
+        assert (status, body) == ("HTTP/1.1 200 OK", b"300000 %s" % hashlib.sha256(
+            data).hexdigest().encode()), (status, body)
+        if "connection" not in names(fields):
+            status, fields, body = c.answer()
+            assert status == "HTTP/1.1 200 OK" and body.startswith(b"GET /echo HTTP/1.1\r\n"), \
+                (status, body)
+        else:
+            assert_closing(fields)
+            assert c.ended()
     # what the room received on each POST's connection: the head, the body,
     # nothing after it
-    for got, total in room_log(client, room, "/post", 2):
+    for got, total in room_log(client, room, "/post", 3):
         head = got.partition(b"\r\n\r\n")[0]
         n = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0]
                 .split(b":")[1])
