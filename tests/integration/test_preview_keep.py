@@ -385,7 +385,7 @@ def test_chunked_answer_whole_then_reused_and_broken_chunking_ends(client, room)
             assert (status, body) == ("HTTP/1.1 200 OK", other.encode()), (status, body, c.buf)
     with Relay(client.stack) as c:
         c.send(req(a, "badchunk"))
-        status, fields, = c.head()
+        status, fields = c.head()
         assert status == "HTTP/1.1 200 OK", status
         got = c.rest()   # the relay ends the connection where the framing breaks
         assert PWNED not in got, got
