@@ -1,56 +1,14 @@
 /* Response framing for the preview relay: see preview_frame.h. */
 #include "preview_frame.h"
 
+#include "http_lex.h"
+
 #include <string.h>
 #include <strings.h>
 
 #define CLOSE_LINE "Connection: close\r\n"
 #define CHUNK_LINE_MAX 4096         /* a chunk-size line with its extensions */
 #define TRAILERS_MAX (16u << 10)
-
-/* Offset just past the blank line ending the head, or 0. */
-static size_t head_end(const char *buf, size_t len)
-{
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (buf[i] != '\n')
-			continue;
-		if (buf[i + 1] == '\n')
-			return i + 2;
-		if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n')
-			return i + 3;
-	}
-	return 0;
-}
-
-static bool is_tchar(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static bool name_is(const char *s, size_t n, const char *name)
-{
-	return strlen(name) == n && strncasecmp(s, name, n) == 0;
-}
-
-/* Does the comma-separated list v[0..n) hold token (any case)? */
-static bool list_has(const char *v, size_t n, const char *token)
-{
-	size_t t = strlen(token), i = 0;
-	while (i < n) {
-		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		size_t a = i;
-		while (i < n && v[i] != ',')
-			i++;
-		size_t b = i;
-		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
-			b--;
-		if (b - a == t && strncasecmp(v + a, token, t) == 0)
-			return true;
-	}
-	return false;
-}
 
 /* What the header fields say; bad: anything the relay does not take as
  * clean, then the response is passed on to its close. */
@@ -61,7 +19,8 @@ struct fields {
 
 static void field(struct fields *fs, const char *name, size_t nlen, const char *v, size_t vlen)
 {
-	if (name_is(name, nlen, "content-length")) {
+	size_t others;
+	if (http_name_is(name, nlen, "content-length")) {
 		uint64_t x = 0;
 		if (vlen == 0 || vlen > 18)
 			fs->bad = true;
@@ -74,13 +33,13 @@ static void field(struct fields *fs, const char *name, size_t nlen, const char *
 			fs->bad = true;
 		fs->length = true;
 		fs->content_length = x;
-	} else if (name_is(name, nlen, "transfer-encoding")) {
+	} else if (http_name_is(name, nlen, "transfer-encoding")) {
 		/* only a lone "chunked": any other coding is read to the close */
 		if (fs->chunked || vlen != 7 || strncasecmp(v, "chunked", 7) != 0)
 			fs->bad = true;
 		fs->chunked = true;
-	} else if (name_is(name, nlen, "connection")) {
-		if (list_has(v, vlen, "close"))
+	} else if (http_name_is(name, nlen, "connection")) {
+		if (http_list_has(v, vlen, "close", &others))
 			fs->close = true;
 	}
 }
@@ -88,8 +47,8 @@ static void field(struct fields *fs, const char *name, size_t nlen, const char *
 /* Hop-by-hop fields of the room's connection: not passed on. */
 static bool hop_field(const char *name, size_t nlen)
 {
-	return name_is(name, nlen, "connection") || name_is(name, nlen, "keep-alive") ||
-	       name_is(name, nlen, "proxy-connection");
+	return http_name_is(name, nlen, "connection") || http_name_is(name, nlen, "keep-alive") ||
+	       http_name_is(name, nlen, "proxy-connection");
 }
 
 /* "HTTP/1.x SP DDD" then SP or the line's end; the status, or -1. */
@@ -161,7 +120,7 @@ int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_k
 {
 	memset(f, 0, sizeof(*f));
 	size_t limit = cap > FRAME_SLACK ? cap - FRAME_SLACK : 0;
-	size_t end = head_end(buf, *len < limit ? *len : limit);
+	size_t end = http_head_end(buf, *len < limit ? *len : limit);
 	if (!end)
 		return *len < limit ? 0 : -1;
 	/* first look, changing nothing */
@@ -177,19 +136,12 @@ int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_k
 		}
 		if (le == i)   /* the blank line */
 			break;
-		size_t c = i;
-		while (c < le && is_tchar(buf[c]))
-			c++;
-		if (c == i || c >= le || buf[c] != ':') {   /* obs-fold, no name, space before ':' */
+		size_t name_len, a, b;
+		if (!http_field(buf, i, le, &name_len, &a, &b)) {
 			fs.bad = true;
 			break;
 		}
-		size_t a = c + 1, b = le;
-		while (a < b && (buf[a] == ' ' || buf[a] == '\t'))
-			a++;
-		while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t'))
-			b--;
-		field(&fs, buf + i, c - i, buf + a, b - a);
+		field(&fs, buf + i, name_len, buf + a, b - a);
 		i = nx;
 	}
 	bool http10 = !fs.bad && buf[7] == '0';
@@ -290,7 +242,7 @@ static bool chunk_byte(struct frame *f, char ch)
 			f->cstate = C_END_LF;
 		else if (ch == '\n')
 			f->done = true;
-		else if (is_tchar(ch))
+		else if (http_tchar(ch))
 			f->cstate = C_TRAILER;
 		else
 			return false;

@@ -1,6 +1,8 @@
 /* Preview request heads: see preview_head.h. */
 #include "preview_head.h"
 
+#include "http_lex.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,31 +19,11 @@ int preview_token_valid(const char *s, size_t len)
 	return 1;
 }
 
-/* Offset just past "\r\n\r\n" (or "\n\n"), or 0. */
-static size_t head_end(const char *buf, size_t len)
-{
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (buf[i] != '\n')
-			continue;
-		if (buf[i + 1] == '\n')
-			return i + 2;
-		if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n')
-			return i + 3;
-	}
-	return 0;
-}
-
-static int is_tchar(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 /* "METHOD SP target SP HTTP/1.x" ending at eol; fills the offsets. */
 static int request_line(const char *buf, size_t eol, struct preview_head *h)
 {
 	size_t i = 0;
-	while (i < eol && is_tchar(buf[i]))
+	while (i < eol && http_tchar(buf[i]))
 		i++;
 	if (i == 0 || i >= eol || buf[i] != ' ')
 		return -1;
@@ -138,58 +120,26 @@ static int host_token(const char *v, size_t n, const char *domain, struct previe
 	return 1;
 }
 
-static int name_is(const char *s, size_t n, const char *name)
-{
-	return strlen(name) == n && strncasecmp(s, name, n) == 0;
-}
-
-/* Is every comma-separated token of v[0..n) "keep-alive" (any case)? */
-static int only_keep_alive(const char *v, size_t n)
-{
-	size_t i = 0;
-	while (i < n) {
-		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		size_t a = i;
-		while (i < n && v[i] != ',')
-			i++;
-		size_t b = i;
-		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
-			b--;
-		if (b > a && !name_is(v + a, b - a, "keep-alive"))
-			return 0;
-	}
-	return 1;
-}
-
-/* The fields a kept connection depends on (see keep in the header). */
+/* The fields framed and keep depend on (see the header). */
 static void framing(const char *buf, size_t from, size_t end, struct preview_head *h)
 {
-	int length = 0;
-	h->keep = memcmp(buf + h->rest_off, " HTTP/1.1", 9) == 0;
+	int length = 0, closes = 0;
+	h->framed = 1;
 	h->head_method = h->method_len == 4 && memcmp(buf, "HEAD", 4) == 0;
-	for (size_t i = from; i < end && h->keep;) {
+	for (size_t i = from; i < end && h->framed;) {
 		size_t eol = i;
 		while (eol < end && buf[eol] != '\n')
 			eol++;
 		size_t le = eol > i && buf[eol - 1] == '\r' ? eol - 1 : eol;
 		if (le == i)
 			break;   /* the blank line */
-		size_t c = i;
-		while (c < le && is_tchar(buf[c]))
-			c++;
-		if (c == i || c >= le || buf[c] != ':' || memchr(buf + i, '\r', le - i)) {
-			h->keep = 0;   /* not clean: passed on as it came, to its close */
+		size_t nlen, a, b, others;
+		if (!http_field(buf, i, le, &nlen, &a, &b) || memchr(buf + i, '\r', le - i)) {
+			h->framed = 0;   /* not clean: passed on as it came, to its close */
 			break;
 		}
-		size_t a = c + 1, b = le;
-		while (a < b && (buf[a] == ' ' || buf[a] == '\t'))
-			a++;
-		while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t'))
-			b--;
 		const char *name = buf + i;
-		size_t nlen = c - i;
-		if (name_is(name, nlen, "content-length")) {
+		if (http_name_is(name, nlen, "content-length")) {
 			unsigned long long x = 0;
 			int ok = b > a && b - a <= 18;
 			for (size_t k = a; k < b && ok; k++) {
@@ -197,18 +147,20 @@ static void framing(const char *buf, size_t from, size_t end, struct preview_hea
 				x = x * 10 + (unsigned long long)(buf[k] - '0');
 			}
 			if (!ok || (length && x != h->body_len))
-				h->keep = 0;
+				h->framed = 0;
 			length = 1;
 			h->body_len = x;
-		} else if (name_is(name, nlen, "transfer-encoding") || name_is(name, nlen, "upgrade")) {
-			h->keep = 0;
-		} else if (name_is(name, nlen, "connection") && !only_keep_alive(buf + a, b - a)) {
-			h->keep = 0;
+		} else if (http_name_is(name, nlen, "transfer-encoding") || http_name_is(name, nlen, "upgrade")) {
+			h->framed = 0;
+		} else if (http_name_is(name, nlen, "connection")) {
+			http_list_has(buf + a, b - a, "keep-alive", &others);
+			closes |= others > 0;
 		}
 		i = eol + 1;
 	}
-	if (!h->keep)
+	if (!h->framed)
 		h->body_len = 0;
+	h->keep = h->framed && !closes && memcmp(buf + h->rest_off, " HTTP/1.1", 9) == 0;
 }
 
 enum preview_head_result preview_head_parse(const char *buf, size_t len, const char *domain,
@@ -217,7 +169,7 @@ enum preview_head_result preview_head_parse(const char *buf, size_t len, const c
 	memset(h, 0, sizeof(*h));
 	if (len > PREVIEW_HEAD_MAX)
 		len = PREVIEW_HEAD_MAX;
-	size_t end = head_end(buf, len);
+	size_t end = http_head_end(buf, len);
 	if (!end)
 		return PREVIEW_HEAD_INCOMPLETE;
 	if (memchr(buf, '\0', end))
@@ -280,8 +232,8 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 		size_t c = i;
 		while (c < le && buf[c] != ':')
 			c++;
-		if (i == h->rest_off || !(name_is(buf + i, c - i, "connection") ||
-					  name_is(buf + i, c - i, "keep-alive"))) {
+		if (i == h->rest_off || !(http_name_is(buf + i, c - i, "connection") ||
+					  http_name_is(buf + i, c - i, "keep-alive"))) {
 			memcpy(o, buf + i, next - i);
 			o += next - i;
 		}

@@ -35,12 +35,13 @@ struct preview_head {
 	size_t method_len;         /* method at 0 */
 	size_t target_off, target_len;   /* what to send instead of the target */
 	size_t rest_off;           /* " HTTP/1.x\r\n..." up to head_len */
-	/* keep: the exchange has ends the relay can find — HTTP/1.1, no
-	 * Upgrade, no Transfer-Encoding, a clean Content-Length or none, a
-	 * Connection of keep-alive or none — so the web server may send
-	 * another request on the connection after it */
-	int keep;
-	unsigned long long body_len;   /* keep: the body's bytes (Content-Length, or 0) */
+	/* framed: the request's end is known — no Upgrade, no
+	 * Transfer-Encoding, a clean Content-Length or none: only its bytes
+	 * go to the room; keep: framed, HTTP/1.1, a Connection of keep-alive
+	 * or none, so the web server may send another request on the
+	 * connection after the answer */
+	int framed, keep;
+	unsigned long long body_len;   /* framed: the body's bytes (Content-Length, or 0) */
 	int head_method;           /* the method is HEAD: no body in the answer */
 };
 

@@ -207,11 +207,14 @@ struct relay {
 	struct flow c2r, r2c;
 	bool hup_c, hup_r;       /* the side hung up: only what is left to read */
 	/* the answer's head is read whole (and rewritten) before it goes on;
-	 * in a kept exchange (h.keep) bytes go on only up to each side's end:
-	 * the request's body (req_left) and the answer (fr) */
+	 * in a framed exchange (h.framed) bytes go on only up to each side's
+	 * end: the request's body (req_left) and the answer (fr); bytes that
+	 * came after the request's end are the next request's (head[carry_off
+	 * .. +carry_len), read once this exchange is over, if it is kept) */
 	bool resp_head;
 	struct frame fr;
 	unsigned long long req_left;
+	size_t carry_off, carry_len;
 	struct relay *next;      /* in its connector's queue, or the dead */
 	struct relay *all_next, *all_prev;
 	bool dead;               /* ended: freed after the events at hand */
@@ -624,6 +627,8 @@ void preview_connector_forget(const char *room)
 
 /* ---- the stages of a relay ---- */
 
+static void relay_parse(struct relay *r);
+
 static void relay_head(struct relay *r)
 {
 	ssize_t n = recv(r->client, r->head + r->head_len, PREVIEW_HEAD_MAX - r->head_len, 0);
@@ -647,6 +652,12 @@ static void relay_head(struct relay *r)
 		}
 		return;
 	}
+	relay_parse(r);
+}
+
+/* The head so far: on to the room once it is whole and names an exposure. */
+static void relay_parse(struct relay *r)
+{
 	enum preview_head_result res = preview_head_parse(r->head, r->head_len,
 							  relay_app->cfg.preview_domain, &r->h);
 	if (res == PREVIEW_HEAD_INCOMPLETE) {
@@ -741,11 +752,15 @@ static void relay_start(struct relay *r)
 		relay_refuse(r, 431, "request head too large");
 		return;
 	}
-	/* more than the body: not a web server's request (they send the next
-	 * one only after the answer), so not kept, and passed on as it came */
-	if (r->h.keep && extra > r->h.body_len)
-		r->h.keep = 0;
-	r->req_left = r->h.keep ? r->h.body_len - extra : 0;
+	/* more than the body: the next request (web servers do not send it
+	 * before the answer, but a peer of preview.sock might), never for
+	 * this room: kept back for its turn */
+	if (r->h.framed && extra > r->h.body_len) {
+		r->carry_off = r->h.head_len + (size_t)r->h.body_len;
+		r->carry_len = extra - (size_t)r->h.body_len;
+		r->c2r.len -= r->carry_len;
+	}
+	r->req_left = r->h.framed && extra < r->h.body_len ? r->h.body_len - extra : 0;
 	r->resp_head = true;
 	r->st = R_RELAY;
 	r->deadline = 0;
@@ -789,7 +804,7 @@ static bool client_recv(struct relay *r)
 	size_t want = RELAY_BUF;
 	if (f->eof || f->len)
 		return true;
-	if (r->h.keep) {
+	if (r->h.framed) {
 		if (!r->req_left) {
 			f->eof = r->hup_c;   /* gone: nothing more to read */
 			return true;
@@ -805,7 +820,7 @@ static bool client_recv(struct relay *r)
 	if (n == 0)
 		f->eof = true;
 	f->len = (size_t)n;
-	if (r->h.keep)
+	if (r->h.framed)
 		r->req_left -= (size_t)n;
 	return true;
 }
@@ -818,7 +833,7 @@ enum { ROOM_OK, ROOM_END, ROOM_ANSWERED };
 static int room_recv(struct relay *r)
 {
 	struct flow *f = &r->r2c;
-	if (f->eof || (!r->resp_head && f->len) || (r->h.keep && r->fr.done))
+	if (f->eof || (!r->resp_head && f->len) || (r->h.framed && r->fr.done))
 		return ROOM_OK;
 	if (r->resp_head) {
 		ssize_t n = recv(r->room, f->buf + f->len, RELAY_BUF - FRAME_SLACK - f->len, MSG_DONTWAIT);
@@ -841,12 +856,12 @@ static int room_recv(struct relay *r)
 			return ROOM_ANSWERED;
 		}
 		r->resp_head = false;
-		if (r->h.keep)
+		if (r->h.framed)
 			f->len = head + frame_body(&r->fr, f->buf + head, f->len - head);
 		return ROOM_OK;
 	}
 	size_t want = RELAY_BUF;
-	if (r->h.keep && r->fr.end == FRAME_LENGTH && r->fr.left < want)
+	if (r->h.framed && r->fr.end == FRAME_LENGTH && r->fr.left < want)
 		want = (size_t)r->fr.left;
 	ssize_t n = recv(r->room, f->buf, want, MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -855,7 +870,7 @@ static int room_recv(struct relay *r)
 		return ROOM_END;
 	if (n == 0)
 		f->eof = true;
-	f->len = r->h.keep ? frame_body(&r->fr, f->buf, (size_t)n) : (size_t)n;
+	f->len = r->h.framed ? frame_body(&r->fr, f->buf, (size_t)n) : (size_t)n;
 	return ROOM_OK;
 }
 
@@ -871,13 +886,17 @@ static void relay_next(struct relay *r)
 	r->c2r = (struct flow){ .buf = cb };
 	r->r2c = (struct flow){ .buf = rb };
 	r->hup_r = false;
-	r->head_len = 0;
+	memmove(r->head, r->head + r->carry_off, r->carry_len);
+	r->head_len = r->carry_len;
+	r->carry_off = r->carry_len = 0;
 	r->h = (struct preview_head){ 0 };
 	r->fr = (struct frame){ 0 };
 	r->retried = false;
 	r->st = R_HEAD;
-	r->deadline = now_ms() + PREVIEW_KEEP_MS;
+	r->deadline = now_ms() + (r->head_len ? PREVIEW_HEAD_MS : PREVIEW_KEEP_MS);
 	watch(r->client, &r->rc, &r->mask_c, EPOLLIN);
+	if (r->head_len)   /* the next request came early: its turn now */
+		relay_parse(r);
 }
 
 /* Watch what can move next, or end the relay when nothing can. */
@@ -893,9 +912,9 @@ static void relay_update(struct relay *r)
 		relay_end(r);
 		return;
 	}
-	/* a kept exchange ends with its answer: the next request may follow
-	 * if the answer's end was found and the request's body all came */
-	if (r->h.keep && !r->resp_head && !r->r2c.len && (r->fr.done || r->r2c.eof)) {
+	/* a framed exchange ends with its answer; when kept, the next request
+	 * may follow if the answer's end was found and the body all came */
+	if (r->h.framed && !r->resp_head && !r->r2c.len && (r->fr.done || r->r2c.eof)) {
 		if (r->fr.done && r->fr.keep && !r->fr.broken && !r->req_left && !r->c2r.eof && !r->hup_c)
 			relay_next(r);
 		else
@@ -904,8 +923,8 @@ static void relay_update(struct relay *r)
 	}
 	/* a side that hung up is reported at once whatever is watched: it is
 	 * watched only while there is room to read its rest into */
-	bool read_c = !r->c2r.eof && !r->c2r.len && (!r->h.keep || r->req_left);
-	bool read_r = !r->r2c.eof && (r->resp_head || (!r->r2c.len && !(r->h.keep && r->fr.done)));
+	bool read_c = !r->c2r.eof && !r->c2r.len && (!r->h.framed || r->req_left);
+	bool read_r = !r->r2c.eof && (r->resp_head || (!r->r2c.len && !(r->h.framed && r->fr.done)));
 	watch(r->client, &r->rc, &r->mask_c,
 	      (read_c ? EPOLLIN : 0) | (r->r2c.len && !r->resp_head && !r->hup_c ? EPOLLOUT : 0));
 	watch(r->room, &r->rr, &r->mask_r,

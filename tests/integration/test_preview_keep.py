@@ -513,18 +513,24 @@ def test_post_body_is_forwarded_exactly_and_chunked_request_is_not_kept(client, 
         assert c.ended(), "the connection stayed open after an answer that said close"
 
 
-def test_pipelined_request_is_not_forwarded(client, room):
+def test_pipelined_request_waits_for_its_turn(client, room):
     """A second request sent before the first's answer (here another
-    room's): the first's answer says close, and the second never reaches
-    the first room (its target would carry the other room's token)."""
+    room's): it never reaches the first room (its target carries the other
+    room's token); it is read once the first answer has ended, and answered
+    by its own room, in order."""
     a, b, other = two_rooms(client, room)
     with Relay(client.stack) as c:
-        c.send(req(a, "echo") + req(b, "name", headers=["X-Second: 1"]))
+        c.send(req(a, "echo") + req(b, "echo", headers=["X-Second: 1"]))
         status, fields, body = c.answer()
         assert status == "HTTP/1.1 200 OK", status
         assert body.startswith(b"GET /echo HTTP/1.1\r\n"), body
-        assert_closing(fields)
-        assert c.rest() == b"", "a second answer came"
+        assert b"X-Second" not in body, body
+        assert_kept(fields)
+        status, fields, body = c.answer()
+        assert status == "HTTP/1.1 200 OK", status
+        assert value(fields, "x-room") == other, fields
+        assert b"X-Second: 1\r\n" in body, body
+        assert c.open_and_quiet()
     (got, total), = room_log(client, room, "/echo")
     assert total == len(got)
     assert got.count(b" HTTP/1.1\r\n") == 1 and b"X-Second" not in got, \

@@ -158,6 +158,7 @@ static void test_keep(void **state)
 	for (size_t i = 0; i < sizeof(not_kept) / sizeof(*not_kept); i++) {
 		assert_int_equal(parse(not_kept[i], NULL, &h), PREVIEW_HEAD_OK);
 		assert_false(h.keep);
+		assert_int_equal(h.framed, i < 2);   /* the first two: their end is known */
 		assert_int_equal(h.body_len, 0);
 		/* only the target changed */
 		const char *out = rewritten(not_kept[i], NULL);
