@@ -142,6 +142,12 @@ int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_k
 			break;
 		}
 		field(&fs, buf + i, name_len, buf + a, b - a);
+		/* nginx (1.22) takes only SP around a value: a Content-Length
+		 * with a tab is none to it, read to the close; ended here, its
+		 * client would wait for the close until the kept connection's
+		 * own deadline */
+		if (memchr(buf + i, '\t', le - i) && http_name_is(buf + i, name_len, "content-length"))
+			fs.bad = true;
 		i = nx;
 	}
 	bool http10 = !fs.bad && buf[7] == '0';

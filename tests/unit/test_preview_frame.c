@@ -80,6 +80,10 @@ static void test_unsure_answers_get_connection_close(void **state)
 		"HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n",
+		/* nginx 1.22 takes only SP around a value: to it these have no
+		 * length (read to the close), so the relay must not end them */
+		"HTTP/1.1 200 OK\r\nContent-Length:\t3\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\t\r\n\r\n",
 		"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nX: a\r\n folded\r\nContent-Length: 1\r\n\r\n",  /* obs-fold */
 		"HTTP/1.1 200 OK\r\nX : a\r\nContent-Length: 1\r\n\r\n",
