@@ -115,8 +115,10 @@ static size_t head_rewrite(char *buf, size_t *len, size_t end, bool compact, boo
 	return head;
 }
 
-int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_keep,
-	       struct frame *f, size_t *head_out)
+/* frame_head for the first head in buf; 2 when it was an interim answer,
+ * now dropped from buf. */
+static int head_once(char *buf, size_t *len, size_t cap, bool head_request, bool may_keep,
+		     struct frame *f, size_t *head_out)
 {
 	memset(f, 0, sizeof(*f));
 	size_t limit = cap > FRAME_SLACK ? cap - FRAME_SLACK : 0;
@@ -127,6 +129,16 @@ int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_k
 	struct fields fs = { 0 };
 	size_t eol, next;
 	f->status = line_at(buf, 0, end, &eol, &next) ? status_line(buf, eol) : -1;
+	if (f->status >= 100 && f->status < 200 && f->status != 101) {
+		/* an interim answer is not passed on: nginx 1.22 would take it
+		 * for the answer, and nginx from 1.29 reads past a 103 and
+		 * frames the answer by the final head alone (a close put in
+		 * the 103 would not be seen, the connection kept while the
+		 * relay still passes on bytes); the final head is framed */
+		memmove(buf, buf + end, *len - end);
+		*len -= end;
+		return 2;
+	}
 	fs.bad = f->status < 0;
 	for (size_t i = next; !fs.bad && i < end;) {
 		size_t le, nx;
@@ -153,9 +165,7 @@ int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_k
 	bool http10 = !fs.bad && buf[7] == '0';
 	if (fs.bad || f->status < 200 || (fs.chunked && (fs.length || http10))) {
 		/* as it came, with "Connection: close" added, and read to the
-		 * close: a 1xx may be taken for the answer (the final one then
-		 * follows as its body), a 101 starts a tunnel, the rest is not
-		 * clean HTTP/1.x */
+		 * close: a 101 starts a tunnel, the rest is not clean HTTP/1.x */
 		f->end = FRAME_CLOSE;
 		*head_out = head_rewrite(buf, len, end, false, f->status != 101 || may_keep);
 		return 1;
@@ -175,6 +185,15 @@ int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_k
 		buf[7] = '1';
 	*head_out = head_rewrite(buf, len, end, true, !f->keep);
 	return 1;
+}
+
+int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_keep,
+	       struct frame *f, size_t *head_out)
+{
+	int rc;
+	while ((rc = head_once(buf, len, cap, head_request, may_keep, f, head_out)) == 2)
+		;   /* an interim answer dropped: the next head */
+	return rc;
 }
 
 /* chunked framing's states */

@@ -6,7 +6,7 @@
  * bytes out of another room's answers on a kept connection: the relay
  * passes on a response's bytes only up to the end found here, and a
  * response whose end the web server could place elsewhere (no length,
- * a transfer coding other than chunked, a 1xx, a head that is not clean
+ * a transfer coding other than chunked, a 101, a head that is not clean
  * HTTP/1.x) goes on with "Connection: close" put in its head, so the web
  * server never sends another request on that connection.  The parser
  * reads only the bytes it is given and allocates nothing. */
@@ -50,8 +50,10 @@ struct frame {
  * Connection, Keep-Alive and Proxy-Connection fields removed, HTTP/1.0
  * made HTTP/1.1, "Connection: close" added unless f->keep; *len grows or
  * shrinks with it, and *head_out is the rewritten head's length (the body
- * bytes follow it).  A 1xx or a head that is not clean goes on as it
- * came, "Connection: close" added, read to the close. */
+ * bytes follow it).  A 101 or a head that is not clean goes on as it
+ * came, "Connection: close" added, read to the close.  An interim answer
+ * (another 1xx) is dropped from buf, and the head after it read instead
+ * (0 while that is not whole). */
 int frame_head(char *buf, size_t *len, size_t cap, bool head_request, bool may_keep,
 	       struct frame *f, size_t *head_out);
 
