@@ -88,6 +88,8 @@
 #define REJECT_DRAIN_MS 500
 #define REAP_EVERY_MS 5000
 #define LINGER_MS 5000
+/* bytes of an answer's head, interim (1xx) answers dropped before it included */
+#define RESP_HEAD_READ_MAX (64u << 10)
 
 static struct app *relay_app;
 static int relay_listen_fd = -1, loop_fd = -1;
@@ -212,6 +214,7 @@ struct relay {
 	 * came after the request's end are the next request's (head[carry_off
 	 * .. +carry_len), read once this exchange is over, if it is kept) */
 	bool resp_head;
+	size_t resp_read;        /* bytes read while resp_head: bounded */
 	struct frame fr;
 	unsigned long long req_left;
 	size_t carry_off, carry_len;
@@ -762,6 +765,7 @@ static void relay_start(struct relay *r)
 	}
 	r->req_left = r->h.framed && extra < r->h.body_len ? r->h.body_len - extra : 0;
 	r->resp_head = true;
+	r->resp_read = 0;
 	r->st = R_RELAY;
 	r->deadline = 0;
 	r->last_io = now_ms();
@@ -847,8 +851,13 @@ static int room_recv(struct relay *r)
 			return ROOM_ANSWERED;
 		}
 		f->len += (size_t)n;
+		r->resp_read += (size_t)n;
 		size_t head;
 		int rc = frame_head(f->buf, &f->len, RELAY_BUF, r->h.head_method, r->h.keep, &r->fr, &head);
+		/* interim answers are dropped (frame_head): a stream of them
+		 * must not hold the relay for ever, nothing reaching the client */
+		if (rc == 0 && r->resp_read > RESP_HEAD_READ_MAX)
+			rc = -1;
 		if (rc == 0)
 			return ROOM_OK;
 		if (rc < 0) {
