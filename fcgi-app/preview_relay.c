@@ -930,12 +930,22 @@ static void relay_update(struct relay *r)
 			relay_end(r);
 		return;
 	}
+	/* a framed request is over and its client has gone (the web server
+	 * gave up, or a revocation): nobody will read the answer */
+	if (r->h.framed && !r->req_left && r->hup_c) {
+		relay_end(r);
+		return;
+	}
 	/* a side that hung up is reported at once whatever is watched: it is
-	 * watched only while there is room to read its rest into */
+	 * watched only while there is room to read its rest into; a client
+	 * whose framed request is over, for its hang-up alone (the next
+	 * request waits in the socket) */
 	bool read_c = !r->c2r.eof && !r->c2r.len && (!r->h.framed || r->req_left);
+	bool hup_only_c = r->h.framed && !r->req_left;
 	bool read_r = !r->r2c.eof && (r->resp_head || (!r->r2c.len && !(r->h.framed && r->fr.done)));
 	watch(r->client, &r->rc, &r->mask_c,
-	      (read_c ? EPOLLIN : 0) | (r->r2c.len && !r->resp_head && !r->hup_c ? EPOLLOUT : 0));
+	      (read_c ? EPOLLIN : 0) | (hup_only_c ? EPOLLHUP : 0) |
+	      (r->r2c.len && !r->resp_head && !r->hup_c ? EPOLLOUT : 0));
 	watch(r->room, &r->rr, &r->mask_r,
 	      (read_r ? EPOLLIN : 0) | (r->c2r.len && !r->hup_r ? EPOLLOUT : 0));
 }
