@@ -60,8 +60,10 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +78,7 @@
 #include "fdrecv.h"
 #include "helper_client.h"
 #include "http.h"
+#include "http_lex.h"
 #include "preview_frame.h"
 #include "preview_head.h"
 #include "preview_store.h"
@@ -152,8 +155,13 @@ static void slot_clear(int i)
 	pthread_mutex_unlock(&slots_lock);
 }
 
+/* Bumped by every revocation: a relay looks its token up again after its
+ * connect only if one came meanwhile (the store's file is gone first). */
+static atomic_uint revocations;
+
 void preview_relay_revoke(const char *token)
 {
+	atomic_fetch_add(&revocations, 1);
 	pthread_mutex_lock(&slots_lock);
 	for (int i = 0; i < PREVIEW_RELAYS_MAX; i++)
 		if (slots[i].used && strcmp(slots[i].token, token) == 0) {
@@ -204,6 +212,7 @@ struct relay {
 	char room_id[ROOM_ID_MAX + 1];
 	int port;
 	bool retried;            /* a connector already failed under it */
+	unsigned revocations;    /* the count when its token was looked up */
 	long deadline;           /* head, connect or reject; 0 = none */
 	long last_io;
 	struct flow c2r, r2c;
@@ -644,6 +653,7 @@ static void relay_head(struct relay *r)
 	/* a kept connection's next request: its head's own bound from here */
 	if (r->head_len == 0 && r->st == R_HEAD && r->deadline > now_ms() + PREVIEW_HEAD_MS)
 		r->deadline = now_ms() + PREVIEW_HEAD_MS;
+	size_t from = r->head_len > 2 ? r->head_len - 2 : 0;   /* an end may straddle the reads */
 	r->head_len += (size_t)n;
 	if (r->st == R_REJECT) {   /* read (and drop) up to its head's end */
 		r->head[r->head_len] = '\0';
@@ -655,6 +665,10 @@ static void relay_head(struct relay *r)
 		}
 		return;
 	}
+	/* no end in the new bytes: nothing to parse yet (the head so far had
+	 * none; a head dribbled a byte a read must not cost its square) */
+	if (!http_head_end(r->head + from, r->head_len - from) && r->head_len < PREVIEW_HEAD_MAX)
+		return;
 	relay_parse(r);
 }
 
@@ -672,6 +686,7 @@ static void relay_parse(struct relay *r)
 		relay_refuse(r, 400, "bad request");
 		return;
 	}
+	r->revocations = atomic_load(&revocations);
 	if (res == PREVIEW_HEAD_NO_TOKEN ||
 	    preview_lookup(r->h.token, r->room_id, sizeof(r->room_id), &r->port) < 0 ||
 	    (r->h.host_style && (r->h.port != r->port || strcasecmp(r->h.room, r->room_id) != 0))) {
@@ -682,7 +697,7 @@ static void relay_parse(struct relay *r)
 	relay_ask(r);
 }
 
-static void relay_start(struct relay *r);
+static void relay_start(struct relay *r, bool connected);
 
 /* Connect fd, a socket of the room's namespace, to the room's loopback
  * port; the loop waits for it to be writable when it is under way. */
@@ -695,15 +710,23 @@ static void relay_dial(struct relay *r, int fd)
 	r->st = R_CONNECTING;
 	r->deadline = now_ms() + PORT_CONNECT_TIMEOUT_MS;
 	/* what the client sends next (a body, its end) waits for the relay;
-	 * watched level-triggered meanwhile, it would wake the loop for ever */
-	watch(r->client, &r->rc, &r->mask_c, 0);
+	 * watched level-triggered meanwhile, it would wake the loop for ever:
+	 * only its hang-up is (kept as it is once the room is there) */
+	watch(r->client, &r->rc, &r->mask_c, EPOLLHUP);
 	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	if (rc == 0) {
-		relay_start(r);
+		relay_start(r, true);
 		return;
 	}
 	if (errno == EINPROGRESS || errno == EINTR) {
-		watch(r->room, &r->rr, &r->mask_r, EPOLLOUT);
+		/* the room's loopback has mostly answered by now: no round
+		 * through the loop for it then */
+		struct tcp_info ti;
+		socklen_t len = sizeof(ti);
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED)
+			relay_start(r, true);
+		else
+			watch(r->room, &r->rr, &r->mask_r, EPOLLOUT);
 		return;
 	}
 	if (errno == ECONNREFUSED || errno == ENETUNREACH || errno == EADDRNOTAVAIL) {
@@ -719,20 +742,22 @@ static void relay_dial(struct relay *r, int fd)
 
 static void relay_update(struct relay *r);
 
-static void relay_start(struct relay *r)
+/* connected: known to be (else SO_ERROR says how the connect ended) */
+static void relay_start(struct relay *r, bool connected)
 {
 	int soerr = 0;
 	socklen_t len = sizeof(soerr);
 	char room[ROOM_ID_MAX + 1];
 	int port;
-	if (getsockopt(r->room, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
+	if (!connected && (getsockopt(r->room, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0)) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "nothing listens on port %d in the room", r->port);
 		relay_refuse(r, 502, msg);
 		return;
 	}
 	/* revoked while we connected: end here */
-	if (preview_lookup(r->h.token, room, sizeof(room), &port) < 0) {
+	if (atomic_load(&revocations) != r->revocations &&
+	    preview_lookup(r->h.token, room, sizeof(room), &port) < 0) {
 		relay_refuse(r, 404, "not found");
 		return;
 	}
@@ -850,8 +875,14 @@ static int room_recv(struct relay *r)
 			relay_refuse(r, 502, msg);
 			return ROOM_ANSWERED;
 		}
+		size_t from = f->len > 2 ? f->len - 2 : 0;   /* an end may straddle the reads */
 		f->len += (size_t)n;
 		r->resp_read += (size_t)n;
+		/* the head so far had no end: look for it in the new bytes only
+		 * (a head dribbled a byte a read must not cost its square) */
+		if (!http_head_end(f->buf + from, f->len - from) && f->len < RELAY_BUF - FRAME_SLACK &&
+		    r->resp_read <= RESP_HEAD_READ_MAX)
+			return ROOM_OK;
 		size_t head;
 		int rc = frame_head(f->buf, &f->len, RELAY_BUF, r->h.head_method, r->h.keep, &r->fr, &head);
 		/* interim answers are dropped (frame_head): a stream of them
@@ -964,7 +995,9 @@ static void relay_event(struct relay *r, bool room_side, uint32_t ev)
 		return;
 	case R_CONNECTING:
 		if (room_side)
-			relay_start(r);
+			relay_start(r, false);
+		else   /* the client hung up: nobody to connect for */
+			relay_end(r);
 		return;
 	case R_RELAY:
 		break;
