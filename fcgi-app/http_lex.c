@@ -17,6 +17,12 @@ size_t http_head_end(const char *buf, size_t len)
 	return 0;
 }
 
+bool http_head_ended(const char *buf, size_t before, size_t len)
+{
+	size_t from = before > 2 ? before - 2 : 0;
+	return http_head_end(buf + from, len - from) != 0;
+}
+
 bool http_tchar(char c)
 {
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||

@@ -11,6 +11,11 @@
 /* Offset just past the blank line ending a head ("\n\n" or "\n\r\n"), or 0. */
 size_t http_head_end(const char *buf, size_t len);
 
+/* Does buf[0..len) end a head, when buf[0..before) did not?  Looks only
+ * at the new bytes (and the two before them, where an end may begin), so
+ * a head that comes a byte a read costs its length, not its square. */
+bool http_head_ended(const char *buf, size_t before, size_t len);
+
 /* A token character (field names, methods). */
 bool http_tchar(char c);
 

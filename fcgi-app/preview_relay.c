@@ -220,13 +220,12 @@ struct relay {
 	/* the answer's head is read whole (and rewritten) before it goes on;
 	 * in a framed exchange (h.framed) bytes go on only up to each side's
 	 * end: the request's body (req_left) and the answer (fr); bytes that
-	 * came after the request's end are the next request's (head[carry_off
-	 * .. +carry_len), read once this exchange is over, if it is kept) */
+	 * came after the request's end, with its head, are the next request's
+	 * (carried(), read once this exchange is over, if it is kept) */
 	bool resp_head;
 	size_t resp_read;        /* bytes read while resp_head: bounded */
 	struct frame fr;
 	unsigned long long req_left;
-	size_t carry_off, carry_len;
 	struct relay *next;      /* in its connector's queue, or the dead */
 	struct relay *all_next, *all_prev;
 	bool dead;               /* ended: freed after the events at hand */
@@ -653,7 +652,7 @@ static void relay_head(struct relay *r)
 	/* a kept connection's next request: its head's own bound from here */
 	if (r->head_len == 0 && r->st == R_HEAD && r->deadline > now_ms() + PREVIEW_HEAD_MS)
 		r->deadline = now_ms() + PREVIEW_HEAD_MS;
-	size_t from = r->head_len > 2 ? r->head_len - 2 : 0;   /* an end may straddle the reads */
+	size_t before = r->head_len;
 	r->head_len += (size_t)n;
 	if (r->st == R_REJECT) {   /* read (and drop) up to its head's end */
 		r->head[r->head_len] = '\0';
@@ -667,7 +666,7 @@ static void relay_head(struct relay *r)
 	}
 	/* no end in the new bytes: nothing to parse yet (the head so far had
 	 * none; a head dribbled a byte a read must not cost its square) */
-	if (!http_head_end(r->head + from, r->head_len - from) && r->head_len < PREVIEW_HEAD_MAX)
+	if (!http_head_ended(r->head, before, r->head_len) && r->head_len < PREVIEW_HEAD_MAX)
 		return;
 	relay_parse(r);
 }
@@ -698,6 +697,14 @@ static void relay_parse(struct relay *r)
 }
 
 static void relay_start(struct relay *r, bool connected);
+
+/* The bytes read with a framed request's head past its body's end: the
+ * start of the next request, at the end of head[0..head_len). */
+static size_t carried(const struct relay *r)
+{
+	unsigned long long used = r->h.head_len + r->h.body_len;
+	return r->h.framed && r->head_len > used ? r->head_len - (size_t)used : 0;
+}
 
 /* Connect fd, a socket of the room's namespace, to the room's loopback
  * port; the loop waits for it to be writable when it is under way. */
@@ -783,11 +790,7 @@ static void relay_start(struct relay *r, bool connected)
 	/* more than the body: the next request (web servers do not send it
 	 * before the answer, but a peer of preview.sock might), never for
 	 * this room: kept back for its turn */
-	if (r->h.framed && extra > r->h.body_len) {
-		r->carry_off = r->h.head_len + (size_t)r->h.body_len;
-		r->carry_len = extra - (size_t)r->h.body_len;
-		r->c2r.len -= r->carry_len;
-	}
+	r->c2r.len -= carried(r);
 	r->req_left = r->h.framed && extra < r->h.body_len ? r->h.body_len - extra : 0;
 	r->resp_head = true;
 	r->resp_read = 0;
@@ -823,6 +826,18 @@ static bool flow_send(struct flow *f, int fd, long now)
 	return true;
 }
 
+/* Up to want bytes from fd into the empty f; its end of stream sets
+ * f->eof.  The bytes read (0: none now, or the end), or -1 when the relay
+ * must end (a reset: nothing more either way). */
+static ssize_t flow_read(struct flow *f, int fd, size_t want)
+{
+	ssize_t n = recv(fd, f->buf, want, MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	f->eof = n == 0;
+	return n;
+}
+
 /* Read the client's bytes for the room (only when none wait); in a kept
  * exchange no byte past the request's body (the next request waits in
  * the socket for its turn).  false when the relay must end (a reset:
@@ -841,13 +856,9 @@ static bool client_recv(struct relay *r)
 		if (r->req_left < want)
 			want = (size_t)r->req_left;
 	}
-	ssize_t n = recv(r->client, f->buf, want, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return true;
+	ssize_t n = flow_read(f, r->client, want);
 	if (n < 0)
 		return false;
-	if (n == 0)
-		f->eof = true;
 	f->len = (size_t)n;
 	if (r->h.framed)
 		r->req_left -= (size_t)n;
@@ -875,12 +886,12 @@ static int room_recv(struct relay *r)
 			relay_refuse(r, 502, msg);
 			return ROOM_ANSWERED;
 		}
-		size_t from = f->len > 2 ? f->len - 2 : 0;   /* an end may straddle the reads */
+		size_t before = f->len;
 		f->len += (size_t)n;
 		r->resp_read += (size_t)n;
 		/* the head so far had no end: look for it in the new bytes only
 		 * (a head dribbled a byte a read must not cost its square) */
-		if (!http_head_end(f->buf + from, f->len - from) && f->len < RELAY_BUF - FRAME_SLACK &&
+		if (!http_head_ended(f->buf, before, f->len) && f->len < RELAY_BUF - FRAME_SLACK &&
 		    r->resp_read <= RESP_HEAD_READ_MAX)
 			return ROOM_OK;
 		size_t head;
@@ -903,13 +914,9 @@ static int room_recv(struct relay *r)
 	size_t want = RELAY_BUF;
 	if (r->h.framed && r->fr.end == FRAME_LENGTH && r->fr.left < want)
 		want = (size_t)r->fr.left;
-	ssize_t n = recv(r->room, f->buf, want, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return ROOM_OK;
+	ssize_t n = flow_read(f, r->room, want);
 	if (n < 0)
 		return ROOM_END;
-	if (n == 0)
-		f->eof = true;
 	f->len = r->h.framed ? frame_body(&r->fr, f->buf, (size_t)n) : (size_t)n;
 	return ROOM_OK;
 }
@@ -926,9 +933,9 @@ static void relay_next(struct relay *r)
 	r->c2r = (struct flow){ .buf = cb };
 	r->r2c = (struct flow){ .buf = rb };
 	r->hup_r = false;
-	memmove(r->head, r->head + r->carry_off, r->carry_len);
-	r->head_len = r->carry_len;
-	r->carry_off = r->carry_len = 0;
+	size_t carry = carried(r);
+	memmove(r->head, r->head + r->head_len - carry, carry);
+	r->head_len = carry;
 	r->h = (struct preview_head){ 0 };
 	r->fr = (struct frame){ 0 };
 	r->retried = false;

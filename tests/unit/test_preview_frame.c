@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "http_lex.h"
 #include "preview_frame.h"
 
 #define CAP 4096
@@ -237,9 +238,34 @@ static void test_chunked_breaks(void **state)
 	assert_true(fr.broken);
 }
 
+/* A head read in pieces of every size: its end is seen in the piece that
+ * brings it, looking at the new bytes only. */
+static void test_head_end_in_any_pieces(void **state)
+{
+	(void)state;
+	static const char *const heads[] = { "HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody",
+					     "HTTP/1.1 200 OK\nA: b\n\nbody" };
+	for (size_t k = 0; k < 2; k++) {
+		const char *h = heads[k];
+		size_t n = strlen(h), end = http_head_end(h, n);
+		assert_true(end > 0);
+		for (size_t step = 1; step <= n; step++) {
+			size_t got = 0, seen = 0;
+			while (got < n && !seen) {
+				size_t before = got;
+				got = got + step < n ? got + step : n;
+				if (http_head_ended(h, before, got))
+					seen = got;
+			}
+			assert_true(seen >= end && seen < end + step);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_head_end_in_any_pieces),
 		cmocka_unit_test(test_content_length_kept_and_hop_fields_dropped),
 		cmocka_unit_test(test_http10_with_length_becomes_11),
 		cmocka_unit_test(test_no_body_answers),
