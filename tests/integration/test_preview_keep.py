@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import socket
+import time
 
 from conftest import unique_room, wait_until
 from preview_util import expose, start_in_room, target_of, wait_serving
@@ -28,7 +29,7 @@ SERVERS = ("nginx",)
 # relay closes, then logs one JSON line per connection with every byte it
 # received, so a test sees exactly what the relay forwarded.
 ROOM_SERVER = r'''
-import hashlib, json, socket, sys, threading
+import hashlib, json, socket, sys, threading, time
 PORT, NAME, LOG = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
 lock = threading.Lock()
 PWNED = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPWNED!"
@@ -37,10 +38,32 @@ CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n
            b"0\r\nX-Sum: done\r\n\r\n")
 BIG = bytes(range(256)) * 400
 
+# answers that depend on nothing of the request
+FIXED = {
+    b"/hostile": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" + PWNED + b"\0garbage\r\n\r\n",
+    b"/chunked": CHUNKED + PWNED,
+    b"/badchunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n" + PWNED,
+    b"/close10": b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + BIG,
+    b"/close11": b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + BIG,
+    b"/clte": (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\nhello\r\n0\r\n\r\n" + PWNED),
+    b"/gzipchunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                      b"5\r\nhello\r\n0\r\n\r\n" + PWNED),
+    b"/100": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + PWNED,
+    b"/len10": b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\nConnection: keep-alive\r\n\r\nten!" + PWNED,
+    b"/204": b"HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n" + PWNED,
+    b"/304": b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nContent-Length: 9\r\n\r\n" + PWNED,
+    # interim answers without end: never a final head
+    b"/interims": b"HTTP/1.1 100 Continue\r\n\r\n" * 4000,
+}
+
 def answer(body, status=b"200 OK"):
     return (b"HTTP/1.1 " + status + b"\r\nContent-Length: " + str(len(body)).encode() +
             b"\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\n"
             b"Proxy-Connection: keep-alive\r\nX-Room: " + NAME + b"\r\n\r\n" + body)
+
+# /dribble's answer, sent a byte a segment
+DRIBBLE = answer(b"dribbled " + NAME)
 
 class Conn:
     def __init__(self, c):
@@ -79,30 +102,8 @@ def reply(k, head):
             return answer(b"chunked " + NAME)
         body = k.exactly(int(fields[b"content-length"]))
         return answer(b"%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode()))
-    if target == b"/hostile":
-        return b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" + PWNED + b"\0garbage\r\n\r\n"
-    if target == b"/chunked":
-        return CHUNKED + PWNED
-    if target == b"/badchunk":
-        return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n" + PWNED
-    if target == b"/close10":
-        return b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + BIG
-    if target == b"/close11":
-        return b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + BIG
-    if target == b"/clte":
-        return (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"5\r\nhello\r\n0\r\n\r\n" + PWNED)
-    if target == b"/gzipchunked":
-        return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-                b"5\r\nhello\r\n0\r\n\r\n" + PWNED)
-    if target == b"/100":
-        return b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + PWNED
-    if target == b"/len10":
-        return b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\nConnection: keep-alive\r\n\r\nten!" + PWNED
-    if target == b"/204":
-        return b"HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n" + PWNED
-    if target == b"/304":
-        return b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nContent-Length: 9\r\n\r\n" + PWNED
+    if target in FIXED:
+        return FIXED[target]
     if target == b"/bighead":
         pad = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 1000) for i in range(40))
         return b"HTTP/1.1 200 OK\r\n" + pad + b"Content-Length: 2\r\n\r\nok"
@@ -119,7 +120,13 @@ def run(c):
     try:
         head = k.head()
         target = head.split(b" ")[1].decode("latin-1")
-        c.sendall(reply(k, head))
+        if target == "/dribble":   # the answer a byte a segment, paced
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for i in range(len(DRIBBLE)):
+                c.sendall(DRIBBLE[i:i + 1])
+                time.sleep(0.0005)
+        else:
+            c.sendall(reply(k, head))
         c.shutdown(socket.SHUT_WR)
         while True:
             k.more()
@@ -328,6 +335,27 @@ def test_one_connection_alternates_between_two_rooms(client, room):
             assert value(fields, "x-room") == name, (i, fields)
             assert_kept(fields)
             assert c.open_and_quiet(), f"request {i}: the connection did not stay open and quiet"
+
+
+def test_heads_that_come_a_byte_at_a_time(client, room):
+    """A request head the web server sends a byte at a time, and an answer
+    head the room sends a byte a segment: each is found whole (its end may
+    straddle any two reads), the answer arrives intact and the connection
+    stays for the next request."""
+    a, b, other = two_rooms(client, room)
+    with Relay(client.stack) as c:
+        raw = req(a, "dribble")
+        for i in range(len(raw)):   # paced, so that the relay reads them apart
+            c.send(raw[i:i + 1])
+            time.sleep(0.0005)
+        status, fields, body = c.answer()
+        assert status == "HTTP/1.1 200 OK", status
+        assert body == b"dribbled " + room.encode(), body
+        assert value(fields, "x-room") == room, fields
+        assert_kept(fields)
+        c.send(req(b, "name"))
+        status, fields, body = c.answer()
+        assert body == other.encode(), body
 
 
 def test_hostile_extra_answer_never_reaches_the_next_request(client, room):
@@ -558,6 +586,7 @@ def test_unusable_answers_are_the_relays_502(client, room):
         "bighead": "the answer's head from the room is too large",
         "silent": "the server on port 8000 in the room closed without an answer",
         "halfhead": "the server on port 8000 in the room closed without an answer",
+        "interims": "the answer's head from the room is too large",   # 100 KB of 1xx
     }
     for path, msg in cases.items():
         with Relay(client.stack) as c:
