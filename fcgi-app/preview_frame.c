@@ -13,13 +13,12 @@
 /* What the header fields say; bad: anything the relay does not take as
  * clean, then the response is passed on to its close. */
 struct fields {
-	bool bad, close, chunked, length;
+	bool bad, chunked, length;
 	uint64_t content_length;
 };
 
 static void field(struct fields *fs, const char *name, size_t nlen, const char *v, size_t vlen)
 {
-	size_t others;
 	if (http_name_is(name, nlen, "content-length")) {
 		uint64_t x = 0;
 		if (vlen == 0 || vlen > 18)
@@ -38,9 +37,6 @@ static void field(struct fields *fs, const char *name, size_t nlen, const char *
 		if (fs->chunked || vlen != 7 || strncasecmp(v, "chunked", 7) != 0)
 			fs->bad = true;
 		fs->chunked = true;
-	} else if (http_name_is(name, nlen, "connection")) {
-		if (http_list_has(v, vlen, "close", &others))
-			fs->close = true;
 	}
 }
 
