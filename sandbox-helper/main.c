@@ -676,6 +676,14 @@ static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idl
 
 static int verb_info(struct helper *h, struct mj_writer *out)
 {
+	/* the service asks once, as it starts: the lower trees of rootfs =
+	 * host are made now rather than by the first room's start (best
+	 * effort: a room's start makes them, or says why it cannot) */
+	struct jail_lower lower;
+	char err[512];
+	if (room_dirs_prepare(&h->cfg, err, sizeof(err)) < 0 ||
+	    jail_lower_prepare(&h->cfg, &lower, err, sizeof(err)) < 0)
+		fprintf(stderr, "roombox-helper: info: %s\n", err);
 	mjw_object_begin(out);
 	mjw_key(out, HK_CGROUP);
 	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));
