@@ -13,7 +13,9 @@
  * unshares a cgroup namespace rooted there.  Still host root, it builds the
  * room's root in its private mount namespace: on a scratch tmpfs, idmapped
  * clones of the lower trees (host id N shows as room id N, so the host's
- * files appear owned by the room's root); then the room's disk (mounted by
+ * files appear owned by the room's root) and of the mask that hides, above
+ * the host's, what only its owner or group may read there (hostmask.h);
+ * then the room's disk (mounted by
  * the helper, below), moved in and cloned idmapped too (the disk keeps
  * room-relative ids), overlays of them, a fresh /proc, a minimal /dev; it
  * pivots into the root, writes /etc/resolv.conf when network = egress,
@@ -38,7 +40,8 @@
  * host, and an /etc made from an allowlist of host files (with apt's and
  * dpkg's, so the room's apt knows the host's sources and its dpkg the host's
  * installed packages).  It lives on the run directory (tmpfs), so
- * it is rebuilt after each boot, from whatever the host then has.
+ * it is rebuilt after each boot, from whatever the host then has; so is
+ * the mask, and whenever its key says the host's trees changed.
  */
 #include "errbuf.h"
 #include "fdpass.h"
