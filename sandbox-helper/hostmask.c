@@ -193,14 +193,21 @@ static int walk_dir(struct walk *w, int fd, int depth)
 	return rc;
 }
 
+/* <host_root>/<path> (host_root "" for the host's own trees). */
+static void tree_path(char *p, size_t len, const char *host_root, const struct hostmask_tree *t)
+{
+	snprintf(p, len, "%s/%s", host_root, t->path);
+}
+
 /* The mask of one host tree in <dir>/<name>.  The tree is read through a
  * clone of its mount (open_tree without AT_RECURSIVE): what a room's lower
  * layer shows, with no mount below it. */
-static int mask_tree(const char *dir, const struct hostmask_tree *t, char *err, size_t errlen)
+static int mask_tree(const char *host_root, const char *dir, const struct hostmask_tree *t,
+		     char *err, size_t errlen)
 {
-	static struct walk w;    /* 80 KiB: not on the stack */
+	static struct walk w;    /* 14 KiB: not on the stack */
 	char host[PATH_MAX];
-	snprintf(host, sizeof(host), "/%s", t->path);
+	tree_path(host, sizeof(host), host_root, t);
 	int clone = (int)syscall(SYS_open_tree, AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	int fd = clone < 0 ? -1 : openat(clone, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (clone >= 0)
@@ -219,12 +226,24 @@ static int mask_tree(const char *dir, const struct hostmask_tree *t, char *err, 
 	return 0;
 }
 
-static bool tree_is_dir(const struct hostmask_tree *t)
+static bool tree_is_dir(const char *host_root, const struct hostmask_tree *t)
 {
 	char host[PATH_MAX];
 	struct stat st;
-	snprintf(host, sizeof(host), "/%s", t->path);
+	tree_path(host, sizeof(host), host_root, t);
 	return lstat(host, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int hostmask_key(const char *host_root, const struct hostmask_tree *trees, size_t n, uint64_t *key)
+{
+	*key = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < n; i++) {
+		char host[PATH_MAX];
+		tree_path(host, sizeof(host), host_root, &trees[i]);
+		if (tree_is_dir(host_root, &trees[i]) && tree_key(host, key) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* A mask there already: 1; none: 0; something else in its place: -1. */
@@ -243,21 +262,23 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 	return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
-/* Built under a temporary name, then renamed: a helper sees either no
- * mask of that key or a whole one.  A build that failed (here or in a
- * helper that died, whose pid this one may have) leaves nothing. */
-static int mask_build(const char *run_dir, const struct hostmask_tree *trees, size_t n,
-		      const char *path, char *err, size_t errlen)
+/* Built under a temporary name in the same directory, then renamed: a
+ * helper sees either no mask of that name or a whole one.  A build that
+ * failed (here or in a helper that died, whose pid this one may have)
+ * leaves nothing. */
+int hostmask_build(const char *host_root, const struct hostmask_tree *trees, size_t n,
+		   const char *path, char *err, size_t errlen)
 {
 	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s/.mask.%d", run_dir, (int)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return ERR("mask: %s: path too long", path);
 	nftw(tmp, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 	if (mkdir(tmp, 0755) < 0)
 		return ERR("mask: mkdir %s: %s", tmp, strerror(errno));
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		if (tree_is_dir(&trees[i]))
-			rc = mask_tree(tmp, &trees[i], err, errlen);
+		if (tree_is_dir(host_root, &trees[i]))
+			rc = mask_tree(host_root, tmp, &trees[i], err, errlen);
 	if (rc == 0 && rename(tmp, path) < 0)
 		rc = ERR("mask: rename %s: %s", path, strerror(errno));
 	if (rc < 0)
@@ -268,13 +289,9 @@ static int mask_build(const char *run_dir, const struct hostmask_tree *trees, si
 int hostmask_prepare(const struct config *cfg, const struct hostmask_tree *trees, size_t n,
 		     char *out, size_t outlen, char *err, size_t errlen)
 {
-	uint64_t key = 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < n; i++) {
-		char host[PATH_MAX];
-		snprintf(host, sizeof(host), "/%s", trees[i].path);
-		if (tree_is_dir(&trees[i]) && tree_key(host, &key) < 0)
-			return ERR("mask: read %s: %s", host, strerror(errno));
-	}
+	uint64_t key;
+	if (hostmask_key("", trees, n, &key) < 0)
+		return ERR("mask: read the host's trees: %s", strerror(errno));
 	if (snprintf(out, outlen, "%s/mask-%016llx", cfg->run_dir, (unsigned long long)key) >= (int)outlen)
 		return ERR("mask: run_dir path too long");
 	int ready = mask_ready(out, err, errlen);
@@ -291,7 +308,7 @@ int hostmask_prepare(const struct config *cfg, const struct hostmask_tree *trees
 		return ERR("mask: lock %s: %s", lock, strerror(e));
 	}
 	ready = mask_ready(out, err, errlen);
-	int rc = ready < 0 ? -1 : ready ? 0 : mask_build(cfg->run_dir, trees, n, out, err, errlen);
+	int rc = ready < 0 ? -1 : ready ? 0 : hostmask_build("", trees, n, out, err, errlen);
 	close(fd);
 	return rc;
 }

@@ -25,6 +25,7 @@
 #define ROOMBOX_HOSTMASK_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "config.h"
 
 /* One shared tree: its host path without the leading slash ("usr",
@@ -42,5 +43,13 @@ int hostmask_prepare(const struct config *cfg, const struct hostmask_tree *trees
 /* Whether a host entry of this mode stays out of rooms: a file others may
  * not read, a directory others may not both list and search. */
 int hostmask_hides(unsigned mode);
+
+/* The parts of hostmask_prepare, for trees under host_root ("" for the
+ * host's own): the key of the trees as they are now (0, or -1 with
+ * errno), and their mask built into path, which must not exist yet (0, or
+ * -1 with err). */
+int hostmask_key(const char *host_root, const struct hostmask_tree *trees, size_t n, uint64_t *key);
+int hostmask_build(const char *host_root, const struct hostmask_tree *trees, size_t n,
+		   const char *path, char *err, size_t errlen);
 
 #endif
