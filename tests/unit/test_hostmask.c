@@ -79,31 +79,42 @@ static int teardown(void **state)
 	return nftw(top, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* The host tree of the tests: usr/ and var/lib/dpkg/ (no lib32). */
+/* The host tree of the tests: usr/ and var/lib/dpkg/ (no lib32).  Type
+ * 'd' directory, 'f' file, 'l' symlink (to target). */
+static const struct entry {
+	char type;
+	const char *rel;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	const char *target;
+} host_tree[] = {
+	{ 'd', "usr", 0755, 0, 0, NULL }, { 'd', "usr/share", 0755, 0, 0, NULL },
+	{ 'f', "usr/share/secret", 0600, 0, 0, NULL }, { 'f', "usr/share/public", 0644, 0, 0, NULL },
+	{ 'd', "usr/share/private", 0700, 123, 45, NULL }, { 'f', "usr/share/private/inner", 0644, 0, 0, NULL },
+	{ 'd', "usr/share/listonly", 0711, 0, 0, NULL },
+	{ 'd', "usr/lib", 0755, 0, 0, NULL }, { 'd', "usr/lib/x", 0775, 7, 8, NULL }, { 'd', "usr/lib/x/y", 02755, 0, 50, NULL },
+	{ 'f', "usr/lib/x/y/deep", 0640, 0, 0, NULL }, { 'f', "usr/lib/x/y/open", 0644, 0, 0, NULL },
+	{ 'd', "usr/bin", 0755, 0, 0, NULL }, { 'f', "usr/bin/tool", 0711, 0, 0, NULL },
+	{ 'l', "usr/bin/link", 0, 0, 0, "../share/secret" },
+	{ 'd', "var", 0755, 0, 0, NULL }, { 'd', "var/lib", 0755, 0, 0, NULL }, { 'd', "var/lib/dpkg", 0755, 0, 0, NULL },
+	{ 'f', "var/lib/dpkg/lock", 0640, 0, 0, NULL }, { 'f', "var/lib/dpkg/status", 0644, 0, 0, NULL },
+};
+
 static void make_host_tree(void)
 {
-	make_dir("usr", 0755, 0, 0);
-	make_dir("usr/share", 0755, 0, 0);
-	make_file("usr/share/secret", 0600);
-	make_file("usr/share/public", 0644);
-	make_dir("usr/share/private", 0700, 123, 45);
-	make_file("usr/share/private/inner", 0644);
-	make_dir("usr/share/listonly", 0711, 0, 0);
-	make_dir("usr/lib", 0755, 0, 0);
-	make_dir("usr/lib/x", 0775, 7, 8);
-	make_dir("usr/lib/x/y", 02755, 0, 50);
-	make_file("usr/lib/x/y/deep", 0640);
-	make_file("usr/lib/x/y/open", 0644);
-	make_dir("usr/bin", 0755, 0, 0);
-	make_file("usr/bin/tool", 0711);
-	char p[512];
-	path_at(p, sizeof(p), host, "usr/bin/link");
-	assert_int_equal(symlink("../share/secret", p), 0);
-	make_dir("var", 0755, 0, 0);
-	make_dir("var/lib", 0755, 0, 0);
-	make_dir("var/lib/dpkg", 0755, 0, 0);
-	make_file("var/lib/dpkg/lock", 0640);
-	make_file("var/lib/dpkg/status", 0644);
+	for (size_t i = 0; i < sizeof(host_tree) / sizeof(host_tree[0]); i++) {
+		const struct entry *e = &host_tree[i];
+		char p[512];
+		path_at(p, sizeof(p), host, e->rel);
+		if (e->type == 'd')
+			make_dir(e->rel, e->mode, e->uid, e->gid);
+		else if (e->type == 'f')
+			make_file(e->rel, e->mode);
+		else
+			assert_int_equal(symlink(e->target, p), 0);
+	}
+	/* directories' times last: adding to them changed them */
 	set_mtime("usr/lib/x/y", 1000000000);
 	set_mtime("usr/lib/x", 1100000000);
 	set_mtime("usr/share", 1200000000);
@@ -146,18 +157,17 @@ static void sorted_listing(char *out, size_t len)
 
 static void test_hides_by_mode(void **state)
 {
-	assert_true(hostmask_hides(S_IFREG | 0600));
-	assert_true(hostmask_hides(S_IFREG | 0640));
-	assert_true(hostmask_hides(S_IFREG | 04711));
-	assert_false(hostmask_hides(S_IFREG | 0644));
-	assert_false(hostmask_hides(S_IFREG | 0604));
-	assert_true(hostmask_hides(S_IFDIR | 0700));
-	assert_true(hostmask_hides(S_IFDIR | 0711));
-	assert_true(hostmask_hides(S_IFDIR | 0754));
-	assert_false(hostmask_hides(S_IFDIR | 0755));
-	assert_false(hostmask_hides(S_IFDIR | 01777));
-	assert_false(hostmask_hides(S_IFLNK | 0777));
-	assert_true(hostmask_hides(S_IFSOCK | 0660));
+	static const struct { mode_t mode; int hidden; } cases[] = {
+		{ S_IFREG | 0600, 1 }, { S_IFREG | 0640, 1 }, { S_IFREG | 04711, 1 },
+		{ S_IFREG | 0644, 0 }, { S_IFREG | 0604, 0 },
+		{ S_IFDIR | 0700, 1 }, { S_IFDIR | 0711, 1 }, { S_IFDIR | 0754, 1 },
+		{ S_IFDIR | 0755, 0 }, { S_IFDIR | 01777, 0 },
+		{ S_IFLNK | 0777, 0 }, { S_IFSOCK | 0660, 1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (!hostmask_hides(cases[i].mode) != !cases[i].hidden)
+			fail_msg("mode %o: hidden %d, wanted %d", cases[i].mode,
+				 hostmask_hides(cases[i].mode), cases[i].hidden);
 }
 
 static void test_mask_hides_what_others_may_not_read(void **state)
