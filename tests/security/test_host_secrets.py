@@ -89,11 +89,13 @@ def planted_before_start():
     p.remove()
 
 
-def test_files_planted_before_the_service_started_are_unreadable(client, planted_before_start):
+def test_files_planted_before_the_service_started_are_unreadable(client, stack, planted_before_start):
     room = unique_room("before")
-    # control, on the host: only root may read them there
+    # control, on the host: only root may read them there, and they were
+    # there before the stack's configuration was written
     st = os.stat(planted_before_start.secret)
     assert st.st_uid == 0 and st.st_mode & 0o777 == 0o600
+    assert st.st_mtime_ns <= os.stat(stack.conf_path).st_mtime_ns
     assert client.sh(room, "id -u") == "0\n"
     assert_hidden_in(client, room, planted_before_start)
 
