@@ -17,7 +17,8 @@
  * of each entry directly in it.  Adding, removing or renaming an entry
  * there or in one of those directories (/usr/share, /usr/lib,
  * /var/lib/dpkg, whose status file dpkg rewrites on every change) makes a
- * new key, and the next room that starts builds the mask anew.  A change
+ * new key, and the service's idle sweep or the next room that starts,
+ * whichever comes first, builds the mask anew.  A change
  * deeper down alone (a chmod in /usr/share/foo) is seen once the key
  * changes, or after a reboot (run_dir is a tmpfs).  A mask in use by a
  * running room is never changed: a new one gets a new name. */
