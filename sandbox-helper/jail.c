@@ -13,7 +13,9 @@
  * unshares a cgroup namespace rooted there.  Still host root, it builds the
  * room's root in its private mount namespace: on a scratch tmpfs, idmapped
  * clones of the lower trees (host id N shows as room id N, so the host's
- * files appear owned by the room's root); then the room's disk (mounted by
+ * files appear owned by the room's root) and of the mask that hides, above
+ * the host's, what only its owner or group may read there (hostmask.h);
+ * then the room's disk (mounted by
  * the helper, below), moved in and cloned idmapped too (the disk keeps
  * room-relative ids), overlays of them, a fresh /proc, a minimal /dev; it
  * pivots into the root, writes /etc/resolv.conf when network = egress,
@@ -38,10 +40,12 @@
  * host, and an /etc made from an allowlist of host files (with apt's and
  * dpkg's, so the room's apt knows the host's sources and its dpkg the host's
  * installed packages).  It lives on the run directory (tmpfs), so
- * it is rebuilt after each boot, from whatever the host then has.
+ * it is rebuilt after each boot, from whatever the host then has; so is
+ * the mask, and whenever its key says the host's trees changed.
  */
 #include "errbuf.h"
 #include "fdpass.h"
+#include "hostmask.h"
 #include "jail.h"
 #include "roomid.h"
 #include "disk.h"
@@ -88,9 +92,10 @@ static const char *const host_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "
 
 /* Host directories each overlaid at the same place in a room with rootfs =
  * host, and the name of their upper and work directories on the room's
- * disk: the system directories above, and dpkg's database, so the room's
- * dpkg starts from the host's installed packages and records its own. */
-static const struct { const char *path, *upper; } host_layers[] = {
+ * disk (and of their part of the mask, hostmask.h): the system directories
+ * above, and dpkg's database, so the room's dpkg starts from the host's
+ * installed packages and records its own. */
+static const struct hostmask_tree host_layers[] = {
 	{ "usr", "usr" }, { "bin", "bin" }, { "sbin", "sbin" }, { "lib", "lib" },
 	{ "lib32", "lib32" }, { "lib64", "lib64" }, { "libx32", "libx32" },
 	{ "var/lib/dpkg", "var-lib-dpkg" },
@@ -273,6 +278,9 @@ static int base_prepare(const struct config *cfg, char *base, size_t baselen,
 
 /* ---- inside the keeper ------------------------------------------------- */
 
+/* Paths relative to the stage (the keeper's working directory while it
+ * mounts them): overlay shows its options as given, in the room's
+ * /proc/self/mountinfo too, and they name nothing of the host's layout. */
 static int mount_overlay(const char *lower, const char *upper, const char *work,
 			 const char *target)
 {
@@ -451,10 +459,12 @@ static int keeper_disk(const struct room *r, int disk_sock, char *err, size_t er
 }
 
 /* On the scratch tmpfs <stage>: lower/<name> idmapped clones of the lower
- * trees (the room's disk joins them once the helper has sent it). */
-static int stage_lower(const struct room *r, const char *stage, const char *base, int userns,
-		       char *err, size_t errlen)
+ * trees and, over the host's, mask/ (hostmask.h); the room's disk joins
+ * them once the helper has sent it. */
+static int stage_lower(const struct room *r, const char *stage, const struct jail_lower *lower,
+		       int userns, char *err, size_t errlen)
 {
+	const char *base = lower->base;
 	const struct config *cfg = r->cfg;
 	char p[PATH_MAX], h[PATH_MAX];
 	bool host = strcmp(cfg->rootfs, "host") == 0;
@@ -472,49 +482,51 @@ static int stage_lower(const struct room *r, const char *stage, const char *base
 		snprintf(h, sizeof(h), "/%s", host_layers[i].path);
 		if (lstat(h, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
-		snprintf(p, sizeof(p), "%s/lower/%s", stage, host_layers[i].upper);
+		snprintf(p, sizeof(p), "%s/lower/%s", stage, host_layers[i].name);
 		if (idmap_bind(h, p, userns) < 0)
 			return ERR("room %s: idmapped mount of %s: %s", r->id, h, strerror(errno));
 	}
+	snprintf(p, sizeof(p), "%s/mask", stage);
+	if (host && idmap_bind(lower->mask, p, userns) < 0)
+		return ERR("room %s: idmapped mount of the mask %s: %s", r->id, lower->mask, strerror(errno));
 	return 0;
 }
 
-/* The overlays, with the room root's ids as fsuid (userns.h): the root on
- * <stage>/root, and each host layer in it. */
+/* The overlays, with the room root's ids as fsuid (userns.h), from the
+ * stage as working directory: the root on root/, and each host layer in
+ * it, its mask above it. */
 static int mount_overlays(const struct room *r, const char *stage, char *err, size_t errlen)
 {
-	char root[PATH_MAX], lo[PATH_MAX], up[PATH_MAX], wk[PATH_MAX], p[PATH_MAX];
+	char lo[2 * PATH_MAX], up[PATH_MAX], wk[PATH_MAX], p[PATH_MAX];
 	bool host = strcmp(r->cfg->rootfs, "host") == 0;
 
-	snprintf(root, sizeof(root), "%s/root", stage);
-	snprintf(lo, sizeof(lo), "%s/lower/root", stage);
-	snprintf(up, sizeof(up), "%s/disk/upper/root", stage);
-	snprintf(wk, sizeof(wk), "%s/disk/work/root", stage);
-	if (mkdir(root, 0755) < 0 || mount_overlay(lo, up, wk, root) < 0)
+	if (chdir(stage) < 0)
+		return ERR("room %s: chdir %s: %s", r->id, stage, strerror(errno));
+	if (mkdir("root", 0755) < 0 || mount_overlay("lower/root", "disk/upper/root", "disk/work/root", "root") < 0)
 		return ERR("room %s: mount overlay root: %s", r->id, strerror(errno));
 	for (size_t i = 0; host && i < N_HOST_LAYERS; i++) {
 		struct stat st;
-		snprintf(lo, sizeof(lo), "%s/lower/%s", stage, host_layers[i].upper);
-		if (lstat(lo, &st) < 0)
+		const char *name = host_layers[i].name;
+		snprintf(p, sizeof(p), "lower/%s", name);
+		if (lstat(p, &st) < 0)
 			continue;
-		snprintf(up, sizeof(up), "%s/disk/upper/%s", stage, host_layers[i].upper);
-		snprintf(wk, sizeof(wk), "%s/disk/work/%s", stage, host_layers[i].upper);
-		snprintf(p, sizeof(p), "%s/%s", root, host_layers[i].path);
+		snprintf(lo, sizeof(lo), "mask/%s:lower/%s", name, name);
+		snprintf(up, sizeof(up), "disk/upper/%s", name);
+		snprintf(wk, sizeof(wk), "disk/work/%s", name);
+		snprintf(p, sizeof(p), "root/%s", host_layers[i].path);
 		if (mount_overlay(lo, up, wk, p) < 0)
 			return ERR("room %s: mount overlay /%s: %s", r->id, host_layers[i].path, strerror(errno));
 	}
 	/* mount points a prepared rootfs may lack, made as the room's root */
-	snprintf(p, sizeof(p), "%s/proc", root);
-	mkdir(p, 0555);
-	snprintf(p, sizeof(p), "%s/dev", root);
-	mkdir(p, 0755);
+	mkdir("root/proc", 0555);
+	mkdir("root/dev", 0755);
 	return 0;
 }
 
 /* Build the root in <run_dir>/mnt/root (private to this mount namespace).
  * What needs no disk comes first: the helper mounts it meanwhile. */
-static int keeper_build_root(const struct room *r, const char *base, int userns, int disk_sock,
-			     char *err, size_t errlen)
+static int keeper_build_root(const struct room *r, const struct jail_lower *lower, int userns,
+			     int disk_sock, char *err, size_t errlen)
 {
 	char stage[PATH_MAX], root[PATH_MAX], p[PATH_MAX], h[PATH_MAX];
 
@@ -530,7 +542,7 @@ static int keeper_build_root(const struct room *r, const char *base, int userns,
 		return ERR("room %s: bring up lo: %s", r->id, strerror(errno));
 	snprintf(stage, sizeof(stage), "%s/mnt", r->cfg->run_dir);
 	snprintf(root, sizeof(root), "%s/root", stage);
-	if (stage_lower(r, stage, base, userns, err, errlen) < 0)
+	if (stage_lower(r, stage, lower, userns, err, errlen) < 0)
 		return -1;
 	if (keeper_disk(r, disk_sock, err, errlen) < 0)
 		return -1;
@@ -623,12 +635,12 @@ static int listen_exec_socket(const struct room *r, char *err, size_t errlen)
  * with /dev/null, the report pipe (fd 3, where it says "ok"), the exec
  * socket (fd 4) and the seccomp filter (fd 5). */
 static void __attribute__((noreturn))
-keeper_main(const struct room *r, const char *base, const int *keeper_fds, int userns, int report_fd,
-	    int disk_sock)
+keeper_main(const struct room *r, const struct jail_lower *lower, const int *keeper_fds, int userns,
+	    int report_fd, int disk_sock)
 {
 	char err[512] = "";
 	int sock = listen_exec_socket(r, err, sizeof(err));
-	if (sock < 0 || keeper_build_root(r, base, userns, disk_sock, err, sizeof(err)) < 0 ||
+	if (sock < 0 || keeper_build_root(r, lower, userns, disk_sock, err, sizeof(err)) < 0 ||
 	    enter_userns(r, userns, err, sizeof(err)) < 0)
 		report_fail(report_fd, err);
 	close(userns);
@@ -682,7 +694,7 @@ int jail_keeper_exe_open(char *err, size_t errlen)
 struct jail_job {
 	struct room room;       /* a copy: the helper's own goes on changing */
 	const struct cgroup_sys *cg;
-	const char *base;
+	struct jail_lower lower;
 	int keeper_fds[2];      /* the keeper binary, the seccomp filter */
 	int lock;               /* the state lock of a room being created, or -1 */
 	int pid_fd, report_fd, disk_sock;   /* the keeper's ends */
@@ -732,7 +744,7 @@ static int keeper_clone_main(void *arg)
 			 strerror(errno));
 		report_fail(j->report_fd, err);
 	}
-	keeper_main(&j->room, j->base, j->keeper_fds, j->userns, j->report_fd, j->disk_sock);
+	keeper_main(&j->room, &j->lower, j->keeper_fds, j->userns, j->report_fd, j->disk_sock);
 }
 
 /* The jail thread, beside the helper's disk work: the room's cgroup, its
@@ -815,15 +827,24 @@ static int host_side(struct room *r, bool creating, int disk_sock, char *err, si
 	return sent == 1 ? 0 : -2;
 }
 
+int jail_lower_prepare(const struct config *cfg, struct jail_lower *lower, char *err, size_t errlen)
+{
+	lower->base[0] = lower->mask[0] = '\0';
+	if (strcmp(cfg->rootfs, "host") != 0)
+		return 0;
+	if (base_prepare(cfg, lower->base, sizeof(lower->base), err, errlen) < 0)
+		return -1;
+	return hostmask_prepare(cfg, host_layers, N_HOST_LAYERS, lower->mask, sizeof(lower->mask),
+				err, errlen);
+}
+
 pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
 {
-	char base[PATH_MAX] = "";
-
-	if (strcmp(r->cfg->rootfs, "host") == 0 && base_prepare(r->cfg, base, sizeof(base), err, errlen) < 0)
-		return -1;
-	net_prepare(r);
-	struct jail_job j = { .room = *r, .cg = cg, .base = base, .keeper_fds = { -1, -1 },
+	struct jail_job j = { .room = *r, .cg = cg, .keeper_fds = { -1, -1 },
 			      .lock = r->create_lock, .userns = -1 };
+	if (jail_lower_prepare(r->cfg, &j.lower, err, errlen) < 0)
+		return room_error_relative(r, "prepare the lower trees", err, errlen);
+	net_prepare(r);
 	/* the keeper binary, the seccomp filter as raw BPF */
 	j.keeper_fds[0] = jail_keeper_exe_open(err, errlen);
 	if (j.keeper_fds[0] < 0)

@@ -653,6 +653,19 @@ static int stop_if_due(const char *id, void *arg)
 	return 0;
 }
 
+/* The lower trees as the service starts (info) and on each idle sweep: a
+ * mask made stale by a change to the host's trees is rebuilt here, off
+ * any room's start (best effort: a room's start makes them, or says why
+ * it cannot). */
+static void lower_prepare(struct helper *h, const char *verb)
+{
+	struct jail_lower lower;
+	char err[512];
+	if (room_dirs_prepare(&h->cfg, err, sizeof(err)) < 0 ||
+	    jail_lower_prepare(&h->cfg, &lower, err, sizeof(err)) < 0)
+		fprintf(stderr, "roombox-helper: %s: %s\n", verb, err);
+}
+
 static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idle_only,
 			  struct mj_writer *out)
 {
@@ -662,6 +675,8 @@ static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idl
 	mjw_array_begin(out);
 	if (!idle_only || h->cfg.idle_timeout_ms > 0)
 		room_foreach(&h->cfg, stop_if_due, &s);
+	if (idle_only)
+		lower_prepare(h, "stop-idle");
 	if (!idle_only) {
 		/* the service stops: the instance's firewall table goes too */
 		int lock = room_state_lock(&h->cfg);
@@ -676,6 +691,7 @@ static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idl
 
 static int verb_info(struct helper *h, struct mj_writer *out)
 {
+	lower_prepare(h, "info");
 	mjw_object_begin(out);
 	mjw_key(out, HK_CGROUP);
 	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));

@@ -11,7 +11,14 @@
  *
  * Denials return EPERM rather than killing, so that programs probing for a
  * feature (e.g. "can I unshare?") fail the way they would without the
- * privilege and carry on.  Two exceptions:
+ * privilege and carry on.  Three exceptions:
+ *   - socket() and socketpair() of a family outside a short list (unix,
+ *     IPv4, IPv6, netlink, packet: within what Docker's default profile
+ *     allows, which refuses AF_VSOCK) return EAFNOSUPPORT, what a kernel
+ *     built without that family answers: a program probing for vsock,
+ *     bluetooth or AF_ALG takes it as "not here" and carries on, where
+ *     EPERM would read as a privilege it lacks.  Those families are kernel
+ *     code no room needs, and vsock reaches the hypervisor.
  *   - clone3 returns ENOSYS: its flags live in memory that seccomp cannot
  *     read, and ENOSYS makes glibc fall back to clone, whose flags are in a
  *     register and are checked here.
@@ -28,9 +35,11 @@
 #include <errno.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 
@@ -91,6 +100,10 @@ static const uint64_t clone_ns_flags[] = {
 	CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME,
 };
 
+/* The socket families a room may open, lowest first. */
+static const uint64_t socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET };
+#define N_SOCKET_FAMILIES (sizeof(socket_families) / sizeof(socket_families[0]))
+
 static int fail(char *err, size_t errlen, const char *step, const char *what,
 		int rc)
 {
@@ -130,6 +143,31 @@ static int deny_clone_namespaces(scmp_filter_ctx ctx, char *err, size_t errlen)
 	if (rc < 0)
 		return fail(err, errlen, "add rule", "clone3", rc);
 	return 0;
+}
+
+static bool socket_family_allowed(uint64_t family)
+{
+	for (size_t i = 0; i < N_SOCKET_FAMILIES; i++)
+		if (socket_families[i] == family)
+			return true;
+	return false;
+}
+
+/* The list as rules that refuse (rules are ORed): every domain above the
+ * highest allowed one -- a domain with its upper register bits set among
+ * them, which the kernel would read as its low 32 bits -- and each value
+ * below it that is not in the list. */
+static int refuse_socket_families(scmp_filter_ctx ctx, int nr, const char *name,
+				  char *err, size_t errlen)
+{
+	uint64_t top = socket_families[N_SOCKET_FAMILIES - 1];
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
+				  SCMP_A0(SCMP_CMP_GT, top));
+	for (uint64_t f = 0; rc >= 0 && f < top; f++)
+		if (!socket_family_allowed(f))
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
+					      SCMP_A0(SCMP_CMP_EQ, f));
+	return rc < 0 ? fail(err, errlen, "add rule", name, rc) : 0;
 }
 
 /* Allowed: 0 (PER_LINUX) and 0xffffffff (query).  libseccomp takes one
@@ -181,7 +219,9 @@ static scmp_filter_ctx room_filter_build(char *err, size_t errlen)
 		return NULL;
 	if (deny_always(ctx, err, errlen) < 0 ||
 	    deny_clone_namespaces(ctx, err, errlen) < 0 ||
-	    deny_personality_changes(ctx, err, errlen) < 0) {
+	    deny_personality_changes(ctx, err, errlen) < 0 ||
+	    refuse_socket_families(ctx, SYS_socket, "socket", err, errlen) < 0 ||
+	    refuse_socket_families(ctx, SYS_socketpair, "socketpair", err, errlen) < 0) {
 		seccomp_release(ctx);
 		return NULL;
 	}

@@ -9,7 +9,7 @@ import subprocess
 import uuid
 
 import pytest
-from conftest import unique_room
+from conftest import kernel_lacks, unique_room
 from security_helpers import file_fingerprint, room_python_json, tree_fingerprint
 
 SERVERS = ("nginx",)
@@ -335,3 +335,48 @@ def test_room_cannot_reach_the_service_sockets(client, stack, room):
     out = room_python_json(client, room, CONNECT, json.dumps(targets))
     assert len(out) == len(targets), out
     assert not [o for o in out if o[2] == "CONNECTED"], out
+
+
+SOCKET_FAMILIES = r'''
+import errno, json, socket, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        s = socket.socket(getattr(socket, name), socket.SOCK_DGRAM if name == "AF_NETLINK"
+                          else socket.SOCK_STREAM)
+        s.close()
+        out[name] = "OK"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+try:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    a.close(); b.close()
+    out["socketpair AF_UNIX"] = "OK"
+except OSError as e:
+    out["socketpair AF_UNIX"] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out))
+'''
+
+
+def test_only_the_socket_families_a_room_needs(client, room):
+    """AF_VSOCK (a path to the hypervisor) and the other families Docker's
+    default profile refuses or no room needs answer EAFNOSUPPORT, as on a
+    kernel without them; AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK work."""
+    try:
+        socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
+    except OSError as e:
+        pytest.skip(kernel_lacks(f"AF_VSOCK (a host socket fails: {e})"))
+    out = room_python_json(client, room, SOCKET_FAMILIES, "AF_VSOCK", "AF_INET", "AF_INET6",
+                           "AF_UNIX", "AF_NETLINK", user="root")
+    assert out == {"AF_VSOCK": "EAFNOSUPPORT", "AF_INET": "OK", "AF_INET6": "OK",
+                   "AF_UNIX": "OK", "AF_NETLINK": "OK", "socketpair AF_UNIX": "OK"}, out
+
+
+def test_mountinfo_names_no_host_path(client, stack, room):
+    """The room's mount table shows nothing of the host's layout: not the
+    state or run directory, nor any of the test stacks' /tmp/rbx- folders."""
+    lines = client.sh(room, "cat /proc/self/mountinfo").splitlines()
+    assert any(" / / " in l for l in lines), lines
+    leaks = [l for l in lines
+             if str(stack.state_dir) in l or str(stack.run_dir) in l or "/tmp/rbx-" in l]
+    assert not leaks, "\n".join(leaks)
