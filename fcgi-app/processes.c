@@ -426,6 +426,11 @@ void api_procs_list(struct request *rq, struct response *rs)
 		json_object_array_add(list, proc_json(v[i]));
 	pthread_mutex_unlock(&procs_lock);
 	free(v);
+	/* none: a room that does not exist is a 404, and is not created */
+	if (n == 0 && !room_exists_or_answer(rq, rs)) {
+		json_object_put(list);
+		return;
+	}
 	rs->status = 200;
 	rs->body = json_object_new_object();
 	json_object_object_add(rs->body, "processes", list);
