@@ -504,7 +504,8 @@ static int tool_move(const char *path, const char *to)
 /* ---- signal: a managed process's session ---- */
 
 /* Processes of session sid but sid, from the room's /proc; signalled with
- * sig (and SIGCONT after it, so a stopped one takes it).  How many. */
+ * sig (and SIGCONT after it, so a stopped one takes it, unless sig is
+ * SIGSTOP).  How many. */
 static int signal_round(long sid, int sig)
 {
 	DIR *d = opendir("/proc");
@@ -534,7 +535,7 @@ static int signal_round(long sid, int sig)
 		if (sig == SIGKILL)
 			kill((pid_t)pid, SIGSTOP);
 		kill((pid_t)pid, sig);
-		if (sig != SIGKILL)
+		if (sig != SIGKILL && sig != SIGSTOP)
 			kill((pid_t)pid, SIGCONT);
 		n++;
 	}
