@@ -105,7 +105,7 @@ static bool query_true(const struct request *rq, const char *name)
 	return http_query_value(rq, name, v, sizeof(v)) && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
 }
 
-/* ---- running a script ---- */
+/* ---- running a tool ---- */
 
 struct run {
 	struct request *rq;
@@ -122,7 +122,7 @@ struct run {
 	char head[64];            /* the first line, while it comes */
 	size_t head_len;
 	uint64_t size, sent;
-	long deadline_ms;         /* the script's: a download ends by then */
+	long deadline_ms;         /* a download ends by then */
 };
 
 static int ignore_event(void *ctx, json_object *ev)
@@ -177,7 +177,7 @@ static int exit_code(json_object *res)
 	return json_object_object_get_ex(res, "exitCode", &v) ? json_object_get_int(v) : -1;
 }
 
-/* A script's failure as the client's answer: what it said on "E ..." or,
+/* A tool's failure as the client's answer: what it said on "E ..." or,
  * else, the C library's words on stderr. */
 static void answer_failure(struct response *rs, const char *path, const char *said,
 			   const char *stderr_text)

@@ -85,7 +85,7 @@ int procs_init(struct app *app, char *err, size_t errlen)
 	return proc_logger_start(app, err, errlen);
 }
 
-/* ---- running fixed scripts in the room ---- */
+/* ---- quoting for the starter, and the keeper's signal tool ---- */
 
 static char *sh_quoted(const char *s)
 {

@@ -232,8 +232,9 @@ static int send_file(int fd, uint64_t size)
 	return 0;
 }
 
-static int tool_get(const char *path, bool recursive)
+static int tool_get(const char *path, const char *recursive_flag)
 {
+	bool recursive = !strcmp(recursive_flag, "1");
 	struct stat st;
 
 	if (stat(path, &st) < 0)
@@ -461,8 +462,9 @@ static void remove_inside(int dfd, dev_t dev, int depth, int *first_err)
 	closedir(d);
 }
 
-static int tool_delete(const char *path, bool recursive)
+static int tool_delete(const char *path, const char *recursive_flag)
 {
+	bool recursive = !strcmp(recursive_flag, "1");
 	struct stat st;
 
 	if (lstat(path, &st) < 0)
@@ -565,23 +567,27 @@ static int tool_signal(const char *sid_text, const char *sig_text)
 
 /* ---- the entry ---- */
 
+/* Every tool takes two arguments (common/protocol.h). */
+static const struct {
+	const char *name;
+	int (*run)(const char *a, const char *b);
+} tools[] = {
+	{ TOOL_GET, tool_get },
+	{ TOOL_PUT, tool_put },
+	{ TOOL_MKDIR, tool_mkdir },
+	{ TOOL_DELETE, tool_delete },
+	{ TOOL_MOVE, tool_move },
+	{ TOOL_SIGNAL, tool_signal },
+};
+
 int tool_main(char *const *argv)
 {
 	int argc = 0;
 
 	while (argv[argc])
 		argc++;
-	if (argc == 3 && !strcmp(argv[0], TOOL_GET))
-		return tool_get(argv[1], !strcmp(argv[2], "1"));
-	if (argc == 3 && !strcmp(argv[0], TOOL_PUT))
-		return tool_put(argv[1], argv[2]);
-	if (argc == 3 && !strcmp(argv[0], TOOL_MKDIR))
-		return tool_mkdir(argv[1], argv[2]);
-	if (argc == 3 && !strcmp(argv[0], TOOL_DELETE))
-		return tool_delete(argv[1], !strcmp(argv[2], "1"));
-	if (argc == 3 && !strcmp(argv[0], TOOL_MOVE))
-		return tool_move(argv[1], argv[2]);
-	if (argc == 3 && !strcmp(argv[0], TOOL_SIGNAL))
-		return tool_signal(argv[1], argv[2]);
+	for (size_t i = 0; argc == 3 && i < sizeof(tools) / sizeof(tools[0]); i++)
+		if (!strcmp(argv[0], tools[i].name))
+			return tools[i].run(argv[1], argv[2]);
 	return fail(argc ? argv[0] : "tool", EINVAL);
 }
