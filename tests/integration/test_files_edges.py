@@ -124,3 +124,15 @@ def test_reading_a_room_that_does_not_exist_creates_nothing(client, stack):
     assert r.status == 201, r
     assert stack.room_state_dir(room).exists()
     assert client.request("GET", files(room, "x.txt"), check_json=False).body == b"now"
+
+
+def test_listing_and_delete_never_follow_a_symlink_below_the_path(client, room):
+    client.sh(room, "mkdir -p /workspace/keep/deep /workspace/tree/sub && echo k > /workspace/keep/deep/k.txt && "
+                    "ln -s /workspace/keep /workspace/tree/sub/to-keep && echo t > /workspace/tree/t.txt")
+    r = client.get(files(room, "tree") + "?recursive=1")
+    assert r.status == 200, r
+    by_rel = {e["relativePath"]: e["type"] for e in r.json["entries"]}
+    assert by_rel == {"sub": "directory", "sub/to-keep": "symlink", "t.txt": "file"}, by_rel
+    r = client.delete(files(room, "tree") + "?recursive=1")
+    assert r.status == 200 and r.json == {"deleted": "/workspace/tree"}, r
+    assert client.sh(room, "cat /workspace/keep/deep/k.txt; ls -A /workspace") == "k\nkeep\n"
