@@ -40,12 +40,39 @@
  *            the command as its stdin, stdout and stderr; the caller
  *            writes the input and reads the output as the command runs,
  *            and the answer's byte counts are 0.  No stdin key then.
- *            open: an absolute path in the room, with io only (a file
- *            download): when it names a regular file the room's user may
- *            read, the command does not run; the file's open descriptor
- *            comes on the stdout pipe, which is then a unix stream socket,
- *            with the text "F <size>\n" (keeper_proto.h, KP_OPEN_FIRST),
- *            and wait_status is 0.  Otherwise the command runs.
+ *            existing: true = the room must exist already: a room that
+ *            does not is code not_found, and nothing is created (a request
+ *            that only reads a room).
+ *            detach: true (with cmd) the shell is started in a session of
+ *            its own and the exec answers at once (wait_status 0): a
+ *            managed process (fcgi-app/processes.c).
+ *            tool: [op, args...] instead of cmd: one of the keeper's own
+ *            operations (below), done in the room as `user` by the keeper's
+ *            own code, never by a program of the room: no cmd, env, cwd or
+ *            session then.  Its answer text comes on stdout like a
+ *            command's, its exit status in wait_status.
+ *
+ * The keeper's tools (sandbox-helper/keeper/tools.c), each answering on its
+ * first stdout line: "E <kind>" (TOOL_KIND_*) for what a client is told
+ * apart, "ok ..." when done; what it did not foresee goes to stderr as
+ * "<step>: <C library's words>" with exit status 1.
+ *   get PATH RECURSIVE   a directory: "D\n", then one record per entry,
+ *            "<type>\t<size>\t<mode, octal>\t<mtime s.ns>\t<relative path>\0"
+ *            (type as find's %y: f d l p s c b), depth first, symlinks not
+ *            followed, at most TOOL_LIST_MAX + 1 records.  A regular file:
+ *            "F <size>\n" and, when stdout is a unix socket, the open file
+ *            itself attached (SCM_RIGHTS), else its bytes follow.
+ *   put PATH MODE        stdin: the bytes, then the end mark (TOOL_PUT_END);
+ *            made as a nameless file beside PATH (parents created), named
+ *            PATH only once the mark came: "ok created" or "ok replaced".
+ *            MODE: octal, or "" to keep the replaced file's (or umask's).
+ *   mkdir PATH MODE      with parents: "ok created" or "ok replaced".
+ *   delete PATH RECURSIVE  never following a symlink nor crossing a mount: "ok".
+ *   move PATH TO         a rename, TO's parents created: "ok".
+ *   signal SID SIG       every process of session SID but SID itself gets
+ *            SIG (a number); for SIGKILL they are stopped first, round after
+ *            round, so nothing forks away: "ok <count>".
+ *
  *   create   {room}  -> <status>   (room made and started)
  *   status   {room}  -> <status>   or code not_found
  *   list     {}      -> {rooms:[<status>...]}
@@ -109,6 +136,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- operations ---- */
 #define HELPER_OP_EXEC      "exec"
@@ -134,7 +162,9 @@
 #define HK_STDIN      "stdin"
 #define HK_IO         "io"   /* true: passed I/O, see below */
 #define HK_USER       "user"
-#define HK_OPEN       "open" /* exec: the file to send first, see above */
+#define HK_TOOL       "tool" /* exec: a keeper tool instead of cmd */
+#define HK_EXISTING   "existing" /* exec: never create the room */
+#define HK_DETACH     "detach" /* exec: start in a new session, answer at once */
 /* values of HK_USER: the room's root (uid 0) or its user (uid 1000) */
 #define HK_USER_ROOT  "root"
 #define HK_USER_USER  "user"
@@ -226,5 +256,44 @@ struct port_request {
 #define PORT_REPLY_REFUSED   'r'   /* nothing listens there */
 #define PORT_REPLY_INVALID   'i'   /* port out of 1..65535, or a bad count */
 #define PORT_REPLY_FAILED    'f'
+
+/* ---- the keeper's tools (see the exec op) ---- */
+#define TOOL_GET    "get"
+#define TOOL_PUT    "put"
+#define TOOL_MKDIR  "mkdir"
+#define TOOL_DELETE "delete"
+#define TOOL_MOVE   "move"
+#define TOOL_SIGNAL "signal"
+#define TOOL_ARGS_MAX 4          /* op and at most 3 arguments */
+#define TOOL_LIST_MAX 10000      /* entries a listing answers; one more says "cut" */
+/* what "E <kind>" names */
+#define TOOL_KIND_NOTFOUND "notfound"
+#define TOOL_KIND_DENIED   "denied"
+#define TOOL_KIND_NOSPACE  "nospace"
+#define TOOL_KIND_ISDIR    "isdir"
+#define TOOL_KIND_NOTDIR   "notdir"
+#define TOOL_KIND_NOTFILE  "notfile"
+#define TOOL_KIND_NOTEMPTY "notempty"
+#define TOOL_KIND_EXISTS   "exists"
+#define TOOL_KIND_SHORT    "short"
+
+/* An upload ends with this mark, written by roombox-fcgi once every byte
+ * of the body came: "#rbput:" and the body's length in 16 hex digits, then
+ * "\n".  Without it (the client or roombox-fcgi went away) nothing is named
+ * in the room.  tool_put_end() writes one into buf (TOOL_PUT_END_LEN + 1
+ * bytes). */
+#define TOOL_PUT_END "#rbput:"
+#define TOOL_PUT_END_LEN 24
+
+static inline void tool_put_end(char *buf, uint64_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	memcpy(buf, TOOL_PUT_END, 7);
+	for (int i = 0; i < 16; i++)
+		buf[7 + i] = hex[(len >> (4 * (15 - i))) & 15];
+	buf[23] = '\n';
+	buf[24] = '\0';
+}
 
 #endif

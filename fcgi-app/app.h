@@ -97,6 +97,9 @@ route_handler api_messages_list, api_messages_post;
 route_handler api_metrics_get;
 /* rooms.c */
 route_handler api_rooms_stop;
+/* A read that must not create the room: true when it exists, else false
+ * with rs set (404 for a room that does not exist). */
+bool room_exists_or_answer(struct request *rq, struct response *rs);
 route_handler api_files_get, api_files_put, api_files_delete, api_files_move;
 /* processes.c */
 route_handler api_procs_list, api_procs_start, api_procs_get, api_procs_delete, api_procs_stdin;

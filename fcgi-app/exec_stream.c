@@ -12,9 +12,9 @@
  * drain_ms.  Pipes that background processes still hold then go to the
  * drainer (drain.c), so those processes never die of SIGPIPE.
  *
- * A download (files.c) asks the room to open its file first: the file's
- * descriptor then comes on the stdout socket with the first bytes, and
- * only there (what a room process could send later is not looked at).
+ * A download (files.c) has the keeper's get tool open the file in the
+ * room: the file's descriptor then comes on the stdout socket with the
+ * first bytes, and only there (nothing sent later is looked at).
  *
  * Text events never split a UTF-8 character: an incomplete sequence at the
  * end of a read waits for the next one (or the end). */
@@ -183,6 +183,21 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* A tool in place of the command, and "never create the room". */
+static void exec_stream_request_extras(json_object *req, const struct exec_sink *sink)
+{
+	if (sink->tool) {
+		json_object *argv = json_object_new_array();
+
+		for (size_t i = 0; sink->tool[i]; i++)
+			json_object_array_add(argv, json_object_new_string(sink->tool[i]));
+		json_object_object_del(req, HK_CMD);
+		json_object_object_add(req, HK_TOOL, argv);
+	}
+	if (sink->existing)
+		json_object_object_add(req, HK_EXISTING, json_object_new_boolean(1));
+}
+
 json_object *exec_stream_in_room(struct app *app, const char *room, const struct exec_request *ex,
 				 struct exec_sink *sink, struct helper_error *err)
 {
@@ -204,21 +219,20 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		snprintf(err->message, sizeof(err->message), "too many concurrent execs");
 		return NULL;
 	}
-	bool open_first = sink->open_first && sink->stdout_file;
+	bool file_socket = sink->stdout_file != NULL;
 
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    (open_first ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out)
+	    (file_socket ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out)
 	     : pipe2(out, O_CLOEXEC)) < 0) {
 		err->http_status = 500;
 		snprintf(err->message, sizeof(err->message), "pipe: %s", strerror(errno));
 		goto out;
 	}
-	if (open_first)   /* the room writes into it, roombox-fcgi only reads */
+	if (file_socket)   /* the room writes into it, roombox-fcgi only reads */
 		shutdown(out[0], SHUT_WR);
 	int pass[3] = { in[0], out[1], errp[1] };
 	req = exec_helper_request_io(room, ex);   /* we write stdin into the pipe */
-	if (open_first)
-		json_object_object_add(req, HK_OPEN, json_object_new_string(sink->open_first));
+	exec_stream_request_extras(req, sink);
 	run = helper_start(&target, req, (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
 			   pass, err);
 	json_object_put(req);
@@ -232,7 +246,7 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		sink->start(sink->ctx, ex);
 	so.fd = out[0];
 	so.raw = sink->stdout_raw;
-	so.want_fd = open_first;
+	so.want_fd = file_socket;
 	se.fd = errp[0];
 	out[0] = errp[0] = -1;
 	fcntl(so.fd, F_SETFL, O_NONBLOCK);
@@ -339,7 +353,7 @@ out:
 	free(se.buf);
 	free(feed);
 	exec_slot_give(app);
-	if (!result)
+	if (!result && err->http_status != 404)   /* not a 404: no room is not a fault */
 		fprintf(stderr, "roombox-fcgi: room %s: exec (streamed): %s\n", room, err->message);
 	return result;
 }

@@ -26,14 +26,17 @@ struct exec_sink {
 	 * 0 at the end, -1 on failure: either closes the stdin) instead of
 	 * ex->stdin_data. */
 	ssize_t (*input)(void *ctx, char *buf, size_t n);
-	/* With both set (a download): the room is asked to send the file at
-	 * open_first before running the command (HK_OPEN), and stdout is a
-	 * unix socket.  A regular file the command's user may read comes as
-	 * "F <size>\n" (given to stdout_raw first) with its descriptor, which
-	 * goes to stdout_file (closed after it); the command does not run
-	 * then.  Anything else runs the command as usual. */
-	const char *open_first;
+	/* Set (a download): stdout is a unix socket, and a descriptor that
+	 * comes with its first bytes (the get tool's open file, after its
+	 * "F <size>\n", which goes to stdout_raw first) goes here, closed
+	 * after it. */
 	void (*stdout_file)(void *ctx, int fd);
+	/* Set: not a command but the keeper's tool of that argv (NULL-ended,
+	 * common/protocol.h), done in the room by the keeper's own code. */
+	const char *const *tool;
+	/* A request that only reads the room: one that does not exist is a
+	 * 404 (err->http_status) and is not created. */
+	bool existing;
 };
 
 /* Bytes at the end of p[0..n) that begin a UTF-8 character not complete

@@ -1,30 +1,38 @@
 /* /api/rooms/{id}/sandbox/files/{path} (SPEC §8.2): files in and out of a
  * room, streamed both ways.
  *
- * Every operation is a short fixed shell script run in the room like an
- * exec (exec_stream.c, passed I/O): inside the room's mount namespace, as
- * the room's user, so a symlink, `..`, a hard link or a path swapped during
- * the request resolves inside the room and never reaches the host or
- * another room -- the kernel does the confining, not a path check here.
- * The path is percent-decoded here and given to the script single-quoted.
- * A script answers on its first stdout line ("F <size>", "D", "ok created"
- * ...) or with "E <kind>" for the errors a client is told apart; a failure
- * it did not foresee is read from its stderr (LANG=C.UTF-8, so the words
- * are the C library's).
+ * Every operation is one of the keeper's own tools (keeper/tools.c; the
+ * operations and their answers in common/protocol.h), asked for like an
+ * exec (exec_stream.c, passed I/O): done inside the room's mount
+ * namespace, as the room's user, by the keeper's code -- never by a program
+ * of the room, whose find or cat may be anything (a room must not make a
+ * request wait on its own tools).  A symlink, `..`, a hard link or a path
+ * swapped during the request resolves inside the room and never reaches
+ * the host or another room: the kernel does the confining, not a path
+ * check here.  A tool answers on its first stdout line ("F <size>", "D",
+ * "ok created" ...) or with "E <kind>" for the errors a client is told
+ * apart; a failure it did not foresee is read from its stderr (the C
+ * library's words).
  *
- * Uploads go from the web server through a pipe straight into a temporary
- * file next to the target, renamed over it only when every byte came (its
- * size is checked against Content-Length): a full disk, a departed client or
- * a failure leaves nothing under the target name.  A download first asks
- * the room to open the file (HK_OPEN: as the request's user, in the room,
- * exactly where the script would): a regular file comes back as its open
+ * Uploads go from the web server through a pipe straight into a nameless
+ * file beside the target, named only when every byte came: roombox-fcgi
+ * ends the body with an end mark once it has read all of it (as many bytes
+ * as Content-Length says, or, without one, to the end of the request's
+ * stream, counted against max_file as they come).  A full disk, a
+ * departed client, a too large body or the death of roombox-fcgi leaves
+ * nothing under the target name, nor beside it.  A download has the get
+ * tool open the file in the room: a regular file comes back as its open
  * descriptor, and the kernel moves its pages to the web server's socket
- * (sendfile) with no copy in the room or here -- on this kind of host
- * every copy of 64 MiB costs ~20 ms.  Anything else (a directory, an
- * error) runs the script, whose `cat` would also stream a file through
- * the stdout socket (a keeper of an older version ignores HK_OPEN).
- * Content-Length is the open file's size.  Neither an upload nor a
- * download is ever held whole in memory here. */
+ * (sendfile) with no copy in the room or here -- on this kind of host every
+ * copy of 64 MiB costs ~20 ms.  Content-Length is the open file's size.
+ * Neither an upload nor a download is ever held whole in memory here.
+ *
+ * Deadlines: a listing, a download's opening, a mkdir or a move runs the
+ * keeper's code only, and gets FILES_QUICK_MS; a transfer and a recursive
+ * delete take as long as their bytes or their tree (exec_timeout_max at
+ * most; a client whose bytes stop is ended by the web server's own
+ * timeouts).  A request that only reads (GET) never creates the room: one
+ * that does not exist is a 404. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +45,16 @@
 #include "protocol.h"
 #include "timefmt.h"
 
-#define LIST_MAX 10000
-/* file operations get the longest exec time: a large upload takes a while */
-#define FILES_TIMEOUT(app) ((app)->cfg.exec_timeout_max_ms)
+#define LIST_MAX TOOL_LIST_MAX
+#define FILES_QUICK_MS 30000
+
+/* A transfer's deadline, or (quick) the keeper's own short work's. */
+static uint64_t files_timeout(const struct app *app, bool quick)
+{
+	uint64_t max = app->cfg.exec_timeout_max_ms;
+
+	return quick && FILES_QUICK_MS < max ? FILES_QUICK_MS : max;
+}
 
 /* ---- paths ---- */
 
@@ -83,59 +98,6 @@ bad:
 	return out;
 }
 
-/* 'text' for sh, appended to a growing string (NULL stays NULL). */
-static char *sh_append_quoted(char *s, const char *text)
-{
-	size_t n = strlen(s), extra = 3;
-	char *o;
-
-	for (const char *t = text; *t; t++)
-		extra += *t == '\'' ? 4 : 1;
-	s = realloc(s, n + extra);
-	if (!s)
-		return NULL;
-	o = s + n;
-	*o++ = '\'';
-	for (const char *t = text; *t; t++) {
-		if (*t == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *t;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return s;
-}
-
-static char *sh_append(char *s, const char *text)
-{
-	size_t n, m = strlen(text);
-
-	if (!s)
-		return NULL;
-	n = strlen(s);
-	s = realloc(s, n + m + 1);
-	if (s)
-		memcpy(s + n, text, m + 1);
-	return s;
-}
-
-/* A script with P (and T, for moves) set first: "P='...'; T='...'; body". */
-static char *script(const char *p, const char *t, const char *body)
-{
-	char *s = strdup("P=");
-
-	s = s ? sh_append_quoted(s, p) : NULL;
-	if (t) {
-		s = sh_append(s, "; T=");
-		s = s ? sh_append_quoted(s, t) : NULL;
-	}
-	s = sh_append(s, "\n");
-	return sh_append(s, body);
-}
-
 static bool query_true(const struct request *rq, const char *name)
 {
 	char v[8] = "";
@@ -143,20 +105,24 @@ static bool query_true(const struct request *rq, const char *name)
 	return http_query_value(rq, name, v, sizeof(v)) && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
 }
 
-/* ---- running a script ---- */
+/* ---- running a tool ---- */
 
 struct run {
 	struct request *rq;
 	/* upload */
-	uint64_t left;            /* body bytes still to come */
-	bool input_failed;
+	bool known;               /* Content-Length was given */
+	uint64_t left;            /* then: body bytes still to come */
+	uint64_t got;             /* body bytes read */
+	bool input_failed, too_big, body_done;
+	char mark[TOOL_PUT_END_LEN + 1];   /* the end mark, once the body is in */
+	size_t mark_off;
 	/* download */
 	struct response *rs;
 	bool headers_sent, client_gone;
 	char head[64];            /* the first line, while it comes */
 	size_t head_len;
 	uint64_t size, sent;
-	long deadline_ms;         /* the script's: a download ends by then */
+	long deadline_ms;         /* a download ends by then */
 };
 
 static int ignore_event(void *ctx, json_object *ev)
@@ -166,8 +132,6 @@ static int ignore_event(void *ctx, json_object *ev)
 	return 0;
 }
 
-/* The script's result (stdout and stderr as text, output_limit each), or
- * NULL with err set. */
 /* ?user=root|user: who does it (SPEC §8.2: the request's user, default
  * exec_user); NULL for the default, or "" for a bad value. */
 static const char *files_user(const struct request *rq)
@@ -179,26 +143,24 @@ static const char *files_user(const struct request *rq)
 	return strcmp(v, HK_USER_ROOT) == 0 ? HK_USER_ROOT : strcmp(v, HK_USER_USER) == 0 ? HK_USER_USER : "";
 }
 
-static json_object *run_script(struct request *rq, char *cmd, struct exec_sink *sink,
-			       struct helper_error *err)
+/* The keeper's tool argv run in the room: its result (stdout and stderr as
+ * text, output_limit each), or NULL with err set. */
+static json_object *run_tool(struct request *rq, const char *const *argv, bool quick,
+			     struct exec_sink *sink, struct helper_error *err)
 {
-	struct exec_request ex = { .cmd = cmd, .cmd_len = cmd ? strlen(cmd) : 0, .cwd = "/",
-				   .timeout_ms = FILES_TIMEOUT(rq->app), .user = files_user(rq) };
-	json_object *res;
+	struct exec_request ex = { .cmd = argv[0], .cmd_len = strlen(argv[0]),
+				   .timeout_ms = files_timeout(rq->app, quick), .user = files_user(rq) };
 
-	if (!cmd || (ex.user && !*ex.user)) {
+	if (ex.user && !*ex.user) {
 		memset(err, 0, sizeof(*err));
-		err->http_status = cmd ? 400 : 500;
-		snprintf(err->message, sizeof(err->message), cmd ? "invalid user: expected \"root\" or \"user\""
-			 : "out of memory");
-		free(cmd);
+		err->http_status = 400;
+		snprintf(err->message, sizeof(err->message), "invalid user: expected \"root\" or \"user\"");
 		return NULL;
 	}
 	if (!sink->event)
 		sink->event = ignore_event;
-	res = exec_stream_in_room(rq->app, rq->room, &ex, sink, err);
-	free(cmd);
-	return res;
+	sink->tool = argv;
+	return exec_stream_in_room(rq->app, rq->room, &ex, sink, err);
 }
 
 static const char *field(json_object *res, const char *key)
@@ -215,7 +177,7 @@ static int exit_code(json_object *res)
 	return json_object_object_get_ex(res, "exitCode", &v) ? json_object_get_int(v) : -1;
 }
 
-/* A script's failure as the client's answer: what it said on "E ..." or,
+/* A tool's failure as the client's answer: what it said on "E ..." or,
  * else, the C library's words on stderr. */
 static void answer_failure(struct response *rs, const char *path, const char *said,
 			   const char *stderr_text)
@@ -248,31 +210,23 @@ static void answer_failure(struct response *rs, const char *path, const char *sa
 			       *why ? why : "unknown reason");
 }
 
-static void answer_exec_failure(struct response *rs, const struct helper_error *err)
+static void answer_exec_failure(struct request *rq, struct response *rs,
+				const struct helper_error *err)
 {
-	exec_answer_error(rs, err);
+	if (err->http_status == 404)   /* a read of a room that does not exist */
+		response_error(rs, 404, "room %s not found", rq->room);
+	else
+		exec_answer_error(rs, err);
 }
 
 /* ---- GET: a file's bytes, or a directory's entries ---- */
-
-static const char GET_SCRIPT[] =
-	"if [ ! -e \"$P\" ]; then echo 'E notfound'; exit 0; fi\n"
-	"if [ -d \"$P\" ]; then\n"
-	"  if [ ! -r \"$P\" ] || [ ! -x \"$P\" ]; then echo 'E denied'; exit 0; fi\n"
-	"  echo D\n"
-	"  exec find \"$P\" -mindepth 1 $DEPTH -printf '%y\\t%s\\t%m\\t%T@\\t%P\\0' 2>/dev/null\n"
-	"fi\n"
-	"if [ ! -f \"$P\" ]; then echo 'E notfile'; exit 0; fi\n"
-	"exec 3< \"$P\" 2>/dev/null || { echo 'E denied'; exit 0; }\n"
-	"echo \"F $(stat -L -c %s /proc/self/fd/3)\"\n"
-	"exec cat <&3\n";
 
 static const char *entry_type(char y)
 {
 	return y == 'f' ? "file" : y == 'd' ? "directory" : y == 'l' ? "symlink" : "other";
 }
 
-/* find's records ("type\tsize\tmode\tmtime\trelative\0") as entries. */
+/* The get tool's records ("type\tsize\tmode\tmtime\trelative\0") as entries. */
 static json_object *list_entries(const char *text, size_t len, bool recursive, bool *truncated)
 {
 	json_object *entries = json_object_new_array();
@@ -380,7 +334,7 @@ void api_files_get(struct request *rq, struct response *rs)
 {
 	struct helper_error err;
 	struct run r = { .rq = rq, .rs = rs,
-			 .deadline_ms = (long)(monotonic_ms() + (int64_t)FILES_TIMEOUT(rq->app)) };
+			 .deadline_ms = (long)(monotonic_ms() + (int64_t)files_timeout(rq->app, false)) };
 	struct exec_sink sink = { .ctx = &r };
 	bool recursive = query_true(rq, "recursive");
 	char *path = files_room_path(rq->rest ? rq->rest : "");
@@ -392,13 +346,11 @@ void api_files_get(struct request *rq, struct response *rs)
 	}
 	if (rq->in && rq->in->out)
 		sink.stdout_raw = get_stdout;
-	if (rq->in && rq->in->out && rq->in->out->sendfile) {
-		sink.open_first = path;
+	if (rq->in && rq->in->out && rq->in->out->sendfile)
 		sink.stdout_file = get_file;
-	}
-	char *body = sh_append(strdup(recursive ? "DEPTH=\n" : "DEPTH='-maxdepth 1'\n"), GET_SCRIPT);
-	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
-	free(body);
+	sink.existing = true;
+	const char *argv[] = { TOOL_GET, path, recursive ? "1" : "0", NULL };
+	res = run_tool(rq, argv, true, &sink, &err);
 	if (r.headers_sent) {   /* the file went out as it came */
 		json_object_put(res);
 		rs->status = 200;
@@ -407,7 +359,7 @@ void api_files_get(struct request *rq, struct response *rs)
 		return;
 	}
 	if (!res) {
-		answer_exec_failure(rs, &err);
+		answer_exec_failure(rq, rs, &err);
 		free(path);
 		return;
 	}
@@ -440,49 +392,45 @@ void api_files_get(struct request *rq, struct response *rs)
 
 /* ---- PUT: upload a file, or make a directory ---- */
 
-/* Every step after the cd works in the one directory it opened: a room that
- * swaps the path's directories during the upload cannot split the steps
- * between two places (the temporary file in one, the name in another). */
-static const char PUT_SCRIPT[] =
-	"d=${P%/*}; [ -n \"$d\" ] || d=/\n"
-	"if [ -d \"$P\" ]; then echo 'E isdir'; exit 0; fi\n"
-	"mkdir -p -- \"$d\" && cd -- \"$d\" || exit 1\n"
-	"n=./${P##*/}\n"
-	"t=$(mktemp -p . .roombox-upload.XXXXXX) || exit 1\n"
-	"trap 'rm -f -- \"$t\"' EXIT\n"
-	"cat > \"$t\" || exit 1\n"
-	"[ \"$(stat -c %s \"$t\")\" = \"$SIZE\" ] || { echo 'E short'; exit 0; }\n"
-	"if [ -d \"$n\" ]; then echo 'E isdir'; exit 0; fi\n"
-	"if [ -n \"$MODE\" ]; then chmod \"$MODE\" \"$t\" || exit 1\n"
-	"elif [ -e \"$n\" ]; then chmod \"$(stat -L -c %a \"$n\")\" \"$t\" || exit 1\n"
-	"else chmod \"$(printf '%o' $((0666 & ~$(umask))))\" \"$t\" || exit 1; fi\n"
-	"if [ -e \"$n\" ]; then w=replaced; else w=created; fi\n"
-	"mv -f -- \"$t\" \"$n\" || exit 1\n"
-	"trap - EXIT\n"
-	"echo \"ok $w\"\n";
-
-static const char MKDIR_SCRIPT[] =
-	"if [ -e \"$P\" ] && [ ! -d \"$P\" ]; then echo 'E exists'; exit 0; fi\n"
-	"if [ -d \"$P\" ]; then echo 'ok replaced'; exit 0; fi\n"
-	"mkdir -p -- \"$P\" || exit 1\n"
-	"[ -z \"$MODE\" ] || chmod \"$MODE\" \"$P\" || exit 1\n"
-	"echo 'ok created'\n";
-
+/* The body from the web server, then the end mark once all of it came:
+ * Content-Length bytes, or without one everything to the end of the
+ * request's stream, never past max_file.  A body cut short or too large
+ * closes the command's stdin without the mark, and nothing is named. */
 static ssize_t put_input(void *ctx, char *buf, size_t n)
 {
 	struct run *r = ctx;
 	int k;
 
-	if (r->left == 0)
-		return 0;
-	if (n > r->left)
-		n = (size_t)r->left;
-	k = r->rq->in->read(r->rq->in->ctx, buf, (int)n);
-	if (k <= 0) {
+	if (r->body_done) {
+		size_t m = TOOL_PUT_END_LEN - r->mark_off < n ? TOOL_PUT_END_LEN - r->mark_off : n;
+
+		memcpy(buf, r->mark + r->mark_off, m);
+		r->mark_off += m;
+		return (ssize_t)m;
+	}
+	if (r->known && r->left == 0) {
+		k = 0;
+	} else {
+		if (r->known && n > r->left)
+			n = (size_t)r->left;
+		k = r->rq->in->read(r->rq->in->ctx, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+	}
+	if (k < 0 || (k == 0 && r->known && r->left)) {
 		r->input_failed = true;
 		return -1;
 	}
-	r->left -= (uint64_t)k;
+	if (k == 0) {
+		r->body_done = true;
+		tool_put_end(r->mark, r->got);
+		return put_input(ctx, buf, n);
+	}
+	r->got += (uint64_t)k;
+	if (r->known)
+		r->left -= (uint64_t)k;
+	if (r->got > r->rq->app->cfg.max_file) {
+		r->too_big = true;
+		return -1;
+	}
 	return k;
 }
 
@@ -496,11 +444,13 @@ static bool mode_valid(const char *m)
 void api_files_put(struct request *rq, struct response *rs)
 {
 	const char *cl = rq->in->param(rq->in->ctx, "CONTENT_LENGTH");
-	char mode[8] = "", vars[96];
+	char mode[8] = "";
 	char *path = files_room_path(rq->rest ? rq->rest : "");
-	uint64_t size = cl && *cl ? strtoull(cl, NULL, 10) : 0;
+	/* without Content-Length (a chunked body): to the end of the stream */
+	bool known = cl && *cl;
+	uint64_t size = known ? strtoull(cl, NULL, 10) : 0;
 	bool dir = rq->rest && *rq->rest && rq->rest[strlen(rq->rest) - 1] == '/';
-	struct run r = { .rq = rq, .left = size };
+	struct run r = { .rq = rq, .known = known, .left = size };
 	struct exec_sink sink = { .ctx = &r };
 	struct helper_error err;
 	json_object *res;
@@ -524,13 +474,12 @@ void api_files_put(struct request *rq, struct response *rs)
 	}
 	if (dir)
 		path[strlen(path) - 1] = '\0';
-	snprintf(vars, sizeof(vars), "SIZE=%llu; MODE=%s\n", (unsigned long long)size, mode);
-	sink.input = put_input;
-	char *body = sh_append(strdup(vars), dir ? MKDIR_SCRIPT : PUT_SCRIPT);
-	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
-	free(body);
+	const char *argv[] = { dir ? TOOL_MKDIR : TOOL_PUT, path, mode, NULL };
+	if (!dir)
+		sink.input = put_input;
+	res = run_tool(rq, argv, dir, &sink, &err);
 	if (!res) {
-		answer_exec_failure(rs, &err);
+		answer_exec_failure(rq, rs, &err);
 		goto out;
 	}
 	const char *said = field(res, "stdout");
@@ -539,8 +488,11 @@ void api_files_put(struct request *rq, struct response *rs)
 
 		json_object_object_add(answer, "path", json_object_new_string(path));
 		if (!dir)
-			json_object_object_add(answer, "size", json_object_new_int64((int64_t)size));
+			json_object_object_add(answer, "size", json_object_new_int64((int64_t)r.got));
 		response_json(rs, strncmp(said, "ok created", 10) == 0 ? 201 : 200, answer);
+	} else if (r.too_big) {
+		response_error(rs, 413, "file larger than max_file (%llu bytes)",
+			       (unsigned long long)rq->app->cfg.max_file);
 	} else if (r.input_failed) {
 		response_error(rs, 400, "the upload ended before Content-Length bytes came");
 	} else {
@@ -552,14 +504,6 @@ out:
 }
 
 /* ---- DELETE ---- */
-
-static const char DELETE_SCRIPT[] =
-	"if [ ! -e \"$P\" ] && [ ! -L \"$P\" ]; then echo 'E notfound'; exit 0; fi\n"
-	"if [ -d \"$P\" ] && [ ! -L \"$P\" ]; then\n"
-	"  if [ -n \"$REC\" ]; then rm -rf -- \"$P\" || exit 1\n"
-	"  else rmdir -- \"$P\" || exit 1; fi\n"
-	"else rm -f -- \"$P\" || exit 1; fi\n"
-	"echo ok\n";
 
 void api_files_delete(struct request *rq, struct response *rs)
 {
@@ -575,11 +519,12 @@ void api_files_delete(struct request *rq, struct response *rs)
 	}
 	if (strlen(path) > 1 && path[strlen(path) - 1] == '/')
 		path[strlen(path) - 1] = '\0';
-	char *body = sh_append(strdup(query_true(rq, "recursive") ? "REC=1\n" : "REC=\n"), DELETE_SCRIPT);
-	res = run_script(rq, body ? script(path, NULL, body) : NULL, &sink, &err);
-	free(body);
+	bool recursive = query_true(rq, "recursive");
+	const char *argv[] = { TOOL_DELETE, path, recursive ? "1" : "0", NULL };
+	/* a recursive delete takes as long as its tree */
+	res = run_tool(rq, argv, !recursive, &sink, &err);
 	if (!res) {
-		answer_exec_failure(rs, &err);
+		answer_exec_failure(rq, rs, &err);
 	} else if (strcmp(field(res, "stdout"), "ok\n") == 0 && exit_code(res) == 0) {
 		json_object *answer = json_object_new_object();
 
@@ -593,13 +538,6 @@ void api_files_delete(struct request *rq, struct response *rs)
 }
 
 /* ---- POST {"to"}: move or rename ---- */
-
-static const char MOVE_SCRIPT[] =
-	"if [ ! -e \"$P\" ] && [ ! -L \"$P\" ]; then echo 'E notfound'; exit 0; fi\n"
-	"d=${T%/*}; [ -n \"$d\" ] || d=/\n"
-	"mkdir -p -- \"$d\" || exit 1\n"
-	"mv -T -- \"$P\" \"$T\" || exit 1\n"
-	"echo ok\n";
 
 void api_files_move(struct request *rq, struct response *rs)
 {
@@ -640,9 +578,10 @@ void api_files_move(struct request *rq, struct response *rs)
 		response_error(rs, 500, "out of memory");
 		goto out;
 	}
-	res = run_script(rq, script(path, to, MOVE_SCRIPT), &sink, &err);
+	const char *argv[] = { TOOL_MOVE, path, to, NULL };
+	res = run_tool(rq, argv, true, &sink, &err);
 	if (!res) {
-		answer_exec_failure(rs, &err);
+		answer_exec_failure(rq, rs, &err);
 	} else if (strcmp(field(res, "stdout"), "ok\n") == 0 && exit_code(res) == 0) {
 		json_object *answer = json_object_new_object();
 

@@ -160,6 +160,11 @@ void api_ports_list(struct request *rq, struct response *rs)
 		response_error(rs, 500, "room %s: previews: could not list the exposures", rq->room);
 		return;
 	}
+	/* none: a room that does not exist is a 404, and is not created */
+	if (n == 0 && !room_exists_or_answer(rq, rs)) {
+		json_object_put(answer);
+		return;
+	}
 	response_json(rs, 200, answer);
 }
 

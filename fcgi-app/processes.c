@@ -5,11 +5,12 @@
  * -------------------
  * A managed process is started by one short exec in the room (passed I/O,
  * common/protocol.h): roombox-fcgi makes three pipes (stdin, stdout,
- * stderr), the helper hands their room ends to the keeper, and the exec's
- * shell runs the fixed starter below, which `exec setsid -f`s a wrapper
- * and ends at once.  So the exec answers in milliseconds and its deadline
- * never reaches the process (the keeper's deadline kills an exec's shell
- * tree while the shell runs; the starter's shell is long gone by then):
+ * stderr), the helper hands their room ends to the keeper, and the keeper
+ * starts the exec detached (common/protocol.h): its shell in a session of
+ * its own, the exec answered at once.  So the exec answers in milliseconds,
+ * its deadline never reaches the process, and nothing of the room (its
+ * setsid, say) is waited on.  The shell runs the fixed starter below,
+ * which execs the wrapper:
  *
  *   wrapper W  (sh, leader of a new session and process group; not told of
  *               any signal we send, and it outlives any the room sends it
@@ -28,9 +29,10 @@
  * the room's kill-all (`killed`, SIGKILL: the room ran on) or by the room
  * stopping under them (`lost`; so too across a restart of roombox-fcgi).
  *
- * Signals go by another short exec, a fixed script that signals every
- * process of W's session but W (its tree: what a process starts stays in
- * its session unless it makes one of its own with setsid); after TERM (or
+ * Signals go by another short exec, the keeper's signal tool, which
+ * signals every process of W's session but W (its tree: what a process
+ * starts stays in its session unless it makes one of its own with
+ * setsid), no program of the room's; after TERM (or
  * any signal but KILL) a timer sends KILL 5 s later if the process still
  * runs.  The idle stop leaves a room with a running managed process alone
  * (stop-idle's keep list).
@@ -83,7 +85,7 @@ int procs_init(struct app *app, char *err, size_t errlen)
 	return proc_logger_start(app, err, errlen);
 }
 
-/* ---- running fixed scripts in the room ---- */
+/* ---- quoting for the starter, and the keeper's signal tool ---- */
 
 static char *sh_quoted(const char *s)
 {
@@ -116,37 +118,40 @@ static int ignore_event(void *ctx, json_object *ev)
 	return 0;
 }
 
-/* Signal every process of session sid but sid itself (the wrapper, which
- * then reports the end).  KILL stops them first, round after round, so
- * nothing forks away while they die. */
-static const char KILL_SCRIPT[] =
-	"l() { for f in /proc/[0-9]*; do p=${f#/proc/}; [ \"$p\" = \"$S\" ] && continue\n"
-	"  read -r t 2>/dev/null < \"$f/stat\" || continue; set -- ${t##*) }\n"
-	"  [ \"$4\" = \"$S\" ] && echo \"$p\"; done; }\n"
-	"if [ \"$G\" = KILL ]; then i=0\n"
-	"  while [ $i -lt 50 ]; do v=$(l); [ -z \"$v\" ] && break\n"
-	"    kill -STOP $v 2>/dev/null; kill -KILL $v 2>/dev/null; i=$((i+1)); done\n"
-	"else v=$(l); [ -n \"$v\" ] && { kill -$G $v 2>/dev/null; kill -CONT $v 2>/dev/null; }; fi\n"
-	"true\n";
+/* The signals a DELETE may send, by name. */
+static const struct { const char *name; int sig; } signals[] = {
+	{ "TERM", SIGTERM }, { "KILL", SIGKILL }, { "INT", SIGINT }, { "HUP", SIGHUP },
+	{ "QUIT", SIGQUIT }, { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "STOP", SIGSTOP },
+	{ "CONT", SIGCONT },
+};
 
+static int signal_number(const char *name)
+{
+	for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		if (!strcmp(signals[i].name, name))
+			return signals[i].sig;
+	return 0;
+}
+
+/* Signal every process of session sid but sid itself (the wrapper, which
+ * then reports the end): the keeper's signal tool, so nothing of the
+ * room's (its shell, its kill) is waited on.  A room that no longer
+ * exists is not made again for it. */
 static int signal_session(struct app *app, const char *room, long sid, const char *sig,
 			  struct helper_error *err)
 {
-	char *cmd = NULL;
-	struct exec_request ex = { .cwd = "/", .timeout_ms = START_TIMEOUT_MS };
-	struct exec_sink sink = { .event = ignore_event };
+	char sid_text[24], sig_text[8];
+	const char *argv[] = { TOOL_SIGNAL, sid_text, sig_text, NULL };
+	struct exec_request ex = { .cmd = TOOL_SIGNAL, .cmd_len = strlen(TOOL_SIGNAL),
+				   .timeout_ms = START_TIMEOUT_MS,
+				   /* the room's root may signal both its users' processes */
+				   .user = HK_USER_ROOT };
+	struct exec_sink sink = { .event = ignore_event, .tool = argv, .existing = true };
 	json_object *res;
 
-	if (asprintf(&cmd, "S=%ld; G=%s\n%s", sid, sig, KILL_SCRIPT) < 0) {
-		snprintf(err->message, sizeof(err->message), "out of memory");
-		err->http_status = 500;
-		return -1;
-	}
-	ex.cmd = cmd;
-	ex.cmd_len = strlen(cmd);
-	ex.user = HK_USER_ROOT;   /* the room's root may signal both its users' processes */
+	snprintf(sid_text, sizeof(sid_text), "%ld", sid);
+	snprintf(sig_text, sizeof(sig_text), "%d", signal_number(sig));
 	res = exec_stream_in_room(app, room, &ex, &sink, err);
-	free(cmd);
 	json_object_put(res);
 	return res ? 0 : -1;
 }
@@ -165,16 +170,25 @@ static const char WRAPPER[] =
 static const char INNER[] =
 	"printf '\\036rbx:%s pid %d %d\\n' \"$1\" \"$$\" \"$PPID\" >&2; exec /bin/sh -c \"$2\"";
 
-static char *starter(const char *nonce, const char *cmd)
+/* The detached exec's command (the keeper has put its shell in a session
+ * of its own, common/protocol.h's detach): no session to save, fd 9
+ * closed, the request's cwd (a cd that fails ends the process with 1, as
+ * an exec with that cwd would), then W. */
+static char *starter(const char *nonce, const char *cmd, const char *cwd)
 {
-	char *w = sh_quoted(WRAPPER), *c = sh_quoted(cmd), *i = sh_quoted(INNER), *s = NULL;
+	char *w = sh_quoted(WRAPPER), *c = sh_quoted(cmd), *i = sh_quoted(INNER);
+	char *d = cwd ? sh_quoted(cwd) : NULL, *s = NULL;
 
-	if (!w || !c || !i || asprintf(&s, "exec 9>&-; exec setsid -f /bin/sh -c %s roombox-process "
-				       "%s %s %s", w, nonce, c, i) < 0)
+	if (!w || !c || !i || (cwd && !d) ||
+	    asprintf(&s, "trap - EXIT; exec 9>&-\n%s%s%s%s%s"
+		     "exec /bin/sh -c %s roombox-process %s %s %s", d ? "cd -- " : "", d ? d : "",
+		     d ? " || { printf '\\036rbx:%s exit 1\\n' " : "", d ? nonce : "",
+		     d ? " >&2; exit 1; }\n" : "", w, nonce, c, i) < 0)
 		s = NULL;
 	free(w);
 	free(c);
 	free(i);
+	free(d);
 	return s;
 }
 
@@ -246,7 +260,7 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 {
 	struct helper_target target = app_helper(app);
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	char *cmd = starter(p->nonce, req->cmd);
+	char *cmd = starter(p->nonce, req->cmd, req->cwd);
 	/* the request's env, cwd and user; the starter as its command */
 	struct exec_request start = *req;
 	json_object *hreq, *reply = NULL, *v;
@@ -262,8 +276,10 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	}
 	start.cmd = cmd;
 	start.cmd_len = strlen(cmd);
+	start.cwd = NULL;   /* the starter's own cd */
 	start.timeout_ms = START_TIMEOUT_MS;
 	hreq = exec_helper_request_io(room, &start);
+	json_object_object_add(hreq, HK_DETACH, json_object_new_boolean(1));
 	int pass[3] = { in[0], out[1], errp[1] };
 	if (!exec_slot_take(app)) {
 		err->http_status = 503;
@@ -426,6 +442,11 @@ void api_procs_list(struct request *rq, struct response *rs)
 		json_object_array_add(list, proc_json(v[i]));
 	pthread_mutex_unlock(&procs_lock);
 	free(v);
+	/* none: a room that does not exist is a 404, and is not created */
+	if (n == 0 && !room_exists_or_answer(rq, rs)) {
+		json_object_put(list);
+		return;
+	}
 	rs->status = 200;
 	rs->body = json_object_new_object();
 	json_object_object_add(rs->body, "processes", list);
@@ -572,9 +593,6 @@ void api_procs_stdin(struct request *rq, struct response *rs)
 
 /* ---- DELETE: signal the tree, KILL 5 s later ---- */
 
-static const char *const signals[] = { "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2",
-				       "STOP", "CONT", NULL };
-
 struct later_kill {
 	struct app *app;
 	char room[ROOM_ID_MAX + 1];
@@ -637,7 +655,6 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	long sid = 0;
 	bool ending = false;
 	int64_t until;
-	size_t i;
 
 	if (!proc_path(rq, rs, id, sizeof(id), &what))
 		return;
@@ -647,9 +664,7 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	}
 	http_query_value(rq, "signal", sig, sizeof(sig));
 	name = strncmp(sig, "SIG", 3) == 0 ? sig + 3 : sig;
-	for (i = 0; signals[i] && strcmp(signals[i], name); i++)
-		;
-	if (!signals[i]) {
+	if (!signal_number(name)) {
 		response_error(rs, 400, "invalid signal: %s (one of TERM, KILL, INT, HUP, QUIT, "
 			       "USR1, USR2, STOP, CONT)", sig);
 		return;
@@ -668,7 +683,7 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	pthread_mutex_unlock(&procs_lock);
 	if (!serial)
 		return;
-	if (!ending && signal_tree(rq->app, rq->room, serial, sid, signals[i], &err) < 0) {
+	if (!ending && signal_tree(rq->app, rq->room, serial, sid, name, &err) < 0) {
 		exec_answer_error(rs, &err);
 		return;
 	}
@@ -676,7 +691,7 @@ void api_procs_delete(struct request *rq, struct response *rs)
 	pthread_mutex_lock(&procs_lock);
 	until = monotonic_ms() + 1000;
 	while ((p = proc_find_serial(serial)) && p->status == P_RUNNING && monotonic_ms() < until &&
-	       strcmp(signals[i], "STOP") && strcmp(signals[i], "CONT"))
+	       strcmp(name, "STOP") && strcmp(name, "CONT"))
 		procs_wait_changed((int)(until - monotonic_ms()));
 	if (p)
 		answer_proc(rs, p);

@@ -170,6 +170,14 @@ static json_object *room_status_or_answer(struct request *rq, struct response *r
 	return reply;
 }
 
+bool room_exists_or_answer(struct request *rq, struct response *rs)
+{
+	json_object *reply = room_status_or_answer(rq, rs);
+
+	json_object_put(reply);
+	return reply != NULL;
+}
+
 void api_rooms_get(struct request *rq, struct response *rs)
 {
 	json_object *reply, *st;

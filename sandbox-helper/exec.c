@@ -307,8 +307,9 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 		     const struct exec_order *q, size_t *len)
 {
 	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, q->timeout_ms,
-			     q->as_user ? KP_AS_USER : KP_AS_ROOT, q->open ? KP_OPEN_FIRST : 0 };
-	size_t size = sizeof(h) + (q->open ? strlen(q->open) + 1 : 0);
+			     q->as_user ? KP_AS_USER : KP_AS_ROOT,
+			     q->is_tool ? KP_TOOL : q->detach ? KP_DETACH : 0 };
+	size_t size = sizeof(h);
 	while (argv[h.argc])
 		size += strlen(argv[h.argc++]) + 1;
 	while (envp[h.envc])
@@ -325,8 +326,6 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 		p = stpcpy(p, argv[i]) + 1;
 	for (uint32_t i = 0; i < h.envc; i++)
 		p = stpcpy(p, envp[i]) + 1;
-	if (q->open)
-		stpcpy(p, q->open);
 	size_t off = 0;
 	while (off < size) {
 		ssize_t k = write(fd, buf + off, size - off);
@@ -550,14 +549,19 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 	j->blob = -1;
 	for (int i = 0; i < 2; i++)
 		j->in[i] = j->out[i] = j->errp[i] = -1;
-	j->save = !q->cwd && !q->env;
+	/* a tool is the keeper's code: no shell, environment or session */
+	j->save = !q->cwd && !q->env && !q->is_tool;
 	j->input = q->io || (q->stdin_data && q->stdin_len);
-	if (build_env(r, q, j->save, &j->ce, err, errlen) < 0) {
+	if (q->is_tool) {
+		char *none[] = { NULL };
+		j->blob = blob_make(r, (char *const *)q->tool, none, q, &j->blob_len);
+	} else if (build_env(r, q, j->save, &j->ce, err, errlen) < 0) {
 		exec_job_free(j);
 		return NULL;
+	} else {
+		char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
+		j->blob = blob_make(r, argv, j->ce.envp, q, &j->blob_len);
 	}
-	char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-	j->blob = blob_make(r, argv, j->ce.envp, q, &j->blob_len);
 	if (q->io) {
 		/* the caller's pipes: it writes the input and reads the output
 		 * itself, as the command runs; the helper only waits */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "minijson.h"
+#include "protocol.h"
 #include "room.h"
 #include "cgroup.h"
 
@@ -30,7 +31,12 @@ struct exec_order {
 	bool (*at_pids_limit)(void *ctx, const struct room *r, bool said_cannot_fork);
 	void *ctx;
 	bool as_user;            /* run as the room's user (1000), else its root */
-	const char *open;        /* absolute path: send it first (KP_OPEN_FIRST), or NULL */
+	/* A keeper tool instead of cmd (KP_TOOL): its argv, NULL-terminated,
+	 * pointing into the request; or NULL. */
+	const char *tool[TOOL_ARGS_MAX + 1];
+	bool is_tool;
+	bool existing;           /* never create the room (not_found instead) */
+	bool detach;             /* KP_DETACH: start it, answer at once */
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by

@@ -321,7 +321,7 @@ static int exec_attempts(struct helper *h, struct room *r, const struct exec_ord
 		if (attempt > 0 && conn < 0)
 			stop_room(h, r);
 		if (conn < 0) {
-			if (ensure_running(h, r, true) <= 0) {
+			if (ensure_running(h, r, !q->existing) <= 0) {
 				room_unlock(r);
 				exec_job_free(job);
 				return -1;
@@ -370,6 +370,15 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 	const char *code = request_exec_parse(req, &h->cfg, &q, h->err, sizeof(h->err));
 	if (code)
 		return fail(h, code);
+	/* a request that only reads: a room that does not exist is not made,
+	 * nor is anything of it (its run directory, its lock) */
+	if (q.existing) {
+		int found = room_load(&r, h->err, sizeof(h->err));
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room %s not found", r.id);
+		if (found <= 0)
+			return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
+	}
 	const struct mj_value *v = mj_get(req, HK_IO);
 	if (v && v->type == MJ_BOOL && v->boolean) {
 		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0 || q.stdin_data) {

@@ -133,13 +133,33 @@ static const char *env_check(const struct mj_value *env, const char *room, char 
 	return NULL;
 }
 
+/* tool: 1 to TOOL_ARGS_MAX strings without NUL bytes, in place of cmd
+ * (the keeper checks the operation and its arguments). */
+static const char *tool_parse(const struct mj_value *v, struct exec_order *q, char *err, size_t errlen)
+{
+	if (v->type != MJ_ARRAY || v->len < 1 || v->len > TOOL_ARGS_MAX)
+		return errorf(err, errlen, "tool must be 1 to %d strings", TOOL_ARGS_MAX), HELPER_ERR_INVALID;
+	for (size_t i = 0; i < v->len; i++) {
+		const struct mj_value *s = &v->members[i].value;
+		if (s->type != MJ_STRING || strlen(s->str) != s->len || s->len >= PATH_MAX)
+			return errorf(err, errlen, "tool: argument %zu is not a path-sized string", i),
+			       HELPER_ERR_INVALID;
+		q->tool[i] = s->str;
+	}
+	q->tool[v->len] = NULL;
+	q->is_tool = true;
+	return NULL;
+}
+
 const char *request_exec_parse(const struct mj_value *req, const struct config *cfg,
 			       struct exec_order *q, char *err, size_t errlen)
 {
 	const struct mj_value *v;
 	const char *code;
 	memset(q, 0, sizeof(*q));
-	q->cmd = mj_get_str(req, HK_CMD);
+	if ((v = mj_get(req, HK_TOOL)) && (code = tool_parse(v, q, err, errlen)))
+		return code;
+	q->cmd = q->is_tool ? q->tool[0] : mj_get_str(req, HK_CMD);
 	if (!q->cmd || !*q->cmd)
 		return errorf(err, errlen, "cmd missing"), HELPER_ERR_INVALID;
 	q->timeout_ms = cfg->exec_timeout_ms;
@@ -166,8 +186,12 @@ const char *request_exec_parse(const struct mj_value *req, const struct config *
 		return errorf(err, errlen, "user must be \"%s\" or \"%s\"", HK_USER_ROOT, HK_USER_USER),
 		       HELPER_ERR_INVALID;
 	q->as_user = user ? strcmp(user, HK_USER_USER) == 0 : cfg->exec_user == EXEC_USER_USER;
-	q->open = mj_get_str(req, HK_OPEN);
-	if (q->open && (q->open[0] != '/' || strlen(q->open) >= PATH_MAX))
-		return errorf(err, errlen, "open must be an absolute path"), HELPER_ERR_INVALID;
+	v = mj_get(req, HK_EXISTING);
+	q->existing = v && v->type == MJ_BOOL && v->boolean;
+	v = mj_get(req, HK_DETACH);
+	q->detach = v && v->type == MJ_BOOL && v->boolean;
+	if (q->is_tool && (q->detach || q->env || q->cwd))
+		return errorf(err, errlen, "a tool takes no detach, env or cwd"), HELPER_ERR_INVALID;
 	return NULL;
 }
+

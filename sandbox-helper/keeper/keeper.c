@@ -581,7 +581,9 @@ static void exec_start(int conn, int *fds, int nfds)
 		x->plan = plan;
 		uid_t id = plan.hdr.who == KP_AS_USER ? KP_USER_ID : KP_ROOT_ID;
 		x->spawn = (struct spawn_plan){ plan.argv, plan.envp, fds[1], fds[2], fds[3],
-						nfds > 4 ? fds[4] : -1, ep[1], id, id, plan.open };
+						nfds > 4 ? fds[4] : -1, ep[1], id, id,
+						(plan.hdr.flags & KP_TOOL) != 0,
+						(plan.hdr.flags & KP_DETACH) != 0 };
 		shell = spawn_shell(&x->spawn, &stacks[k]);
 		close(ep[1]);
 	}

@@ -8,8 +8,7 @@
  *                      session] and, when the exec has input, [stdin]
  *                      (else the shell reads the keeper's /dev/null); blob
  *                      is a memfd holding a struct kp_blob followed by argc
- *                      then envc NUL-terminated strings (and, with
- *                      KP_OPEN_FIRST, one more: see below); session is where
+ *                      then envc NUL-terminated strings; session is where
  *                      the shell writes its `export -p` as it ends (the
  *                      helper passes the blob's memfd again, its offset at
  *                      the blob's end).
@@ -29,17 +28,17 @@
  *                      gone: the command may have run, so it is not tried
  *                      again.  A connection the helper closes before the
  *                      answer kills the exec.
- *                      KP_OPEN_FIRST (a file download, SPEC §8.2): the
- *                      shell's child first opens the extra string, a path,
- *                      for reading, as the shell's user, in the room.  A
- *                      regular file goes back on stdout, which is then a
- *                      unix stream socket, as the text "F <size>\n" with
- *                      the open descriptor attached (SCM_RIGHTS), and the
- *                      child exits 0 without running the shell; anything
- *                      else (no such file, denied, a directory, stdout not
- *                      a socket) runs the shell as usual.  A keeper that
- *                      predates the flag ignores it (flags was reserved,
- *                      always 0) and runs the shell.
+ *                      KP_TOOL: argv is not a command line but one of
+ *                      the keeper's own tools (tools.c; the operations in
+ *                      common/protocol.h), envc 0: the child does it
+ *                      itself, as the request's user, in the room, and
+ *                      its exit status is the answer's.  No program of the
+ *                      room runs.
+ *                      KP_DETACH: the child forks, and the fork starts a
+ *                      session of its own and runs the shell; the child
+ *                      itself ends at once (status 0), so the answer comes
+ *                      at once and the shell is no longer the exec's: its
+ *                      deadline never reaches it (a managed process).
  *   helper -> keeper   on a connection of its own: KP_DRAIN with
  *                      descriptors [stdout, stderr] (read ends) that
  *                      background processes still hold: keep reading them
@@ -70,10 +69,12 @@ struct kp_blob {
 	uint32_t pids_limit;      /* to tell a fork bomb from a background job */
 	uint64_t timeout_ms;
 	uint32_t who;             /* KP_AS_ROOT or KP_AS_USER */
-	uint32_t flags;           /* KP_OPEN_FIRST or 0 */
+	uint32_t flags;           /* KP_TOOL, KP_DETACH or 0 */
 };
 
-#define KP_OPEN_FIRST 1u
+/* (1 was a download's "open first", done by the get tool now) */
+#define KP_TOOL   2u
+#define KP_DETACH 4u
 
 enum kp_who { KP_AS_ROOT = 0, KP_AS_USER = 1 };
 /* the room's ids, inside its user namespace */

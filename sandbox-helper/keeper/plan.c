@@ -3,11 +3,20 @@
  * to it: every count and string is checked against the blob's size. */
 #include "plan.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* KP_TOOL alone and without environment, or KP_DETACH, or neither */
+static bool flags_valid(const struct kp_blob *h)
+{
+	if (h->flags & KP_TOOL)
+		return h->flags == KP_TOOL && h->envc == 0;
+	return (h->flags & ~KP_DETACH) == 0;
+}
 
 int plan_read(int blob_fd, struct exec_plan *p)
 {
@@ -20,23 +29,20 @@ int plan_read(int blob_fd, struct exec_plan *p)
 	p->data[st.st_size] = '\0';
 	memcpy(&p->hdr, p->data, sizeof(p->hdr));
 	if (p->hdr.magic != KP_MAGIC || p->hdr.argc < 1 || p->hdr.argc > 64 || p->hdr.envc > 4096 ||
-	    (p->hdr.who != KP_AS_ROOT && p->hdr.who != KP_AS_USER) || (p->hdr.flags & ~KP_OPEN_FIRST))
+	    (p->hdr.who != KP_AS_ROOT && p->hdr.who != KP_AS_USER) || !flags_valid(&p->hdr))
 		return -1;
-	uint32_t extra = p->hdr.flags & KP_OPEN_FIRST ? 1 : 0;
 	p->argv = calloc(p->hdr.argc + 1, sizeof(char *));
 	p->envp = calloc(p->hdr.envc + 1, sizeof(char *));
 	if (!p->argv || !p->envp)
 		return -1;
 	char *s = p->data + sizeof(p->hdr), *end = p->data + st.st_size;
-	for (uint32_t i = 0; i < p->hdr.argc + p->hdr.envc + extra; i++) {
+	for (uint32_t i = 0; i < p->hdr.argc + p->hdr.envc; i++) {
 		if (s >= end)
 			return -1;
 		if (i < p->hdr.argc)
 			p->argv[i] = s;
-		else if (i < p->hdr.argc + p->hdr.envc)
-			p->envp[i - p->hdr.argc] = s;
 		else
-			p->open = s;
+			p->envp[i - p->hdr.argc] = s;
 		s += strlen(s) + 1;
 	}
 	return 0;

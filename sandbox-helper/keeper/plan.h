@@ -1,6 +1,6 @@
 /* One exec's plan, as the helper sends it to the keeper (keeper_proto.h):
  * a memfd holding a struct kp_blob, then argc and envc NUL-terminated
- * strings (and with KP_OPEN_FIRST the path to try first).  Read into
+ * strings (with KP_TOOL, argv names a tool and envc is 0).  Read into
  * memory the keeper owns, with the argv and envp arrays the shell is
  * started with (spawn.c). */
 #ifndef ROOMBOX_KEEPER_PLAN_H
@@ -12,7 +12,6 @@ struct exec_plan {
 	struct kp_blob hdr;
 	char *data;
 	char **argv, **envp;
-	const char *open;         /* KP_OPEN_FIRST's path, or NULL */
 };
 
 /* The blob in blob_fd (from offset 0, its whole size) into p.  -1 when it

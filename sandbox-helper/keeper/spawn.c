@@ -36,10 +36,13 @@
  * on the error pipe (fd 10, close-on-exec: the keeper sees end-of-file once
  * the shell runs).
  *
- * A download (KP_OPEN_FIRST) first tries to open its file right there, with
- * the shell's ids and root, as the shell would: a regular file is sent to
- * roombox-fcgi on stdout and the child ends, so the bytes then go from the
- * file to the web server without a copy in between (fcgi-app/files.c).
+ * A tool (KP_TOOL, tools.c) is done by the child itself, with the same
+ * ids, root and confinement a shell would have, and no execve: the room's
+ * root keeps the room's capabilities (ROOM_CAPS, made effective), its user
+ * has none.  Running the keeper's libc code, such a child must not share
+ * the keeper's memory: it is always forked.  So is a detached start
+ * (KP_DETACH): the child forks once more and ends; the fork starts a
+ * session of its own and execs the shell.
  */
 #include "spawn.h"
 
@@ -55,6 +58,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "caps.h"
+#include "keeper_proto.h"
+#include "tools.h"
 
 #define STACK_SIZE (32 * 1024)
 #define GUARD_SIZE 4096
@@ -122,43 +129,35 @@ static void __attribute__((noreturn)) child_fail(int fd, const char *step, long 
 		ksys(SYS_exit_group, 126, 0, 0, 0, 0);
 }
 
-/* KP_OPEN_FIRST (keeper_proto.h): a regular file at path goes out on
- * stdout as "F <size>\n" with its descriptor, and the child ends (status
- * 0); for anything else this returns and the shell runs. */
-static void send_open_file(const char *path)
+/* What a tool's child does instead of the shell: the room's root gets
+ * its capabilities in effect (a shell would at its execve), then the tool
+ * runs and its status ends the child. */
+static void __attribute__((noreturn)) run_tool(const struct spawn_plan *p)
 {
-	long fd = ksys(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, 0);
-	struct stat st;
-	if (fd < 0)
-		return;
-	if (ksys(SYS_fstat, fd, (long)&st, 0, 0, 0) == 0 && S_ISREG(st.st_mode)) {
-		char text[32];
-		size_t k = sizeof(text);
-		unsigned long long v = (unsigned long long)st.st_size;
-		int sent = (int)fd;
-		text[--k] = '\n';
-		do
-			text[--k] = (char)('0' + v % 10);
-		while ((v /= 10) && k > 2);
-		text[--k] = ' ';
-		text[--k] = 'F';
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} c = { 0 };
-		struct iovec iov = { text + k, sizeof(text) - k };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
-				    .msg_controllen = sizeof(c.buf) };
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &sent, sizeof(int));
-		if (ksys(SYS_sendmsg, 1, (long)&m, MSG_NOSIGNAL, 0, 0) == (long)(sizeof(text) - k))
-			for (;;)
-				ksys(SYS_exit_group, 0, 0, 0, 0, 0);
+	if (p->uid == KP_ROOT_ID) {
+		struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct data[2] = { 0 };
+		for (int i = 0; i < 2; i++)
+			data[i].permitted = data[i].effective = (uint32_t)(ROOM_CAPS >> (32 * i));
+		if (syscall(SYS_capset, &hdr, data) < 0)
+			child_fail(10, "the room's capabilities", -errno);
 	}
-	ksys(SYS_close, fd, 0, 0, 0, 0);
+	_exit(tool_main(p->argv));
+}
+
+/* A detached start: the child ends at once (the exec's answer); its fork,
+ * no process group leader, makes a session of its own and goes on to the
+ * shell.  The error pipe is the child's alone, so its end-of-file comes
+ * with the child's end. */
+static void detach(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		child_fail(10, "fork", -errno);
+	if (pid > 0)
+		_exit(0);
+	close(10);
+	setsid();
 }
 
 static int child_main(void *arg)
@@ -213,15 +212,17 @@ static int child_main(void *arg)
 	    (rc = ksys(SYS_setresgid, p->gid, p->gid, p->gid, 0, 0)) < 0 ||
 	    (rc = ksys(SYS_setresuid, p->uid, p->uid, p->uid, 0, 0)) < 0)
 		child_fail(10, "become the room's root or user", rc);
-	if (p->open)
-		send_open_file(p->open);
+	if (p->tool)
+		run_tool(p);
+	if (p->detach)
+		detach();
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)p->envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
 }
 
 pid_t spawn_shell(const struct spawn_plan *p, void **stack)
 {
-	if (may_share_memory()) {
+	if (!p->tool && !p->detach && may_share_memory()) {
 		if (!*stack) {
 			char *m = mmap(NULL, GUARD_SIZE + STACK_SIZE, PROT_READ | PROT_WRITE,
 				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);

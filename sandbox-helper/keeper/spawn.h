@@ -15,7 +15,8 @@ struct spawn_plan {
 	int report;               /* error pipe (write end), placed on 10 */
 	uid_t uid;
 	gid_t gid;
-	const char *open;         /* KP_OPEN_FIRST's path, or NULL */
+	bool tool;                /* KP_TOOL: argv names a tool, done by the child */
+	bool detach;              /* KP_DETACH: the shell in a new session, the child ends */
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is

@@ -2,19 +2,19 @@
  * on any blob.
  *
  * Input: the contents of the memfd the helper passes with KP_EXEC (a
- * struct kp_blob, then argc and envc NUL-terminated strings, and with
- * KP_OPEN_FIRST one more).
+ * struct kp_blob, then argc and envc NUL-terminated strings).
  *
  * Invariants: plan_read refuses a blob shorter than its header, with a
  * wrong magic, with argc outside 1..64, envc over 4096, a `who` that is
- * neither the room's root nor its user, a flag it does not know, or with
- * fewer strings than it announces; when it accepts, argv has exactly argc
- * and envp exactly envc strings, NULL-terminated, and open is the next
- * string with KP_OPEN_FIRST (else NULL), each a NUL-terminated string
+ * neither the room's root nor its user, flags other than KP_TOOL alone
+ * (with no environment) or KP_DETACH, or with fewer strings than it
+ * announces; when it accepts, argv has exactly argc and envp exactly envc
+ * strings, NULL-terminated, each a NUL-terminated string
  * inside the blob's copy, in order and back to back from the end of the
  * header, and the header is the blob's first bytes.  plan_free releases
  * what either outcome left (LeakSanitizer checks).
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,23 +46,28 @@ static size_t strings_in(const uint8_t *data, size_t size)
 	return n;
 }
 
+/* The flags a plan may carry: KP_TOOL alone and without environment,
+ * KP_DETACH, or none (written here apart from plan.c, as the protocol says). */
+static bool flags_ok(const struct kp_blob *h)
+{
+	return h->flags == 0 || h->flags == KP_DETACH || (h->flags == KP_TOOL && h->envc == 0);
+}
+
 static void check_accepted(const struct exec_plan *p, const uint8_t *data, size_t size)
 {
 	struct kp_blob h;
 
 	memcpy(&h, data, sizeof(h));
 	FUZZ_ASSERT(memcmp(&p->hdr, &h, sizeof(h)) == 0, "header is not the blob's");
-	uint32_t extra = h.flags == KP_OPEN_FIRST ? 1 : 0;
 	FUZZ_ASSERT(h.magic == KP_MAGIC && h.argc >= 1 && h.argc <= 64 && h.envc <= 4096 &&
-		    (h.who == KP_AS_ROOT || h.who == KP_AS_USER) && (h.flags & ~KP_OPEN_FIRST) == 0,
+		    (h.who == KP_AS_ROOT || h.who == KP_AS_USER) && flags_ok(&h),
 		    "accepted argc %u envc %u magic %#x who %u flags %#x", h.argc, h.envc, h.magic,
 		    h.who, h.flags);
-	FUZZ_ASSERT(strings_in(data, size) >= (size_t)h.argc + h.envc + extra,
+	FUZZ_ASSERT(strings_in(data, size) >= (size_t)h.argc + h.envc,
 		    "fewer strings than announced");
-	FUZZ_ASSERT(extra || p->open == NULL, "open without KP_OPEN_FIRST");
 	const char *at = p->data + sizeof(h), *end = p->data + size;
-	for (uint32_t i = 0; i < h.argc + h.envc + extra; i++) {
-		const char *s = i < h.argc ? p->argv[i] : i < h.argc + h.envc ? p->envp[i - h.argc] : p->open;
+	for (uint32_t i = 0; i < h.argc + h.envc; i++) {
+		const char *s = i < h.argc ? p->argv[i] : p->envp[i - h.argc];
 		FUZZ_ASSERT(s == at, "string %u not where the previous ended", i);
 		FUZZ_ASSERT(s >= p->data + sizeof(h) && s < end, "string %u outside the blob", i);
 		size_t len = strnlen(s, (size_t)(end - s) + 1);
@@ -84,8 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct kp_blob h;
 		memcpy(&h, data, sizeof(h));
 		FUZZ_ASSERT(h.magic != KP_MAGIC || h.argc < 1 || h.argc > 64 || h.envc > 4096 ||
-			    (h.who != KP_AS_ROOT && h.who != KP_AS_USER) || (h.flags & ~KP_OPEN_FIRST) ||
-			    strings_in(data, size) < (size_t)h.argc + h.envc + (h.flags & KP_OPEN_FIRST),
+			    (h.who != KP_AS_ROOT && h.who != KP_AS_USER) || !flags_ok(&h) ||
+			    strings_in(data, size) < (size_t)h.argc + h.envc,
 			    "a well-formed plan refused (argc %u envc %u)", h.argc, h.envc);
 	}
 	plan_free(&p);

@@ -379,6 +379,7 @@ def nginx_config(text, port, socket_path, d, tmp):
 # Debian package ships these files, the tests make their own copies.
 LIGHTTPD_ERROR_PAGES = {
     400: {"error": "bad request"},
+    411: {"error": "length required"},
     413: {"error": "request body too large"},
     500: {"error": "internal server error"},
     502: {"error": "roombox is not available"},

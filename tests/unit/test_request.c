@@ -156,9 +156,9 @@ static void test_exec_fields(void **state)
 	assert_null(q.env);
 	assert_null(q.cwd);
 	assert_null(q.stdin_data);
-	assert_null(q.open);
-	assert_null(exec_parse("{\"cmd\":\"ls\",\"open\":\"/workspace/a b\"}", &q, err, sizeof(err)));
-	assert_string_equal(q.open, "/workspace/a b");
+	assert_false(q.is_tool || q.existing || q.detach);
+	assert_null(exec_parse("{\"cmd\":\"ls\",\"existing\":true,\"detach\":true}", &q, err, sizeof(err)));
+	assert_true(q.existing && q.detach);
 	assert_null(exec_parse("{\"cmd\":\"cat\",\"timeout_ms\":600000,\"env\":{\"A\":\"1\"},"
 			       "\"cwd\":\"/tmp\",\"stdin\":\"a\\u0000b\"}",
 			       &q, err, sizeof(err)));
@@ -177,9 +177,6 @@ static void test_exec_fields(void **state)
 	expect_exec_error("{\"cmd\":\"ls\",\"env\":{\"A\":1}}", "invalid", "env values must be strings");
 	expect_exec_error("{\"cmd\":\"ls\",\"env\":{\"\":\"x\"}}", "invalid", "env values must be strings");
 	expect_exec_error("{\"cmd\":\"ls\",\"cwd\":\"tmp\"}", "invalid", "cwd must be absolute");
-	expect_exec_error("{\"cmd\":\"ls\",\"open\":\"workspace/x\"}", "invalid",
-			  "open must be an absolute path");
-	expect_exec_error("{\"cmd\":\"ls\",\"open\":\"\"}", "invalid", "open must be an absolute path");
 }
 
 /* An env whose pairs alone are more than one environment string can hold
@@ -204,6 +201,35 @@ static void test_exec_env_no_shell_can_take(void **state)
 	free(text);
 }
 
+/* tool: the keeper's operation in place of cmd, its strings checked */
+static void test_exec_tool(void **state)
+{
+	struct exec_order q;
+	char err[256] = "";
+
+	(void)state;
+	assert_null(exec_parse("{\"tool\":[\"get\",\"/workspace/a b\",\"1\"],\"existing\":true}",
+			       &q, err, sizeof(err)));
+	assert_true(q.is_tool && q.existing);
+	assert_string_equal(q.cmd, "get");
+	assert_string_equal(q.tool[0], "get");
+	assert_string_equal(q.tool[1], "/workspace/a b");
+	assert_string_equal(q.tool[2], "1");
+	assert_null(q.tool[3]);
+	expect_exec_error("{\"tool\":[]}", "invalid", "tool must be 1 to 4 strings");
+	expect_exec_error("{\"tool\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "invalid",
+			  "tool must be 1 to 4 strings");
+	expect_exec_error("{\"tool\":\"get\"}", "invalid", "tool must be 1 to 4 strings");
+	expect_exec_error("{\"tool\":[\"get\",1]}", "invalid",
+			  "tool: argument 1 is not a path-sized string");
+	expect_exec_error("{\"tool\":[\"get\",\"a\\u0000b\"]}", "invalid",
+			  "tool: argument 1 is not a path-sized string");
+	expect_exec_error("{\"tool\":[\"get\"],\"cwd\":\"/tmp\"}", "invalid",
+			  "a tool takes no detach, env or cwd");
+	expect_exec_error("{\"tool\":[\"get\"],\"detach\":true}", "invalid",
+			  "a tool takes no detach, env or cwd");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -212,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_parse_wants_one_object),
 		cmocka_unit_test(test_parse_refuses_too_many_values),
 		cmocka_unit_test(test_exec_fields),
+		cmocka_unit_test(test_exec_tool),
 		cmocka_unit_test(test_exec_env_no_shell_can_take),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
