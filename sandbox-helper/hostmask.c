@@ -125,8 +125,11 @@ static int boot_key(uint64_t *key)
 	ssize_t got = fd < 0 ? -1 : read(fd, id, sizeof(id));
 	if (fd >= 0)
 		close(fd);
-	if (got <= 0)
+	if (got <= 0) {
+		if (got == 0)
+			errno = EIO;
 		return -1;
+	}
 	*key = fnv(*key, id, (size_t)got);
 	return 0;
 }
@@ -239,9 +242,12 @@ static int walk_subdir(struct walk *w, int parent, int depth, const char *name,
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;       /* gone meanwhile */
 	struct stat now;
-	if (fstat(fd, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
-		w->changed = true;
+	int got = fstat(fd, &now);
+	if (got < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		int e = errno;
+		w->changed = got == 0;
 		close(fd);
+		errno = e;
 		return -1;
 	}
 	if (hostmask_hides(now.st_mode)) {           /* closed meanwhile */

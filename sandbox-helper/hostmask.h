@@ -27,10 +27,14 @@
  * last full walk (mask.current's mtime) is HOSTMASK_SWEEP_WALK_S old, and
  * builds a new mask if the sum differs, so a change deeper down (a
  * chmod 600 in /usr/share/doc/foo/) reaches new rooms within that plus
- * one sweep period; with no sweep (idle_timeout = 0) a room's start does
- * that walk once the last one is HOSTMASK_START_WALK_S old.  A running
- * room keeps the mask it started with.  A mask is never changed once
- * made (a running room may use it): a new one gets a new name. */
+ * one sweep period (3.5 minutes); with no sweep (idle_timeout = 0) a
+ * room's start does that walk once the last one is HOSTMASK_START_WALK_S
+ * old.  A running room keeps the mask it started with, and sees host
+ * files made owner-only after its start until it restarts.  A mask is
+ * never changed once made (a running room may use it): a new one gets a
+ * new name, and old ones stay until reboot (a helper cannot tell whether
+ * a room still has one as a layer).  Builds a killed helper left
+ * (mask-*.tmp.*) are removed by the next helper that takes mask.lock. */
 #ifndef ROOMBOX_HOSTMASK_H
 #define ROOMBOX_HOSTMASK_H
 

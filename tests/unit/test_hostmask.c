@@ -1,7 +1,9 @@
 /* Unit tests for the mask over the shared host trees (hostmask.c): which
  * modes it hides, the whiteouts and mirrored directories it builds for a
- * tree made here, and when its key changes.  Run as root (the mask copies
- * owners, and reads the tree through a clone of its mount). */
+ * tree made here (whole trees below a closed directory), when its key
+ * changes, when a full walk makes a new mask, and the removal of builds a
+ * killed helper left.  Run as root (the mask copies owners, and reads the
+ * tree through a clone of its mount). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
