@@ -172,17 +172,25 @@ static void test_hides_by_mode(void **state)
 				 hostmask_hides(cases[i].mode), cases[i].hidden);
 }
 
-static void test_mask_hides_what_others_may_not_read(void **state)
+/* The mask of the host tree built into mask_top, and its sorted listing. */
+static void build_and_list(char *out, size_t len)
 {
-	char err[512] = "", out[4096];
+	char err[512] = "";
 	uint64_t sum;
-	make_host_tree();
 	snprintf(mask_top, sizeof(mask_top), "%s/mask", top);
 	if (hostmask_build(host, trees, N_TREES, mask_top, &sum, err, sizeof(err)) < 0)
 		fail_msg("build: %s", err);
 	listing_len = 0;
 	assert_int_equal(nftw(mask_top, list_one, 16, FTW_PHYS), 0);
-	sorted_listing(out, sizeof(out));
+	sorted_listing(out, len);
+}
+
+static void test_mask_hides_what_others_may_not_read(void **state)
+{
+	char err[512] = "", out[4096];
+	uint64_t sum;
+	make_host_tree();
+	build_and_list(out, sizeof(out));
 	/* whiteouts for the secrets, the directories leading to them, nothing
 	 * else: no public file, no link, nothing under a hidden directory,
 	 * no tree the host lacks */
@@ -263,19 +271,13 @@ static void test_key_follows_the_top_two_levels(void **state)
  * search is hidden whole: a whiteout for each entry of its root. */
 static void test_a_tree_below_a_closed_directory_is_hidden_whole(void **state)
 {
-	char err[512] = "", out[4096], p[512];
-	uint64_t sum;
+	char out[4096], p[512];
 	make_host_tree();
 	path_at(p, sizeof(p), host, "var/lib");
 	assert_int_equal(chmod(p, 0700), 0);
 	path_at(p, sizeof(p), host, "usr");
 	assert_int_equal(chmod(p, 0750), 0);
-	snprintf(mask_top, sizeof(mask_top), "%s/mask", top);
-	if (hostmask_build(host, trees, N_TREES, mask_top, &sum, err, sizeof(err)) < 0)
-		fail_msg("build: %s", err);
-	listing_len = 0;
-	assert_int_equal(nftw(mask_top, list_one, 16, FTW_PHYS), 0);
-	sorted_listing(out, sizeof(out));
+	build_and_list(out, sizeof(out));
 	assert_string_equal(out,
 		"/ d\n"
 		"/usr d\n"
