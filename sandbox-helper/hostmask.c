@@ -224,7 +224,7 @@ static int hide(struct walk *w, int depth, const char *name)
 	return rc;
 }
 
-static int walk_dir(struct walk *w, int fd, int depth);
+static int read_dir(struct walk *w, int fd, int depth, bool hide_all);
 
 /* A directory others may read and search: walked, unless it is too deep
  * or its path too long to mirror, when it is hidden whole.  The directory
@@ -257,7 +257,7 @@ static int walk_subdir(struct walk *w, int parent, int depth, const char *name,
 	snprintf(w->path + at, sizeof(w->path) - at, "/%s", name);
 	w->len[depth + 1] = at + (size_t)n;
 	w->dir[depth + 1] = now;
-	int rc = walk_dir(w, fd, depth + 1);
+	int rc = read_dir(w, fd, depth + 1, false);
 	if (w->made > depth + 1)
 		w->made = depth + 1;
 	w->path[at] = '\0';
@@ -280,9 +280,9 @@ static int read_dir(struct walk *w, int fd, int depth, bool hide_all)
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		if (hide_all) {
-			rc = hide(w, depth, e->d_name);
 			if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 				w->sum += entry_sum(e->d_name, &w->dir[depth], &st);
+			rc = hide(w, depth, e->d_name);
 			continue;
 		}
 		if (e->d_type == DT_LNK)
@@ -306,11 +306,6 @@ static int read_dir(struct walk *w, int fd, int depth, bool hide_all)
 	closedir(d);
 	errno = e2;
 	return rc;
-}
-
-static int walk_dir(struct walk *w, int fd, int depth)
-{
-	return read_dir(w, fd, depth, false);
 }
 
 /* The mask of one host tree in <dir>/<name>.  The tree is read through a
