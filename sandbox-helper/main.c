@@ -39,6 +39,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "exec.h"
+#include "hostmask.h"
 #include "jail.h"
 #include "minijson.h"
 #include "nsprocs.h"
@@ -664,12 +665,14 @@ static int stop_if_due(const char *id, void *arg)
 
 /* The lower trees as the service starts (info) and on each idle sweep: a
  * mask made stale by a change to the host's trees is rebuilt here, off
- * any room's start (best effort: a room's start makes them, or says why
- * it cannot). */
+ * any room's start, and here the trees are walked in full every few
+ * minutes for a change below their top two levels (hostmask.h; best
+ * effort: a room's start makes them, or says why it cannot). */
 static void lower_prepare(struct helper *h, const char *verb)
 {
 	struct jail_lower lower;
 	char err[512];
+	hostmask_sweeping();
 	if (room_dirs_prepare(&h->cfg, err, sizeof(err)) < 0 ||
 	    jail_lower_prepare(&h->cfg, &lower, err, sizeof(err)) < 0)
 		fprintf(stderr, "roombox-helper: %s: %s\n", verb, err);

@@ -7,10 +7,13 @@ directory holding a world-readable file, and (the control) a 0644 file
 beside them; the room's root must fail to read the first two (ENOENT or
 EACCES) and read the third.  One set is planted before the stack starts,
 one after a room has already run (the hidden list is cached: its refresh
-is what that second test checks).  Through nginx."""
+is what that second test checks), and one deep in an existing directory,
+where only the idle sweep's full walk of the trees sees it.  Through
+nginx."""
 
 import os
 import shutil
+import time
 import uuid
 
 import pytest
@@ -110,6 +113,47 @@ def test_files_planted_while_the_service_runs_are_unreadable_in_new_rooms(client
         assert_hidden_in(client, unique_room("after"), planted)
     finally:
         planted.remove()
+
+
+def existing_doc_dir():
+    """A directory two levels below /usr/share that a package installed."""
+    for name in sorted(os.listdir(f"{SHARE}/doc")):
+        p = f"{SHARE}/doc/{name}"
+        st = os.lstat(p)
+        if os.path.isdir(p) and not os.path.islink(p) and st.st_mode & 0o005 == 0o005:
+            return p
+    raise AssertionError(f"no world-readable directory in {SHARE}/doc")
+
+
+def test_a_file_made_owner_only_deep_in_the_trees_is_unreadable_after_the_idle_sweep(client, stack):
+    first = unique_room("deepfirst")
+    # a room has run: the mask of the trees as they are now exists
+    assert client.sh(first, "echo ok") == "ok\n"
+    where = existing_doc_dir()
+    tag = uuid.uuid4().hex[:12]
+    secret, public = f"{where}/rbx-deep-{tag}", f"{where}/rbx-deep-public-{tag}"
+    try:
+        for p, mode in ((secret, 0o600), (public, 0o644)):
+            with open(p, "w") as f:
+                f.write("deep\n")
+            os.chmod(p, mode)
+        # the sweep's full walk is rate-limited by the time of the last one
+        # (the mtime of <run_dir>/mask.current): make it due, as
+        # if the interval had passed
+        stamp = stack.run_dir / "mask.current"
+        if stamp.exists():
+            old = time.time() - 24 * 3600
+            os.utime(stamp, (old, old))
+        rc, out = stack.helper({"op": "stop-idle"})
+        assert rc == 0, out
+        room = unique_room("deep")
+        res = room_python_json(client, room, READ, secret, public)
+        assert res[public] == "READ deep\n", res
+        assert res[secret] in ("ERR 2", "ERR 13"), f"{secret} in room {room}: {res[secret]}"
+    finally:
+        for p in (secret, public):
+            if os.path.lexists(p):
+                os.unlink(p)
 
 
 def test_the_room_still_owns_and_changes_world_readable_host_files(client, room):

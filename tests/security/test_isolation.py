@@ -342,8 +342,8 @@ import errno, json, socket, sys
 out = {}
 for name in sys.argv[1:]:
     try:
-        s = socket.socket(getattr(socket, name), socket.SOCK_DGRAM if name == "AF_NETLINK"
-                          else socket.SOCK_STREAM)
+        kind = {"AF_NETLINK": socket.SOCK_DGRAM, "AF_PACKET": socket.SOCK_RAW}
+        s = socket.socket(getattr(socket, name), kind.get(name, socket.SOCK_STREAM))
         s.close()
         out[name] = "OK"
     except OSError as e:
@@ -359,16 +359,18 @@ print(json.dumps(out))
 
 
 def test_only_the_socket_families_a_room_needs(client, room):
-    """AF_VSOCK (a path to the hypervisor) and the other families Docker's
-    default profile refuses or no room needs answer EAFNOSUPPORT, as on a
-    kernel without them; AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK work."""
+    """AF_VSOCK (a path to the hypervisor), AF_PACKET (which no room needs:
+    ping uses AF_INET) and the other families Docker's default profile
+    refuses or no room needs answer EAFNOSUPPORT, as on a kernel without
+    them, even to the room's root, who has CAP_NET_RAW in its network
+    namespace; AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK work."""
     try:
         socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
     except OSError as e:
         pytest.skip(kernel_lacks(f"AF_VSOCK (a host socket fails: {e})"))
-    out = room_python_json(client, room, SOCKET_FAMILIES, "AF_VSOCK", "AF_INET", "AF_INET6",
-                           "AF_UNIX", "AF_NETLINK", user="root")
-    assert out == {"AF_VSOCK": "EAFNOSUPPORT", "AF_INET": "OK", "AF_INET6": "OK",
+    out = room_python_json(client, room, SOCKET_FAMILIES, "AF_VSOCK", "AF_PACKET", "AF_INET",
+                           "AF_INET6", "AF_UNIX", "AF_NETLINK", user="root")
+    assert out == {"AF_VSOCK": "EAFNOSUPPORT", "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "OK", "AF_INET6": "OK",
                    "AF_UNIX": "OK", "AF_NETLINK": "OK", "socketpair AF_UNIX": "OK"}, out
 
 

@@ -1,7 +1,9 @@
 /* Unit tests for the mask over the shared host trees (hostmask.c): which
  * modes it hides, the whiteouts and mirrored directories it builds for a
- * tree made here, and when its key changes.  Run as root (the mask copies
- * owners, and reads the tree through a clone of its mount). */
+ * tree made here (whole trees below a closed directory), when its key
+ * changes, when a full walk makes a new mask, and the removal of builds a
+ * killed helper left.  Run as root (the mask copies owners, and reads the
+ * tree through a clone of its mount). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -76,7 +78,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	return nftw(top, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+	return nftw(top, remove_one, 128, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The host tree of the tests: usr/ and var/lib/dpkg/ (no lib32).  Type
@@ -170,16 +172,25 @@ static void test_hides_by_mode(void **state)
 				 hostmask_hides(cases[i].mode), cases[i].hidden);
 }
 
-static void test_mask_hides_what_others_may_not_read(void **state)
+/* The mask of the host tree built into mask_top, and its sorted listing. */
+static void build_and_list(char *out, size_t len)
 {
-	char err[512] = "", out[4096];
-	make_host_tree();
+	char err[512] = "";
+	uint64_t sum;
 	snprintf(mask_top, sizeof(mask_top), "%s/mask", top);
-	if (hostmask_build(host, trees, N_TREES, mask_top, err, sizeof(err)) < 0)
+	if (hostmask_build(host, trees, N_TREES, mask_top, &sum, err, sizeof(err)) < 0)
 		fail_msg("build: %s", err);
 	listing_len = 0;
 	assert_int_equal(nftw(mask_top, list_one, 16, FTW_PHYS), 0);
-	sorted_listing(out, sizeof(out));
+	sorted_listing(out, len);
+}
+
+static void test_mask_hides_what_others_may_not_read(void **state)
+{
+	char err[512] = "", out[4096];
+	uint64_t sum;
+	make_host_tree();
+	build_and_list(out, sizeof(out));
 	/* whiteouts for the secrets, the directories leading to them, nothing
 	 * else: no public file, no link, nothing under a hidden directory,
 	 * no tree the host lacks */
@@ -216,7 +227,7 @@ static void test_mask_hides_what_others_may_not_read(void **state)
 				 ms.st_mode, (int)ms.st_uid, (int)ms.st_gid, (long)ms.st_mtim.tv_sec);
 	}
 	/* a second build into the same place is refused: masks never change */
-	assert_int_equal(hostmask_build(host, trees, N_TREES, mask_top, err, sizeof(err)), -1);
+	assert_int_equal(hostmask_build(host, trees, N_TREES, mask_top, &sum, err, sizeof(err)), -1);
 }
 
 static uint64_t key_now(void)
@@ -248,7 +259,102 @@ static void test_key_follows_the_top_two_levels(void **state)
 	path_at(q, sizeof(q), host, "var/lib/dpkg/status");
 	path_at(p, sizeof(p), host, "var/lib/dpkg/status-new");
 	assert_int_equal(rename(p, q), 0);
-	assert_true(key_now() != k2);
+	uint64_t k3 = key_now();
+	assert_true(k3 != k2);
+	/* a directory above a tree (closing it hides the tree whole) */
+	path_at(p, sizeof(p), host, "var/lib");
+	assert_int_equal(chmod(p, 0700), 0);
+	assert_true(key_now() != k3);
+}
+
+/* A tree whose root, or a directory above it, others may not list and
+ * search is hidden whole: a whiteout for each entry of its root. */
+static void test_a_tree_below_a_closed_directory_is_hidden_whole(void **state)
+{
+	char out[4096], p[512];
+	make_host_tree();
+	path_at(p, sizeof(p), host, "var/lib");
+	assert_int_equal(chmod(p, 0700), 0);
+	path_at(p, sizeof(p), host, "usr");
+	assert_int_equal(chmod(p, 0750), 0);
+	build_and_list(out, sizeof(out));
+	assert_string_equal(out,
+		"/ d\n"
+		"/usr d\n"
+		"/usr/bin w\n"
+		"/usr/lib w\n"
+		"/usr/share w\n"
+		"/var-lib-dpkg d\n"
+		"/var-lib-dpkg/lock w\n"
+		"/var-lib-dpkg/status w\n");
+}
+
+static char run[128];
+
+static void current(unsigned max_age, char *out, size_t len)
+{
+	char err[512] = "";
+	if (hostmask_current(host, run, trees, N_TREES, max_age, out, len, err, sizeof(err)) < 0)
+		fail_msg("current: %s", err);
+}
+
+static int whiteout_in(const char *mask, const char *rel)
+{
+	char p[512];
+	struct stat st;
+	path_at(p, sizeof(p), mask, rel);
+	return lstat(p, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
+}
+
+/* A file made owner-only three levels down changes no key: a full walk
+ * (due once the last is max_age old) sees it and makes a new mask. */
+static void test_a_full_walk_finds_a_change_deep_down(void **state)
+{
+	char m0[512], m1[512], m2[512], m3[512], p[512];
+	make_host_tree();
+	snprintf(run, sizeof(run), "%s/run", top);
+	assert_int_equal(mkdir(run, 0700), 0);
+	current(3600, m0, sizeof(m0));
+	assert_true(whiteout_in(m0, "usr/lib/x/y/deep"));
+	assert_false(whiteout_in(m0, "usr/lib/x/y/open"));
+	path_at(p, sizeof(p), host, "usr/lib/x/y/open");
+	assert_int_equal(chmod(p, 0600), 0);
+	/* the last full walk is recent: the key alone, unchanged */
+	current(3600, m1, sizeof(m1));
+	assert_string_equal(m1, m0);
+	/* a full walk due */
+	current(0, m2, sizeof(m2));
+	assert_string_not_equal(m2, m0);
+	assert_true(whiteout_in(m2, "usr/lib/x/y/open"));
+	struct stat st;
+	assert_int_equal(lstat(m0, &st), 0);    /* the old one stays: a room may use it */
+	/* nothing changed since: the same mask */
+	current(0, m3, sizeof(m3));
+	assert_string_equal(m3, m2);
+}
+
+/* A build a killed helper left, deeper than any walk with a depth limit
+ * of 16 reaches, is removed by the next build. */
+static void test_an_unfinished_build_is_removed(void **state)
+{
+	char p[4096], out[512];
+	make_host_tree();
+	snprintf(run, sizeof(run), "%s/run", top);
+	assert_int_equal(mkdir(run, 0700), 0);
+	int n = snprintf(p, sizeof(p), "%s/mask-0123456789abcdef.tmp.0000000042", run);
+	assert_int_equal(mkdir(p, 0755), 0);
+	for (int i = 0; i < 70; i++) {
+		n += snprintf(p + n, sizeof(p) - (size_t)n, "/d");
+		assert_int_equal(mkdir(p, 0755), 0);
+	}
+	snprintf(p + n, sizeof(p) - (size_t)n, "/w");
+	assert_int_equal(mknod(p, S_IFCHR | 0600, makedev(0, 0)), 0);
+	current(3600, out, sizeof(out));
+	snprintf(p, sizeof(p), "%s/mask-0123456789abcdef.tmp.0000000042", run);
+	struct stat st;
+	assert_int_equal(lstat(p, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(lstat(out, &st), 0);
 }
 
 int main(void)
@@ -257,6 +363,9 @@ int main(void)
 		cmocka_unit_test(test_hides_by_mode),
 		cmocka_unit_test_setup_teardown(test_mask_hides_what_others_may_not_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_follows_the_top_two_levels, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_tree_below_a_closed_directory_is_hidden_whole, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_full_walk_finds_a_change_deep_down, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_an_unfinished_build_is_removed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

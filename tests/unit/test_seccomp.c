@@ -364,13 +364,14 @@ static int check_personality(void)
 }
 
 /* Socket families: what a room needs (unix, IPv4/6, netlink for ip and
- * getifaddrs, packet for tools that ask), within what Docker's default
- * profile allows; every other domain answers EAFNOSUPPORT, as on a kernel
- * without it -- a vsock to the hypervisor among them, and a domain whose
- * upper register bits are set (the kernel reads only the low 32). */
+ * getifaddrs), within what Docker's default profile allows; every other
+ * domain answers EAFNOSUPPORT, as on a kernel without it -- a vsock to the
+ * hypervisor among them, packet sockets (a long line of kernel bugs open
+ * to CAP_NET_RAW in a user namespace), and a domain whose upper register
+ * bits are set (the kernel reads only the low 32). */
 static const long allowed_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
 static const long refused_families[] = {
-	AF_UNSPEC, AF_VSOCK, AF_ALG, AF_KEY, AF_BLUETOOTH, AF_TIPC, AF_RDS, AF_CAN,
+	AF_UNSPEC, AF_VSOCK, AF_PACKET, AF_ALG, AF_KEY, AF_BLUETOOTH, AF_TIPC, AF_RDS, AF_CAN,
 	AF_XDP, AF_LLC, AF_PPPOX, AF_AX25, AF_MAX, 1000, -1L,
 	0x100000000L | AF_VSOCK, 0x100000000L | AF_INET,
 };
