@@ -23,8 +23,9 @@
  *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
  *   <run_dir>/rooms/<id>/keeper        "<pid> <starttime>" of the keeper
  *   <run_dir>/base-2/                  generated lower root for rootfs = host
- *   <run_dir>/mask-<key>/              whiteouts over the shared host trees
- *                                      (hostmask.h); mask.lock serialises
+ *   <run_dir>/mask-<key>-<sum>/        whiteouts over the shared host trees
+ *                                      (hostmask.h); mask.current names the
+ *                                      current one, mask.lock serialises
  *                                      their building
  *   <run_dir>/mnt/                     mount point used inside each keeper's
  *                                      own mount namespace
