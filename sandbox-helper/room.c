@@ -791,16 +791,24 @@ int64_t room_last_active_ms(const struct room *r)
 	return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 }
 
-char *room_session_read(const struct room *r, size_t max)
+/* Root's session keeps the name a room's one session had before the user
+ * got one of its own: a room from then keeps it as root's (it ran as root
+ * by default), and its user starts afresh. */
+static const char *session_name(bool as_user)
 {
-	char *s = read_small(r->state, "session", max, NULL);
+	return as_user ? "session.user" : "session";
+}
+
+char *room_session_read(const struct room *r, bool as_user, size_t max)
+{
+	char *s = read_small(r->state, session_name(as_user), max, NULL);
 	return s ? s : strdup("");
 }
 
 /* Not fsync'd: the session is a convenience, and this runs on every exec. */
-int room_session_write(const struct room *r, const char *text, size_t len)
+int room_session_write(const struct room *r, bool as_user, const char *text, size_t len)
 {
-	return room_file_write(r->state, "session", text, len, false);
+	return room_file_write(r->state, session_name(as_user), text, len, false);
 }
 
 static uint64_t du_total;

@@ -5,9 +5,14 @@
  *                                      holds room-relative ids (a room made
  *                                      before user namespaces has no "ids"
  *                                      and is converted at its next start)
- *   <state_dir>/rooms/<id>/session     the shell session (exported variables
- *                                      and working directory), written by the
- *                                      helper, never inside the room's tree
+ *   <state_dir>/rooms/<id>/session     the room root's shell session (exported
+ *                                      variables and working directory),
+ *                                      written by the helper, never inside the
+ *                                      room's tree
+ *   <state_dir>/rooms/<id>/session.user  the room user's, kept apart: nothing
+ *                                      a command of one writes reaches the
+ *                                      other's (a room made before has only
+ *                                      "session", which is root's)
  *   <state_dir>/rooms/<id>/active      its mtime is lastActiveAt
  *   <state_dir>/rooms/<id>/disk.img    the room's ext4 image (disk_limit > 0)
  *   <state_dir>/rooms/<id>/disk/       where the image is mounted, in the
@@ -135,9 +140,10 @@ bool room_is_busy(const struct room *r);
 void room_touch_active(const struct room *r);
 int64_t room_last_active_ms(const struct room *r);
 
-/* Session text (may be empty).  Reads at most max bytes; malloc'd. */
-char *room_session_read(const struct room *r, size_t max);
-int room_session_write(const struct room *r, const char *text, size_t len);
+/* The session text of the room's user (as_user) or of its root (may be
+ * empty).  Reads at most max bytes; malloc'd. */
+char *room_session_read(const struct room *r, bool as_user, size_t max);
+int room_session_write(const struct room *r, bool as_user, const char *text, size_t len);
 
 /* Bytes used by the room's files. */
 uint64_t room_disk_usage(const struct room *r);
