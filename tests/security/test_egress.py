@@ -531,3 +531,62 @@ def test_network_none_is_unchanged(testnet):
         assert h["network"] == "none" and "dns" not in h, h
     finally:
         finish(s, c, [room])
+
+
+# ------------------------------------- the host's directly connected networks
+
+@pytest.fixture
+def public_lan(testnet, tmp_path):
+    """A network the host is directly connected to whose addresses are
+    public-looking (a /28 of 198.51.100.0/24, picked at random below the
+    "internet" link): the host holds .1 of it on a veth of its own, a test
+    host in a namespace of its own serves HTTP on .2.  Removed afterwards."""
+    base = 16 * (1 + secrets.randbelow(7))
+    net = f"198.51.100.{base}/28"
+    host_addr, lan_host = f"198.51.100.{base + 1}", f"198.51.100.{base + 2}"
+    sfx = secrets.token_hex(2)
+    ns, ifname = f"egt-{sfx}-lan", f"egt{sfx}l"
+    www = tmp_path / "lan"
+    www.mkdir()
+    (www / "secret.txt").write_text("lan host\n")
+    run("ip", "netns", "add", ns)
+    proc = None
+    try:
+        run("ip", "link", "add", ifname, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        run("ip", "addr", "add", f"{host_addr}/28", "dev", ifname)
+        run("ip", "link", "set", ifname, "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        run("ip", "-n", ns, "addr", "add", f"{lan_host}/28", "dev", "eth0")
+        run("ip", "-n", ns, "link", "set", "eth0", "up")
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-m", "http.server",
+                                 "80", "--bind", lan_host, "--directory", str(www)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        wait_until(lambda: listening(ns, lan_host, 80), 15, "HTTP on the LAN host")
+        yield net, lan_host
+    finally:
+        if proc:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+        run("ip", "netns", "del", ns, check=False)
+        run("ip", "link", "del", ifname, check=False)
+        assert run("ip", "link", "show", ifname, check=False).returncode != 0, f"{ifname} left"
+
+
+def test_a_directly_connected_public_network_is_closed_unless_allowed(client, public_lan):
+    net, lan_host = public_lan
+    # control: the LAN host serves (from the host)
+    socket.create_connection((lan_host, 80), timeout=3).close()
+    room = unique_room("l")
+    assert_unreachable(client, room, f"http://{lan_host}/secret.txt")
+    # what the host reaches through a gateway of its own stays open
+    code, out, err = fetch(client, room, f"http://{INET}/file.txt")
+    assert code == 0 and out.encode() == PAYLOAD, (code, err)
+    # egress_allow naming the network opens it
+    s = own_stack(dict(ROOMBOX_CONFIG, egress_allow=f"{PRIV_HTTP}:{ALLOWED_PORT},{net}"))
+    c, other = Client(s), unique_room("k")
+    try:
+        code, out, err = fetch(c, other, f"http://{lan_host}/secret.txt")
+        assert code == 0 and out == "lan host\n", (code, out, err)
+    finally:
+        finish(s, c, [other])
