@@ -19,7 +19,11 @@
  *                                      keeper's namespace only; holds
  *                                      upper/<dir> and work/<dir> for each
  *                                      overlay (root, usr, ...) and .ready
- *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
+ *   <state_dir>/lock                   serialises room creation (slots, max_rooms,
+ *                                      the disk images' promises)
+ *   <state_dir>/disk-commit.json       the rooms' images: their number and total
+ *                                      size, and the bytes they held when last
+ *                                      counted (0644: /api/health reads it)
  *   <state_dir>/slots/<n>              symlink to the id of the room whose ids
  *                                      0-65535 are host ids uid_base + n * 65536
  *                                      onwards (room_host_id)
@@ -103,11 +107,18 @@ int room_load(struct room *r, char *err, size_t errlen);
  * once finished) gives the slot back and releases the lock.  Caller holds
  * the room lock. */
 #define ROOM_ELIMIT (-2)
+/* ...or with ROOM_ENOSPACE when its disk image would promise more than the
+ * state directory's file system has free (see room.c) */
+#define ROOM_ENOSPACE (-3)
 int room_create(struct room *r, char *err, size_t errlen);
 int room_create_files(const struct room *r, char *err, size_t errlen);
 
 int room_create_finish(struct room *r, char *err, size_t errlen);
 void room_create_abort(struct room *r);
+
+/* Count what the rooms' disk images promise and hold, and record it in
+ * <state_dir>/disk-commit.json (room.c); takes the state lock. */
+void room_disk_commit_count(const struct config *cfg);
 
 /* Make the next new room's disk image ahead, if there is none (disk.h:
  * disk_image_spare_make), for room_create_files to take.  Best effort. */
