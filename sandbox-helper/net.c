@@ -106,7 +106,7 @@ struct ip4net {
 #define IP4(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (d))
 
 /* Never reachable from a room unless egress_allow opens them, and with them
- * the networks of the host's own addresses (host_nets);
+ * the networks of the host's own addresses (forbidden_nets);
  * 240.0.0.0/4 holds 255.255.255.255, 100.64.0.0/10 every room. */
 static const struct ip4net forbidden[] = {
 	{ IP4(0, 0, 0, 0), 8 }, { IP4(10, 0, 0, 0), 8 }, { IP4(100, 64, 0, 0), 10 },
@@ -115,8 +115,8 @@ static const struct ip4net forbidden[] = {
 	{ IP4(240, 0, 0, 0), 4 },
 };
 #define N_FORBIDDEN (sizeof(forbidden) / sizeof(forbidden[0]))
-/* more networks of its own than any host has; past it a room does not start */
-#define HOST_NETS_MAX 256
+/* with more networks of its own than any host has; past it a room does not start */
+#define FORBIDDEN_MAX 256
 
 /* The room's /etc/resolv.conf, made by net_prepare in the helper before the
  * keeper is cloned (the keeper sees the host's files only until pivot). */
@@ -401,16 +401,14 @@ static bool net_contains(const struct ip4net *outer, const struct ip4net *inner)
 	return outer->prefix <= inner->prefix && (inner->addr & prefix_mask(outer->prefix)) == outer->addr;
 }
 
-/* Add net to the list (*n of them), unless a forbidden range or a network
- * already there holds it; a network there that net holds goes.  -1 when
- * the list is full. */
+/* Add net to the list (*n of them), unless a network already there holds
+ * it; one there that net holds goes (networks either nest or are apart, so
+ * no two of the list overlap, as an nftables interval set requires).  -1
+ * when the list is full. */
 static int host_net_add(struct ip4net *nets, int *n, struct ip4net net)
 {
 	if (net.prefix == 0 || net.prefix >= 32)
 		return 0;
-	for (size_t i = 0; i < N_FORBIDDEN; i++)
-		if (net_contains(&forbidden[i], &net))
-			return 0;
 	int kept = 0;
 	for (int i = 0; i < *n; i++) {
 		if (net_contains(&nets[i], &net))
@@ -418,7 +416,7 @@ static int host_net_add(struct ip4net *nets, int *n, struct ip4net net)
 		if (!net_contains(&net, &nets[i]))
 			nets[kept++] = nets[i];
 	}
-	if (kept >= HOST_NETS_MAX)
+	if (kept >= FORBIDDEN_MAX)
 		return -1;
 	nets[kept++] = net;
 	*n = kept;
@@ -455,10 +453,10 @@ static int ip4net_order(const void *a, const void *b)
 	return x->addr != y->addr ? (x->addr < y->addr ? -1 : 1) : (int)x->prefix - (int)y->prefix;
 }
 
-/* The networks of the host's IPv4 addresses (see above), sorted, so that
- * the same host makes the same rules: their count, or -errno (-ENOSPC:
- * more than HOST_NETS_MAX). */
-static int host_nets(struct ip4net *nets)
+/* The forbidden ranges with the networks of the host's IPv4 addresses
+ * (see above), sorted, so that the same host makes the same rules: their
+ * count, or -errno (-ENOSPC: more than FORBIDDEN_MAX). */
+static int forbidden_nets(struct ip4net *nets)
 {
 	int fd = nl_open(NETLINK_ROUTE);
 	if (fd < 0)
@@ -469,8 +467,9 @@ static int host_nets(struct ip4net *nets)
 	struct ifaddrmsg *m = nl_tail(&q, sizeof(*m));
 	m->ifa_family = AF_INET;
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	int n = 0, rc = 0;
+	int n = (int)N_FORBIDDEN, rc = 0;
 	static char buf[32768];
+	memcpy(nets, forbidden, sizeof(forbidden));
 	if (sendto(fd, &q.h, q.h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
 		rc = -errno;
 	while (rc == 0) {
@@ -646,7 +645,7 @@ static void say_nets(struct script *s, const struct ip4net *nets, int count)
 }
 
 static void say_instance(struct script *s, const struct config *cfg, const struct names *n,
-			 const struct ip4net *own, int n_own)
+			 const struct ip4net *closed, int n_closed)
 {
 	char block[24];
 	ip4_text(n->block, block, sizeof(block));
@@ -661,11 +660,7 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add set inet %s conns { type ipv4_addr; size 65536; flags dynamic; }\n", t);
 	say(s, "add set inet %s forbidden { type ipv4_addr; flags interval; }\n", t);
 	say(s, "add element inet %s forbidden { ", t);
-	say_nets(s, forbidden, (int)N_FORBIDDEN);
-	if (n_own) {
-		say(s, ", ");
-		say_nets(s, own, n_own);
-	}
+	say_nets(s, closed, n_closed);
 	say(s, " }\n");
 
 	say(s, "add rule inet %s from_room meta nfproto != ipv4 drop\n", t);
@@ -761,14 +756,14 @@ static int nft_conns_forget(const struct names *n)
 static int table_ensure(const struct config *cfg, const struct names *n, char *why, size_t whylen)
 {
 	static struct script s;
-	static struct ip4net own[HOST_NETS_MAX];
+	static struct ip4net closed[FORBIDDEN_MAX];
 	char gen[24];
-	int n_own = host_nets(own);
-	if (n_own < 0)
+	int n_closed = forbidden_nets(closed);
+	if (n_closed < 0)
 		return snprintf(why, whylen, "read the host's addresses: %s",
-				n_own == -ENOSPC ? "more networks than the rules take" : strerror(-n_own)), -1;
+				n_closed == -ENOSPC ? "more networks than the rules take" : strerror(-n_closed)), -1;
 	memset(&s, 0, sizeof(s));
-	say_instance(&s, cfg, n, own, n_own);
+	say_instance(&s, cfg, n, closed, n_closed);
 	snprintf(gen, sizeof(gen), "g%016llx", (unsigned long long)fnv1a64(s.text));
 	say(&s, "add chain inet %s %s\n", n->table, gen);
 	if (s.full)

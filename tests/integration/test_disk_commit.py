@@ -69,7 +69,7 @@ def free_bytes(path):
 
 
 def test_rooms_never_promise_more_disk_than_the_host_has(small_state_dir):
-    s = stack_on(small_state_dir, {"disk_limit": "100M"})
+    s = stack_on(small_state_dir, {"disk_limit": "100M", "disk_overcommit": "1.0"})
     c = Client(s)
     made, refused = [], None
     try:
