@@ -784,9 +784,10 @@ int room_create(struct room *r, char *err, size_t errlen)
 		return slot;
 	}
 	room_set_slot(r, slot);
-	if (r->cfg->disk_limit && (slot = disk_commit_check(r, err, errlen)) < 0) {
+	int rc = r->cfg->disk_limit ? disk_commit_check(r, err, errlen) : 0;
+	if (rc < 0) {
 		room_create_abort(r);
-		return slot == ROOM_ENOSPACE ? ROOM_ENOSPACE : -1;
+		return rc;
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);

@@ -100,15 +100,16 @@ int room_load(struct room *r, char *err, size_t errlen);
 /* Creating a room takes three steps, the last two while its first start
  * makes the keeper (jail.c), all under the state lock (r->create_lock):
  * room_create claims a uid slot (fails with ROOM_ELIMIT when max_rooms
- * rooms exist); room_create_files makes the state directory and the disk
- * image (the spare one made ahead, or a copy of the template);
+ * rooms exist) and the room's disk image's promise (ROOM_ENOSPACE);
+ * room_create_files makes the state directory and the disk image (the
+ * spare one made ahead, or a copy of the template);
  * room_create_finish writes meta -- from then on
  * the room exists -- and releases the lock.  room_create_abort (a no-op
  * once finished) gives the slot back and releases the lock.  Caller holds
  * the room lock. */
 #define ROOM_ELIMIT (-2)
-/* ...or with ROOM_ENOSPACE when its disk image would promise more than the
- * state directory's file system has free (see room.c) */
+/* its disk image would promise more than the state directory's file
+ * system has free (room.c) */
 #define ROOM_ENOSPACE (-3)
 int room_create(struct room *r, char *err, size_t errlen);
 int room_create_files(const struct room *r, char *err, size_t errlen);
