@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, Stack, loop_devices_backed_by, unique_room
+from conftest import Client, loop_devices_backed_by, started_stack, unique_room, wait_until
 
 SERVERS = ("nginx",)
 LIMIT = 100 * 1024 * 1024
@@ -43,24 +43,11 @@ def small_state_dir():
         yield mnt
     finally:
         subprocess.run(["umount", mnt], capture_output=True)
-        if not loop_devices_backed_by(str(image)):
-            image.unlink()
-            mnt.rmdir()
-            top.rmdir()
-
-
-def stack_on(state_dir, extra):
-    """A stack whose state_dir is state_dir."""
-    s = Stack("nginx", extra)
-    s.state_dir = state_dir
-    s.config["state_dir"] = str(state_dir)
-    s.conf_path.write_text("".join(f"{k} = {v}\n" for k, v in s.config.items()))
-    try:
-        s.start()
-    except BaseException:
-        s.stop()
-        raise
-    return s
+        # the loop device goes with the mount, but not at once
+        wait_until(lambda: not loop_devices_backed_by(str(image)), 10, "the loop device to go")
+        image.unlink()
+        mnt.rmdir()
+        top.rmdir()
 
 
 def free_bytes(path):
@@ -69,7 +56,7 @@ def free_bytes(path):
 
 
 def test_rooms_never_promise_more_disk_than_the_host_has(small_state_dir):
-    s = stack_on(small_state_dir, {"disk_limit": "100M", "disk_overcommit": "1.0"})
+    s = started_stack(state_dir=small_state_dir, extra={"disk_limit": "100M", "disk_overcommit": "1.0"})
     c = Client(s)
     made, refused = [], None
     try:
@@ -124,7 +111,7 @@ def test_rooms_never_promise_more_disk_than_the_host_has(small_state_dir):
 
 
 def test_overcommit_lets_the_operator_promise_more(small_state_dir):
-    s = stack_on(small_state_dir, {"disk_limit": "100M", "disk_overcommit": "3"})
+    s = started_stack(state_dir=small_state_dir, extra={"disk_limit": "100M", "disk_overcommit": "3"})
     c = Client(s)
     made = []
     try:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, Stack, unique_room, wait_until
+from conftest import Client, started_stack, unique_room, wait_until
 
 SERVERS = ("nginx",)
 
@@ -461,16 +461,6 @@ def test_cleanup_of_100_rooms_leaves_nothing(client, testnet, stack):
 
 # ------------------------------------------------- stacks of their own
 
-def own_stack(extra):
-    s = Stack("nginx", extra)
-    try:
-        s.start()
-    except BaseException:
-        s.stop()
-        raise
-    return s
-
-
 def finish(s, c, rooms):
     for r in rooms:
         c.destroy(r)
@@ -479,7 +469,7 @@ def finish(s, c, rooms):
 
 
 def test_egress_deny_closes_an_internet_host(testnet):
-    s = own_stack(dict(ROOMBOX_CONFIG, egress_deny=f"{INET}/32"))
+    s = started_stack(dict(ROOMBOX_CONFIG, egress_deny=f"{INET}/32"))
     c, room = Client(s), unique_room("d")
     try:
         assert fetch(c, room, f"http://{INET}/file.txt", timeout=3)[0] != 0
@@ -490,7 +480,7 @@ def test_egress_deny_closes_an_internet_host(testnet):
 
 
 def test_two_instances_side_by_side_then_nothing_left(client, testnet, room):
-    s = own_stack(dict(ROOMBOX_CONFIG))
+    s = started_stack(dict(ROOMBOX_CONFIG))
     c, other = Client(s), unique_room("o")
     try:
         assert fetch(c, other, f"http://{INET}/file.txt")[0] == 0
@@ -510,7 +500,7 @@ def test_two_instances_side_by_side_then_nothing_left(client, testnet, room):
 
 def test_no_usable_name_server_is_said_at_start_and_in_health():
     # loopback name servers mean the room's own loopback: unusable
-    s = own_stack(dict(ROOMBOX_CONFIG, dns="127.0.0.53"))
+    s = started_stack(dict(ROOMBOX_CONFIG, dns="127.0.0.53"))
     try:
         h = Client(s).get("/api/health", auth=False).json
         assert h["network"] == "egress" and h["dns"] == [], h
@@ -521,7 +511,7 @@ def test_no_usable_name_server_is_said_at_start_and_in_health():
 
 
 def test_network_none_is_unchanged(testnet):
-    s = own_stack({})
+    s = started_stack({})
     c, room = Client(s), unique_room("z")
     try:
         assert c.sh(room, "ls /sys/class/net 2>/dev/null || cut -d: -f1 /proc/net/dev | tail -n +3").split() == ["lo"]
@@ -583,7 +573,7 @@ def test_a_directly_connected_public_network_is_closed_unless_allowed(client, pu
     code, out, err = fetch(client, room, f"http://{INET}/file.txt")
     assert code == 0 and out.encode() == PAYLOAD, (code, err)
     # egress_allow naming the network opens it
-    s = own_stack(dict(ROOMBOX_CONFIG, egress_allow=f"{PRIV_HTTP}:{ALLOWED_PORT},{net}"))
+    s = started_stack(dict(ROOMBOX_CONFIG, egress_allow=f"{PRIV_HTTP}:{ALLOWED_PORT},{net}"))
     c, other = Client(s), unique_room("k")
     try:
         code, out, err = fetch(c, other, f"http://{lan_host}/secret.txt")
