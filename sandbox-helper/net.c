@@ -405,7 +405,7 @@ static bool net_contains(const struct ip4net *outer, const struct ip4net *inner)
  * it; one there that net holds goes (networks either nest or are apart, so
  * no two of the list overlap, as an nftables interval set requires).  -1
  * when the list is full. */
-static int host_net_add(struct ip4net *nets, int *n, struct ip4net net)
+static int closed_add(struct ip4net *nets, int *n, struct ip4net net)
 {
 	if (net.prefix == 0 || net.prefix >= 32)
 		return 0;
@@ -444,7 +444,7 @@ static int host_net_of(struct nlmsghdr *h, struct ip4net *nets, int *n)
 		return 0;
 	addr = ntohl(addr);
 	unsigned p = a->ifa_prefixlen;
-	return host_net_add(nets, n, (struct ip4net){ addr & prefix_mask(p), p });
+	return closed_add(nets, n, (struct ip4net){ addr & prefix_mask(p), p });
 }
 
 static int ip4net_order(const void *a, const void *b)

@@ -672,7 +672,7 @@ static int disk_commit_count(const struct config *cfg, struct disk_commit *c)
  * ours: then the caller counts). */
 static bool disk_commit_load(const struct config *cfg, struct disk_commit *c)
 {
-	unsigned long long images, promised, used;
+	unsigned long long images = 0, promised = 0, used = 0;
 	char *text = read_small(cfg->state_dir, DISK_COMMIT_FILE, 512, NULL);
 	bool ok = text && sscanf(text, "{\"rooms\":%llu,\"promisedBytes\":%llu,\"usedBytes\":%llu,"
 				 "\"countedAt\":\"%31[^\"]\"}", &images, &promised, &used, c->counted_at) == 4;
