@@ -5,11 +5,11 @@
  *
  *   1. makes sure the instance's nftables table is loaded as this
  *      configuration and the host's own networks make it (table_ensure:
- *      two netlink questions, the host's addresses and the table's; only
- *      when the table is missing or was made from other rules does it run
- *      `nft -f -`, about 25 ms of CPU, so in practice for the first room
- *      after a boot, a configuration change or a change of the host's
- *      networks);
+ *      netlink questions for the host's addresses and the table; only
+ *      when the table is missing, was made from other rules or holds other
+ *      networks of the host does it run `nft -f -`, about 25 ms of CPU, so
+ *      in practice for the first room after a boot, a configuration change
+ *      or a change of the host's networks, which refills their set alone);
  *   2. creates a veth pair over rtnetlink: "rb<instance>-<slot>" on the host,
  *      its peer created straight inside the room's namespace as eth0;
  *   3. numbers the pair as a /31 out of the instance's /16 of 100.64.0.0/10:
@@ -105,8 +105,8 @@ struct ip4net {
 
 #define IP4(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (d))
 
-/* Never reachable from a room unless egress_allow opens them, and with them
- * the networks of the host's own addresses (forbidden_nets);
+/* Never reachable from a room unless egress_allow opens them, nor are the
+ * networks of the host's own addresses (host_nets);
  * 240.0.0.0/4 holds 255.255.255.255, 100.64.0.0/10 every room. */
 static const struct ip4net forbidden[] = {
 	{ IP4(0, 0, 0, 0), 8 }, { IP4(10, 0, 0, 0), 8 }, { IP4(100, 64, 0, 0), 10 },
@@ -115,8 +115,8 @@ static const struct ip4net forbidden[] = {
 	{ IP4(240, 0, 0, 0), 4 },
 };
 #define N_FORBIDDEN (sizeof(forbidden) / sizeof(forbidden[0]))
-/* with more networks of its own than any host has; past it a room does not start */
-#define FORBIDDEN_MAX 256
+/* more networks of its own than any host has; past it a room does not start */
+#define HOST_NETS_MAX 256
 
 /* The room's /etc/resolv.conf, made by net_prepare in the helper before the
  * keeper is cloned (the keeper sees the host's files only until pivot). */
@@ -385,11 +385,13 @@ static int room_sockets(pid_t keeper, int *ns_fd, int *nl, int *s)
  * public or documentation range as well as a private one): the network of
  * each IPv4 address the host holds, read once per room start with one
  * netlink dump of the addresses (no links: with a thousand rooms' veths
- * that dump would be far larger).  Networks inside a range already
- * forbidden (the rooms' own /31s among them) add nothing; nor does a /32,
- * only the host's address, which the input hook closes anyway; a /0 would
- * close everything and is taken as no network.  What the host reaches
- * through a gateway is no network of its own addresses, and stays open. */
+ * that dump would be far larger; it takes ~0.4 ms).  Networks inside a
+ * range already forbidden (the rooms' own /31s among them) add nothing;
+ * nor does a /32, only the host's address, which the input hook closes
+ * anyway; a /0 would close everything and is taken as no network.  What
+ * the host reaches through a gateway is no network of its own addresses,
+ * and stays open.  They are a set of their own in the table (host_nets),
+ * refilled when they change without touching the rest (table_ensure). */
 
 static uint32_t prefix_mask(unsigned prefix)
 {
@@ -401,14 +403,17 @@ static bool net_contains(const struct ip4net *outer, const struct ip4net *inner)
 	return outer->prefix <= inner->prefix && (inner->addr & prefix_mask(outer->prefix)) == outer->addr;
 }
 
-/* Add net to the list (*n of them), unless a network already there holds
- * it; one there that net holds goes (networks either nest or are apart, so
- * no two of the list overlap, as an nftables interval set requires).  -1
- * when the list is full. */
-static int closed_add(struct ip4net *nets, int *n, struct ip4net net)
+/* Add net to the list (*n of them), unless a forbidden range or a network
+ * already there holds it; one there that net holds goes (networks either
+ * nest or are apart, so no two of the list overlap, as an nftables
+ * interval set requires).  -1 when the list is full. */
+static int host_net_add(struct ip4net *nets, int *n, struct ip4net net)
 {
 	if (net.prefix == 0 || net.prefix >= 32)
 		return 0;
+	for (size_t i = 0; i < N_FORBIDDEN; i++)
+		if (net_contains(&forbidden[i], &net))
+			return 0;
 	int kept = 0;
 	for (int i = 0; i < *n; i++) {
 		if (net_contains(&nets[i], &net))
@@ -416,7 +421,7 @@ static int closed_add(struct ip4net *nets, int *n, struct ip4net net)
 		if (!net_contains(&net, &nets[i]))
 			nets[kept++] = nets[i];
 	}
-	if (kept >= FORBIDDEN_MAX)
+	if (kept >= HOST_NETS_MAX)
 		return -1;
 	nets[kept++] = net;
 	*n = kept;
@@ -444,7 +449,7 @@ static int host_net_of(struct nlmsghdr *h, struct ip4net *nets, int *n)
 		return 0;
 	addr = ntohl(addr);
 	unsigned p = a->ifa_prefixlen;
-	return closed_add(nets, n, (struct ip4net){ addr & prefix_mask(p), p });
+	return host_net_add(nets, n, (struct ip4net){ addr & prefix_mask(p), p });
 }
 
 static int ip4net_order(const void *a, const void *b)
@@ -453,10 +458,10 @@ static int ip4net_order(const void *a, const void *b)
 	return x->addr != y->addr ? (x->addr < y->addr ? -1 : 1) : (int)x->prefix - (int)y->prefix;
 }
 
-/* The forbidden ranges with the networks of the host's IPv4 addresses
- * (see above), sorted, so that the same host makes the same rules: their
- * count, or -errno (-ENOSPC: more than FORBIDDEN_MAX). */
-static int forbidden_nets(struct ip4net *nets)
+/* The networks of the host's IPv4 addresses (see above), sorted, so that
+ * the same host makes the same rules: their count, or -errno (-ENOSPC:
+ * more than HOST_NETS_MAX). */
+static int host_nets(struct ip4net *nets)
 {
 	int fd = nl_open(NETLINK_ROUTE);
 	if (fd < 0)
@@ -467,9 +472,8 @@ static int forbidden_nets(struct ip4net *nets)
 	struct ifaddrmsg *m = nl_tail(&q, sizeof(*m));
 	m->ifa_family = AF_INET;
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	int n = (int)N_FORBIDDEN, rc = 0;
+	int n = 0, rc = 0;
 	static char buf[32768];
-	memcpy(nets, forbidden, sizeof(forbidden));
 	if (sendto(fd, &q.h, q.h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
 		rc = -errno;
 	while (rc == 0) {
@@ -644,8 +648,7 @@ static void say_nets(struct script *s, const struct ip4net *nets, int count)
 	}
 }
 
-static void say_instance(struct script *s, const struct config *cfg, const struct names *n,
-			 const struct ip4net *closed, int n_closed)
+static void say_instance(struct script *s, const struct config *cfg, const struct names *n)
 {
 	char block[24];
 	ip4_text(n->block, block, sizeof(block));
@@ -660,8 +663,11 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add set inet %s conns { type ipv4_addr; size 65536; flags dynamic; }\n", t);
 	say(s, "add set inet %s forbidden { type ipv4_addr; flags interval; }\n", t);
 	say(s, "add element inet %s forbidden { ", t);
-	say_nets(s, closed, n_closed);
+	say_nets(s, forbidden, (int)N_FORBIDDEN);
 	say(s, " }\n");
+	/* filled by say_host_nets; host_gen holds the hash of what it holds */
+	say(s, "add set inet %s host_nets { type ipv4_addr; flags interval; }\n", t);
+	say(s, "add set inet %s host_gen { type ipv4_addr; }\n", t);
 
 	say(s, "add rule inet %s from_room meta nfproto != ipv4 drop\n", t);
 	say(s, "add rule inet %s from_room fib saddr . iif oif missing drop\n", t);
@@ -681,6 +687,7 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 
 	say_policy(s, cfg, n, "out");
 	say(s, "add rule inet %s out ip daddr @forbidden reject with icmpx type admin-prohibited\n", t);
+	say(s, "add rule inet %s out ip daddr @host_nets reject with icmpx type admin-prohibited\n", t);
 	say(s, "add rule inet %s out accept\n", t);
 	say_policy(s, cfg, n, "to_host");
 	say(s, "add rule inet %s to_host reject with icmpx type admin-prohibited\n", t);
@@ -748,28 +755,72 @@ static int nft_conns_forget(const struct names *n)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* 1 if the set `set` of the instance's table holds the address a, 0 if
+ * not (or no such set), or -errno. */
+static int nft_set_holds(const struct names *n, const char *set, uint32_t a)
+{
+	struct nlreq q;
+	nft_msg(&q, NFT_MSG_GETSETELEM, 0, n, NFTA_SET_ELEM_LIST_TABLE);
+	nl_attr(&q, NFTA_SET_ELEM_LIST_SET, set, strlen(set) + 1);
+	struct rtattr *list = nl_attr(&q, NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS, NULL, 0);
+	struct rtattr *elem = nl_attr(&q, NLA_F_NESTED | NFTA_LIST_ELEM, NULL, 0);
+	struct rtattr *key = nl_attr(&q, NLA_F_NESTED | NFTA_SET_ELEM_KEY, NULL, 0);
+	uint32_t be = htonl(a);
+	nl_attr(&q, NFTA_DATA_VALUE, &be, 4);
+	nl_nest_end(&q, key);
+	nl_nest_end(&q, elem);
+	nl_nest_end(&q, list);
+	int rc = nf_talk(&q, false);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+/* host_nets refilled with the host's networks, and host_gen with gen, the
+ * hash of them. */
+static void say_host_nets(struct script *s, const struct names *n, const struct ip4net *nets,
+			  int count, uint32_t gen)
+{
+	char g[16];
+	ip4_text(gen, g, sizeof(g));
+	say(s, "flush set inet %s host_nets\n", n->table);
+	if (count) {
+		say(s, "add element inet %s host_nets { ", n->table);
+		say_nets(s, nets, count);
+		say(s, " }\n");
+	}
+	say(s, "flush set inet %s host_gen\nadd element inet %s host_gen { %s }\n", n->table, n->table, g);
+}
+
 /* The instance's table as this configuration makes it: loaded by nft only
  * when the kernel has no table, or one made from other rules.  The table
  * says which: it holds an empty chain named after the hash of the rules it
- * was loaded with.  So a room's start usually runs no program at all.  The
- * caller holds the state lock. */
+ * was loaded with.  The host's networks are not part of those rules: when
+ * only they changed (host_gen does not hold their hash), nft refills
+ * their set alone, and the rooms' connection counts stay.  So a room's
+ * start usually runs no program at all.  The caller holds the state lock. */
 static int table_ensure(const struct config *cfg, const struct names *n, char *why, size_t whylen)
 {
 	static struct script s;
-	static struct ip4net closed[FORBIDDEN_MAX];
+	static struct ip4net nets[HOST_NETS_MAX];
 	char gen[24];
-	int n_closed = forbidden_nets(closed);
-	if (n_closed < 0)
+	int count = host_nets(nets);
+	if (count < 0)
 		return snprintf(why, whylen, "read the host's addresses: %s",
-				n_closed == -ENOSPC ? "more networks than the rules take" : strerror(-n_closed)), -1;
+				count == -ENOSPC ? "more networks than the rules take" : strerror(-count)), -1;
 	memset(&s, 0, sizeof(s));
-	say_instance(&s, cfg, n, closed, n_closed);
+	say_nets(&s, nets, count);
+	uint32_t host_gen = fnv1a32(s.text);
+	memset(&s, 0, sizeof(s));
+	say_instance(&s, cfg, n);
 	snprintf(gen, sizeof(gen), "g%016llx", (unsigned long long)fnv1a64(s.text));
 	say(&s, "add chain inet %s %s\n", n->table, gen);
+	if (nft_chain_exists(n, gen) == 1) {
+		if (nft_set_holds(n, "host_gen", host_gen) == 1)
+			return 0;
+		memset(&s, 0, sizeof(s));
+	}
+	say_host_nets(&s, n, nets, count, host_gen);
 	if (s.full)
 		return snprintf(why, whylen, "rules too long"), -1;
-	if (nft_chain_exists(n, gen) == 1)
-		return 0;
 	return nft_run(s.text, why, whylen);
 }
 
