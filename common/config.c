@@ -61,6 +61,7 @@ enum value_kind {
 	V_DURATION,	/* uint64_t ms, bare number = seconds; >= min */
 	V_MILLIS,	/* uint64_t ms, bare number = milliseconds */
 	V_CPU,		/* double > 0 */
+	V_RATIO,	/* double > 0 */
 	V_URL,		/* http:// or https:// URL, no blanks or controls */
 	V_TEXT,		/* one word: printable, no blanks or controls */
 	V_DOMAIN,	/* a DNS name: labels of [a-z0-9-] joined by dots */
@@ -100,6 +101,7 @@ static const struct key_desc key_table[] = {
 	{ "pids_limit",           V_INT,      FIELD(pids_limit),           1, 0 },
 	{ "cpu_limit",            V_CPU,      FIELD(cpu_limit),            0, 0 },
 	{ "disk_limit",           V_SIZE,     FIELD(disk_limit),           0, 0 },
+	{ "disk_overcommit",      V_RATIO,    FIELD(disk_overcommit),      0, 0 },
 	{ "exec_timeout",         V_DURATION, FIELD(exec_timeout_ms),      1, 0 },
 	{ "exec_timeout_max",     V_DURATION, FIELD(exec_timeout_max_ms),  1, 0 },
 	{ "output_limit",         V_SIZE,     FIELD(output_limit),         1, 0 },
@@ -182,6 +184,7 @@ void config_defaults(struct config *c)
 	c->memory_limit = 512ull << 20;
 	c->pids_limit = 256;
 	c->cpu_limit = 1.0;
+	c->disk_overcommit = 1.0;
 	c->disk_limit = 1ull << 30;
 	c->exec_timeout_ms = 30 * 1000;
 	c->exec_timeout_max_ms = 10 * 60 * 1000;
@@ -464,6 +467,7 @@ static const char *expected_text(const struct key_desc *k)
 			      : "expected a duration like 30s";
 	case V_MILLIS:   return "expected milliseconds like 50, or a duration like 50ms";
 	case V_CPU:      return "expected a positive number of CPUs like 1.5";
+	case V_RATIO:    return "expected a positive number like 1.5";
 	case V_URL:      return "expected an http:// or https:// URL like http://127.0.0.1:11434/v1";
 	case V_TEXT:     return "expected a name without blanks, like llama3.1:8b";
 	case V_DOMAIN:   return "expected a lower-case DNS name like preview.example.com";
@@ -632,6 +636,7 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 	case V_CIDRS:
 		return set_list(st, line, k, field, value);
 	case V_CPU:
+	case V_RATIO:
 		if (parse_cpus(value, field) < 0)
 			return bad_value(st, line, k, value);
 		return 0;

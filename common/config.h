@@ -65,6 +65,7 @@ struct config {
 	int pids_limit;          /* 256 */
 	double cpu_limit;        /* CPUs, 1.0 */
 	uint64_t disk_limit;     /* bytes, 1G; 0 = no quota */
+	double disk_overcommit;  /* rooms' images may promise this many times the free space, 1.0 */
 	uint64_t exec_timeout_ms;     /* 30s */
 	uint64_t exec_timeout_max_ms; /* 10m */
 	uint64_t output_limit;   /* bytes per stream, 1M */

@@ -211,6 +211,8 @@
 #define HELPER_ERR_DENIED    "denied"
 #define HELPER_ERR_FAILED    "failed"
 #define HELPER_ERR_REFUSED   "refused"
+/* a new room's disk image would promise more than the host has free (507) */
+#define HELPER_ERR_NO_SPACE  "no_space"
 
 /* ---- limits ---- */
 /* A request carries at most one HTTP body (max_body: cmd, stdin, env) and

@@ -240,6 +240,9 @@ void exec_answer_error(struct response *rs, const struct helper_error *err)
 	case 413:
 		response_error(rs, 413, "request body too large");
 		break;
+	case 507:   /* the message names the room and the figures */
+		response_error(rs, 507, "%s", err->message);
+		break;
 	default:
 		response_error(rs, 500, "sandbox execution failed: %s", err->message);
 	}

@@ -54,6 +54,8 @@ int helper_code_status(const char *code)
 		return 404;
 	if (strcmp(code, HELPER_ERR_LIMIT) == 0)
 		return 429;
+	if (strcmp(code, HELPER_ERR_NO_SPACE) == 0)
+		return 507;
 	return 500;   /* denied, failed, anything new */
 }
 

@@ -9,7 +9,9 @@
  *
  * The session: the helper keeps the room's exported variables and working
  * directory as the text of `export -p` in the state directory, outside the
- * room's tree.  WRAPPER evaluates it, runs the command, and an EXIT trap
+ * room's tree, one for the room's root and one for its user (room.h): what
+ * a user's command writes on fd 9 only ever reaches the user's own next
+ * shell, never a root one, and root's variables never reach the user's.  WRAPPER evaluates it, runs the command, and an EXIT trap
  * writes the new `export -p` on fd 9, ended by a marker line; the helper
  * saves it only when the marker came, i.e. only when the shell ended by
  * itself (not killed, not timed out), and only for execs without cwd or env.
@@ -203,7 +205,7 @@ static int build_env(const struct room *r, const struct exec_order *q, bool save
 
 	s[0] = '\0';
 	append(&s, &len, &cap, "__RB_SESSION=");
-	char *old = room_session_read(r, SESSION_MAX);
+	char *old = room_session_read(r, q->as_user, SESSION_MAX);
 	append(&s, &len, &cap, old ? old : "");
 	ce->old_len = len - strlen("__RB_SESSION=");
 	free(old);
@@ -279,7 +281,8 @@ static bool stream_read(struct stream *s)
  * only when it changed (most commands change nothing).  It follows the
  * blob in the memfd (from off); more than SESSION_MAX is not a session a
  * shell could take back. */
-static void save_session(const struct room *r, int fd, off_t off, const struct child_env *ce)
+static void save_session(const struct room *r, bool as_user, int fd, off_t off,
+			 const struct child_env *ce)
 {
 	struct stat st;
 	size_t m = strlen(SESSION_END);
@@ -292,7 +295,7 @@ static void save_session(const struct room *r, int fd, off_t off, const struct c
 	if (pread(fd, buf, len, off) == (ssize_t)len && memcmp(buf + len - m, SESSION_END, m) == 0) {
 		size_t n = len - m;
 		if (n != ce->old_len || memcmp(buf, ce->session + strlen("__RB_SESSION="), n) != 0)
-			room_session_write(r, buf, n);
+			room_session_write(r, as_user, buf, n);
 	}
 	free(buf);
 }
@@ -647,7 +650,7 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 		return EXEC_AT_LIMIT;
 	}
 	if (j->save && !c.timed_out && WIFEXITED(c.status))
-		save_session(r, j->blob, (off_t)j->blob_len, &j->ce);
+		save_session(r, q->as_user, j->blob, (off_t)j->blob_len, &j->ce);
 	double ms = ms_since(&t0);
 	*o = (struct exec_outcome){
 		.wait_status = c.status, .timed_out = c.timed_out,

@@ -230,7 +230,8 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 		 * before */
 		int rc = room_create(r, h->err, sizeof(h->err));
 		if (rc < 0)
-			return fail(h, rc == ROOM_ELIMIT ? HELPER_ERR_LIMIT : HELPER_ERR_FAILED);
+			return fail(h, rc == ROOM_ELIMIT ? HELPER_ERR_LIMIT
+				    : rc == ROOM_ENOSPACE ? HELPER_ERR_NO_SPACE : HELPER_ERR_FAILED);
 	} else {
 		keeper = room_keeper_pid(r);
 	}
@@ -704,6 +705,8 @@ static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idl
 static int verb_info(struct helper *h, struct mj_writer *out)
 {
 	lower_prepare(h, "info");
+	if (h->cfg.disk_limit)   /* for /api/health and creations, from the service's start */
+		room_disk_commit_count(&h->cfg);
 	mjw_object_begin(out);
 	mjw_key(out, HK_CGROUP);
 	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));

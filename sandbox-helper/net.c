@@ -4,10 +4,12 @@
  * (jail.c).  With network = egress, once the keeper is up, the helper
  *
  *   1. makes sure the instance's nftables table is loaded as this
- *      configuration makes it (table_ensure: one netlink question; only
- *      when the table is missing or was made from other rules does it run
- *      `nft -f -`, about 25 ms of CPU, so in practice for the first room
- *      after a boot or a configuration change);
+ *      configuration and the host's own networks make it (table_ensure:
+ *      netlink questions for the host's addresses and the table; only
+ *      when the table is missing, was made from other rules or holds other
+ *      networks of the host does it run `nft -f -`, about 25 ms of CPU, so
+ *      in practice for the first room after a boot, a configuration change
+ *      or a change of the host's networks, which refills their set alone);
  *   2. creates a veth pair over rtnetlink: "rb<instance>-<slot>" on the host,
  *      its peer created straight inside the room's namespace as eth0;
  *   3. numbers the pair as a /31 out of the instance's /16 of 100.64.0.0/10:
@@ -27,7 +29,8 @@
  *   not IPv4, or not the room's own source address on its interface: dropped;
  *   egress_deny: refused; the name servers on port 53: accepted; egress_allow:
  *   accepted; the forbidden ranges (private, loopback, link-local, CGNAT,
- *   benchmark, multicast, reserved, other rooms): refused; the rest accepted.
+ *   benchmark, multicast, reserved, other rooms, and the networks of the
+ *   host's own addresses whatever their range): refused; the rest accepted.
  *   Anything addressed to the host itself goes to the input hook, where only
  *   the name servers on 53 and egress_allow pass.  Nothing reaches a room
  *   but answers to its own connections: not from outside (forward), nor
@@ -95,11 +98,25 @@
 /* A room's /31 is 2 * (slot + 1) into the instance's /16. */
 #define NET_SLOTS 32767
 
-/* Never reachable from a room unless egress_allow opens them (SPEC §3);
+struct ip4net {
+	uint32_t addr;       /* host byte order, host bits clear */
+	unsigned prefix;
+};
+
+#define IP4(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (d))
+
+/* Never reachable from a room unless egress_allow opens them, nor are the
+ * networks of the host's own addresses (host_nets);
  * 240.0.0.0/4 holds 255.255.255.255, 100.64.0.0/10 every room. */
-static const char forbidden[] =
-	"0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, "
-	"172.16.0.0/12, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4";
+static const struct ip4net forbidden[] = {
+	{ IP4(0, 0, 0, 0), 8 }, { IP4(10, 0, 0, 0), 8 }, { IP4(100, 64, 0, 0), 10 },
+	{ IP4(127, 0, 0, 0), 8 }, { IP4(169, 254, 0, 0), 16 }, { IP4(172, 16, 0, 0), 12 },
+	{ IP4(192, 168, 0, 0), 16 }, { IP4(198, 18, 0, 0), 15 }, { IP4(224, 0, 0, 0), 4 },
+	{ IP4(240, 0, 0, 0), 4 },
+};
+#define N_FORBIDDEN (sizeof(forbidden) / sizeof(forbidden[0]))
+/* more networks of its own than any host has; past it a room does not start */
+#define HOST_NETS_MAX 256
 
 /* The room's /etc/resolv.conf, made by net_prepare in the helper before the
  * keeper is cloned (the keeper sees the host's files only until pivot). */
@@ -362,6 +379,128 @@ static int room_sockets(pid_t keeper, int *ns_fd, int *nl, int *s)
 	return *nl < 0 || *s < 0 ? -e : 0;
 }
 
+/* ---- the host's own networks ---------------------------------------------- */
+
+/* A LAN the host sits on is closed to rooms whatever its addresses (a
+ * public or documentation range as well as a private one): the network of
+ * each IPv4 address the host holds, read once per room start with one
+ * netlink dump of the addresses (no links: with a thousand rooms' veths
+ * that dump would be far larger; it takes ~0.4 ms).  Networks inside a
+ * range already forbidden (the rooms' own /31s among them) add nothing;
+ * nor does a /32, only the host's address, which the input hook closes
+ * anyway; a /0 would close everything and is taken as no network.  What
+ * the host reaches through a gateway is no network of its own addresses,
+ * and stays open.  They are a set of their own in the table (host_nets),
+ * refilled when they change without touching the rest (table_ensure). */
+
+static uint32_t prefix_mask(unsigned prefix)
+{
+	return prefix ? ~0u << (32 - prefix) : 0;
+}
+
+static bool net_contains(const struct ip4net *outer, const struct ip4net *inner)
+{
+	return outer->prefix <= inner->prefix && (inner->addr & prefix_mask(outer->prefix)) == outer->addr;
+}
+
+/* Add net to the list (*n of them), unless a forbidden range or a network
+ * already there holds it; one there that net holds goes (networks either
+ * nest or are apart, so no two of the list overlap, as an nftables
+ * interval set requires).  -1 when the list is full. */
+static int host_net_add(struct ip4net *nets, int *n, struct ip4net net)
+{
+	if (net.prefix == 0 || net.prefix >= 32)
+		return 0;
+	for (size_t i = 0; i < N_FORBIDDEN; i++)
+		if (net_contains(&forbidden[i], &net))
+			return 0;
+	int kept = 0;
+	for (int i = 0; i < *n; i++) {
+		if (net_contains(&nets[i], &net))
+			return 0;
+		if (!net_contains(&net, &nets[i]))
+			nets[kept++] = nets[i];
+	}
+	if (kept >= HOST_NETS_MAX)
+		return -1;
+	nets[kept++] = net;
+	*n = kept;
+	return 0;
+}
+
+/* One RTM_NEWADDR of the dump into the list. */
+static int host_net_of(struct nlmsghdr *h, struct ip4net *nets, int *n)
+{
+	struct ifaddrmsg *a = NLMSG_DATA(h);
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*a)) || a->ifa_family != AF_INET)
+		return 0;
+	uint32_t addr = 0;
+	bool found = false;
+	int len = (int)IFA_PAYLOAD(h);
+	for (struct rtattr *t = IFA_RTA(a); RTA_OK(t, len); t = RTA_NEXT(t, len)) {
+		/* IFA_LOCAL is the host's own end of a point-to-point link */
+		if ((t->rta_type == IFA_LOCAL || (t->rta_type == IFA_ADDRESS && !found)) &&
+		    RTA_PAYLOAD(t) == 4) {
+			memcpy(&addr, RTA_DATA(t), 4);
+			found = true;
+		}
+	}
+	if (!found)
+		return 0;
+	addr = ntohl(addr);
+	unsigned p = a->ifa_prefixlen;
+	return host_net_add(nets, n, (struct ip4net){ addr & prefix_mask(p), p });
+}
+
+static int ip4net_order(const void *a, const void *b)
+{
+	const struct ip4net *x = a, *y = b;
+	return x->addr != y->addr ? (x->addr < y->addr ? -1 : 1) : (int)x->prefix - (int)y->prefix;
+}
+
+/* The networks of the host's IPv4 addresses (see above), sorted, so that
+ * the same host makes the same rules: their count, or -errno (-ENOSPC:
+ * more than HOST_NETS_MAX). */
+static int host_nets(struct ip4net *nets)
+{
+	int fd = nl_open(NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	struct nlreq q;
+	nl_init(&q, RTM_GETADDR, NLM_F_DUMP);
+	q.h.nlmsg_flags &= (uint16_t)~NLM_F_ACK;
+	struct ifaddrmsg *m = nl_tail(&q, sizeof(*m));
+	m->ifa_family = AF_INET;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	int n = 0, rc = 0;
+	static char buf[32768];
+	if (sendto(fd, &q.h, q.h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+		rc = -errno;
+	while (rc == 0) {
+		ssize_t k = recv(fd, buf, sizeof(buf), 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			rc = k < 0 ? -errno : -EIO;
+			break;
+		}
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; rc == 0 && NLMSG_OK(h, (size_t)k);
+		     h = NLMSG_NEXT(h, k)) {
+			if (h->nlmsg_type == NLMSG_DONE)
+				rc = 1;
+			else if (h->nlmsg_type == NLMSG_ERROR)
+				rc = ((struct nlmsgerr *)NLMSG_DATA(h))->error ?: -EIO;
+			else if (h->nlmsg_type == RTM_NEWADDR && host_net_of(h, nets, &n) < 0)
+				rc = -ENOSPC;
+		}
+	}
+	close(fd);
+	if (rc < 0)
+		return rc;
+	qsort(nets, (size_t)n, sizeof(*nets), ip4net_order);
+	return n;
+}
+
 /* ---- nftables ------------------------------------------------------------ */
 
 /* Run NET_NFT -f - with `script` on stdin (written whole at once: scripts
@@ -500,6 +639,15 @@ static void say_policy(struct script *s, const struct config *cfg, const struct 
  *     address counts each room's tracked connections;
  *   the conntrack mark: the source address itself (@nh,96,32 is it, raw),
  *     so net_room_down flushes a room's entries by its address alone. */
+static void say_nets(struct script *s, const struct ip4net *nets, int count)
+{
+	for (int i = 0; i < count; i++) {
+		char a[16];
+		ip4_text(nets[i].addr, a, sizeof(a));
+		say(s, "%s%s/%u", i ? ", " : "", a, nets[i].prefix);
+	}
+}
+
 static void say_instance(struct script *s, const struct config *cfg, const struct names *n)
 {
 	char block[24];
@@ -514,7 +662,12 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 	say(s, "add chain inet %s from_room\nadd chain inet %s out\nadd chain inet %s to_host\n", t, t, t);
 	say(s, "add set inet %s conns { type ipv4_addr; size 65536; flags dynamic; }\n", t);
 	say(s, "add set inet %s forbidden { type ipv4_addr; flags interval; }\n", t);
-	say(s, "add element inet %s forbidden { %s }\n", t, forbidden);
+	say(s, "add element inet %s forbidden { ", t);
+	say_nets(s, forbidden, (int)N_FORBIDDEN);
+	say(s, " }\n");
+	/* filled by say_host_nets; host_gen holds the hash of what it holds */
+	say(s, "add set inet %s host_nets { type ipv4_addr; flags interval; }\n", t);
+	say(s, "add set inet %s host_gen { type ipv4_addr; }\n", t);
 
 	say(s, "add rule inet %s from_room meta nfproto != ipv4 drop\n", t);
 	say(s, "add rule inet %s from_room fib saddr . iif oif missing drop\n", t);
@@ -534,6 +687,7 @@ static void say_instance(struct script *s, const struct config *cfg, const struc
 
 	say_policy(s, cfg, n, "out");
 	say(s, "add rule inet %s out ip daddr @forbidden reject with icmpx type admin-prohibited\n", t);
+	say(s, "add rule inet %s out ip daddr @host_nets reject with icmpx type admin-prohibited\n", t);
 	say(s, "add rule inet %s out accept\n", t);
 	say_policy(s, cfg, n, "to_host");
 	say(s, "add rule inet %s to_host reject with icmpx type admin-prohibited\n", t);
@@ -601,23 +755,72 @@ static int nft_conns_forget(const struct names *n)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* 1 if the set `set` of the instance's table holds the address a, 0 if
+ * not (or no such set), or -errno. */
+static int nft_set_holds(const struct names *n, const char *set, uint32_t a)
+{
+	struct nlreq q;
+	nft_msg(&q, NFT_MSG_GETSETELEM, 0, n, NFTA_SET_ELEM_LIST_TABLE);
+	nl_attr(&q, NFTA_SET_ELEM_LIST_SET, set, strlen(set) + 1);
+	struct rtattr *list = nl_attr(&q, NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS, NULL, 0);
+	struct rtattr *elem = nl_attr(&q, NLA_F_NESTED | NFTA_LIST_ELEM, NULL, 0);
+	struct rtattr *key = nl_attr(&q, NLA_F_NESTED | NFTA_SET_ELEM_KEY, NULL, 0);
+	uint32_t be = htonl(a);
+	nl_attr(&q, NFTA_DATA_VALUE, &be, 4);
+	nl_nest_end(&q, key);
+	nl_nest_end(&q, elem);
+	nl_nest_end(&q, list);
+	int rc = nf_talk(&q, false);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+/* host_nets refilled with the host's networks, and host_gen with gen, the
+ * hash of them. */
+static void say_host_nets(struct script *s, const struct names *n, const struct ip4net *nets,
+			  int count, uint32_t gen)
+{
+	char g[16];
+	ip4_text(gen, g, sizeof(g));
+	say(s, "flush set inet %s host_nets\n", n->table);
+	if (count) {
+		say(s, "add element inet %s host_nets { ", n->table);
+		say_nets(s, nets, count);
+		say(s, " }\n");
+	}
+	say(s, "flush set inet %s host_gen\nadd element inet %s host_gen { %s }\n", n->table, n->table, g);
+}
+
 /* The instance's table as this configuration makes it: loaded by nft only
  * when the kernel has no table, or one made from other rules.  The table
  * says which: it holds an empty chain named after the hash of the rules it
- * was loaded with.  So a room's start usually runs no program at all.  The
- * caller holds the state lock. */
+ * was loaded with.  The host's networks are not part of those rules: when
+ * only they changed (host_gen does not hold their hash), nft refills
+ * their set alone, and the rooms' connection counts stay.  So a room's
+ * start usually runs no program at all.  The caller holds the state lock. */
 static int table_ensure(const struct config *cfg, const struct names *n, char *why, size_t whylen)
 {
 	static struct script s;
+	static struct ip4net nets[HOST_NETS_MAX];
 	char gen[24];
+	int count = host_nets(nets);
+	if (count < 0)
+		return snprintf(why, whylen, "read the host's addresses: %s",
+				count == -ENOSPC ? "more networks than the rules take" : strerror(-count)), -1;
+	memset(&s, 0, sizeof(s));
+	say_nets(&s, nets, count);
+	uint32_t host_gen = fnv1a32(s.text);
 	memset(&s, 0, sizeof(s));
 	say_instance(&s, cfg, n);
 	snprintf(gen, sizeof(gen), "g%016llx", (unsigned long long)fnv1a64(s.text));
 	say(&s, "add chain inet %s %s\n", n->table, gen);
+	if (nft_chain_exists(n, gen) == 1) {
+		if (nft_set_holds(n, "host_gen", host_gen) == 1)
+			return 0;
+		memset(&s, 0, sizeof(s));
+	}
+	say_host_nets(&s, n, nets, count, host_gen);
 	if (s.full)
 		return snprintf(why, whylen, "rules too long"), -1;
-	if (nft_chain_exists(n, gen) == 1)
-		return 0;
 	return nft_run(s.text, why, whylen);
 }
 

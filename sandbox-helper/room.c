@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -605,6 +606,172 @@ int room_state_lock(const struct config *cfg)
 	return fd;
 }
 
+/* ---- what the rooms' disk images promise ---------------------------------
+ *
+ * An image is sparse: it holds only what its room wrote, and may grow to
+ * its full size.  So that the host never promises more than it has, a new
+ * room is refused while the free space of the state directory's file
+ * system, times disk_overcommit, is less than what the existing images may
+ * still grow by (their sizes less the bytes they hold) plus the new room's
+ * disk_limit.  Refusing, not reserving (fallocate): a reserved image would
+ * take its whole disk_limit from the host at once, for rooms that mostly
+ * write little.
+ *
+ * Counting (one fstatat per room) costs ~3 ms with a thousand rooms, so a
+ * creation does not count: <state_dir>/disk-commit.json keeps the images'
+ * number and total size exactly (each creation and removal updates it,
+ * under the state lock) and the bytes they held when last counted.  An
+ * image only ever grows on the host (its file system is mounted without
+ * discard, and only the helper could trim it), so those bytes are a lower
+ * bound of what the images hold now, and the growth figured from them an
+ * upper bound: a creation that fits by it fits.  Only one that does not is
+ * counted afresh before it is refused.  The service's start counts too. */
+
+struct disk_commit {
+	uint64_t images, promised, used;
+	char counted_at[32];     /* when used was counted */
+};
+
+static const char DISK_COMMIT_FILE[] = "disk-commit.json";
+
+/* The images under <state_dir>/rooms, counted now. */
+static int disk_commit_count(const struct config *cfg, struct disk_commit *c)
+{
+	char p[PATH_MAX];
+	struct timespec now;
+	memset(c, 0, sizeof(*c));
+	clock_gettime(CLOCK_REALTIME, &now);
+	iso8601_utc(&now, c->counted_at, sizeof(c->counted_at));
+	snprintf(p, sizeof(p), "%s/rooms", cfg->state_dir);
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return errno == ENOENT ? 0 : -1;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char img[ROOM_ID_MAX + 16];
+		struct stat st;
+		if (e->d_type != DT_DIR || !room_id_valid(e->d_name))
+			continue;
+		snprintf(img, sizeof(img), "%s/disk.img", e->d_name);
+		if (fstatat(dirfd(d), img, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		uint64_t held = (uint64_t)st.st_blocks * 512;
+		c->images++;
+		c->promised += (uint64_t)st.st_size;
+		c->used += held < (uint64_t)st.st_size ? held : (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return 0;
+}
+
+/* The record as disk_commit_save wrote it: true, or false (none, or not
+ * ours: then the caller counts). */
+static bool disk_commit_load(const struct config *cfg, struct disk_commit *c)
+{
+	unsigned long long images = 0, promised = 0, used = 0;
+	char *text = read_small(cfg->state_dir, DISK_COMMIT_FILE, 512, NULL);
+	bool ok = text && sscanf(text, "{\"rooms\":%llu,\"promisedBytes\":%llu,\"usedBytes\":%llu,"
+				 "\"countedAt\":\"%31[^\"]\"}", &images, &promised, &used, c->counted_at) == 4;
+	free(text);
+	c->images = images;
+	c->promised = promised;
+	c->used = used;
+	return ok;
+}
+
+/* 0644: roombox-fcgi reads it for /api/health, which tells it to anyone. */
+static void disk_commit_save(const struct config *cfg, const struct disk_commit *c)
+{
+	char text[256], p[PATH_MAX];
+	int n = snprintf(text, sizeof(text),
+			 "{\"rooms\":%llu,\"promisedBytes\":%llu,\"usedBytes\":%llu,\"countedAt\":\"%s\"}\n",
+			 (unsigned long long)c->images, (unsigned long long)c->promised,
+			 (unsigned long long)c->used, c->counted_at);
+	if (room_file_write(cfg->state_dir, DISK_COMMIT_FILE, text, (size_t)n, false) == 0 &&
+	    path_in(p, cfg->state_dir, DISK_COMMIT_FILE) == 0)
+		chmod(p, 0644);
+}
+
+/* Whether a new room of disk_limit fits beside the images of c. */
+static bool disk_commit_fits(const struct config *cfg, const struct disk_commit *c, uint64_t free_bytes)
+{
+	uint64_t growth = c->promised > c->used ? c->promised - c->used : 0;
+	return (double)(growth + cfg->disk_limit) <= (double)free_bytes * cfg->disk_overcommit;
+}
+
+/* rounded up: a promise is never told smaller than it is */
+static uint64_t mib(uint64_t bytes)
+{
+	return (bytes + (1u << 20) - 1) >> 20;
+}
+
+/* Under the state lock, the new room's slot claimed: 0 (its promise
+ * recorded), or ROOM_ENOSPACE with err when there is not enough free
+ * space for it, or -1. */
+static int disk_commit_check(const struct room *r, char *err, size_t errlen)
+{
+	const struct config *cfg = r->cfg;
+	struct disk_commit c;
+	struct statvfs vfs;
+	if (statvfs(cfg->state_dir, &vfs) < 0)
+		return ERR("room %s: free space of the state directory: %s", r->id, strerror(errno));
+	uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (!disk_commit_load(cfg, &c) || !disk_commit_fits(cfg, &c, free_bytes)) {
+		if (disk_commit_count(cfg, &c) < 0)
+			return ERR("room %s: count the disk images: %s", r->id, strerror(errno));
+		if (!disk_commit_fits(cfg, &c, free_bytes)) {
+			disk_commit_save(cfg, &c);
+			ERR("room %s: create its disk image: not enough free disk: %llu MiB free on "
+			    "the state directory's file system, the %llu rooms' images may still grow "
+			    "by %llu MiB, a new room's disk_limit is %llu MiB (disk_overcommit %g)",
+			    r->id, (unsigned long long)(free_bytes >> 20), (unsigned long long)c.images,
+			    (unsigned long long)mib(c.promised - c.used),
+			    (unsigned long long)mib(cfg->disk_limit), cfg->disk_overcommit);
+			return ROOM_ENOSPACE;
+		}
+	}
+	/* its image holds bytes too, but counting none keeps the bound */
+	c.images++;
+	c.promised += cfg->disk_limit;
+	disk_commit_save(cfg, &c);
+	return 0;
+}
+
+void room_disk_commit_count(const struct config *cfg)
+{
+	struct disk_commit c;
+	int lock = room_state_lock(cfg);
+	if (lock >= 0 && disk_commit_count(cfg, &c) == 0)
+		disk_commit_save(cfg, &c);
+	if (lock >= 0)
+		close(lock);
+}
+
+/* A removed image's promise given back: its size and the bytes it held
+ * (more than or as many as were counted for it, so what is left stays a
+ * lower bound). */
+static void disk_commit_forget(const struct config *cfg, const struct stat *img)
+{
+	struct disk_commit c;
+	int lock = room_state_lock(cfg);
+	if (lock < 0)
+		return;
+	if (disk_commit_load(cfg, &c)) {
+		uint64_t size = (uint64_t)img->st_size, held = (uint64_t)img->st_blocks * 512;
+		c.images -= c.images > 0;
+		c.promised -= size < c.promised ? size : c.promised;
+		c.used -= held < c.used ? held : c.used;
+		disk_commit_save(cfg, &c);
+	} else if (disk_commit_count(cfg, &c) == 0) {
+		disk_commit_save(cfg, &c);
+	}
+	close(lock);
+}
+
 int room_create(struct room *r, char *err, size_t errlen)
 {
 	int gfd = room_state_lock(r->cfg);
@@ -617,6 +784,11 @@ int room_create(struct room *r, char *err, size_t errlen)
 		return slot;
 	}
 	room_set_slot(r, slot);
+	int rc = r->cfg->disk_limit ? disk_commit_check(r, err, errlen) : 0;
+	if (rc < 0) {
+		room_create_abort(r);
+		return rc;
+	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	iso8601_utc(&now, r->created_at, sizeof(r->created_at));
@@ -791,16 +963,24 @@ int64_t room_last_active_ms(const struct room *r)
 	return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 }
 
-char *room_session_read(const struct room *r, size_t max)
+/* Root's session keeps the name a room's one session had before the user
+ * got one of its own: a room from then keeps it as root's (it ran as root
+ * by default), and its user starts afresh. */
+static const char *session_name(bool as_user)
 {
-	char *s = read_small(r->state, "session", max, NULL);
+	return as_user ? "session.user" : "session";
+}
+
+char *room_session_read(const struct room *r, bool as_user, size_t max)
+{
+	char *s = read_small(r->state, session_name(as_user), max, NULL);
 	return s ? s : strdup("");
 }
 
 /* Not fsync'd: the session is a convenience, and this runs on every exec. */
-int room_session_write(const struct room *r, const char *text, size_t len)
+int room_session_write(const struct room *r, bool as_user, const char *text, size_t len)
 {
-	return room_file_write(r->state, "session", text, len, false);
+	return room_file_write(r->state, session_name(as_user), text, len, false);
 }
 
 static uint64_t du_total;
@@ -879,10 +1059,16 @@ int room_forget(const struct room *r, char *err, size_t errlen)
 
 int room_remove_files(const struct room *r, char *err, size_t errlen)
 {
+	char p[PATH_MAX];
+	struct stat img;
 	if (room_forget(r, err, errlen) < 0)
 		return -1;
+	bool had_image = path_in(p, r->state, "disk.img") == 0 && lstat(p, &img) == 0 &&
+			 S_ISREG(img.st_mode);
 	if (rm_tree(r->state) < 0)
 		return remove_failed(r, rm_failed, rm_errno, err, errlen);
+	if (had_image)
+		disk_commit_forget(r->cfg, &img);
 	if (rm_tree(r->run) < 0)
 		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	return 0;

@@ -5,16 +5,25 @@
  *                                      holds room-relative ids (a room made
  *                                      before user namespaces has no "ids"
  *                                      and is converted at its next start)
- *   <state_dir>/rooms/<id>/session     the shell session (exported variables
- *                                      and working directory), written by the
- *                                      helper, never inside the room's tree
+ *   <state_dir>/rooms/<id>/session     the room root's shell session (exported
+ *                                      variables and working directory),
+ *                                      written by the helper, never inside the
+ *                                      room's tree
+ *   <state_dir>/rooms/<id>/session.user  the room user's, kept apart: nothing
+ *                                      a command of one writes reaches the
+ *                                      other's (a room made before has only
+ *                                      "session", which is root's)
  *   <state_dir>/rooms/<id>/active      its mtime is lastActiveAt
  *   <state_dir>/rooms/<id>/disk.img    the room's ext4 image (disk_limit > 0)
  *   <state_dir>/rooms/<id>/disk/       where the image is mounted, in the
  *                                      keeper's namespace only; holds
  *                                      upper/<dir> and work/<dir> for each
  *                                      overlay (root, usr, ...) and .ready
- *   <state_dir>/lock                   serialises room creation (slots, max_rooms)
+ *   <state_dir>/lock                   serialises room creation (slots, max_rooms,
+ *                                      the disk images' promises)
+ *   <state_dir>/disk-commit.json       the rooms' images: their number and total
+ *                                      size, and the bytes they held when last
+ *                                      counted (0644: /api/health reads it)
  *   <state_dir>/slots/<n>              symlink to the id of the room whose ids
  *                                      0-65535 are host ids uid_base + n * 65536
  *                                      onwards (room_host_id)
@@ -95,18 +104,26 @@ int room_load(struct room *r, char *err, size_t errlen);
 /* Creating a room takes three steps, the last two while its first start
  * makes the keeper (jail.c), all under the state lock (r->create_lock):
  * room_create claims a uid slot (fails with ROOM_ELIMIT when max_rooms
- * rooms exist); room_create_files makes the state directory and the disk
- * image (the spare one made ahead, or a copy of the template);
+ * rooms exist) and the room's disk image's promise (ROOM_ENOSPACE);
+ * room_create_files makes the state directory and the disk image (the
+ * spare one made ahead, or a copy of the template);
  * room_create_finish writes meta -- from then on
  * the room exists -- and releases the lock.  room_create_abort (a no-op
  * once finished) gives the slot back and releases the lock.  Caller holds
  * the room lock. */
 #define ROOM_ELIMIT (-2)
+/* its disk image would promise more than the state directory's file
+ * system has free (room.c) */
+#define ROOM_ENOSPACE (-3)
 int room_create(struct room *r, char *err, size_t errlen);
 int room_create_files(const struct room *r, char *err, size_t errlen);
 
 int room_create_finish(struct room *r, char *err, size_t errlen);
 void room_create_abort(struct room *r);
+
+/* Count what the rooms' disk images promise and hold, and record it in
+ * <state_dir>/disk-commit.json (room.c); takes the state lock. */
+void room_disk_commit_count(const struct config *cfg);
 
 /* Make the next new room's disk image ahead, if there is none (disk.h:
  * disk_image_spare_make), for room_create_files to take.  Best effort. */
@@ -139,9 +156,10 @@ bool room_is_busy(const struct room *r);
 void room_touch_active(const struct room *r);
 int64_t room_last_active_ms(const struct room *r);
 
-/* Session text (may be empty).  Reads at most max bytes; malloc'd. */
-char *room_session_read(const struct room *r, size_t max);
-int room_session_write(const struct room *r, const char *text, size_t len);
+/* The session text of the room's user (as_user) or of its root (may be
+ * empty).  Reads at most max bytes; malloc'd. */
+char *room_session_read(const struct room *r, bool as_user, size_t max);
+int room_session_write(const struct room *r, bool as_user, const char *text, size_t len);
 
 /* Bytes used by the room's files. */
 uint64_t room_disk_usage(const struct room *r);

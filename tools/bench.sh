@@ -315,7 +315,9 @@ start_stack() {
 		"state_dir = $dir/state" "run_dir = $dir/run" "socket = $sock" \
 		"tokens_file = $dir/tokens" "helper = $helper" "uid_base = $base" \
 		"max_rooms = $span" "workers = 32" "max_concurrent_execs = 64" \
-		"idle_timeout = 0" "$extra" > "$dir/roombox.conf"
+		"idle_timeout = 0" "$extra" \
+		"# 1000 rooms of 1G images written little: more than the disk has free" \
+		"disk_overcommit = 1000" > "$dir/roombox.conf"
 	chmod 0644 "$dir/roombox.conf"
 	(umask 077; od -An -N24 -tx1 /dev/urandom | tr -d ' \n' > "$dir/tokens"; echo >> "$dir/tokens")
 	{ nginx_conf_from_example "$repo" "$p" "$sock" "$dir/nginx" | sed '$d' &&
@@ -389,7 +391,7 @@ t_start=$(date +%s)
 echo "roombox bench -- $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -r), $(nproc) CPUs, $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM"
 echo "stack: nginx 127.0.0.1:$port -> roombox-fcgi -> roombox-helper (copies of build/ taken at start, git $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?')); $tmp"
 echo "health: $health"
-echo "config: workers 32, max_concurrent_execs 64, max_rooms $span, idle_timeout 0, uid_base $uid_base, other keys default"
+echo "config: workers 32, max_concurrent_execs 64, max_rooms $span, idle_timeout 0, disk_overcommit 1000, uid_base $uid_base, other keys default"
 echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other work on this host skews every figure)"
 
 # ---------------------------------------------------------------- 1-3: bare references

@@ -58,6 +58,11 @@ BASE_CONFIG = {
     "auth": "token",
     "max_body": "64K",
     "max_rooms": "200",
+    # Rooms of 1G images each, a hundred at a time in some tests and written
+    # little, on whatever /tmp has free (other stacks share it): the check
+    # that images never promise more than is free would refuse them.
+    # test_disk_commit.py checks it with a file system of its own.
+    "disk_overcommit": "1000",
 }
 
 ROOM_IDS = 65536         # host ids per room: its user namespace's ids 0-65535
@@ -442,7 +447,9 @@ def release_uid_base(base):
 
 
 class Stack:
-    def __init__(self, server, extra_config):
+    def __init__(self, server, extra_config, state_dir=None):
+        """state_dir: where the state goes (a file system of the test's
+        own), else a folder of the stack's."""
         self.server = server
         self.dir = Path(tempfile.mkdtemp(prefix="rbx-", dir="/tmp"))
         os.chmod(self.dir, 0o755)
@@ -450,7 +457,7 @@ class Stack:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(24)
         self.second_token = secrets.token_hex(24)   # tokens_file: one a line
-        self.state_dir = self.dir / "state"
+        self.state_dir = Path(state_dir) if state_dir else self.dir / "state"
         self.run_dir = self.dir / "run"
         self.socket = self.dir / "fcgi.sock"
         self.tokens_file = self.dir / "tokens"
@@ -702,6 +709,18 @@ class Stack:
                 except OSError:
                     pass
         return problems
+
+
+def started_stack(extra, server="nginx", state_dir=None):
+    """A stack of a test's own, started (and stopped again if it does not
+    come up); the test stops it."""
+    s = Stack(server, extra, state_dir)
+    try:
+        s.start()
+    except BaseException:
+        s.stop()
+        raise
+    return s
 
 
 @pytest.fixture(scope="module")

@@ -149,11 +149,11 @@ def test_default_environment(client, room):
         assert user == who
         assert lang == "C.UTF-8"
         assert "/usr/bin" in path.split(":") and "/bin" in path.split(":")
-    # without "user", the room's root (exec_user's default); the session is
-    # the room's, but who runs an exec is that exec's
+    # without "user", the room's root (exec_user's default); root and user
+    # each keep a session of their own
     client.sh(room, "export KEPT=1")
     assert client.sh(room, 'echo "$HOME $KEPT"') == "/root 1\n"
-    assert client.sh(room, 'echo "$HOME $USER $LOGNAME $KEPT"', user="user") == "/home/user user user 1\n"
+    assert client.sh(room, 'echo "$HOME $USER $LOGNAME [$KEPT]"', user="user") == "/home/user user user []\n"
     assert client.sh(room, 'echo "$HOME $USER $LOGNAME $KEPT"') == "/root root root 1\n"
 
 

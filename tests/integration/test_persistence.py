@@ -52,7 +52,7 @@ def test_a_timed_out_exec_does_not_change_the_session(client, room):
 def test_a_saved_directory_that_is_gone_or_closed_falls_back_quietly(client, room):
     client.sh(room, "mkdir -p /tmp/gone /tmp/shut; cd /tmp/gone", user="user")
     client.sh(room, "rmdir /tmp/gone")
-    res = client.exec(room, "pwd")
+    res = client.exec(room, "pwd", user="user")
     assert (res["stdout"], res["stderr"], res["exitCode"]) == ("/workspace\n", "", 0), res
     # closed to the room's user (its root may enter any directory)
     client.sh(room, "cd /tmp/shut; chmod 000 /tmp/shut", user="user")

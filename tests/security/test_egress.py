@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, Stack, unique_room, wait_until
+from conftest import Client, started_stack, unique_room, wait_until
 
 SERVERS = ("nginx",)
 
@@ -461,16 +461,6 @@ def test_cleanup_of_100_rooms_leaves_nothing(client, testnet, stack):
 
 # ------------------------------------------------- stacks of their own
 
-def own_stack(extra):
-    s = Stack("nginx", extra)
-    try:
-        s.start()
-    except BaseException:
-        s.stop()
-        raise
-    return s
-
-
 def finish(s, c, rooms):
     for r in rooms:
         c.destroy(r)
@@ -479,7 +469,7 @@ def finish(s, c, rooms):
 
 
 def test_egress_deny_closes_an_internet_host(testnet):
-    s = own_stack(dict(ROOMBOX_CONFIG, egress_deny=f"{INET}/32"))
+    s = started_stack(dict(ROOMBOX_CONFIG, egress_deny=f"{INET}/32"))
     c, room = Client(s), unique_room("d")
     try:
         assert fetch(c, room, f"http://{INET}/file.txt", timeout=3)[0] != 0
@@ -490,7 +480,7 @@ def test_egress_deny_closes_an_internet_host(testnet):
 
 
 def test_two_instances_side_by_side_then_nothing_left(client, testnet, room):
-    s = own_stack(dict(ROOMBOX_CONFIG))
+    s = started_stack(dict(ROOMBOX_CONFIG))
     c, other = Client(s), unique_room("o")
     try:
         assert fetch(c, other, f"http://{INET}/file.txt")[0] == 0
@@ -510,7 +500,7 @@ def test_two_instances_side_by_side_then_nothing_left(client, testnet, room):
 
 def test_no_usable_name_server_is_said_at_start_and_in_health():
     # loopback name servers mean the room's own loopback: unusable
-    s = own_stack(dict(ROOMBOX_CONFIG, dns="127.0.0.53"))
+    s = started_stack(dict(ROOMBOX_CONFIG, dns="127.0.0.53"))
     try:
         h = Client(s).get("/api/health", auth=False).json
         assert h["network"] == "egress" and h["dns"] == [], h
@@ -521,7 +511,7 @@ def test_no_usable_name_server_is_said_at_start_and_in_health():
 
 
 def test_network_none_is_unchanged(testnet):
-    s = own_stack({})
+    s = started_stack({})
     c, room = Client(s), unique_room("z")
     try:
         assert c.sh(room, "ls /sys/class/net 2>/dev/null || cut -d: -f1 /proc/net/dev | tail -n +3").split() == ["lo"]
@@ -531,3 +521,62 @@ def test_network_none_is_unchanged(testnet):
         assert h["network"] == "none" and "dns" not in h, h
     finally:
         finish(s, c, [room])
+
+
+# ------------------------------------- the host's directly connected networks
+
+@pytest.fixture
+def public_lan(testnet, tmp_path):
+    """A network the host is directly connected to whose addresses are
+    public-looking (a /28 of 198.51.100.0/24, picked at random below the
+    "internet" link): the host holds .1 of it on a veth of its own, a test
+    host in a namespace of its own serves HTTP on .2.  Removed afterwards."""
+    base = 16 * (1 + secrets.randbelow(7))
+    net = f"198.51.100.{base}/28"
+    host_addr, lan_host = f"198.51.100.{base + 1}", f"198.51.100.{base + 2}"
+    sfx = secrets.token_hex(2)
+    ns, ifname = f"egt-{sfx}-lan", f"egt{sfx}l"
+    www = tmp_path / "lan"
+    www.mkdir()
+    (www / "secret.txt").write_text("lan host\n")
+    run("ip", "netns", "add", ns)
+    proc = None
+    try:
+        run("ip", "link", "add", ifname, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        run("ip", "addr", "add", f"{host_addr}/28", "dev", ifname)
+        run("ip", "link", "set", ifname, "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        run("ip", "-n", ns, "addr", "add", f"{lan_host}/28", "dev", "eth0")
+        run("ip", "-n", ns, "link", "set", "eth0", "up")
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-m", "http.server",
+                                 "80", "--bind", lan_host, "--directory", str(www)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        wait_until(lambda: listening(ns, lan_host, 80), 15, "HTTP on the LAN host")
+        yield net, lan_host
+    finally:
+        if proc:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+        run("ip", "netns", "del", ns, check=False)
+        run("ip", "link", "del", ifname, check=False)
+        assert run("ip", "link", "show", ifname, check=False).returncode != 0, f"{ifname} left"
+
+
+def test_a_directly_connected_public_network_is_closed_unless_allowed(client, public_lan):
+    net, lan_host = public_lan
+    # control: the LAN host serves (from the host)
+    socket.create_connection((lan_host, 80), timeout=3).close()
+    room = unique_room("l")
+    assert_unreachable(client, room, f"http://{lan_host}/secret.txt")
+    # what the host reaches through a gateway of its own stays open
+    code, out, err = fetch(client, room, f"http://{INET}/file.txt")
+    assert code == 0 and out.encode() == PAYLOAD, (code, err)
+    # egress_allow naming the network opens it
+    s = started_stack(dict(ROOMBOX_CONFIG, egress_allow=f"{PRIV_HTTP}:{ALLOWED_PORT},{net}"))
+    c, other = Client(s), unique_room("k")
+    try:
+        code, out, err = fetch(c, other, f"http://{lan_host}/secret.txt")
+        assert code == 0 and out == "lan host\n", (code, out, err)
+    finally:
+        finish(s, c, [other])

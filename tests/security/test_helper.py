@@ -238,15 +238,16 @@ def test_symlinked_meta_is_not_followed(client, stack, room):
     assert client.sh(room, HOST_ID) == f"{uid}\n"
 
 
-def test_symlinked_session_is_neither_read_nor_written(client, stack, room):
-    client.sh(room, "export MINE=1")
-    session = stack.room_state_dir(room) / "session"
+@pytest.mark.parametrize("user,name", [("root", "session"), ("user", "session.user")])
+def test_symlinked_session_is_neither_read_nor_written(client, stack, room, user, name):
+    client.sh(room, "export MINE=1", user=user)
+    session = stack.room_state_dir(room) / name
     p = Planted(stack, session, "export PLANTED='from the decoy'\n")
     try:
-        res = client.exec(room, 'echo "[$PLANTED]"; export NEW=2')
+        res = client.exec(room, 'echo "[$PLANTED]"; export NEW=2', user=user)
         assert res["stdout"] == "[]\n", res
         assert p.decoy_unchanged()
-        assert client.sh(room, 'echo "[$PLANTED]"') == "[]\n"
+        assert client.sh(room, 'echo "[$PLANTED]"', user=user) == "[]\n"
         assert p.decoy_unchanged()
     finally:
         p.restore()

@@ -3,6 +3,7 @@
  * rendered answer.  Requests are fed through a fake struct http_input, so no
  * web server is needed; nothing here reaches a sandbox (the one exec that
  * gets past validation points at a helper that does not exist). */
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -244,6 +245,7 @@ static void test_health_is_public(void **state)
 	json_object *v;
 
 	(void)state;
+	app.cfg.disk_limit = 0;   /* no images: nothing said of them (below) */
 	assert_int_equal(serve(&f, &rs, body, sizeof(body)), 200);
 	/* the version is whatever debian/changelog said when health.o was built */
 	assert_true(json_object_object_get_ex(rs.body, "version", &v));
@@ -271,6 +273,50 @@ static void test_health_is_public(void **state)
 			    "\"dns\":[],\"dnsWarning\":\"no name server is usable from a room\"}");
 	json_object_put(rs.body);
 	app.cfg.network = NETWORK_NONE;
+	app.cfg.disk_limit = 1 << 30;
+}
+
+/* disk: the helper's record of the rooms' images, the free space now, and
+ * what the images may still grow by as a share of it */
+static void test_health_says_how_far_disk_is_committed(void **state)
+{
+	struct fake f = { .params = { { "REQUEST_METHOD", "GET" }, { "REQUEST_URI", "/api/health" } } };
+	struct response rs;
+	char body[1024], path[PATH_MAX], state_dir[sizeof(app.cfg.state_dir)];
+	json_object *d;
+	FILE *rec;
+
+	(void)state;
+	memcpy(state_dir, app.cfg.state_dir, sizeof(state_dir));
+	snprintf(app.cfg.state_dir, sizeof(app.cfg.state_dir), "%s", tokens_dir);
+	assert_int_equal(serve(&f, &rs, body, sizeof(body)), 200);
+	/* no record yet (no helper has run): the configuration and the free space */
+	assert_true(json_object_object_get_ex(rs.body, "disk", &d));
+	assert_int_equal(json_object_get_int64(json_object_object_get(d, "limitBytes")), 1 << 30);
+	assert_true(json_object_get_double(json_object_object_get(d, "overcommit")) == 1.0);
+	assert_true(json_object_get_int64(json_object_object_get(d, "freeBytes")) > 0);
+	assert_null(json_object_object_get(d, "committed"));
+	json_object_put(rs.body);
+
+	snprintf(path, sizeof(path), "%s/disk-commit.json", tokens_dir);
+	rec = fopen(path, "w");
+	assert_non_null(rec);
+	fputs("{\"rooms\":2,\"promisedBytes\":3000,\"usedBytes\":1000,"
+	      "\"countedAt\":\"2026-12-03T10:00:00.000Z\"}\n", rec);
+	fclose(rec);
+	assert_int_equal(serve(&f, &rs, body, sizeof(body)), 200);
+	assert_true(json_object_object_get_ex(rs.body, "disk", &d));
+	assert_int_equal(json_object_get_int64(json_object_object_get(d, "rooms")), 2);
+	assert_int_equal(json_object_get_int64(json_object_object_get(d, "promisedBytes")), 3000);
+	assert_int_equal(json_object_get_int64(json_object_object_get(d, "usedBytes")), 1000);
+	assert_string_equal(json_object_get_string(json_object_object_get(d, "countedAt")),
+			    "2026-12-03T10:00:00.000Z");
+	double committed = json_object_get_double(json_object_object_get(d, "committed"));
+	int64_t free_bytes = json_object_get_int64(json_object_object_get(d, "freeBytes"));
+	assert_true(committed > 0 && committed * (double)free_bytes > 1999 && committed * (double)free_bytes < 2001);
+	json_object_put(rs.body);
+	unlink(path);
+	memcpy(app.cfg.state_dir, state_dir, sizeof(state_dir));
 }
 
 static void test_unauthorized(void **state)
@@ -608,6 +654,7 @@ int main(void)
 		cmocka_unit_test(test_long_room_segment_stays_invalid),
 		cmocka_unit_test(test_request_path),
 		cmocka_unit_test(test_health_is_public),
+		cmocka_unit_test(test_health_says_how_far_disk_is_committed),
 		cmocka_unit_test(test_unauthorized),
 		cmocka_unit_test(test_not_found_and_method),
 		cmocka_unit_test(test_invalid_room_id),
