@@ -86,6 +86,43 @@ while True:
 '''
 
 
+# Runs in the room: answers every request on 127.0.0.1:PORT with the
+# request head it got, as its body (what the room sees of a request).
+ECHO_HEAD_SERVER = r"""
+import socket, sys, threading
+
+def run(c):
+    try:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(4096)
+            if not d:
+                return
+            buf += d
+        head = buf.split(b"\r\n\r\n", 1)[0] + b"\r\n"
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(head) + head)
+    finally:
+        c.close()
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=run, args=(c,), daemon=True).start()
+"""
+
+
+def header_lines(head):
+    """The header lines of a request head the room echoed, as
+    (lower-case name, value) pairs, in order."""
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return [(k.strip().lower(), v.strip()) for k, v in
+            (l.split(":", 1) for l in lines if ":" in l)]
+
+
 def expose(client, room, port):
     r = client.post(f"/api/rooms/{room}/sandbox/ports", {"port": port})
     assert r.status == 201, r
