@@ -18,7 +18,12 @@
  *             finish (router.c: route, authenticate, read the body, call a
  *             handler which may spawn the helper, write the answer).  A slow
  *             exec holds one worker; requests for other rooms go to the
- *             others, so they are never delayed by it;
+ *             others, so they are never delayed by it.  A room holds at
+ *             most `room_workers` of them at once (fair_share.h: its
+ *             next request is refused at once with 503), and free workers
+ *             are kept back for rooms that hold none and for requests that
+ *             name no room, so whatever a room does, other rooms and
+ *             /api/health keep answering;
  *   agent     (one per model call in flight, at most AGENT_CALLS_MAX,
  *             detached) with llm_url and llm_model set, a user message is
  *             routed and stored by a worker, which then hands the whole
@@ -89,6 +94,7 @@
 #include "processes.h"
 #include "store.h"
 #include "auth.h"
+#include "fair_share.h"
 #include "helper_client.h"
 #include "protocol.h"
 #include "http.h"
@@ -668,6 +674,21 @@ static int load_config(const char *path)
 	return 0;
 }
 
+/* Each room's share of the workers: room_workers, by default a quarter of
+ * them (at least one); never more than there are. */
+static int setup_room_workers(void)
+{
+	static struct fair_share share;
+	int n = app.cfg.room_workers ? app.cfg.room_workers : app.cfg.workers / 4;
+
+	if (fair_share_init(&share, app.cfg.workers, n) < 0) {
+		fprintf(stderr, "roombox-fcgi: out of memory\n");
+		return -1;
+	}
+	app.room_workers = &share;
+	return 0;
+}
+
 static void setup_auth(void)
 {
 	int n;
@@ -764,7 +785,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (load_config(config_path) < 0)
+	if (load_config(config_path) < 0 || setup_room_workers() < 0)
 		return 2;
 	if (open_message_store() < 0)
 		return 1;
@@ -814,9 +835,9 @@ int main(int argc, char **argv)
 	}
 	if (app.cfg.idle_timeout_ms > 0)
 		idle_started = pthread_create(&idle, NULL, idle_main, NULL) == 0;
-	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers, auth %s, cgroup %s\n",
+	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers (%d a room), auth %s, cgroup %s\n",
 		ROOMBOX_VERSION, listen_fd == 0 ? "fd 0" : app.cfg.socket,
-		app.cfg.workers, app.cfg.auth == AUTH_NONE ? "none" : "token",
+		app.cfg.workers, app.room_workers->share, app.cfg.auth == AUTH_NONE ? "none" : "token",
 		app.cgroup_mode);
 
 	while (sigwait(&stop_set, &sig) != 0)
