@@ -215,11 +215,7 @@ static int request_body(struct request *rq, const struct http_input *in,
 static bool room_worker_take(struct app *app, const struct request *rq, unsigned flags,
 			     struct response *rs)
 {
-	enum fair_share_result res;
-
-	if (!app->room_workers)
-		return true;
-	res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
+	enum fair_share_result res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
 	if (res == FAIR_SHARE_TAKEN)
 		return true;
 	rs->retry_after = 1;
@@ -268,9 +264,9 @@ void router_serve(struct app *app, const struct http_input *in,
 		}
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
-		if (!room_worker_take(app, &rq, match.m->flags, rs))
+		if (app->room_workers && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
-		worker_taken = true;
+		worker_taken = app->room_workers != NULL;
 	}
 	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {
