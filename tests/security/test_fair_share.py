@@ -2,13 +2,16 @@
 here; a hostile room's file listings would do the same) hold at most the
 room's share of roombox-fcgi's workers.  The next request for that room is
 refused at once (503 + Retry-After, JSON), while other rooms' execs,
-/api/health and the room list keep answering.
+/api/health and the room list keep answering.  And a room's log flood is
+read at a bounded rate: the writer waits on its full pipe, in its own
+cgroup, instead of costing roombox-fcgi a core.
 
-workers = 8 gives a share of 2 (a quarter of the workers); no timing is
-asserted: every wait is a bounded poll for an answer."""
+workers = 8 gives a share of 2 (a quarter of the workers); every wait is a
+bounded poll for an answer."""
 
 import socket
 import threading
+import time
 
 from conftest import unique_room, wait_until
 
@@ -94,3 +97,36 @@ def test_many_busy_rooms_leave_health_and_a_new_room_answering(client):
     res = answers(client, "POST", f"/api/rooms/{fresh}/sandbox/exec", {"cmd": "echo fresh"}, 60)
     assert res is not None and res.status == 200, res
     assert res.json["result"]["stdout"] == "fresh\n", res.json
+
+
+LOG_RATE = 1 << 20   # fcgi-app/process_log.c LOG_ROOM_RATE: bytes a second
+# Runs in the room as a managed process: writes to its stdout as fast as it
+# is let, and after each write puts the bytes written so far in a file.
+FLOOD = ("python3 -c 'import os\n"
+         "b = b\"y\" * 65536; n = 0\n"
+         "while True:\n"
+         "    n += os.write(1, b)\n"
+         "    open(\"/tmp/flood.n\", \"w\").write(str(n))'")
+
+
+def test_a_log_flood_is_read_at_the_rooms_rate(client):
+    """A managed process that writes without end gets its output read at
+    most LOG_RATE a second (the rest waits in its pipe, the writer
+    blocked): the bytes it managed to write stay within that rate over
+    the time it ran, whatever the machine's speed (a slower machine only
+    writes less)."""
+    room = unique_room("fsl")
+    client.sh(room, "true")
+    t0 = time.monotonic()
+    r = client.post(f"/api/rooms/{room}/sandbox/processes", {"cmd": FLOOD})
+    assert r.status == 201, r
+
+    def written():
+        out = client.exec(room, "cat /tmp/flood.n 2>/dev/null || echo 0")["stdout"].strip()
+        n = int(out or 0)
+        return n if n >= 3 * LOG_RATE else None
+    n = wait_until(written, 60, "the flood to have written 3 MiB", interval=0.2)
+    wall = time.monotonic() - t0
+    # one second's budget of slack, and the pipe's and a read's bytes
+    assert n <= (wall + 1) * LOG_RATE + (1 << 20), \
+        f"{n} bytes written in {wall:.1f} s: its output was read past {LOG_RATE} bytes a second"
