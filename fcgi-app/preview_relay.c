@@ -31,11 +31,10 @@
  * - The head goes on with the request target rewritten (/preview/<token>
  *   taken off) and without the service's credentials: an Authorization
  *   whose Bearer token is an API token, and on path-style previews (the
- *   API's own origin) every Cookie; then bytes go both ways until both
- *   sides are done; one
- *   side's end of stream is passed on as a half-close, no byte either way
- *   for PREVIEW_IDLE_MS closes both, and a side that takes nothing for
- *   RELAY_STALL_S while bytes wait for it ends the relay.
+ *   API's own origin) every Cookie.  Then bytes go both ways until both
+ *   sides are done; one side's end of stream is passed on as a half-close,
+ *   no byte either way for PREVIEW_IDLE_MS closes both, and a side that
+ *   takes nothing for RELAY_STALL_S while bytes wait for it ends the relay.
  * - nginx keeps its connections to preview.sock (nginx.conf.example's
  *   upstream keepalive): a new connection per request cost more than the
  *   relay's own work.  So the relay finds where each exchange ends: a

@@ -36,7 +36,7 @@ static const struct route routes[] = {
 					   { "DELETE", api_processes_kill_all, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/sandbox/processes/{path*}", { { "GET", api_procs_get, 0 },
 					   { "POST", api_procs_stdin, 0 },
-					   { "DELETE", api_procs_delete, 0 } } },
+					   { "DELETE", api_procs_delete, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/sandbox/ports", { { "GET", api_ports_list, 0 },
 					   { "POST", api_ports_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
