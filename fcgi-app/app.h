@@ -38,6 +38,8 @@ struct app {
 	struct auth_tokens *tokens;   /* NULL when auth = none */
 	atomic_int execs_running;     /* for max_concurrent_execs */
 	struct fair_share *room_workers; /* workers held per room; NULL = no bound */
+	bool room_workers_park;       /* a request past its room's share may wait,
+				       * parked without a worker (main.c) */
 	char cgroup_mode[16];         /* helper op "info" at start, or "unknown" */
 	char dns[CONFIG_LIST_MAX][16]; /* info's usable name servers (egress) */
 	int dns_count;
@@ -79,6 +81,11 @@ struct response {
 	 * rq->in->out (status says what it sent, for the log); body unused. */
 	bool streamed;
 	char request_id[24];          /* X-Request-Id: (router.c), "" = none */
+	/* The room's share of the workers (router.c, main.c): set before
+	 * routing, how this request gets its worker; set by the router, the
+	 * room whose share it waits for (parked, its body unread). */
+	enum { ROOM_WORKER_TAKE, ROOM_WORKER_HELD, ROOM_WORKER_REFUSE } room_worker;
+	char park[ROOM_ID_MAX + 1];   /* "" = not parked */
 	char *text;                   /* owned; set instead of body for an answer
 					* that is not JSON (GET /metrics) */
 	size_t text_len;

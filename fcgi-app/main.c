@@ -19,17 +19,20 @@
  *             handler which may spawn the helper, write the answer).  A slow
  *             exec holds one worker; requests for other rooms go to the
  *             others, so they are never delayed by it.  A room holds at
- *             most `room_workers` of them at once (fair_share.h: its
- *             next request is refused at once with 503), and free workers
- *             are kept back for rooms that hold none and for requests that
- *             name no room, so whatever a room does, other rooms and
- *             /api/health keep answering;
+ *             most `room_workers` of them at once (fair_share.h: its next
+ *             request waits PARK_MS at most, parked without a worker, then
+ *             gets 503), and free workers are kept back for rooms that hold
+ *             none and for requests that name no room, so whatever a room
+ *             does, other rooms and /api/health keep answering;
  *   agent     (one per model call in flight, at most AGENT_CALLS_MAX,
  *             detached) with llm_url and llm_model set, a user message is
  *             routed and stored by a worker, which then hands the whole
  *             FCGX_Request to a thread of its own (agent.c) and takes a
  *             fresh one: a model call may take minutes and never holds a
  *             worker, so execs of every room go on while models think;
+ *   park      answers 503 to the requests that waited PARK_MS for their
+ *             room's share of the workers (parked without a worker: see
+ *             "requests waiting" below);
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept); rooms running a
@@ -221,18 +224,23 @@ static int conn_write(void *ctx, const char *buf, size_t n);
 static int conn_flush(void *ctx);
 static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
-/* true when the request was handed to another thread (*reqp is then a
- * fresh one for this worker). */
-static bool serve_one(FCGX_Request **reqp)
+static bool park(FCGX_Request **reqp, const char *room);
+
+/* true when the request was handed to another thread, or parked (*reqp is
+ * then a fresh one for this worker).  how: how it gets its room's worker
+ * (struct response's room_worker). */
+static bool serve_one(FCGX_Request **reqp, int how)
 {
 	FCGX_Request *req = *reqp;
 	struct http_output direct = { conn_write, conn_flush, NULL, req, conn_sendfile };
 	struct http_input in = { fcgi_param, fcgi_read, req, &direct };
-	struct response rs = { .status = 500 };
+	struct response rs = { .status = 500, .room_worker = how };
 	size_t len = 0;
 	char *out;
 
 	router_serve(&app, &in, &rs);
+	if (rs.park[0])   /* no room to wait in: served again, to its 503 */
+		return park(reqp, rs.park) || serve_one(reqp, ROOM_WORKER_REFUSE);
 	if (rs.later && hand_off(reqp, &rs))
 		return true;
 	if (rs.streamed) {
@@ -491,6 +499,139 @@ static bool hand_off(FCGX_Request **reqp, struct response *rs)
 	return true;
 }
 
+/* ---- requests waiting for their room's share of the workers ----
+ *
+ * A room's requests past its share (fair_share.h) are not refused at
+ * once: a burst of quick ones (a page's requests) would be.  The request,
+ * routed as far as its room and its body unread, is parked here without a
+ * worker, the way the agent's requests are handed off; the worker takes a
+ * fresh one.  Whenever a worker has ended a request, it serves the parked
+ * requests whose room has a share free again, oldest first.  One parked
+ * for PARK_MS (its room's requests do not end: a hostile room) is answered
+ * 503 by the park thread.  At most PARKED_MAX wait, PARKED_ROOM_MAX of one
+ * room; past that, 503 at once. */
+#define PARK_MS 2000
+#define PARKED_MAX 512
+#define PARKED_ROOM_MAX 128
+
+struct parked {
+	struct parked *next;
+	FCGX_Request *req;
+	char room[ROOM_ID_MAX + 1];
+	int64_t until_ms;
+};
+static struct parked *parked_first, **parked_last = &parked_first;
+static atomic_int parked_count;   /* read without the lock: a hint */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond;
+
+static bool park(FCGX_Request **reqp, const char *room)
+{
+	struct parked *p = calloc(1, sizeof(*p)), *q;
+	FCGX_Request *fresh = request_new();
+	int of_room = 0;
+
+	pthread_mutex_lock(&park_lock);
+	for (q = parked_first; q; q = q->next)
+		of_room += strcmp(q->room, room) == 0;
+	if (!p || !fresh || parked_count >= PARKED_MAX || of_room >= PARKED_ROOM_MAX) {
+		pthread_mutex_unlock(&park_lock);
+		free(p);
+		free(fresh);
+		return false;
+	}
+	p->req = *reqp;
+	snprintf(p->room, sizeof(p->room), "%s", room);
+	p->until_ms = monotonic_ms() + PARK_MS;
+	*parked_last = p;
+	parked_last = &p->next;
+	parked_count++;
+	pthread_cond_signal(&park_cond);
+	pthread_mutex_unlock(&park_lock);
+	*reqp = fresh;
+	return true;
+}
+
+/* Take q (the one before it: prev, or NULL) off the list.  Under lock. */
+static FCGX_Request *unpark(struct parked *prev, struct parked *q)
+{
+	FCGX_Request *req = q->req;
+
+	*(prev ? &prev->next : &parked_first) = q->next;
+	if (parked_last == &q->next)
+		parked_last = prev ? &prev->next : &parked_first;
+	parked_count--;
+	free(q);
+	return req;
+}
+
+/* The oldest parked request whose time is up (*expired), or, unless
+ * expired_only, whose room has a worker free again (taken for it); NULL
+ * when none. */
+static FCGX_Request *parked_next(bool expired_only, bool *expired)
+{
+	struct parked *prev = NULL, *q;
+	FCGX_Request *req = NULL;
+	int64_t now = monotonic_ms();
+
+	pthread_mutex_lock(&park_lock);
+	for (q = parked_first; q; prev = q, q = q->next) {
+		*expired = now >= q->until_ms;
+		if (*expired || (!expired_only &&
+				 fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)) {
+			req = unpark(prev, q);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&park_lock);
+	return req;
+}
+
+/* Serve a parked request to its end on this thread. */
+static void serve_parked(FCGX_Request *req, int how)
+{
+	FCGX_Request *r = req;
+
+	if (serve_one(&r, how)) {   /* handed to the agent: r is a fresh one */
+		free(r);
+		return;
+	}
+	conn_end(req);
+}
+
+/* After each request a worker ends: the parked ones it can serve now
+ * (the park thread: only those whose time is up, each a quick 503). */
+static void serve_parked_ready(bool expired_only)
+{
+	FCGX_Request *req;
+	bool expired;
+
+	while (atomic_load(&parked_count) && (req = parked_next(expired_only, &expired)))
+		serve_parked(req, expired ? ROOM_WORKER_REFUSE : ROOM_WORKER_HELD);
+}
+
+/* The park thread: answers the parked requests whose time is up. */
+static void *park_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&park_lock);
+	while (!atomic_load(&stopping)) {
+		struct timespec at;
+		int64_t due = parked_first ? parked_first->until_ms : monotonic_ms() + 60000;
+
+		at.tv_sec = (time_t)(due / 1000);
+		at.tv_nsec = (long)(due % 1000) * 1000000L;
+		pthread_cond_timedwait(&park_cond, &park_lock, &at);
+		if (!parked_first || monotonic_ms() < parked_first->until_ms)
+			continue;
+		pthread_mutex_unlock(&park_lock);
+		serve_parked_ready(true);
+		pthread_mutex_lock(&park_lock);
+	}
+	pthread_mutex_unlock(&park_lock);
+	return NULL;
+}
+
 static void *worker_main(void *arg)
 {
 	FCGX_Request *req = request_new();
@@ -524,12 +665,14 @@ static void *worker_main(void *arg)
 					INPUT_WAIT_MS / 1000);
 			continue;
 		}
-		if (serve_one(&req))
-			continue;   /* handed to a thread of its own; req is a fresh one */
-		input_end_or_graceful(req);
-		/* closes the connection (or keeps it, as its peer asked) now, so
-		 * that the next FCGX_Accept_r has no request of ours to finish */
-		FCGX_Finish_r(req);
+		if (!serve_one(&req, ROOM_WORKER_TAKE)) {
+			input_end_or_graceful(req);
+			/* closes the connection (or keeps it, as its peer asked)
+			 * now, so that the next FCGX_Accept_r has no request of
+			 * ours to finish */
+			FCGX_Finish_r(req);
+		}   /* else handed off or parked; req is a fresh one */
+		serve_parked_ready(false);
 	}
 	FCGX_Finish_r(req);
 	free(req);
@@ -686,6 +829,7 @@ static int setup_room_workers(void)
 		return -1;
 	}
 	app.room_workers = &share;
+	app.room_workers_park = true;
 	return 0;
 }
 
@@ -764,7 +908,7 @@ static int open_message_store(void)
 int main(int argc, char **argv)
 {
 	const char *config_path = ROOMBOX_CONF;
-	pthread_t *workers, idle;
+	pthread_t *workers, idle, parker;
 	pthread_condattr_t ca;
 	bool idle_started = false;
 	sigset_t stop_set;
@@ -811,6 +955,7 @@ int main(int argc, char **argv)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&stop_cond, &ca);
+	pthread_cond_init(&park_cond, &ca);
 
 	listen_fd = open_listener(app.cfg.socket);
 	if (listen_fd < 0)
@@ -835,6 +980,11 @@ int main(int argc, char **argv)
 	}
 	if (app.cfg.idle_timeout_ms > 0)
 		idle_started = pthread_create(&idle, NULL, idle_main, NULL) == 0;
+	if (pthread_create(&parker, NULL, park_main, NULL) != 0) {
+		fprintf(stderr, "roombox-fcgi: start the park thread\n");
+		return 1;
+	}
+	pthread_detach(parker);
 	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers (%d a room), auth %s, cgroup %s\n",
 		ROOMBOX_VERSION, listen_fd == 0 ? "fd 0" : app.cfg.socket,
 		app.cfg.workers, app.room_workers->share, app.cfg.auth == AUTH_NONE ? "none" : "token",

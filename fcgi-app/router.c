@@ -215,9 +215,18 @@ static int request_body(struct request *rq, const struct http_input *in,
 static bool room_worker_take(struct app *app, const struct request *rq, unsigned flags,
 			     struct response *rs)
 {
-	enum fair_share_result res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
+	enum fair_share_result res = FAIR_SHARE_ROOM_FULL;
+
+	if (rs->room_worker == ROOM_WORKER_HELD)
+		return true;   /* handed over by a request of the room that ended */
+	if (rs->room_worker == ROOM_WORKER_TAKE)
+		res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
 	if (res == FAIR_SHARE_TAKEN)
 		return true;
+	if (res == FAIR_SHARE_ROOM_FULL && rs->room_worker == ROOM_WORKER_TAKE && app->room_workers_park) {
+		snprintf(rs->park, sizeof(rs->park), "%s", rq->room);
+		return false;
+	}
 	rs->retry_after = 1;
 	if (res == FAIR_SHARE_ROOM_FULL)
 		response_error(rs, 503, "room %s: busy: %d requests of this room are running, "
@@ -276,6 +285,10 @@ void router_serve(struct app *app, const struct http_input *in,
 	}
 	match.m->handler(&rq, rs);
 done:
+	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
+		free(path);
+		return;
+	}
 	/* whatever the web server still sends is read, so it is never cut
 	 * off mid-write (nginx answers 502 to that) */
 	if (!body_read)
