@@ -30,9 +30,10 @@
  *             FCGX_Request to a thread of its own (agent.c) and takes a
  *             fresh one: a model call may take minutes and never holds a
  *             worker, so execs of every room go on while models think;
- *   park      answers 503 to the requests that waited PARK_MS for their
- *             room's share of the workers (parked without a worker: see
- *             "requests waiting" below);
+ *   park      releases the requests that wait for their room's share of
+ *             the workers, parked without a worker, each to a thread of
+ *             its own once a share is free or after PARK_MS, for a 503
+ *             (see "requests waiting" below);
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept); rooms running a
@@ -505,11 +506,15 @@ static bool hand_off(FCGX_Request **reqp, struct response *rs)
  * once: a burst of quick ones (a page's requests) would be.  The request,
  * routed as far as its room and its body unread, is parked here without a
  * worker, the way the agent's requests are handed off; the worker takes a
- * fresh one.  Whenever a worker has ended a request, it serves the parked
- * requests whose room has a share free again, oldest first.  One parked
- * for PARK_MS (its room's requests do not end: a hostile room) is answered
- * 503 by the park thread.  At most PARKED_MAX wait, PARKED_ROOM_MAX of one
- * room; past that, 503 at once. */
+ * fresh one.  A worker that has ended a request (its room's share given
+ * back) wakes the park thread, which starts a thread of its own for each
+ * parked request whose room has a share free again (taken for it), oldest
+ * first, and for each one parked PARK_MS (its room's requests do not end:
+ * a hostile room), which answers 503.  Such a thread runs only while its
+ * request holds a share of the workers, so threads of workers and of
+ * parked requests together serve at most `workers` rooms' requests.  At
+ * most PARKED_MAX wait, PARKED_ROOM_MAX of one room; past that, 503 at
+ * once. */
 #define PARK_MS 2000
 #define PARKED_MAX 512
 #define PARKED_ROOM_MAX 128
@@ -519,6 +524,7 @@ struct parked {
 	FCGX_Request *req;
 	char room[ROOM_ID_MAX + 1];
 	int64_t until_ms;
+	int how;                 /* when released: ROOM_WORKER_HELD or _REFUSE */
 };
 static struct parked *parked_first, **parked_last = &parked_first;
 static atomic_int parked_count;   /* read without the lock: a hint */
@@ -553,80 +559,85 @@ static bool park(FCGX_Request **reqp, const char *room)
 }
 
 /* Take q (the one before it: prev, or NULL) off the list.  Under lock. */
-static FCGX_Request *unpark(struct parked *prev, struct parked *q)
+static void unpark(struct parked *prev, struct parked *q)
 {
-	FCGX_Request *req = q->req;
-
 	*(prev ? &prev->next : &parked_first) = q->next;
 	if (parked_last == &q->next)
 		parked_last = prev ? &prev->next : &parked_first;
 	parked_count--;
-	free(q);
-	return req;
 }
 
-/* The oldest parked request whose time is up (*expired), or, unless
- * expired_only, whose room has a worker free again (taken for it); NULL
- * when none. */
-static FCGX_Request *parked_next(bool expired_only, bool *expired)
+/* The oldest parked request whose time is up, or whose room has a worker
+ * free again (taken for it); NULL when none.  Under lock. */
+static struct parked *parked_next(void)
 {
 	struct parked *prev = NULL, *q;
-	FCGX_Request *req = NULL;
 	int64_t now = monotonic_ms();
 
-	pthread_mutex_lock(&park_lock);
 	for (q = parked_first; q; prev = q, q = q->next) {
-		*expired = now >= q->until_ms;
-		if (*expired || (!expired_only &&
-				 fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)) {
-			req = unpark(prev, q);
-			break;
-		}
+		if (now >= q->until_ms)
+			q->how = ROOM_WORKER_REFUSE;
+		else if (fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)
+			q->how = ROOM_WORKER_HELD;
+		else
+			continue;
+		unpark(prev, q);
+		return q;
 	}
-	pthread_mutex_unlock(&park_lock);
-	return req;
+	return NULL;
 }
 
-/* Serve a parked request to its end on this thread. */
-static void serve_parked(FCGX_Request *req, int how)
+/* A released parked request, served to its end on a thread of its own. */
+/* A request has ended: parked ones of its room may go on. */
+static void parked_wake(void)
 {
-	FCGX_Request *r = req;
+	if (atomic_load(&parked_count)) {
+		pthread_mutex_lock(&park_lock);
+		pthread_cond_signal(&park_cond);
+		pthread_mutex_unlock(&park_lock);
+	}
+}
 
-	if (serve_one(&r, how)) {   /* handed to the agent: r is a fresh one */
+static void *serve_parked(void *arg)
+{
+	struct parked *p = arg;
+	FCGX_Request *r = p->req;
+	bool gone = serve_one(&r, p->how);
+
+	parked_wake();
+	if (gone)   /* handed to the agent: r is a fresh one */
 		free(r);
-		return;
-	}
-	conn_end(req);
+	else
+		conn_end(p->req);
+	free(p);
+	return NULL;
 }
 
-/* After each request a worker ends: the parked ones it can serve now
- * (the park thread: only those whose time is up, each a quick 503). */
-static void serve_parked_ready(bool expired_only)
-{
-	FCGX_Request *req;
-	bool expired;
-
-	while (atomic_load(&parked_count) && (req = parked_next(expired_only, &expired)))
-		serve_parked(req, expired ? ROOM_WORKER_REFUSE : ROOM_WORKER_HELD);
-}
-
-/* The park thread: answers the parked requests whose time is up. */
+/* The park thread: releases parked requests (see above). */
 static void *park_main(void *arg)
 {
+	pthread_attr_t detached;
+
 	(void)arg;
+	pthread_attr_init(&detached);
+	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
 	pthread_mutex_lock(&park_lock);
 	while (!atomic_load(&stopping)) {
+		struct parked *p;
+		pthread_t t;
+
+		while ((p = parked_next())) {
+			pthread_mutex_unlock(&park_lock);
+			if (pthread_create(&t, &detached, serve_parked, p) != 0)
+				serve_parked(p);
+			pthread_mutex_lock(&park_lock);
+		}
 		struct timespec at;
 		int64_t due = parked_first ? parked_first->until_ms : monotonic_ms() + 60000;
 
 		at.tv_sec = (time_t)(due / 1000);
 		at.tv_nsec = (long)(due % 1000) * 1000000L;
 		pthread_cond_timedwait(&park_cond, &park_lock, &at);
-		if (!parked_first || monotonic_ms() < parked_first->until_ms)
-			continue;
-		pthread_mutex_unlock(&park_lock);
-		serve_parked_ready(true);
-		pthread_mutex_lock(&park_lock);
 	}
 	pthread_mutex_unlock(&park_lock);
 	return NULL;
@@ -665,14 +676,15 @@ static void *worker_main(void *arg)
 					INPUT_WAIT_MS / 1000);
 			continue;
 		}
-		if (!serve_one(&req, ROOM_WORKER_TAKE)) {
-			input_end_or_graceful(req);
-			/* closes the connection (or keeps it, as its peer asked)
-			 * now, so that the next FCGX_Accept_r has no request of
-			 * ours to finish */
-			FCGX_Finish_r(req);
-		}   /* else handed off or parked; req is a fresh one */
-		serve_parked_ready(false);
+		bool gone = serve_one(&req, ROOM_WORKER_TAKE);
+
+		parked_wake();   /* a share of the room's may be free again */
+		if (gone)
+			continue;   /* handed off or parked; req is a fresh one */
+		input_end_or_graceful(req);
+		/* closes the connection (or keeps it, as its peer asked) now, so
+		 * that the next FCGX_Accept_r has no request of ours to finish */
+		FCGX_Finish_r(req);
 	}
 	FCGX_Finish_r(req);
 	free(req);
