@@ -509,21 +509,24 @@ static bool hand_off(FCGX_Request **reqp, struct response *rs)
  * fresh one.  A worker that has ended a request (its room's share given
  * back) wakes the park thread, which starts a thread of its own for each
  * parked request whose room has a share free again (taken for it), oldest
- * first, and for each one parked PARK_MS (its room's requests do not end:
- * a hostile room), which answers 503.  Such a thread runs only while its
- * request holds a share of the workers, so threads of workers and of
- * parked requests together serve at most `workers` rooms' requests.  At
- * most PARKED_MAX wait, PARKED_ROOM_MAX of one room; past that, 503 at
- * once. */
+ * first.  A room's parked requests wait while its requests move: one that
+ * has seen none of them end for PARK_MS (they hang: a hostile room), or
+ * has waited PARK_MAX_MS in all, gets a thread too, which answers 503.
+ * Such a thread runs only while its request holds a share of the
+ * workers, so threads of workers and of parked requests together serve at
+ * most `workers` rooms' requests.  At most PARKED_MAX wait,
+ * PARKED_ROOM_MAX of one room; past that, 503 at once. */
 #define PARK_MS 2000
+#define PARK_MAX_MS 60000
 #define PARKED_MAX 512
-#define PARKED_ROOM_MAX 128
+#define PARKED_ROOM_MAX 384
 
 struct parked {
 	struct parked *next;
 	FCGX_Request *req;
 	char room[ROOM_ID_MAX + 1];
-	int64_t until_ms;
+	int64_t until_ms;        /* no request of its room ended: 503 */
+	int64_t last_ms;         /* waited long enough in all: 503 */
 	int how;                 /* when released: ROOM_WORKER_HELD or _REFUSE */
 };
 static struct parked *parked_first, **parked_last = &parked_first;
@@ -549,6 +552,7 @@ static bool park(FCGX_Request **reqp, const char *room)
 	p->req = *reqp;
 	snprintf(p->room, sizeof(p->room), "%s", room);
 	p->until_ms = monotonic_ms() + PARK_MS;
+	p->last_ms = p->until_ms - PARK_MS + PARK_MAX_MS;
 	*parked_last = p;
 	parked_last = &p->next;
 	parked_count++;
@@ -567,6 +571,14 @@ static void unpark(struct parked *prev, struct parked *q)
 	parked_count--;
 }
 
+/* The room's requests move: its parked ones wait on.  Under lock. */
+static void parked_room_moved(const char *room, int64_t now)
+{
+	for (struct parked *q = parked_first; q; q = q->next)
+		if (strcmp(q->room, room) == 0)
+			q->until_ms = now + PARK_MS;
+}
+
 /* The oldest parked request whose time is up, or whose room has a worker
  * free again (taken for it); NULL when none.  Under lock. */
 static struct parked *parked_next(void)
@@ -575,16 +587,32 @@ static struct parked *parked_next(void)
 	int64_t now = monotonic_ms();
 
 	for (q = parked_first; q; prev = q, q = q->next) {
-		if (now >= q->until_ms)
+		if (now >= q->until_ms || now >= q->last_ms)
 			q->how = ROOM_WORKER_REFUSE;
 		else if (fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)
 			q->how = ROOM_WORKER_HELD;
 		else
 			continue;
 		unpark(prev, q);
+		if (q->how == ROOM_WORKER_HELD)
+			parked_room_moved(q->room, now);
 		return q;
 	}
 	return NULL;
+}
+
+/* When the park thread must look again at the latest.  Under lock. */
+static int64_t parked_due(void)
+{
+	int64_t due = monotonic_ms() + 60000;
+
+	for (struct parked *q = parked_first; q; q = q->next) {
+		int64_t at = q->until_ms < q->last_ms ? q->until_ms : q->last_ms;
+
+		if (at < due)
+			due = at;
+	}
+	return due;
 }
 
 /* A released parked request, served to its end on a thread of its own. */
@@ -633,7 +661,7 @@ static void *park_main(void *arg)
 			pthread_mutex_lock(&park_lock);
 		}
 		struct timespec at;
-		int64_t due = parked_first ? parked_first->until_ms : monotonic_ms() + 60000;
+		int64_t due = parked_due();
 
 		at.tv_sec = (time_t)(due / 1000);
 		at.tv_nsec = (long)(due % 1000) * 1000000L;
