@@ -1,9 +1,9 @@
 """One room can only slow itself: requests of a room that hang (slow execs
 here; a hostile room's file listings would do the same) hold at most the
 room's share of roombox-fcgi's workers.  The next request for that room
-waits a little (2 s at most, parked without a worker) and is refused (503
-+ Retry-After, JSON), while other rooms' execs, /api/health and the room
-list keep answering.  And a room's log flood is
+waits a little (parked without a worker, until none of the room's requests
+has ended for 2 s) and is refused (503 + Retry-After, JSON), while other
+rooms' execs, /api/health and the room list keep answering.  And a room's log flood is
 read at a bounded rate: the writer waits on its full pipe, in its own
 cgroup, instead of costing roombox-fcgi a core.
 
