@@ -615,7 +615,6 @@ static int64_t parked_due(void)
 	return due;
 }
 
-/* A released parked request, served to its end on a thread of its own. */
 /* A request has ended: parked ones of its room may go on. */
 static void parked_wake(void)
 {
@@ -626,6 +625,7 @@ static void parked_wake(void)
 	}
 }
 
+/* A released parked request, served to its end on a thread of its own. */
 static void *serve_parked(void *arg)
 {
 	struct parked *p = arg;
