@@ -91,6 +91,7 @@ static const struct key_desc key_table[] = {
 	{ "rootfs",               V_ROOTFS,   FIELD(rootfs),               0, 0 },
 	{ "helper",               V_PATH,     FIELD(helper),               0, 0 },
 	{ "workers",              V_INT,      FIELD(workers),              1, 0 },
+	{ "room_workers",         V_INT,      FIELD(room_workers),         1, 0 },
 	{ "auth",                 V_AUTH,     FIELD(auth),                 0, 0 },
 	{ "metrics",              V_CHOICE,   FIELD(metrics),              0, 0 },
 	{ "log_format",           V_CHOICE,   FIELD(log_format),           0, 0 },

@@ -55,6 +55,7 @@ struct config {
 	char rootfs[256];        /* "host" or an absolute path */
 	char helper[256];        /* path of roombox-helper (roombox extension) */
 	int workers;             /* 32 */
+	int room_workers;        /* 0: a quarter of workers, at least 1 */
 	enum auth_mode auth;     /* token */
 	enum metrics_mode metrics;      /* token */
 	enum log_format log_format;     /* text */

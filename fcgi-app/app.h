@@ -5,7 +5,8 @@
  * of helper calls running (helper_client.c, atomic), the token cache
  * (auth.c, behind its own mutex), the metrics counters (metrics.c,
  * relaxed atomics), the preview relays' slot table and the exposures'
- * mutex (preview_relay.c, preview.c) and main.c's stop flag and lock; the
+ * mutex (preview_relay.c, preview.c), the rooms' counts of workers held
+ * (fair_share.c, behind its mutex) and main.c's stop flag and lock; the
  * message store shares nothing in memory (its locks are flock()s on each
  * room's file).  The configuration and the cached cgroup mode are written
  * once before the worker threads start and only read afterwards.
@@ -27,6 +28,7 @@
 #endif
 
 struct auth_tokens;
+struct fair_share;
 struct http_input;
 struct http_output;
 
@@ -35,6 +37,9 @@ struct app {
 	char config_path[PATH_MAX];   /* passed to the helper as -c */
 	struct auth_tokens *tokens;   /* NULL when auth = none */
 	atomic_int execs_running;     /* for max_concurrent_execs */
+	struct fair_share *room_workers; /* workers held per room; NULL = no bound */
+	bool room_workers_park;       /* a request past its room's share may wait,
+				       * parked without a worker (main.c) */
 	char cgroup_mode[16];         /* helper op "info" at start, or "unknown" */
 	char dns[CONFIG_LIST_MAX][16]; /* info's usable name servers (egress) */
 	int dns_count;
@@ -76,6 +81,11 @@ struct response {
 	 * rq->in->out (status says what it sent, for the log); body unused. */
 	bool streamed;
 	char request_id[24];          /* X-Request-Id: (router.c), "" = none */
+	/* The room's share of the workers (router.c, main.c): set before
+	 * routing, how this request gets its worker; set by the router, the
+	 * room whose share it waits for (parked, its body unread). */
+	enum { ROOM_WORKER_TAKE, ROOM_WORKER_HELD, ROOM_WORKER_REFUSE } room_worker;
+	char park[ROOM_ID_MAX + 1];   /* "" = not parked */
 	char *text;                   /* owned; set instead of body for an answer
 					* that is not JSON (GET /metrics) */
 	size_t text_len;

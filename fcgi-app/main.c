@@ -18,13 +18,22 @@
  *             finish (router.c: route, authenticate, read the body, call a
  *             handler which may spawn the helper, write the answer).  A slow
  *             exec holds one worker; requests for other rooms go to the
- *             others, so they are never delayed by it;
+ *             others, so they are never delayed by it.  A room holds at
+ *             most `room_workers` of them at once (fair_share.h: its next
+ *             request waits PARK_MS at most, parked without a worker, then
+ *             gets 503), and free workers are kept back for rooms that hold
+ *             none and for requests that name no room, so whatever a room
+ *             does, other rooms and /api/health keep answering;
  *   agent     (one per model call in flight, at most AGENT_CALLS_MAX,
  *             detached) with llm_url and llm_model set, a user message is
  *             routed and stored by a worker, which then hands the whole
  *             FCGX_Request to a thread of its own (agent.c) and takes a
  *             fresh one: a model call may take minutes and never holds a
  *             worker, so execs of every room go on while models think;
+ *   park      releases the requests that wait for their room's share of
+ *             the workers, parked without a worker, each to a thread of
+ *             its own once a share is free or after PARK_MS, for a 503
+ *             (see "requests waiting" below);
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept); rooms running a
@@ -89,6 +98,7 @@
 #include "processes.h"
 #include "store.h"
 #include "auth.h"
+#include "fair_share.h"
 #include "helper_client.h"
 #include "protocol.h"
 #include "http.h"
@@ -215,18 +225,23 @@ static int conn_write(void *ctx, const char *buf, size_t n);
 static int conn_flush(void *ctx);
 static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
-/* true when the request was handed to another thread (*reqp is then a
- * fresh one for this worker). */
-static bool serve_one(FCGX_Request **reqp)
+static bool park(FCGX_Request **reqp, const char *room);
+
+/* true when the request was handed to another thread, or parked (*reqp is
+ * then a fresh one for this worker).  how: how it gets its room's worker
+ * (struct response's room_worker). */
+static bool serve_one(FCGX_Request **reqp, int how)
 {
 	FCGX_Request *req = *reqp;
 	struct http_output direct = { conn_write, conn_flush, NULL, req, conn_sendfile };
 	struct http_input in = { fcgi_param, fcgi_read, req, &direct };
-	struct response rs = { .status = 500 };
+	struct response rs = { .status = 500, .room_worker = how };
 	size_t len = 0;
 	char *out;
 
 	router_serve(&app, &in, &rs);
+	if (rs.park[0])   /* no room to wait in: served again, to its 503 */
+		return park(reqp, rs.park) || serve_one(reqp, ROOM_WORKER_REFUSE);
 	if (rs.later && hand_off(reqp, &rs))
 		return true;
 	if (rs.streamed) {
@@ -485,6 +500,177 @@ static bool hand_off(FCGX_Request **reqp, struct response *rs)
 	return true;
 }
 
+/* ---- requests waiting for their room's share of the workers ----
+ *
+ * A room's requests past its share (fair_share.h) are not refused at
+ * once: a burst of quick ones (a page's requests) would be.  The request,
+ * routed as far as its room and its body unread, is parked here without a
+ * worker, the way the agent's requests are handed off; the worker takes a
+ * fresh one.  A worker that has ended a request (its room's share given
+ * back) wakes the park thread, which starts a thread of its own for each
+ * parked request whose room has a share free again (taken for it), oldest
+ * first.  A room's parked requests wait while its requests move: one that
+ * has seen none of them end for PARK_MS (they hang: a hostile room), or
+ * has waited PARK_MAX_MS in all, gets a thread too, which answers 503.
+ * Such a thread runs only while its request holds a share of the
+ * workers, so threads of workers and of parked requests together serve at
+ * most `workers` rooms' requests.  At most PARKED_MAX wait,
+ * PARKED_ROOM_MAX of one room; past that, 503 at once. */
+#define PARK_MS 2000
+#define PARK_MAX_MS 60000
+#define PARKED_MAX 512
+#define PARKED_ROOM_MAX 384
+
+struct parked {
+	struct parked *next;
+	FCGX_Request *req;
+	char room[ROOM_ID_MAX + 1];
+	int64_t until_ms;        /* no request of its room ended: 503 */
+	int64_t last_ms;         /* waited long enough in all: 503 */
+	int how;                 /* when released: ROOM_WORKER_HELD or _REFUSE */
+};
+static struct parked *parked_first, **parked_last = &parked_first;
+static atomic_int parked_count;   /* read without the lock: a hint */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond;
+
+static bool park(FCGX_Request **reqp, const char *room)
+{
+	struct parked *p = calloc(1, sizeof(*p)), *q;
+	FCGX_Request *fresh = request_new();
+	int of_room = 0;
+
+	pthread_mutex_lock(&park_lock);
+	for (q = parked_first; q; q = q->next)
+		of_room += strcmp(q->room, room) == 0;
+	if (!p || !fresh || parked_count >= PARKED_MAX || of_room >= PARKED_ROOM_MAX) {
+		pthread_mutex_unlock(&park_lock);
+		free(p);
+		free(fresh);
+		return false;
+	}
+	p->req = *reqp;
+	snprintf(p->room, sizeof(p->room), "%s", room);
+	p->until_ms = monotonic_ms() + PARK_MS;
+	p->last_ms = p->until_ms - PARK_MS + PARK_MAX_MS;
+	*parked_last = p;
+	parked_last = &p->next;
+	parked_count++;
+	pthread_cond_signal(&park_cond);
+	pthread_mutex_unlock(&park_lock);
+	*reqp = fresh;
+	return true;
+}
+
+/* Take q (the one before it: prev, or NULL) off the list.  Under lock. */
+static void unpark(struct parked *prev, struct parked *q)
+{
+	*(prev ? &prev->next : &parked_first) = q->next;
+	if (parked_last == &q->next)
+		parked_last = prev ? &prev->next : &parked_first;
+	parked_count--;
+}
+
+/* The room's requests move: its parked ones wait on.  Under lock. */
+static void parked_room_moved(const char *room, int64_t now)
+{
+	for (struct parked *q = parked_first; q; q = q->next)
+		if (strcmp(q->room, room) == 0)
+			q->until_ms = now + PARK_MS;
+}
+
+/* The oldest parked request whose time is up, or whose room has a worker
+ * free again (taken for it); NULL when none.  Under lock. */
+static struct parked *parked_next(void)
+{
+	struct parked *prev = NULL, *q;
+	int64_t now = monotonic_ms();
+
+	for (q = parked_first; q; prev = q, q = q->next) {
+		if (now >= q->until_ms || now >= q->last_ms)
+			q->how = ROOM_WORKER_REFUSE;
+		else if (fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)
+			q->how = ROOM_WORKER_HELD;
+		else
+			continue;
+		unpark(prev, q);
+		if (q->how == ROOM_WORKER_HELD)
+			parked_room_moved(q->room, now);
+		return q;
+	}
+	return NULL;
+}
+
+/* When the park thread must look again at the latest.  Under lock. */
+static int64_t parked_due(void)
+{
+	int64_t due = monotonic_ms() + 60000;
+
+	for (struct parked *q = parked_first; q; q = q->next) {
+		int64_t at = q->until_ms < q->last_ms ? q->until_ms : q->last_ms;
+
+		if (at < due)
+			due = at;
+	}
+	return due;
+}
+
+/* A request has ended: parked ones of its room may go on. */
+static void parked_wake(void)
+{
+	if (atomic_load(&parked_count)) {
+		pthread_mutex_lock(&park_lock);
+		pthread_cond_signal(&park_cond);
+		pthread_mutex_unlock(&park_lock);
+	}
+}
+
+/* A released parked request, served to its end on a thread of its own. */
+static void *serve_parked(void *arg)
+{
+	struct parked *p = arg;
+	FCGX_Request *r = p->req;
+	bool gone = serve_one(&r, p->how);
+
+	parked_wake();
+	if (gone)   /* handed to the agent: r is a fresh one */
+		free(r);
+	else
+		conn_end(p->req);
+	free(p);
+	return NULL;
+}
+
+/* The park thread: releases parked requests (see above). */
+static void *park_main(void *arg)
+{
+	pthread_attr_t detached;
+
+	(void)arg;
+	pthread_attr_init(&detached);
+	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&park_lock);
+	while (!atomic_load(&stopping)) {
+		struct parked *p;
+		pthread_t t;
+
+		while ((p = parked_next())) {
+			pthread_mutex_unlock(&park_lock);
+			if (pthread_create(&t, &detached, serve_parked, p) != 0)
+				serve_parked(p);
+			pthread_mutex_lock(&park_lock);
+		}
+		struct timespec at;
+		int64_t due = parked_due();
+
+		at.tv_sec = (time_t)(due / 1000);
+		at.tv_nsec = (long)(due % 1000) * 1000000L;
+		pthread_cond_timedwait(&park_cond, &park_lock, &at);
+	}
+	pthread_mutex_unlock(&park_lock);
+	return NULL;
+}
+
 static void *worker_main(void *arg)
 {
 	FCGX_Request *req = request_new();
@@ -518,8 +704,11 @@ static void *worker_main(void *arg)
 					INPUT_WAIT_MS / 1000);
 			continue;
 		}
-		if (serve_one(&req))
-			continue;   /* handed to a thread of its own; req is a fresh one */
+		bool gone = serve_one(&req, ROOM_WORKER_TAKE);
+
+		parked_wake();   /* a share of the room's may be free again */
+		if (gone)
+			continue;   /* handed off or parked; req is a fresh one */
 		input_end_or_graceful(req);
 		/* closes the connection (or keeps it, as its peer asked) now, so
 		 * that the next FCGX_Accept_r has no request of ours to finish */
@@ -668,6 +857,22 @@ static int load_config(const char *path)
 	return 0;
 }
 
+/* Each room's share of the workers: room_workers, by default a quarter of
+ * them (at least one); never more than there are. */
+static int setup_room_workers(void)
+{
+	static struct fair_share share;
+	int n = app.cfg.room_workers ? app.cfg.room_workers : app.cfg.workers / 4;
+
+	if (fair_share_init(&share, app.cfg.workers, n) < 0) {
+		fprintf(stderr, "roombox-fcgi: out of memory\n");
+		return -1;
+	}
+	app.room_workers = &share;
+	app.room_workers_park = true;
+	return 0;
+}
+
 static void setup_auth(void)
 {
 	int n;
@@ -743,7 +948,7 @@ static int open_message_store(void)
 int main(int argc, char **argv)
 {
 	const char *config_path = ROOMBOX_CONF;
-	pthread_t *workers, idle;
+	pthread_t *workers, idle, parker;
 	pthread_condattr_t ca;
 	bool idle_started = false;
 	sigset_t stop_set;
@@ -764,7 +969,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (load_config(config_path) < 0)
+	if (load_config(config_path) < 0 || setup_room_workers() < 0)
 		return 2;
 	if (open_message_store() < 0)
 		return 1;
@@ -790,6 +995,7 @@ int main(int argc, char **argv)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&stop_cond, &ca);
+	pthread_cond_init(&park_cond, &ca);
 
 	listen_fd = open_listener(app.cfg.socket);
 	if (listen_fd < 0)
@@ -814,9 +1020,14 @@ int main(int argc, char **argv)
 	}
 	if (app.cfg.idle_timeout_ms > 0)
 		idle_started = pthread_create(&idle, NULL, idle_main, NULL) == 0;
-	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers, auth %s, cgroup %s\n",
+	if (pthread_create(&parker, NULL, park_main, NULL) != 0) {
+		fprintf(stderr, "roombox-fcgi: start the park thread\n");
+		return 1;
+	}
+	pthread_detach(parker);
+	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers (%d a room), auth %s, cgroup %s\n",
 		ROOMBOX_VERSION, listen_fd == 0 ? "fd 0" : app.cfg.socket,
-		app.cfg.workers, app.cfg.auth == AUTH_NONE ? "none" : "token",
+		app.cfg.workers, app.room_workers->share, app.cfg.auth == AUTH_NONE ? "none" : "token",
 		app.cgroup_mode);
 
 	while (sigwait(&stop_set, &sig) != 0)

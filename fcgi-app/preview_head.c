@@ -191,8 +191,38 @@ enum preview_head_result preview_head_parse(const char *buf, size_t len, const c
 	return PREVIEW_HEAD_NO_TOKEN;
 }
 
+/* The header line at buf[i..le) (its line end excluded) goes on?  next:
+ * where the line after it starts, to see whether the field is folded. */
+static int keep_line(const struct preview_head *h, const char *buf, size_t i, size_t le,
+		     size_t next, const struct preview_strip *strip)
+{
+	size_t c = i, n;
+	while (c < le && buf[c] != ':')
+		c++;
+	for (n = c; n > i && (buf[n - 1] == ' ' || buf[n - 1] == '\t'); n--)
+		;   /* "Cookie :" is a cookie to a lenient server */
+	const char *name = buf + i;
+	if (h->keep && (http_name_is(name, n - i, "connection") || http_name_is(name, n - i, "keep-alive")))
+		return 0;
+	if (!strip)
+		return 1;
+	if (strip->cookies && http_name_is(name, n - i, "cookie"))
+		return 0;
+	if (!strip->api_credential || c == le || !http_name_is(name, n - i, "authorization"))
+		return 1;
+	/* folded over lines: no telling whose it is */
+	if (next < h->head_len && (buf[next] == ' ' || buf[next] == '\t'))
+		return 0;
+	size_t a = c + 1, b = le;   /* a stray CR trims as a lenient server would */
+	while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r'))
+		a++;
+	while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r'))
+		b--;
+	return !strip->api_credential(strip->ctx, buf + a, b - a);
+}
+
 size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
-			    char *out, size_t outcap)
+			    const struct preview_strip *strip, char *out, size_t outcap)
 {
 	/* path-style "/preview/<token>" alone or "?q" after it: "/" first */
 	int slash = h->target_len == 0 || buf[h->target_off] != '/';
@@ -210,30 +240,30 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 		*o++ = '/';
 	memcpy(o, buf + h->target_off, h->target_len);
 	o += h->target_len;
-	if (!h->keep) {
-		memcpy(o, buf + h->rest_off, tail);
-		return need;
-	}
-	/* the request line's rest, the lines but Connection and Keep-Alive,
-	 * "Connection: close", the blank line */
+	/* the request line's rest, the lines that go on (a line folded into
+	 * a field follows its field), with keep "Connection: close", the
+	 * blank line */
 	size_t i = h->rest_off;
+	int keeping = 1;
 	while (i < h->head_len) {
 		size_t eol = i;
 		while (eol < h->head_len && buf[eol] != '\n')
 			eol++;
 		size_t next = eol + 1, le = eol > i && buf[eol - 1] == '\r' ? eol - 1 : eol;
 		if (le == i) {   /* the blank line */
-			memcpy(o, close_line, sizeof(close_line) - 1);
-			o += sizeof(close_line) - 1;
+			if (h->keep) {
+				memcpy(o, close_line, sizeof(close_line) - 1);
+				o += sizeof(close_line) - 1;
+			}
 			memcpy(o, buf + i, next - i);
 			o += next - i;
 			break;
 		}
-		size_t c = i;
-		while (c < le && buf[c] != ':')
-			c++;
-		if (i == h->rest_off || !(http_name_is(buf + i, c - i, "connection") ||
-					  http_name_is(buf + i, c - i, "keep-alive"))) {
+		if (i == h->rest_off)
+			keeping = 1;
+		else if (buf[i] != ' ' && buf[i] != '\t')
+			keeping = keep_line(h, buf, i, le, next, strip);
+		if (keeping) {
 			memcpy(o, buf + i, next - i);
 			o += next - i;
 		}

@@ -52,14 +52,25 @@ int preview_token_valid(const char *s, size_t len);
 enum preview_head_result preview_head_parse(const char *buf, size_t len, const char *domain,
 					    struct preview_head *h);
 
+/* What the rewrite leaves out of the header lines: the service's own
+ * credentials, which a room's server must never see. */
+struct preview_strip {
+	int cookies;   /* every Cookie line (path-style: the API's origin) */
+	/* an Authorization line whose value (trimmed; not NUL-terminated)
+	 * this says is an API credential; NULL: none is.  A field folded over
+	 * lines is left out whatever its value. */
+	int (*api_credential)(void *ctx, const char *value, size_t len);
+	void *ctx;
+};
+
 /* The head to send into the room: the request line with its target
- * rewritten, then the header lines unchanged — but with keep, the
- * Connection and Keep-Alive lines make way for "Connection: close" (the
- * room's server ends its connection after each answer).  Returns its
- * length, or 0 if it does not fit in outcap (never more than head_len +
- * PREVIEW_HEAD_GROWTH). */
+ * rewritten, then the header lines unchanged but for those strip leaves
+ * out (strip may be NULL) — and with keep, the Connection and Keep-Alive
+ * lines make way for "Connection: close" (the room's server ends its
+ * connection after each answer).  Returns its length, or 0 if it does not
+ * fit in outcap (never more than head_len + PREVIEW_HEAD_GROWTH). */
 #define PREVIEW_HEAD_GROWTH 20
 size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
-			    char *out, size_t outcap);
+			    const struct preview_strip *strip, char *out, size_t outcap);
 
 #endif

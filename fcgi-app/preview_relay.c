@@ -16,6 +16,11 @@
  *   first touch ~20 µs, a reschedule an interrupt round trip), and the web
  *   servers open one connection per proxied request.  At most
  *   PREVIEW_RELAYS_MAX run at once; a connection past that gets 503.
+ *   Each room has a fair share of them (fair_share.h): at most
+ *   PREVIEW_ROOM_RELAYS relays of one room are under way (from its token's
+ *   lookup to the end of its exchange), and a room that has some gets
+ *   another only while enough stay free for rooms that have none; a room
+ *   past its share gets 503 and other rooms' previews go on.
  * - A relay reads the request head (at most PREVIEW_HEAD_MAX bytes, within
  *   PREVIEW_HEAD_MS), finds the token (preview_head.c), looks the exposure
  *   up (preview_store.c), and connects to the port inside the room with a
@@ -24,10 +29,12 @@
  *   joined the room's namespace and sends sockets made there back over a
  *   socketpair).  No privilege or namespace is ever taken here.
  * - The head goes on with the request target rewritten (/preview/<token>
- *   taken off), then bytes go both ways until both sides are done; one
- *   side's end of stream is passed on as a half-close, no byte either way
- *   for PREVIEW_IDLE_MS closes both, and a side that takes nothing for
- *   RELAY_STALL_S while bytes wait for it ends the relay.
+ *   taken off) and without the service's credentials: an Authorization
+ *   whose Bearer token is an API token, and on path-style previews (the
+ *   API's own origin) every Cookie.  Then bytes go both ways until both
+ *   sides are done; one side's end of stream is passed on as a half-close,
+ *   no byte either way for PREVIEW_IDLE_MS closes both, and a side that
+ *   takes nothing for RELAY_STALL_S while bytes wait for it ends the relay.
  * - nginx keeps its connections to preview.sock (nginx.conf.example's
  *   upstream keepalive): a new connection per request cost more than the
  *   relay's own work.  So the relay finds where each exchange ends: a
@@ -75,6 +82,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "fair_share.h"
 #include "fdrecv.h"
 #include "helper_client.h"
 #include "http.h"
@@ -155,6 +164,9 @@ static void slot_clear(int i)
 	pthread_mutex_unlock(&slots_lock);
 }
 
+/* Each room's relays under way (the loop alone takes and gives). */
+static struct fair_share room_relays;
+
 /* Bumped by every revocation: a relay looks its token up again after its
  * connect only if one came meanwhile (the store's file is gone first). */
 static atomic_uint revocations;
@@ -211,6 +223,7 @@ struct relay {
 	struct preview_head h;
 	char room_id[ROOM_ID_MAX + 1];
 	int port;
+	bool shared;             /* holds one of room_id's share of relays */
 	bool retried;            /* a connector already failed under it */
 	unsigned revocations;    /* the count when its token was looked up */
 	long deadline;           /* head, connect or reject; 0 = none */
@@ -292,10 +305,19 @@ static struct relay *relay_new(int client, int slot)
 	return r;
 }
 
+/* The exchange's room no longer holds one of its share. */
+static void relay_share_give(struct relay *r)
+{
+	if (r->shared)
+		fair_share_give(&room_relays, r->room_id);
+	r->shared = false;
+}
+
 /* Close it (its connector's queue no longer holds it).  Events already
  * fetched may still point at it: it is freed after them (relays_free). */
 static void relay_end(struct relay *r)
 {
+	relay_share_give(r);
 	if (r->slot >= 0)
 		slot_clear(r->slot);
 	else
@@ -330,6 +352,7 @@ static void relays_free(void)
 
 static void relay_refuse(struct relay *r, int status, const char *error)
 {
+	relay_share_give(r);
 	answer(r->client, status, error);
 	shutdown(r->client, SHUT_WR);
 	watch(r->room, &r->rr, &r->mask_r, 0);
@@ -671,6 +694,38 @@ static void relay_head(struct relay *r)
 	relay_parse(r);
 }
 
+/* One of the room's share of the relays for this exchange; false when it
+ * has been refused (503). */
+static bool relay_share_take(struct relay *r)
+{
+	char msg[256];
+	enum fair_share_result res = fair_share_take(&room_relays, r->room_id, false);
+	if (res == FAIR_SHARE_TAKEN) {
+		r->shared = true;
+		return true;
+	}
+	if (res == FAIR_SHARE_ROOM_FULL)
+		snprintf(msg, sizeof(msg), "room %s: previews: %d connections of this room are open, "
+			 "its share of the relay's", r->room_id, room_relays.share);
+	else
+		snprintf(msg, sizeof(msg), "room %s: previews: the relay's free connections are kept "
+			 "for other rooms", r->room_id);
+	relay_refuse(r, 503, msg);
+	return false;
+}
+
+/* Is an Authorization value (a preview request's) an API token? */
+static int api_credential(void *ctx, const char *value, size_t len)
+{
+	struct auth_tokens *tokens = ctx;
+	char v[PREVIEW_HEAD_MAX + 1];
+	if (!tokens || len > PREVIEW_HEAD_MAX)
+		return 0;
+	memcpy(v, value, len);
+	v[len] = '\0';
+	return auth_tokens_check(tokens, v);
+}
+
 /* The head so far: on to the room once it is whole and names an exposure. */
 static void relay_parse(struct relay *r)
 {
@@ -692,6 +747,8 @@ static void relay_parse(struct relay *r)
 		relay_refuse(r, 404, "not found");
 		return;
 	}
+	if (!relay_share_take(r))
+		return;
 	slot_set(r->slot, r->h.token, -1);
 	relay_ask(r);
 }
@@ -778,7 +835,9 @@ static void relay_start(struct relay *r, bool connected)
 		return;
 	}
 	/* the rewritten head, then a body's first bytes if they came with it */
-	size_t hl = preview_head_rewrite(&r->h, r->head, r->c2r.buf, RELAY_BUF);
+	/* path-style shares the API's origin: its cookies are not the room's */
+	struct preview_strip strip = { !r->h.host_style, api_credential, relay_app->tokens };
+	size_t hl = preview_head_rewrite(&r->h, r->head, &strip, r->c2r.buf, RELAY_BUF);
 	size_t extra = r->head_len - r->h.head_len;
 	if (hl && hl + extra <= RELAY_BUF) {
 		memcpy(r->c2r.buf + hl, r->head + r->h.head_len, extra);
@@ -925,6 +984,7 @@ static int room_recv(struct relay *r)
  * request, the room's socket is closed (its server was asked to close). */
 static void relay_next(struct relay *r)
 {
+	relay_share_give(r);
 	watch(r->room, &r->rr, &r->mask_r, 0);
 	slot_set(r->slot, "", -1);   /* before the close: its number may be reused at once */
 	close(r->room);
@@ -1148,6 +1208,8 @@ int preview_relay_start(struct app *app)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	relay_app = app;
 	connectors_init();
+	if (fair_share_init(&room_relays, PREVIEW_RELAYS_MAX, PREVIEW_ROOM_RELAYS) < 0)
+		return fprintf(stderr, "roombox-fcgi: previews: out of memory\n"), -1;
 	if (preview_socket_path(&app->cfg, relay_path, sizeof(relay_path)) < 0 ||
 	    strlen(relay_path) >= sizeof(sa.sun_path)) {
 		fprintf(stderr, "roombox-fcgi: preview socket path too long (beside %s)\n", app->cfg.socket);

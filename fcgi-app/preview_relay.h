@@ -11,6 +11,10 @@
 
 /* Relays running at once; a connection past it gets 503. */
 #define PREVIEW_RELAYS_MAX 256
+/* A room's share of them: more of one room's at once get 503, and other
+ * rooms' previews go on (fair_share.h also keeps some back for rooms that
+ * have none). */
+#define PREVIEW_ROOM_RELAYS (PREVIEW_RELAYS_MAX / 4)
 /* A relay with no byte either way for this long is closed. */
 #define PREVIEW_IDLE_MS (10 * 60 * 1000)
 /* The client's request head must be whole within this. */

@@ -20,6 +20,13 @@
  * may lose their tail.  The logs of a room's ended processes take at most
  * PROCS_LOG_BUDGET x log_max of the host's disk.
  *
+ * A room's output is read at most LOG_ROOM_RATE bytes a second: past it
+ * in a second, its pipes leave the epoll set until the next second, and a
+ * writer that goes on finds its pipe full and waits, in its own cgroup.
+ * Read as fast as it came, one room's `yes` cost roombox-fcgi a third of
+ * a core (open, write and close of a log for every 64 KiB), outside every
+ * room's cgroup, and held the one logger thread every room's logs share.
+ *
  * Live readers (GET …/logs as an event stream) get what is kept, then
  * what the logger queues for them, then the exit event; a reader that
  * falls SUB_QUEUE_MAX behind is cut off, and the lock is never held while
@@ -51,6 +58,10 @@
 #define PROCS_LOG_BUDGET 32
 #define SUB_QUEUE_MAX (8u << 20)   /* a live reader this far behind is cut off */
 #define KEEPALIVE_S 15
+/* Output read of one room a second: far more than anyone reads of a log
+ * (log_max keeps the last 1 MiB by default); the rest waits in its pipes */
+#define LOG_ROOM_RATE (1u << 20)
+#define LOG_ROOMS_MAX 256   /* rooms counted a second; more go uncounted */
 
 struct chunk {                 /* one piece for a live reader */
 	struct chunk *next;
@@ -403,6 +414,76 @@ static void pipes_ended(struct proc *p)
 	pthread_attr_destroy(&a);
 }
 
+/* ---- each room's rate ---- */
+
+static struct {
+	char room[ROOM_ID_MAX + 1];
+	uint64_t bytes;            /* read this second */
+} rates[LOG_ROOMS_MAX];
+static int rates_used;
+static int64_t second_ends;    /* monotonic ms */
+static uint64_t *paused;       /* keys of pipes out of the epoll set */
+static size_t npaused, paused_cap;
+
+static uint64_t *room_bytes(const char *room)
+{
+	for (int i = 0; i < rates_used; i++)
+		if (strcmp(rates[i].room, room) == 0)
+			return &rates[i].bytes;
+	if (rates_used == LOG_ROOMS_MAX)
+		return NULL;
+	snprintf(rates[rates_used].room, sizeof(rates[0].room), "%s", room);
+	rates[rates_used].bytes = 0;
+	return &rates[rates_used++].bytes;
+}
+
+/* The room has had its second's bytes: the pipe waits for the next
+ * second out of the epoll set (its end of file too: a level-triggered
+ * hang-up would wake the loop for ever).  False when it may be read. */
+static bool pause_if_over(struct proc *p, uint64_t key)
+{
+	uint64_t *b = room_bytes(p->room);
+	int s = (int)(key & 1);
+
+	if (!b || *b < LOG_ROOM_RATE)
+		return false;
+	if (npaused == paused_cap) {
+		size_t cap = paused_cap ? paused_cap * 2 : 64;
+		uint64_t *n = realloc(paused, cap * sizeof(*n));
+
+		if (!n)
+			return false;
+		paused = n;
+		paused_cap = cap;
+	}
+	epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd[s], NULL);
+	paused[npaused++] = key;
+	return true;
+}
+
+/* A new second: every room's count starts again, paused pipes are
+ * watched again (those of processes still there); the ms until the next
+ * second, or -1 when nothing waits for it. */
+static int second_next(void)
+{
+	int64_t now = monotonic_ms();
+
+	if (now >= second_ends) {
+		second_ends = now + 1000;
+		rates_used = 0;
+		for (size_t i = 0; i < npaused; i++) {
+			struct proc *p = proc_find_serial((unsigned long)(paused[i] >> 1));
+			int s = (int)(paused[i] & 1);
+			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = paused[i] };
+
+			if (p && p->fd[s] >= 0)
+				epoll_ctl(epfd, EPOLL_CTL_ADD, p->fd[s], &ev);
+		}
+		npaused = 0;
+	}
+	return npaused ? (int)(second_ends - now) : -1;
+}
+
 /* ---- the logger thread ---- */
 
 static void logger_event(uint64_t key)
@@ -412,12 +493,16 @@ static void logger_event(uint64_t key)
 	int s = (int)(key & 1);
 	ssize_t n;
 
-	if (!p || p->fd[s] < 0)
+	if (!p || p->fd[s] < 0 || pause_if_over(p, key))
 		return;
 	n = read(p->fd[s], buf, sizeof(buf));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n > 0) {
+		uint64_t *b = room_bytes(p->room);
+
+		if (b)
+			*b += (uint64_t)n;
 		if (s == PROC_ERR)
 			take_stderr(p, buf, (size_t)n, false);
 		else
@@ -436,12 +521,16 @@ static void *logger(void *arg)
 	struct epoll_event ev[64];
 
 	(void)arg;
+	int wait_ms = -1;
+
 	for (;;) {
-		int n = epoll_wait(epfd, ev, 64, -1);
+		int n = epoll_wait(epfd, ev, 64, wait_ms);
 
 		pthread_mutex_lock(&procs_lock);
+		second_next();   /* a count of a second gone by is not this one's */
 		for (int i = 0; i < n; i++)
 			logger_event(ev[i].data.u64);
+		wait_ms = second_next();
 		pthread_mutex_unlock(&procs_lock);
 	}
 	return NULL;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "fair_share.h"
 #include "metrics.h"
 #include "reqlog.h"
 #include "router.h"
@@ -17,13 +18,13 @@ static const struct route routes[] = {
 	{ "/api/rooms",                  { { "GET", api_rooms_list, 0 },
 					   { "POST", api_rooms_create, 0 } } },
 	{ "/api/rooms/{id}",             { { "GET", api_rooms_get, 0 },
-					   { "DELETE", api_rooms_cleanup, 0 } } },
-	{ "/api/rooms/{id}/cleanup",     { { "POST", api_rooms_cleanup, 0 } } },
+					   { "DELETE", api_rooms_cleanup, ROUTE_ENDS_ROOM } } },
+	{ "/api/rooms/{id}/cleanup",     { { "POST", api_rooms_cleanup, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/sandbox/exec", { { "POST", api_exec_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/restart", { { "POST", api_rooms_restart, 0 } } },
 	{ "/api/rooms/{id}/messages",    { { "GET", api_messages_list, 0 },
 					   { "POST", api_messages_post, ROUTE_BODY } } },
-	{ "/api/rooms/{id}/sandbox/stop", { { "POST", api_rooms_stop, 0 } } },
+	{ "/api/rooms/{id}/sandbox/stop", { { "POST", api_rooms_stop, ROUTE_ENDS_ROOM } } },
 	{ "/metrics",                    { { "GET", api_metrics_get, ROUTE_METRICS } } },
 	{ "/api/rooms/{id}/sandbox/files/{path*}", { { "GET", api_files_get, 0 },
 					   { "PUT", api_files_put, 0 },
@@ -32,10 +33,10 @@ static const struct route routes[] = {
 	/* before its {path*} sibling, which would also match ".../processes" */
 	{ "/api/rooms/{id}/sandbox/processes", { { "GET", api_procs_list, 0 },
 					   { "POST", api_procs_start, ROUTE_BODY },
-					   { "DELETE", api_processes_kill_all, 0 } } },
+					   { "DELETE", api_processes_kill_all, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/sandbox/processes/{path*}", { { "GET", api_procs_get, 0 },
 					   { "POST", api_procs_stdin, 0 },
-					   { "DELETE", api_procs_delete, 0 } } },
+					   { "DELETE", api_procs_delete, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/sandbox/ports", { { "GET", api_ports_list, 0 },
 					   { "POST", api_ports_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
@@ -209,6 +210,34 @@ static int request_body(struct request *rq, const struct http_input *in,
 	return 0;
 }
 
+/* One of the room's share of the workers for this request (fair_share.h);
+ * false with rs set when the room, or the pool, has none to give. */
+static bool room_worker_take(struct app *app, const struct request *rq, unsigned flags,
+			     struct response *rs)
+{
+	enum fair_share_result res = FAIR_SHARE_ROOM_FULL;
+
+	if (rs->room_worker == ROOM_WORKER_HELD)
+		return true;   /* handed over by a request of the room that ended */
+	if (rs->room_worker == ROOM_WORKER_TAKE)
+		res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
+	if (res == FAIR_SHARE_TAKEN)
+		return true;
+	if (res == FAIR_SHARE_ROOM_FULL && rs->room_worker == ROOM_WORKER_TAKE && app->room_workers_park) {
+		snprintf(rs->park, sizeof(rs->park), "%s", rq->room);
+		return false;
+	}
+	rs->retry_after = 1;
+	if (res == FAIR_SHARE_ROOM_FULL)
+		response_error(rs, 503, "room %s: busy: %d requests of this room are running, "
+			       "its share of the service's workers; retry when one has ended",
+			       rq->room, app->room_workers->share);
+	else
+		response_error(rs, 503, "room %s: busy: the service's free workers are kept for "
+			       "other rooms and the service's own requests; retry shortly", rq->room);
+	return false;
+}
+
 void router_serve(struct app *app, const struct http_input *in,
 		  struct response *rs)
 {
@@ -216,7 +245,7 @@ void router_serve(struct app *app, const struct http_input *in,
 	struct request rq = { .app = app, .method = method ? method : "", .in = in };
 	struct route_match match;
 	uint64_t start = metrics_now_ns();
-	bool body_read = false;
+	bool body_read = false, worker_taken = false;
 	char *path;
 
 	metrics_helper_time_take();   /* this request's helper time starts at 0 */
@@ -244,6 +273,9 @@ void router_serve(struct app *app, const struct http_input *in,
 		}
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
+		if (app->room_workers && !room_worker_take(app, &rq, match.m->flags, rs))
+			goto done;
+		worker_taken = app->room_workers != NULL;
 	}
 	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {
@@ -253,10 +285,17 @@ void router_serve(struct app *app, const struct http_input *in,
 	}
 	match.m->handler(&rq, rs);
 done:
+	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
+		free(path);
+		return;
+	}
 	/* whatever the web server still sends is read, so it is never cut
 	 * off mid-write (nginx answers 502 to that) */
 	if (!body_read)
 		http_discard_body(in);
+	/* the worker is free again (an answer sent later has its own thread) */
+	if (worker_taken)
+		fair_share_give(app->room_workers, rq.room);
 	if (!rs->body && !rs->text && !rs->later && !rs->streamed)
 		response_error(rs, 500, "internal error: no answer");
 	if (!rs->later)   /* an answer sent later logs and counts itself */

@@ -2,8 +2,10 @@
  * request goes through:
  *
  *   match path (404) -> match method (405 + Allow) -> authenticate (401,
- *   except public routes) -> check the {roomId} segment (400) -> read and
- *   parse the body for routes that take one (413, 400) -> handler.
+ *   except public routes) -> check the {roomId} segment (400) -> take one
+ *   of the room's share of the workers (503 + Retry-After: fair_share.h)
+ *   -> read and parse the body for routes that take one (413, 400) ->
+ *   handler.
  *
  * 404/405 come first because the table is public knowledge (SPEC §2);
  * authentication comes before anything that looks at client input. */
@@ -19,6 +21,8 @@ enum {
 	ROUTE_PUBLIC = 1 << 0,   /* no Authorization needed */
 	ROUTE_BODY   = 1 << 1,   /* the handler gets the parsed JSON body */
 	ROUTE_METRICS = 1 << 2,  /* auth per the `metrics` key, not `auth` */
+	ROUTE_ENDS_ROOM = 1 << 3, /* ends the room's activity: never refused
+				   * for its share of the workers */
 };
 
 struct route_method {

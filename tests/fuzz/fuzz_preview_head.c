@@ -2,12 +2,16 @@
  * the first bytes a browser's connection sends through the web server.
  *
  * Input: byte 0 bit 0 says whether a preview_domain ("preview.test") is
- * configured; the rest is the head.  Whatever it is given, the parser must
+ * configured, bit 1 whether the service's credentials are stripped (an
+ * Authorization of "Bearer secret"; with bit 2, every Cookie too); the rest
+ * is the head.  Whatever it is given, the parser must
  * stay inside the buffer and PREVIEW_HEAD_MAX, hand out only well-formed
  * tokens, rooms and ports, and rewrite to a head that is the original's
  * request line with only its target changed, never longer than
  * head_len + PREVIEW_HEAD_GROWTH: the header lines as they came, or (a kept
- * exchange) without Connection and Keep-Alive, "Connection: close" last. */
+ * exchange) without Connection and Keep-Alive, "Connection: close" last.
+ * Stripped, the head is the same but for whole lines left out, none of
+ * them a Cookie or an Authorization that is the API's. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -18,6 +22,60 @@
 #include "roomid.h"
 
 static char out[PREVIEW_HEAD_MAX + PREVIEW_HEAD_GROWTH];
+static char strip_out[PREVIEW_HEAD_MAX + PREVIEW_HEAD_GROWTH];
+
+static int is_secret(void *ctx, const char *v, size_t len)
+{
+	(void)ctx;
+	return len == 13 && strncasecmp(v, "bearer secret", 13) == 0;
+}
+
+/* The line o[0..len) is a field called name (spaces before ':' allowed);
+ * its value, trimmed, in *v and *vlen. */
+static int field_named(const char *o, size_t len, const char *name, const char **v, size_t *vlen)
+{
+	size_t n = strlen(name), i, e = len;
+	if (len < n || strncasecmp(o, name, n) != 0)
+		return 0;
+	for (i = n; i < len && (o[i] == ' ' || o[i] == '\t'); i++)
+		;
+	if (i >= len || o[i] != ':')
+		return 0;
+	for (i++; i < e && (o[i] == ' ' || o[i] == '\t'); i++)
+		;
+	while (e > i && (o[e - 1] == '\n' || o[e - 1] == '\r' || o[e - 1] == ' ' || o[e - 1] == '\t'))
+		e--;
+	*v = o + i;
+	*vlen = e - i;
+	return 1;
+}
+
+/* o[0..n) is full[0..nfull) with whole lines left out, and what is left
+ * has no Cookie (with cookies) and no Authorization of the API's. */
+static void check_stripped(const char *o, size_t n, const char *full, size_t nfull, int cookies)
+{
+	size_t j = 0;
+	FUZZ_ASSERT(n <= nfull, "stripped %zu, longer than %zu", n, nfull);
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(o + i, '\n', n - i), *v;
+		size_t len = nl ? (size_t)(nl - (o + i)) + 1 : n - i, vlen;
+		for (;;) {   /* the same line, further on in the full head */
+			FUZZ_ASSERT(j < nfull, "a line of the stripped head is not in the full one");
+			const char *fl = memchr(full + j, '\n', nfull - j);
+			size_t flen = fl ? (size_t)(fl - (full + j)) + 1 : nfull - j;
+			int same = flen == len && memcmp(full + j, o + i, len) == 0;
+			j += flen;
+			if (same)
+				break;
+		}
+		if (i > 0) {
+			FUZZ_ASSERT(!cookies || !field_named(o + i, len, "cookie", &v, &vlen), "a Cookie went on");
+			FUZZ_ASSERT(!field_named(o + i, len, "authorization", &v, &vlen) ||
+				    !is_secret(NULL, v, vlen), "the API's Authorization went on");
+		}
+		i += len;
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -39,7 +97,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(h.port >= 1 && h.port <= 65535, "port %d", h.port);
 		FUZZ_ASSERT(room_id_valid(h.room), "room '%s'", h.room);
 	}
-	size_t n = preview_head_rewrite(&h, buf, out, sizeof(out));
+	size_t n = preview_head_rewrite(&h, buf, NULL, out, sizeof(out));
+	struct preview_strip strip = { !!(data[0] & 4), is_secret, NULL };
+	if (data[0] & 2) {
+		size_t n2 = preview_head_rewrite(&h, buf, &strip, strip_out, sizeof(strip_out));
+		FUZZ_ASSERT(n2 > 0 || n == 0, "stripped head does not fit");
+		check_stripped(strip_out, n2, out, n, strip.cookies);
+	}
 	FUZZ_ASSERT(n > 0 && n <= h.head_len + PREVIEW_HEAD_GROWTH, "rewritten %zu of %zu", n, h.head_len);
 	FUZZ_ASSERT(memcmp(out, buf, h.method_len + 1) == 0, "method changed");
 	FUZZ_ASSERT(out[h.method_len + 1] == '/', "target does not start with /");

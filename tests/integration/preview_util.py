@@ -15,10 +15,40 @@ from conftest import wait_until
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TOKEN = re.compile(r"[a-z0-9]{16}")
 
+# What the servers below share: the request head, and a thread per
+# connection on 127.0.0.1:PORT (argv[1]).
+READ_HEAD = r'''
+def read_head(c):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(4096)
+        if not d:
+            raise EOFError
+        buf += d
+    return buf.split(b"\r\n\r\n", 1)
+'''
+SERVE_EACH = r'''
+def run(c):
+    try:
+        serve(c)
+    except Exception:
+        pass
+    finally:
+        c.close()
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=run, args=(c,), daemon=True).start()
+'''
+
 # Runs in the room: accepts WebSocket upgrades on 127.0.0.1:PORT and echoes
 # every frame back unmasked; answers a close with a close.  The upgrade
 # answer carries the request target it saw (X-Seen-Target).
-WS_ECHO_SERVER = r'''
+WS_ECHO_SERVER = READ_HEAD + r'''
 import base64, hashlib, socket, struct, sys, threading
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -31,13 +61,7 @@ def recv_exact(c, buf, n):
     return buf[:n], buf[n:]
 
 def serve(c):
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = c.recv(4096)
-        if not d:
-            return
-        buf += d
-    head, buf = buf.split(b"\r\n\r\n", 1)
+    head, buf = read_head(c)
     lines = head.decode("latin-1").split("\r\n")
     target = lines[0].split(" ")[1]
     hdrs = dict((k.strip().lower(), v.strip()) for k, v in
@@ -68,22 +92,27 @@ def serve(c):
         if op == 8:
             return
 
-def run(c):
-    try:
-        serve(c)
-    except Exception:
-        pass
-    finally:
-        c.close()
+''' + SERVE_EACH
 
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(16)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=run, args=(c,), daemon=True).start()
-'''
+
+# Runs in the room: answers every request on 127.0.0.1:PORT with the
+# request head it got, as its body (what the room sees of a request).
+ECHO_HEAD_SERVER = READ_HEAD + r'''
+import socket, sys, threading
+
+def serve(c):
+    head = read_head(c)[0] + b"\r\n"
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(head) + head)
+''' + SERVE_EACH
+
+
+def header_lines(head):
+    """The header lines of a request head the room echoed, as
+    (lower-case name, value) pairs, in order."""
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return [(k.strip().lower(), v.strip()) for k, v in
+            (l.split(":", 1) for l in lines if ":" in l)]
 
 
 def expose(client, room, port):

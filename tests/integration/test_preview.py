@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from conftest import GONE_TIMEOUT, HELPER, proc_cmdline, proc_pids, wait_until
-from preview_util import (WS_ECHO_SERVER, expose, preview_get, start_in_room,
-                          target_of, wait_serving, ws_handshake, ws_recv, ws_send)
+from conftest import GONE_TIMEOUT, HELPER, proc_cmdline, proc_pids, unique_room, wait_until
+from preview_util import (ECHO_HEAD_SERVER, WS_ECHO_SERVER, expose, header_lines, preview_get,
+                          start_in_room, target_of, wait_serving, ws_handshake, ws_recv, ws_send)
 
 # pids_limit: the WebSocket echo server runs a thread per connection, and
-# test_relays_are_bounded_503 holds 256 of them
+# test_one_rooms_websockets_hold_only_its_share_of_relays holds up to 256
 ROOMBOX_CONFIG = {"network": "none", "pids_limit": "1024"}
 
 
@@ -451,12 +451,29 @@ def test_helper_port_connect_checks(client, room):
         assert json.loads(p.stdout.read()) == {"connected": True}
 
 
-RELAYS_MAX = 256   # fcgi-app/preview.h PREVIEW_RELAYS_MAX
+RELAYS_MAX = 256   # fcgi-app/preview_relay.h PREVIEW_RELAYS_MAX
+ROOM_RELAYS = 64   # a room's share of them, a quarter (PREVIEW_ROOM_RELAYS)
 
 
-def test_relays_are_bounded_503(client, room):
-    """Past PREVIEW_RELAYS_MAX open relays a new preview connection gets a
-    503 with Retry-After at once; once some close, previews answer again."""
+def refusal_body(s, hdrs, rest):
+    """The JSON body of a relay's answer to a handshake it refused."""
+    want = int(hdrs.get("content-length", "0"))
+    while len(rest) < want:
+        d = s.recv(4096)
+        if not d:
+            break
+        rest += d
+    return json.loads(rest[:want])
+
+
+def test_one_rooms_websockets_hold_only_its_share_of_relays(client, room):
+    """WebSockets of one room are relayed up to the room's share; the next
+    one gets 503 + Retry-After naming the room, and another room's preview
+    still answers 200 meanwhile."""
+    other = unique_room("pvo")
+    http_server(client, other, b"the other room\n")
+    eo = expose(client, other, 8000)
+    wait_serving(client, eo["url"], "the other room's http.server", path_extra="data.bin")
     client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
     start_in_room(client, room, "python3 /workspace/ws.py 9003", "/tmp/ws.log")
     e = expose(client, room, 9003)
@@ -470,14 +487,22 @@ def test_relays_are_bounded_503(client, room):
         return s, status
     held = [wait_until(handshake, 20, "the room's WebSocket server", interval=0.1)[0]]
     try:
-        while len(held) < RELAYS_MAX:
-            s, status, _, _, _ = ws_handshake(client.port, target)
-            held.append(s)
-            assert status.startswith("HTTP/1.1 101"), (len(held), status)
-        r = preview_get(client, e["url"])
-        assert r.status == 503, r
-        assert r.header("retry-after") == "1", r.headers
-        assert r.check_json().json == {"error": "too many preview connections"}
+        refused = None
+        while refused is None and len(held) <= RELAYS_MAX:
+            s, status, hdrs, _, rest = ws_handshake(client.port, target)
+            if status.startswith("HTTP/1.1 101"):
+                held.append(s)
+                continue
+            with s:
+                refused = (status, hdrs, refusal_body(s, hdrs, rest))
+        assert refused is not None, f"{len(held)} WebSockets of one room, all relayed"
+        # another room's preview answers while this one holds its share
+        r = preview_get(client, eo["url"], path_extra="data.bin")
+        assert r.status == 200 and r.body == b"the other room\n", (len(held), r)
+        status, hdrs, body = refused
+        assert " 503 " in status, (len(held), status)
+        assert hdrs.get("retry-after") == "1", hdrs
+        assert set(body) == {"error"} and room in body["error"], body
     finally:
         for s in held:
             s.close()
@@ -486,4 +511,58 @@ def test_relays_are_bounded_503(client, room):
         s, status, _, _, _ = ws_handshake(client.port, target)
         s.close()
         return status.startswith("HTTP/1.1 101")
-    wait_until(answers_again, 20, "previews to answer after the relays closed", interval=0.1)
+    wait_until(answers_again, 20, "the room's previews to answer after its relays closed",
+               interval=0.1)
+
+
+def test_relays_are_bounded_503(client, room):
+    """Past PREVIEW_RELAYS_MAX open connections to the relay (here ones
+    that have sent no head yet) a new preview request gets 503 with
+    Retry-After; once they close, previews answer again."""
+    http_server(client, room, b"bounded\n")
+    e = expose(client, room, 8000)
+    wait_serving(client, e["url"], "the room's http.server", path_extra="data.bin")
+    req = f"GET {target_of(e['url'])}data.bin HTTP/1.0\r\nHost: x\r\n\r\n".encode()
+    held = []
+    try:
+        for _ in range(RELAYS_MAX):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(client.stack.dir / "preview.sock"))
+            held.append(s)
+        head, _, body = relay_request(client.stack, req).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503"), head
+        assert b"\r\nRetry-After: 1\r\n" in head + b"\r\n", head
+        assert json.loads(body) == {"error": "too many preview connections"}
+    finally:
+        for s in held:
+            s.close()
+
+    def answers_again():
+        return relay_request(client.stack, req).startswith(b"HTTP/1.0 200")
+    wait_until(answers_again, 20, "previews to answer after the connections closed", interval=0.1)
+
+
+def test_the_api_token_and_cookies_do_not_reach_the_room(client, room):
+    """A path-style preview shares the API's origin: a browser may send
+    the API token and that origin's cookies with it.  The room's server
+    gets neither; an Authorization of the app's own (not an API token)
+    and every other header reach it as sent."""
+    client.exec(room, "cat > /workspace/echo.py", stdin=ECHO_HEAD_SERVER)
+    start_in_room(client, room, "python3 /workspace/echo.py 8040", "/tmp/echo.log")
+    e = expose(client, room, 8040)
+    wait_serving(client, e["url"], "the room's echo server")
+    sent = {"Authorization": f"Bearer {client.token}", "Cookie": "session=abc; theme=dark",
+            "X-Probe": "kept"}
+    for path in ("page", "page?x=1"):
+        r = preview_get(client, e["url"], headers=sent, path_extra=path)
+        assert r.status == 200, r
+        got = header_lines(r.body)
+        assert ("x-probe", "kept") in got, got
+        names = [k for k, _ in got]
+        assert "authorization" not in names and "cookie" not in names, got
+    # the token in another spelling of the scheme is the API's all the same
+    r = preview_get(client, e["url"], headers={"Authorization": f"bearer  {client.token}"})
+    assert "authorization" not in [k for k, _ in header_lines(r.body)], r.body
+    for own in ("Bearer app-own-token", "Basic dXNlcjpwYXNz"):
+        r = preview_get(client, e["url"], headers={"Authorization": own})
+        assert ("authorization", own) in header_lines(r.body), r.body

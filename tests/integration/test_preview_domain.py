@@ -6,7 +6,8 @@ import secrets
 import urllib.parse
 
 from conftest import wait_until
-from preview_util import (WS_ECHO_SERVER, start_in_room, ws_handshake, ws_recv, ws_send)
+from preview_util import (ECHO_HEAD_SERVER, WS_ECHO_SERVER, header_lines, start_in_room, ws_handshake,
+                          ws_recv, ws_send)
 
 ROOMBOX_CONFIG = {"preview_domain": "preview.test"}
 
@@ -71,3 +72,24 @@ def test_host_style_url_serves_and_upgrades(client, room):
     # unexposed: the host answers 404
     assert client.delete(f"/api/rooms/{room}/sandbox/ports/8000").status == 200
     assert host_get(client, host, "/index.html").status == 404
+
+
+def test_host_style_drops_the_api_token_and_keeps_the_rooms_cookies(client, room):
+    """A host-style preview is the room's own origin: its cookies are the
+    room's and reach it; the API token never does."""
+    client.exec(room, "cat > /workspace/echo.py", stdin=ECHO_HEAD_SERVER)
+    start_in_room(client, room, "python3 /workspace/echo.py 8040", "/tmp/echo.log")
+    r = client.post(f"/api/rooms/{room}/sandbox/ports", {"port": 8040})
+    assert r.status == 201, r
+    host = urllib.parse.urlsplit(r.json["url"]).netloc
+
+    def served():
+        resp = client.request("GET", "/", auth=False, check_json=False, timeout=30,
+                              headers={"Host": host, "Authorization": f"Bearer {client.token}",
+                                       "Cookie": "session=abc"})
+        return resp if resp.status != 502 else None
+    resp = wait_until(served, 20, "the room's echo server", interval=0.1)
+    assert resp.status == 200, resp
+    got = header_lines(resp.body)
+    assert ("cookie", "session=abc") in got, got
+    assert "authorization" not in [k for k, _ in got], got

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <cmocka.h>
 
 #include "preview_head.h"
@@ -23,7 +24,7 @@ static const char *rewritten(const char *text, const char *domain)
 	static char out[PREVIEW_HEAD_MAX + 2];
 	struct preview_head h;
 	assert_int_equal(parse(text, domain, &h), PREVIEW_HEAD_OK);
-	size_t n = preview_head_rewrite(&h, text, out, sizeof(out));
+	size_t n = preview_head_rewrite(&h, text, NULL, out, sizeof(out));
 	assert_true(n > 0);
 	out[n] = '\0';
 	return out;
@@ -116,7 +117,7 @@ static void test_head_bound(void **state)
 	assert_int_equal(preview_head_parse(big, sizeof(big), NULL, &h), PREVIEW_HEAD_INCOMPLETE);
 	char out[8];
 	assert_int_equal(parse("GET /preview/" TOK "/ HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_OK);
-	assert_int_equal(preview_head_rewrite(&h, "GET /preview/" TOK "/ HTTP/1.1\r\n\r\n", out,
+	assert_int_equal(preview_head_rewrite(&h, "GET /preview/" TOK "/ HTTP/1.1\r\n\r\n", NULL, out,
 					      sizeof(out)), 0);
 }
 
@@ -174,8 +175,67 @@ static void test_keep(void **state)
 	memcpy(big + PREVIEW_HEAD_MAX - 4, "\r\n\r\n", 4);
 	assert_int_equal(preview_head_parse(big, PREVIEW_HEAD_MAX, NULL, &h), PREVIEW_HEAD_OK);
 	assert_true(h.keep);
-	size_t n = preview_head_rewrite(&h, big, out, sizeof(out));
+	size_t n = preview_head_rewrite(&h, big, NULL, out, sizeof(out));
 	assert_int_equal(n, PREVIEW_HEAD_MAX + 1 + strlen("Connection: close\r\n") - strlen("/preview/" TOK));
+}
+
+/* The API's credential in these tests: "Bearer api-token", the scheme in
+ * any case (as auth.c reads it). */
+static int is_api_token(void *ctx, const char *value, size_t len)
+{
+	(void)ctx;
+	return len == strlen("Bearer api-token") && strncasecmp(value, "bearer ", 7) == 0 &&
+	       memcmp(value + 7, "api-token", 9) == 0;
+}
+
+/* The head for the room with the service's credentials left out, as the
+ * relay asks: every Cookie for path-style, Authorization when an API token. */
+static const char *stripped(const char *text, const char *domain)
+{
+	static char out[PREVIEW_HEAD_MAX + PREVIEW_HEAD_GROWTH + 1];
+	struct preview_head h;
+	assert_int_equal(parse(text, domain, &h), PREVIEW_HEAD_OK);
+	struct preview_strip strip = { !h.host_style, is_api_token, NULL };
+	size_t n = preview_head_rewrite(&h, text, &strip, out, sizeof(out) - 1);
+	assert_true(n > 0);
+	out[n] = '\0';
+	return out;
+}
+
+static void test_credentials_stripped(void **state)
+{
+	(void)state;
+	/* path-style: the API token and every cookie go (a "Cookie :" too,
+	 * which leaves the head unframed); the app's own Authorization and the
+	 * rest stay */
+	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.1\r\nHost: h\r\n"
+				     "Authorization: Bearer api-token\r\nCookie: a=1\r\nX: y\r\n"
+				     "cookie : b=2\r\nAUTHORIZATION:bearer api-token  \r\n\r\n", NULL),
+			    "GET / HTTP/1.1\r\nHost: h\r\nX: y\r\n\r\n");
+	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.1\r\nCookie: a=1\r\n"
+				     "authorization:  bearer api-token\r\nX: y\r\n\r\n", NULL),
+			    "GET / HTTP/1.1\r\nX: y\r\nConnection: close\r\n\r\n");
+	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.0\r\n"
+				     "Authorization: Bearer app-token\r\n"
+				     "Authorization: Basic dXNlcjpwYXNz\r\n\r\n", NULL),
+			    "GET / HTTP/1.0\r\nAuthorization: Bearer app-token\r\n"
+			    "Authorization: Basic dXNlcjpwYXNz\r\n\r\n");
+	/* not kept (an upgrade) is stripped all the same, LF line ends too */
+	assert_string_equal(stripped("GET /preview/" TOK "/ws HTTP/1.1\nUpgrade: websocket\n"
+				     "Connection: Upgrade\nCookie: s=1\nAuthorization: Bearer api-token\n\n",
+				     NULL),
+			    "GET /ws HTTP/1.1\nUpgrade: websocket\nConnection: Upgrade\n\n");
+	/* a field folded over lines goes whole with its continuation; a
+	 * folded Authorization goes whatever it holds */
+	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.1\r\nCookie: a=1\r\n b=2\r\n"
+				     "Authorization: Bearer\r\n api-token\r\nX: y\r\n\r\n", NULL),
+			    "GET / HTTP/1.1\r\nX: y\r\n\r\n");
+	/* host-style: the room's own origin keeps its cookies, never the token */
+	assert_string_equal(stripped("GET /x HTTP/1.1\r\nHost: 8000-r1-" TOK ".preview.test\r\n"
+				     "Cookie: a=1\r\nAuthorization: Bearer api-token\r\n\r\n",
+				     "preview.test"),
+			    "GET /x HTTP/1.1\r\nHost: 8000-r1-" TOK ".preview.test\r\nCookie: a=1\r\n"
+			    "Connection: close\r\n\r\n");
 }
 
 int main(void)
@@ -187,6 +247,7 @@ int main(void)
 		cmocka_unit_test(test_host_style),
 		cmocka_unit_test(test_head_bound),
 		cmocka_unit_test(test_keep),
+		cmocka_unit_test(test_credentials_stripped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
