@@ -136,3 +136,22 @@ def test_listing_and_delete_never_follow_a_symlink_below_the_path(client, room):
     r = client.delete(files(room, "tree") + "?recursive=1")
     assert r.status == 200 and r.json == {"deleted": "/workspace/tree"}, r
     assert client.sh(room, "cat /workspace/keep/deep/k.txt; ls -A /workspace") == "k\nkeep\n"
+
+
+def test_delete_never_takes_the_workspace_or_the_root(client, room):
+    """`.` and `..` in a DELETE's path, or /workspace and / spelt with
+    extra slashes, are refused as 400 before anything is removed, for
+    root and user alike."""
+    client.sh(room, "mkdir -p /workspace/keep /home/user/keep && echo 1 > /workspace/keep/f && "
+                    "echo 2 > /home/user/keep/f && chown -R 1000:1000 /home/user/keep")
+    spellings = ["%2e", "%2e/", "./", ".", "keep/..", "keep/%2e%2e", "%2e%2e/home",
+                 "%2e%2e/home/user", "%2e%2e", "..", "/workspace//", "//workspace//",
+                 "/workspace/.", "//", "/./", "/workspace/keep/../..", "/home/user/.."]
+    for user in ("user", "root"):
+        for p in spellings:
+            r = client.delete(files(room, p) + f"?recursive=1&user={user}")
+            assert r.status == 400 and "invalid path" in r.json["error"], (p, user, r)
+    assert client.sh(room, "cat /workspace/keep/f /home/user/keep/f") == "1\n2\n"
+    # a name that merely starts with dots is an ordinary name
+    client.sh(room, "mkdir /workspace/..x && echo 3 > /workspace/..x/f")
+    assert client.delete(files(room, "..x") + "?recursive=1").status == 200
