@@ -34,7 +34,10 @@
  * stays, unless at the exec's deadline the room is at its process limit (a
  * fork bomb run in the background): then that exec's session is stopped
  * and killed.  Output pipes still held by background processes are drained
- * after the helper is done with them, so those never die of SIGPIPE.
+ * after the helper is done with them, so those never die of SIGPIPE.  A
+ * tool's child or a detached start's first process that the room stops
+ * is killed at once (the keeper hears of the stop as their parent), so the
+ * room cannot hold a files request until its deadline.
  *
  * After confining the room the keeper lowers its own capabilities to the
  * few it uses, named in caps.h, and makes itself non-dumpable: the room's

@@ -234,4 +234,3 @@ def test_a_fifo_or_a_device_is_409_at_once(client, room):
     # the room is none the worse: a file next to them downloads
     assert put(client, room, "plain", b"plain").status == 201
     assert get_raw(client, room, "plain").body == b"plain"
-
