@@ -166,7 +166,9 @@ def test_delete_never_takes_the_workspace_or_the_root(client, room):
                     "echo 2 > /home/user/keep/f && chown -R 1000:1000 /home/user/keep")
     spellings = ["%2e", "%2e/", "./", ".", "keep/..", "keep/%2e%2e", "%2e%2e/home",
                  "%2e%2e/home/user", "%2e%2e", "..", "/workspace//", "//workspace//",
-                 "/workspace/.", "//", "/./", "/workspace/keep/../..", "/home/user/.."]
+                 "/workspace/.", "//", "/./", "/workspace/keep/../..", "/home/user/..",
+                 # no dot, but /workspace all the same (the delete tool's own check)
+                 "/proc/self/root/workspace", "/proc/self/root/workspace/"]
     for user in ("user", "root"):
         for p in spellings:
             r = client.delete(files(room, p) + f"?recursive=1&user={user}")
