@@ -16,7 +16,8 @@
  *
  * Uploads go from the web server through a pipe straight into a nameless
  * file beside the target, named only when every byte came: roombox-fcgi
- * ends the body with an end mark once it has read all of it (as many bytes
+ * ends the body with an end mark, holding a random nonce of the request's
+ * that the room never sees, once it has read all of it (as many bytes
  * as Content-Length says, or, without one, to the end of the request's
  * stream, counted against max_file as they come).  A full disk, a
  * departed client, a too large body or the death of roombox-fcgi leaves
@@ -31,7 +32,8 @@
  * keeper's code only, and gets FILES_QUICK_MS; a transfer and a recursive
  * delete take as long as their bytes or their tree (exec_timeout_max at
  * most; a client whose bytes stop is ended by the web server's own
- * timeouts).  A request that only reads (GET) never creates the room: one
+ * timeouts).  A tool killed at its deadline answers 504; one the room
+ * stopped (and the keeper so killed at once) or killed answers 503.  A request that only reads (GET) never creates the room: one
  * that does not exist is a 404. */
 #include <errno.h>
 #include <stdio.h>
