@@ -59,15 +59,20 @@
  *   get PATH RECURSIVE   a directory: "D\n", then one record per entry,
  *            "<type>\t<size>\t<mode, octal>\t<mtime s.ns>\t<relative path>\0"
  *            (type as find's %y: f d l p s c b), depth first, symlinks not
- *            followed, at most TOOL_LIST_MAX + 1 records.  A regular file:
+ *            followed, at most TOOL_LIST_MAX + 1 records; a record
+ *            TOOL_LIST_CUT says a directory more than TOOL_DEPTH_MAX levels
+ *            down was not entered.  A regular file:
  *            "F <size>\n" and, when stdout is a unix socket, the open file
  *            itself attached (SCM_RIGHTS), else its bytes follow.
- *   put PATH MODE        stdin: the bytes, then the end mark (TOOL_PUT_END);
+ *   put PATH MODE NONCE  stdin: the bytes, then the end mark (TOOL_PUT_END)
+ *            with this request's NONCE;
  *            made as a nameless file beside PATH (parents created), named
  *            PATH only once the mark came: "ok created" or "ok replaced".
  *            MODE: octal, or "" to keep the replaced file's (or umask's).
  *   mkdir PATH MODE      with parents: "ok created" or "ok replaced".
  *   delete PATH RECURSIVE  never following a symlink nor crossing a mount: "ok".
+ *            Never the room's root nor /workspace, whatever the spelling
+ *            (E refused); a tree deeper than TOOL_DEPTH_MAX: E toodeep.
  *   move PATH TO         a rename, TO's parents created: "ok".
  *   signal SID SIG       every process of session SID but SID itself gets
  *            SIG (a number); for SIGKILL they are stopped first, round after
@@ -278,24 +283,33 @@ struct port_request {
 #define TOOL_KIND_NOTEMPTY "notempty"
 #define TOOL_KIND_EXISTS   "exists"
 #define TOOL_KIND_SHORT    "short"
+#define TOOL_KIND_REFUSED  "refused"
+#define TOOL_KIND_TOODEEP  "toodeep"
+#define TOOL_DEPTH_MAX 256       /* directory levels a listing or a delete enters */
+#define TOOL_LIST_CUT "!cut"     /* a listing record: something was not entered */
 
 /* An upload ends with this mark, written by roombox-fcgi once every byte
- * of the body came: "#rbput:" and the body's length in 16 hex digits, then
- * "\n".  Without it (the client or roombox-fcgi went away) nothing is named
- * in the room.  tool_put_end() writes one into buf (TOOL_PUT_END_LEN + 1
- * bytes). */
+ * of the body came: "#rbput:", the request's nonce (TOOL_NONCE_LEN hex
+ * digits, random, given to the put tool as an argument, which the room
+ * cannot read: the tool is a non-dumpable fork of the keeper), the body's
+ * length in 16 hex digits, then "\n".  Without it (the client or
+ * roombox-fcgi went away) nothing is named in the room; a body cut short
+ * cannot end with a mark of its own making, not knowing the nonce.
+ * tool_put_end() writes one into buf (TOOL_PUT_END_LEN + 1 bytes). */
 #define TOOL_PUT_END "#rbput:"
-#define TOOL_PUT_END_LEN 24
+#define TOOL_NONCE_LEN 32
+#define TOOL_PUT_END_LEN (7 + TOOL_NONCE_LEN + 16 + 1)
 
-static inline void tool_put_end(char *buf, uint64_t len)
+static inline void tool_put_end(char *buf, const char *nonce, uint64_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 
 	memcpy(buf, TOOL_PUT_END, 7);
+	memcpy(buf + 7, nonce, TOOL_NONCE_LEN);
 	for (int i = 0; i < 16; i++)
-		buf[7 + i] = hex[(len >> (4 * (15 - i))) & 15];
-	buf[23] = '\n';
-	buf[24] = '\0';
+		buf[7 + TOOL_NONCE_LEN + i] = hex[(len >> (4 * (15 - i))) & 15];
+	buf[TOOL_PUT_END_LEN - 1] = '\n';
+	buf[TOOL_PUT_END_LEN] = '\0';
 }
 
 #endif

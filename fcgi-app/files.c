@@ -16,7 +16,8 @@
  *
  * Uploads go from the web server through a pipe straight into a nameless
  * file beside the target, named only when every byte came: roombox-fcgi
- * ends the body with an end mark once it has read all of it (as many bytes
+ * ends the body with an end mark, holding a random nonce of the request's
+ * that the room never sees, once it has read all of it (as many bytes
  * as Content-Length says, or, without one, to the end of the request's
  * stream, counted against max_file as they come).  A full disk, a
  * departed client, a too large body or the death of roombox-fcgi leaves
@@ -31,12 +32,14 @@
  * keeper's code only, and gets FILES_QUICK_MS; a transfer and a recursive
  * delete take as long as their bytes or their tree (exec_timeout_max at
  * most; a client whose bytes stop is ended by the web server's own
- * timeouts).  A request that only reads (GET) never creates the room: one
+ * timeouts).  A tool killed at its deadline answers 504; one the room
+ * stopped (and the keeper so killed at once) or killed answers 503.  A request that only reads (GET) never creates the room: one
  * that does not exist is a 404. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 
 #include "clock.h"
@@ -114,6 +117,7 @@ struct run {
 	uint64_t left;            /* then: body bytes still to come */
 	uint64_t got;             /* body bytes read */
 	bool input_failed, too_big, body_done;
+	char nonce[TOOL_NONCE_LEN + 1];    /* this upload's, in its end mark */
 	char mark[TOOL_PUT_END_LEN + 1];   /* the end mark, once the body is in */
 	size_t mark_off;
 	/* download */
@@ -203,11 +207,38 @@ static void answer_failure(struct response *rs, const char *path, const char *sa
 		response_error(rs, 409, "directory not empty: %s (DELETE with ?recursive=1)", path);
 	else if (!strncmp(e, "exists", 6) || strstr(why, "File exists"))
 		response_error(rs, 409, "already exists: %s", path);
+	else if (!strncmp(e, TOOL_KIND_REFUSED, strlen(TOOL_KIND_REFUSED)))
+		response_error(rs, 400, "invalid path: %s (the room's root and /workspace are never "
+			       "deleted)", path);
+	else if (!strncmp(e, TOOL_KIND_TOODEEP, strlen(TOOL_KIND_TOODEEP)))
+		response_error(rs, 409, "too deep to delete whole: %s has directories more than %d "
+			       "levels down", path, TOOL_DEPTH_MAX);
 	else if (!strncmp(e, "short", 5))
 		response_error(rs, 400, "the upload ended before Content-Length bytes came");
 	else
 		response_error(rs, 500, "file operation failed: %.*s", (int)strcspn(why, "\n"),
 			       *why ? why : "unknown reason");
+}
+
+/* A tool that did not end by itself: killed at its deadline (504), or by
+ * a signal before it (503: the room stopped it, and the keeper killed it
+ * at once, or the room killed it).  true when answered so. */
+static bool answer_cut_short(struct request *rq, struct response *rs, json_object *res,
+			     const char *op, bool quick)
+{
+	json_object *v;
+
+	if (json_object_object_get_ex(res, "timedOut", &v) && json_object_get_boolean(v)) {
+		response_error(rs, 504, "room %s: the file operation (%s) ran past its deadline (%llu ms)",
+			       rq->room, op, (unsigned long long)files_timeout(rq->app, quick));
+		return true;
+	}
+	if (json_object_object_get_ex(res, "signal", &v) && json_object_get_string(v)) {
+		response_error(rs, 503, "room %s: the room stopped the file operation (%s): try again",
+			       rq->room, op);
+		return true;
+	}
+	return false;
 }
 
 static void answer_exec_failure(struct request *rq, struct response *rs,
@@ -244,6 +275,11 @@ static json_object *list_entries(const char *text, size_t len, bool recursive, b
 		if (!rec_end) {   /* cut by output_limit */
 			*truncated = true;
 			break;
+		}
+		if (!strcmp(p, TOOL_LIST_CUT)) {   /* a directory too deep to enter */
+			*truncated = true;
+			p = rec_end + 1;
+			continue;
 		}
 		if (count == LIST_MAX) {
 			*truncated = true;
@@ -363,6 +399,11 @@ void api_files_get(struct request *rq, struct response *rs)
 		free(path);
 		return;
 	}
+	if (answer_cut_short(rq, rs, res, recursive ? "recursive listing" : "get", true)) {
+		json_object_put(res);
+		free(path);
+		return;
+	}
 	/* not a file: a directory's listing or an error, in the result */
 	json_object *v;
 	const char *out = field(res, "stdout");
@@ -421,7 +462,7 @@ static ssize_t put_input(void *ctx, char *buf, size_t n)
 	}
 	if (k == 0) {
 		r->body_done = true;
-		tool_put_end(r->mark, r->got);
+		tool_put_end(r->mark, r->nonce, r->got);
 		return put_input(ctx, buf, n);
 	}
 	r->got += (uint64_t)k;
@@ -432,6 +473,23 @@ static ssize_t put_input(void *ctx, char *buf, size_t n)
 		return -1;
 	}
 	return k;
+}
+
+/* A random nonce for an upload's end mark, as hex: the room never sees
+ * it, so no body it sends can end with a mark of its own. */
+static int nonce_make(char *buf)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[TOOL_NONCE_LEN / 2];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -1;
+	for (size_t i = 0; i < sizeof(b); i++) {
+		buf[2 * i] = hex[b[i] >> 4];
+		buf[2 * i + 1] = hex[b[i] & 15];
+	}
+	buf[TOOL_NONCE_LEN] = '\0';
+	return 0;
 }
 
 static bool mode_valid(const char *m)
@@ -474,7 +532,11 @@ void api_files_put(struct request *rq, struct response *rs)
 	}
 	if (dir)
 		path[strlen(path) - 1] = '\0';
-	const char *argv[] = { dir ? TOOL_MKDIR : TOOL_PUT, path, mode, NULL };
+	if (nonce_make(r.nonce) < 0) {
+		response_error(rs, 500, "room %s: upload: getrandom: %s", rq->room, strerror(errno));
+		goto out;
+	}
+	const char *argv[] = { dir ? TOOL_MKDIR : TOOL_PUT, path, mode, dir ? NULL : r.nonce, NULL };
 	if (!dir)
 		sink.input = put_input;
 	res = run_tool(rq, argv, dir, &sink, &err);
@@ -483,18 +545,22 @@ void api_files_put(struct request *rq, struct response *rs)
 		goto out;
 	}
 	const char *said = field(res, "stdout");
-	if (strncmp(said, "ok ", 3) == 0 && exit_code(res) == 0) {
+	/* what roombox-fcgi saw of the body first: an "ok" for a body that
+	 * was cut or too large is not to be believed */
+	if (r.too_big) {
+		response_error(rs, 413, "file larger than max_file (%llu bytes)",
+			       (unsigned long long)rq->app->cfg.max_file);
+	} else if (r.input_failed) {
+		response_error(rs, 400, "the upload ended before Content-Length bytes came");
+	} else if (answer_cut_short(rq, rs, res, dir ? "mkdir" : "upload", dir)) {
+		;
+	} else if (strncmp(said, "ok ", 3) == 0 && exit_code(res) == 0) {
 		json_object *answer = json_object_new_object();
 
 		json_object_object_add(answer, "path", json_object_new_string(path));
 		if (!dir)
 			json_object_object_add(answer, "size", json_object_new_int64((int64_t)r.got));
 		response_json(rs, strncmp(said, "ok created", 10) == 0 ? 201 : 200, answer);
-	} else if (r.too_big) {
-		response_error(rs, 413, "file larger than max_file (%llu bytes)",
-			       (unsigned long long)rq->app->cfg.max_file);
-	} else if (r.input_failed) {
-		response_error(rs, 400, "the upload ended before Content-Length bytes came");
 	} else {
 		answer_failure(rs, path, said, field(res, "stderr"));
 	}
@@ -505,6 +571,34 @@ out:
 
 /* ---- DELETE ---- */
 
+/* A path to delete, in place: repeated and trailing slashes dropped;
+ * false when a part of it is `.` or `..` (which could name the room's root,
+ * /workspace or a directory above the one meant) or it is / or /workspace
+ * itself.  (The delete tool checks the same again, on what the path
+ * resolves to.) */
+static bool delete_path_ok(char *path)
+{
+	char *o = path;
+
+	for (const char *s = path; *s;) {
+		if (*s == '/') {
+			while (*s == '/')
+				s++;
+			if (*s)
+				*o++ = '/';
+			continue;
+		}
+		size_t n = strcspn(s, "/");
+		if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			return false;
+		memmove(o, s, n);
+		o += n;
+		s += n;
+	}
+	*o = '\0';
+	return *path && strcmp(path, "/workspace") != 0;
+}
+
 void api_files_delete(struct request *rq, struct response *rs)
 {
 	char *path = files_room_path(rq->rest ? rq->rest : "");
@@ -512,19 +606,20 @@ void api_files_delete(struct request *rq, struct response *rs)
 	struct helper_error err;
 	json_object *res;
 
-	if (!path || strcmp(path, "/") == 0 || strcmp(path, "/workspace/") == 0) {
-		response_error(rs, 400, "invalid path");
+	if (!path || !delete_path_ok(path)) {
+		response_error(rs, 400, "invalid path: the room's root, /workspace, `.` and `..` are "
+			       "never deleted");
 		free(path);
 		return;
 	}
-	if (strlen(path) > 1 && path[strlen(path) - 1] == '/')
-		path[strlen(path) - 1] = '\0';
 	bool recursive = query_true(rq, "recursive");
 	const char *argv[] = { TOOL_DELETE, path, recursive ? "1" : "0", NULL };
 	/* a recursive delete takes as long as its tree */
 	res = run_tool(rq, argv, !recursive, &sink, &err);
 	if (!res) {
 		answer_exec_failure(rq, rs, &err);
+	} else if (answer_cut_short(rq, rs, res, recursive ? "recursive delete" : "delete", !recursive)) {
+		;
 	} else if (strcmp(field(res, "stdout"), "ok\n") == 0 && exit_code(res) == 0) {
 		json_object *answer = json_object_new_object();
 
@@ -582,6 +677,8 @@ void api_files_move(struct request *rq, struct response *rs)
 	res = run_tool(rq, argv, true, &sink, &err);
 	if (!res) {
 		answer_exec_failure(rq, rs, &err);
+	} else if (answer_cut_short(rq, rs, res, "move", true)) {
+		;
 	} else if (strcmp(field(res, "stdout"), "ok\n") == 0 && exit_code(res) == 0) {
 		json_object *answer = json_object_new_object();
 

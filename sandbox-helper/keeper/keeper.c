@@ -34,7 +34,10 @@
  * stays, unless at the exec's deadline the room is at its process limit (a
  * fork bomb run in the background): then that exec's session is stopped
  * and killed.  Output pipes still held by background processes are drained
- * after the helper is done with them, so those never die of SIGPIPE.
+ * after the helper is done with them, so those never die of SIGPIPE.  A
+ * tool's child or a detached start's first process that the room stops
+ * is killed at once (the keeper hears of the stop as their parent), so the
+ * room cannot hold a files request until its deadline.
  *
  * After confining the room the keeper lowers its own capabilities to the
  * few it uses, named in caps.h, and makes itself non-dumpable: the room's
@@ -388,15 +391,19 @@ static void exec_maybe_done(struct exec *x)
  * the reap, or before the exec's processes are killed -- so a running exec
  * costs no wake-up.  Returns with x->start still open while the child has
  * not got as far as execve. */
-static void exec_started(struct exec *x)
+static void exec_started(struct exec *x, bool dead)
 {
 	char text[160] = "";
 	ssize_t n = read(x->start, text, sizeof(text) - 1);
-	if (n < 0 && errno == EAGAIN)
+	/* a dead child whose pipe is still open elsewhere: a detached start
+	 * whose fork has not closed its copy yet -- started all the same (no
+	 * one else will read the pipe, and the slot must be freed) */
+	bool open_elsewhere = n < 0 && errno == EAGAIN;
+	if (open_elsewhere && !dead)
 		return;
 	close(x->start);
 	x->start = -1;
-	if (n == 0) {
+	if (n == 0 || open_elsewhere) {
 		x->session = session_of(x->shell);
 	} else {
 		if (x->conn >= 0)
@@ -442,22 +449,46 @@ static void exec_reaped(struct exec *x, int status)
 	exec_maybe_done(x);
 }
 
+static struct exec *exec_of(pid_t pid)
+{
+	for (int k = 0; k < MAX_EXECS; k++)
+		if (execs[k].used && execs[k].shell == pid)
+			return &execs[k];
+	return NULL;
+}
+
+/* A tool's child or a detached start's first process runs as the room's
+ * root or user, in the room's pid namespace: the room may stop it, and a
+ * stopped one would hold its request until the deadline.  The keeper, its
+ * parent, hears of each stop (SIGCHLD) and kills it at once: the request
+ * is answered then (killed by a signal, not timed out: roombox-fcgi says
+ * the room stopped it).  A shell the room stops is the room's business. */
+static void kill_stopped_tools(void)
+{
+	for (;;) {
+		siginfo_t si = { 0 };
+		if (waitid(P_ALL, 0, &si, WSTOPPED | WNOHANG) < 0 || si.si_pid <= 0)
+			return;
+		struct exec *x = exec_of(si.si_pid);
+		if (x && (x->spawn.tool || x->spawn.detach) && !x->timed_out)
+			kill(si.si_pid, SIGKILL);
+	}
+}
+
 /* Each exited child is looked at before it is reaped: its error pipe is
  * read there (a shell that failed to start says why; one that ran has its
  * audit session readable while it is a zombie, and what it left running is
  * found by that session). */
 static void reap(void)
 {
+	kill_stopped_tools();
 	for (;;) {
 		siginfo_t si = { 0 };
 		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
 			return;
-		struct exec *x = NULL;
-		for (int k = 0; k < MAX_EXECS && !x; k++)
-			if (execs[k].used && execs[k].shell == si.si_pid)
-				x = &execs[k];
+		struct exec *x = exec_of(si.si_pid);
 		if (x && x->start >= 0)
-			exec_started(x);
+			exec_started(x, true);
 		int st;
 		if (waitpid(si.si_pid, &st, WNOHANG) != si.si_pid)
 			return;
@@ -473,7 +504,7 @@ static void reap(void)
 static void exec_kill(struct exec *x)
 {
 	if (x->start >= 0)
-		exec_started(x);
+		exec_started(x, false);
 	kill_set((struct victims){ x->shell, x->session });
 }
 

@@ -212,6 +212,11 @@ static int child_main(void *arg)
 	    (rc = ksys(SYS_setresgid, p->gid, p->gid, p->gid, 0, 0)) < 0 ||
 	    (rc = ksys(SYS_setresuid, p->uid, p->uid, p->uid, 0, 0)) < 0)
 		child_fail(10, "become the room's root or user", rc);
+	/* a change of uid set "dumpable" to fs.suid_dumpable again: with 1, a
+	 * process of the room's user could trace a tool or a detached start,
+	 * forked copies of the keeper's memory (every exec's plan) */
+	if ((rc = ksys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0)) < 0)
+		child_fail(10, "not dumpable", rc);
 	if (p->tool)
 		run_tool(p);
 	if (p->detach)

@@ -54,13 +54,19 @@ size_t tool_entry_record(char *buf, size_t len, const struct stat *st, const cha
 	return (size_t)n + rl + 1;
 }
 
-int tool_put_end_check(const char *mark, uint64_t stored, uint64_t *len)
+int tool_put_end_check(const char *mark, const char *nonce, uint64_t stored, uint64_t *len)
 {
 	uint64_t v = 0;
+	unsigned diff = 0;
 
-	if (stored < TOOL_PUT_END_LEN || memcmp(mark, TOOL_PUT_END, 7) != 0 || mark[23] != '\n')
+	if (strlen(nonce) != TOOL_NONCE_LEN || stored < TOOL_PUT_END_LEN ||
+	    memcmp(mark, TOOL_PUT_END, 7) != 0 || mark[TOOL_PUT_END_LEN - 1] != '\n')
 		return -1;
-	for (int i = 7; i < 23; i++) {
+	for (int i = 0; i < TOOL_NONCE_LEN; i++)   /* in constant time */
+		diff |= (unsigned char)(mark[7 + i] ^ nonce[i]);
+	if (diff)
+		return -1;
+	for (int i = 7 + TOOL_NONCE_LEN; i < TOOL_PUT_END_LEN - 1; i++) {
 		char c = mark[i];
 		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 

@@ -18,9 +18,10 @@ const char *tool_errno_kind(int err);
 size_t tool_entry_record(char *buf, size_t len, const struct stat *st, const char *rel);
 
 /* The last TOOL_PUT_END_LEN bytes of an upload that stored `stored` bytes
- * in all: 0 with *len the body's length when they are the end mark of
- * exactly that many bytes before it, else -1 (the upload was cut). */
-int tool_put_end_check(const char *mark, uint64_t stored, uint64_t *len);
+ * in all: 0 with *len the body's length when they are the end mark, with
+ * this request's nonce, of exactly that many bytes before it, else -1 (the
+ * upload was cut). */
+int tool_put_end_check(const char *mark, const char *nonce, uint64_t stored, uint64_t *len);
 
 /* "0755"-style text (1 to 4 octal digits) as a mode; -1 if it is not one. */
 int tool_mode_parse(const char *text, mode_t *mode);

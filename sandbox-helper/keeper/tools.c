@@ -44,7 +44,7 @@
 #include "protocol.h"
 #include "tool_text.h"
 
-#define DEPTH_MAX 256
+#define DEPTH_MAX TOOL_DEPTH_MAX
 #define COPY_BUF 65536
 
 /* ---- the answer ---- */
@@ -161,7 +161,8 @@ static int mkdir_parents(const char *path)
 
 /* ---- get: a directory's entries or a file ---- */
 
-static int list_dir(int dfd, char *rel, size_t rel_len, bool recursive, int depth, long *count)
+static int list_dir(int dfd, char *rel, size_t rel_len, bool recursive, int depth, long *count,
+		    bool *cut)
 {
 	DIR *d = fdopendir(dfd);
 	struct dirent *e;
@@ -184,15 +185,19 @@ static int list_dir(int dfd, char *rel, size_t rel_len, bool recursive, int dept
 		if (n && out_put(rec, n) < 0)
 			break;
 		(*count)++;
-		if (!recursive || !S_ISDIR(st.st_mode) || depth >= DEPTH_MAX)
+		if (!recursive || !S_ISDIR(st.st_mode))
 			continue;
+		if (depth >= DEPTH_MAX) {   /* said once, at the end of the listing */
+			*cut = true;
+			continue;
+		}
 		int sub = openat(dirfd(d), e->d_name,
 				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (sub < 0)
 			continue;
 		rel[rel_len + nl] = '/';
 		rel[rel_len + nl + 1] = '\0';
-		list_dir(sub, rel, rel_len + nl + 1, recursive, depth + 1, count);
+		list_dir(sub, rel, rel_len + nl + 1, recursive, depth + 1, count, cut);
 		rel[rel_len] = '\0';
 	}
 	closedir(d);
@@ -232,7 +237,7 @@ static int send_file(int fd, uint64_t size)
 	return 0;
 }
 
-static int tool_get(const char *path, const char *recursive_flag)
+static int tool_get(const char *path, const char *recursive_flag, const char *unused)
 {
 	bool recursive = !strcmp(recursive_flag, "1");
 	struct stat st;
@@ -242,6 +247,7 @@ static int tool_get(const char *path, const char *recursive_flag)
 	if (S_ISDIR(st.st_mode)) {
 		char rel[PATH_MAX] = "";
 		long count = 0;
+		bool cut = false;
 		int fd;
 
 		if (access(path, R_OK | X_OK) < 0)
@@ -250,7 +256,9 @@ static int tool_get(const char *path, const char *recursive_flag)
 		if (fd < 0)
 			return fail("open the directory", errno);
 		out_put("D\n", 2);
-		list_dir(fd, rel, 0, recursive, 0, &count);
+		list_dir(fd, rel, 0, recursive, 0, &count, &cut);
+		if (cut)
+			out_put(TOOL_LIST_CUT, sizeof(TOOL_LIST_CUT));   /* with its NUL */
 		return out_flush() < 0;
 	}
 	if (!S_ISREG(st.st_mode))
@@ -343,7 +351,7 @@ static int set_mode(int fd, const char *mode_text, const char *path)
 }
 
 static int put_into(int dfd, int fd, const char *named, const char *path, const char *name,
-		    const char *mode_text, bool *done)
+		    const char *mode_text, const char *nonce, bool *done)
 {
 	int64_t stored = take_body(fd);
 	char mark[TOOL_PUT_END_LEN];
@@ -354,7 +362,7 @@ static int put_into(int dfd, int fd, const char *named, const char *path, const 
 	if (stored < 0)
 		return fail("write", errno);
 	if (pread(fd, mark, sizeof(mark), stored - TOOL_PUT_END_LEN) != (ssize_t)sizeof(mark) ||
-	    tool_put_end_check(mark, (uint64_t)stored, &len) < 0)
+	    tool_put_end_check(mark, nonce, (uint64_t)stored, &len) < 0)
 		return say("E " TOOL_KIND_SHORT "\n");
 	if (ftruncate(fd, (off_t)len) < 0)
 		return fail("truncate", errno);
@@ -369,7 +377,7 @@ static int put_into(int dfd, int fd, const char *named, const char *path, const 
 	return say(replace ? "ok replaced\n" : "ok created\n");
 }
 
-static int tool_put(const char *path, const char *mode_text)
+static int tool_put(const char *path, const char *mode_text, const char *nonce)
 {
 	char dir[PATH_MAX], named[64] = "";
 	const char *name = split(path, dir, sizeof(dir));
@@ -378,7 +386,8 @@ static int tool_put(const char *path, const char *mode_text)
 	int dfd, fd, rc;
 	bool done = false;
 
-	if (!name || (*mode_text && tool_mode_parse(mode_text, &unused) < 0))
+	if (!name || (*mode_text && tool_mode_parse(mode_text, &unused) < 0) ||
+	    strlen(nonce) != TOOL_NONCE_LEN)
 		return fail("put", EINVAL);
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return say("E " TOOL_KIND_ISDIR "\n");
@@ -399,7 +408,7 @@ static int tool_put(const char *path, const char *mode_text)
 		close(dfd);
 		return rc;
 	}
-	rc = put_into(dfd, fd, *named ? named : NULL, path, name, mode_text, &done);
+	rc = put_into(dfd, fd, *named ? named : NULL, path, name, mode_text, nonce, &done);
 	if (*named && !done)
 		unlinkat(dfd, named, 0);   /* not made: nothing of it stays */
 	close(fd);
@@ -409,21 +418,44 @@ static int tool_put(const char *path, const char *mode_text)
 
 /* ---- mkdir, delete, move ---- */
 
-static int tool_mkdir(const char *path, const char *mode_text)
+static int tool_mkdir(const char *path, const char *mode_text, const char *unused)
 {
+	char dir[PATH_MAX];
+	const char *name = split(path, dir, sizeof(dir));
 	struct stat st;
 	mode_t mode = 0;
+	int dfd, fd, rc;
 
-	if (*mode_text && tool_mode_parse(mode_text, &mode) < 0)
+	if (!name || (*mode_text && tool_mode_parse(mode_text, &mode) < 0))
 		return fail("mkdir", EINVAL);
 	if (stat(path, &st) == 0)
 		return say(S_ISDIR(st.st_mode) ? "ok replaced\n" : "E " TOOL_KIND_EXISTS "\n");
-	if (mkdir_parents(path) < 0)
+	if (mkdir_parents(dir) < 0)
 		return fail("mkdir", errno);
-	if (*mode_text && chmod(path, mode) < 0)
-		return fail("chmod", errno);
+	/* the mode goes to the directory made here, whatever the path names
+	 * by the time of the chmod */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return fail("open the directory", errno);
+	if (mkdirat(dfd, name, 0777) < 0) {
+		rc = errno == EEXIST ? say("E " TOOL_KIND_EXISTS "\n") : fail("mkdir", errno);
+		close(dfd);
+		return rc;
+	}
+	fd = *mode_text ? openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	close(dfd);
+	if (*mode_text && (fd < 0 || fchmod(fd, mode) < 0)) {
+		rc = fail("chmod", errno);
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	if (fd >= 0)
+		close(fd);
 	return say("ok created\n");
 }
+
+#define TOO_DEEP (-1)   /* a first_err: more than DEPTH_MAX levels */
 
 /* Everything in the directory dfd (closed here), depth first, never
  * following a symlink nor entering another filesystem (a mount point is
@@ -446,7 +478,8 @@ static void remove_inside(int dfd, dev_t dev, int depth, int *first_err)
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
-			int sub = st.st_dev != dev || depth >= DEPTH_MAX ? (errno = EBUSY, -1)
+			int sub = st.st_dev != dev ? (errno = EBUSY, -1)
+				: depth >= DEPTH_MAX ? (errno = TOO_DEEP, -1)
 				: openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0) {
 				if (!*first_err)
@@ -462,13 +495,31 @@ static void remove_inside(int dfd, dev_t dev, int depth, int *first_err)
 	closedir(d);
 }
 
-static int tool_delete(const char *path, const char *recursive_flag)
+/* Is st the room's root or /workspace (however the path was spelt, as
+ * rm's --preserve-root)? */
+static bool precious(const struct stat *st)
+{
+	const char *keep[] = { "/", "/workspace" };
+	struct stat k;
+
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (stat(keep[i], &k) == 0 && k.st_dev == st->st_dev && k.st_ino == st->st_ino)
+			return true;
+	return false;
+}
+
+static int tool_delete(const char *path, const char *recursive_flag, const char *unused)
 {
 	bool recursive = !strcmp(recursive_flag, "1");
+	const char *last = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	struct stat st;
 
+	if (!strcmp(last, ".") || !strcmp(last, ".."))
+		return say("E " TOOL_KIND_REFUSED "\n");
 	if (lstat(path, &st) < 0)
 		return fail_lookup("stat", errno);
+	if (precious(&st))
+		return say("E " TOOL_KIND_REFUSED "\n");
 	if (!S_ISDIR(st.st_mode)) {
 		if (unlink(path) < 0)
 			return fail("unlink", errno);
@@ -479,6 +530,8 @@ static int tool_delete(const char *path, const char *recursive_flag)
 		if (fd < 0)
 			return fail("open the directory", errno);
 		remove_inside(fd, st.st_dev, 0, &err);
+		if (err == TOO_DEEP)
+			return say("E " TOOL_KIND_TOODEEP "\n");
 		if (err)
 			return fail("remove", err);
 	}
@@ -487,7 +540,7 @@ static int tool_delete(const char *path, const char *recursive_flag)
 	return say("ok\n");
 }
 
-static int tool_move(const char *path, const char *to)
+static int tool_move(const char *path, const char *to, const char *unused)
 {
 	char dir[PATH_MAX];
 	struct stat st;
@@ -546,7 +599,7 @@ static int signal_round(long sid, int sig)
 	return n;
 }
 
-static int tool_signal(const char *sid_text, const char *sig_text)
+static int tool_signal(const char *sid_text, const char *sig_text, const char *unused)
 {
 	char *end;
 	long sid = strtol(sid_text, &end, 10), sig = strtol(sig_text, NULL, 10);
@@ -567,10 +620,10 @@ static int tool_signal(const char *sid_text, const char *sig_text)
 
 /* ---- the entry ---- */
 
-/* Every tool takes two arguments (common/protocol.h). */
+/* Every tool takes two arguments, put a third (common/protocol.h). */
 static const struct {
 	const char *name;
-	int (*run)(const char *a, const char *b);
+	int (*run)(const char *a, const char *b, const char *c);
 } tools[] = {
 	{ TOOL_GET, tool_get },
 	{ TOOL_PUT, tool_put },
@@ -586,8 +639,8 @@ int tool_main(char *const *argv)
 
 	while (argv[argc])
 		argc++;
-	for (size_t i = 0; argc == 3 && i < sizeof(tools) / sizeof(tools[0]); i++)
+	for (size_t i = 0; (argc == 3 || argc == 4) && i < sizeof(tools) / sizeof(tools[0]); i++)
 		if (!strcmp(argv[0], tools[i].name))
-			return tools[i].run(argv[1], argv[2]);
+			return tools[i].run(argv[1], argv[2], argc == 4 ? argv[3] : "");
 	return fail(argc ? argv[0] : "tool", EINVAL);
 }

@@ -5,7 +5,8 @@
  * sent there), a mode's text and a name to list.
  *
  * Invariants: tool_put_end_check accepts exactly the marks tool_put_end
- * writes, for exactly the count of bytes before them; tool_mode_parse
+ * writes with the request's nonce, for exactly the count of bytes before
+ * them, and never one with another nonce; tool_mode_parse
  * accepts 1 to 4 octal digits and nothing else, giving at most 07777;
  * tool_entry_record never writes past its buffer and, when it answers,
  * answers one record ending with the name and its NUL.
@@ -28,11 +29,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(mark, data, TOOL_PUT_END_LEN);
 	memcpy(&stored, data + TOOL_PUT_END_LEN, 8);
-	if (tool_put_end_check(mark, stored, &len) == 0) {
+	/* the nonce: a fixed one, and a mark the fuzzer made may carry it */
+	static const char nonce[] = "0123456789abcdef0123456789abcdef";
+	if (tool_put_end_check(mark, nonce, stored, &len) == 0) {
 		FUZZ_ASSERT(stored >= TOOL_PUT_END_LEN && len == stored - TOOL_PUT_END_LEN, "wrong length");
-		tool_put_end(again, len);
+		tool_put_end(again, nonce, len);
 		FUZZ_ASSERT(memcmp(again, mark, TOOL_PUT_END_LEN) == 0, "accepted a mark not written so");
 	}
+	/* the same bytes never pass for another request's mark */
+	FUZZ_ASSERT(tool_put_end_check(mark, "fedcba9876543210fedcba9876543210", stored, &len) < 0 ||
+		    memcmp(mark + 7, "fedcba9876543210fedcba9876543210", TOOL_NONCE_LEN) == 0,
+		    "accepted a mark with another nonce");
 	data += TOOL_PUT_END_LEN + 8;
 	size -= TOOL_PUT_END_LEN + 8;
 	size_t n = size < sizeof(text) - 1 ? size : sizeof(text) - 1;

@@ -234,3 +234,17 @@ def test_a_fifo_or_a_device_is_409_at_once(client, room):
     # the room is none the worse: a file next to them downloads
     assert put(client, room, "plain", b"plain").status == 201
     assert get_raw(client, room, "plain").body == b"plain"
+
+
+def test_mkdir_with_a_mode_sets_it_on_the_directory_made(client, room):
+    r = client.request("PUT", files(room, "mk/sub/") + "?mode=0700", data=b"")
+    assert r.status == 201, r
+    by_name = {e["name"]: e for e in client.get(files(room, "mk")).json["entries"]}
+    assert by_name["sub"]["type"] == "directory" and by_name["sub"]["mode"] == "0700", by_name
+    # made again: it is there already, and keeps its mode
+    assert client.request("PUT", files(room, "mk/sub/") + "?mode=0755", data=b"").status == 200
+    assert client.get(files(room, "mk")).json["entries"][0]["mode"] == "0700"
+    # a file in the way
+    client.sh(room, "touch /workspace/mk/file")
+    r = client.request("PUT", files(room, "mk/file/") + "?mode=0700", data=b"")
+    assert r.status == 409, r

@@ -102,6 +102,26 @@ def test_upload_cut_by_fcgi_death_leaves_nothing(client, stack, room):
     assert client.sh(room, "ls -A /workspace/cutdir") == ""
 
 
+
+def test_a_cut_upload_ending_like_an_end_mark_is_not_named(client, stack, room):
+    """The mark that ends an upload holds a secret of the request's: a
+    client that cuts its body after bytes that look like a mark (the
+    fixed text and the length before it) gets nothing named."""
+    client.sh(room, "mkdir -p /workspace/forged")
+    uids = client.room_ids(room)
+    data = b"y" * 65536
+    body = data + b"#rbput:%016x\n" % len(data)
+    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    conn.putrequest("PUT", files(room, "forged/f.bin"))
+    conn.putheader("Authorization", f"Bearer {stack.token}")
+    conn.putheader("Content-Length", str(len(body) + 4096))
+    conn.endheaders()
+    conn.send(body)
+    wait_until(lambda: upload_fds(uids, "/forged/"), 60, "the upload to open its file in the room")
+    conn.close()
+    wait_until(lambda: not upload_fds(uids, "/forged/"), 60, "the cut upload to end in the room")
+    assert client.sh(room, "ls -A /workspace/forged") == ""
+
 def test_reading_a_room_that_does_not_exist_creates_nothing(client, stack):
     room = unique_room()
     reads = [files(room, ""), files(room, "x.txt"), files(room, "sub/") + "?recursive=1",
@@ -136,3 +156,37 @@ def test_listing_and_delete_never_follow_a_symlink_below_the_path(client, room):
     r = client.delete(files(room, "tree") + "?recursive=1")
     assert r.status == 200 and r.json == {"deleted": "/workspace/tree"}, r
     assert client.sh(room, "cat /workspace/keep/deep/k.txt; ls -A /workspace") == "k\nkeep\n"
+
+
+def test_delete_never_takes_the_workspace_or_the_root(client, room):
+    """`.` and `..` in a DELETE's path, or /workspace and / spelt with
+    extra slashes, are refused as 400 before anything is removed, for
+    root and user alike."""
+    client.sh(room, "mkdir -p /workspace/keep /home/user/keep && echo 1 > /workspace/keep/f && "
+                    "echo 2 > /home/user/keep/f && chown -R 1000:1000 /home/user/keep")
+    spellings = ["%2e", "%2e/", "./", ".", "keep/..", "keep/%2e%2e", "%2e%2e/home",
+                 "%2e%2e/home/user", "%2e%2e", "..", "/workspace//", "//workspace//",
+                 "/workspace/.", "//", "/./", "/workspace/keep/../..", "/home/user/..",
+                 # no dot, but /workspace all the same (the delete tool's own check)
+                 "/proc/self/root/workspace", "/proc/self/root/workspace/"]
+    for user in ("user", "root"):
+        for p in spellings:
+            r = client.delete(files(room, p) + f"?recursive=1&user={user}")
+            assert r.status == 400 and "invalid path" in r.json["error"], (p, user, r)
+    assert client.sh(room, "cat /workspace/keep/f /home/user/keep/f") == "1\n2\n"
+    # a name that merely starts with dots is an ordinary name
+    client.sh(room, "mkdir /workspace/..x && echo 3 > /workspace/..x/f")
+    assert client.delete(files(room, "..x") + "?recursive=1").status == 200
+
+
+def test_a_tree_too_deep_is_said_so(client, room):
+    """Past 256 levels a listing is marked truncated, and a recursive
+    delete says why it stopped (and removed what it could reach)."""
+    client.sh(room, "d=/workspace/deep; for i in $(seq 260); do d=$d/a; done; mkdir -p $d && "
+                    "touch $d/f /workspace/deep/top")
+    r = client.get(files(room, "deep") + "?recursive=1")
+    assert r.status == 200 and r.json.get("truncated") is True, r
+    assert len(r.json["entries"]) == 258, len(r.json["entries"])
+    r = client.delete(files(room, "deep") + "?recursive=1")
+    assert r.status == 409 and "too deep" in r.json["error"] and "256" in r.json["error"], r
+    assert client.sh(room, "ls /workspace/deep") == "a\n"

@@ -7,6 +7,8 @@ Every wait is a bounded poll; nothing sleeps to synchronise."""
 
 import http.client
 import json
+import os
+import threading
 import time
 
 from conftest import wait_until
@@ -432,3 +434,38 @@ def test_a_running_process_keeps_its_room_awake(client, room):
     wait_status(client, room, p["id"], ("killed",))
     wait_until(lambda: client.get(f"/api/rooms/{room}").json["state"] == "stopped",
                6 * IDLE_S, "the idle room to stop once its process ended")
+
+
+def test_many_starts_leak_nothing_in_the_keeper(client, stack, room):
+    """Each start is a detached exec of the room's keeper: once started
+    (its first process ended at once, the shell runs in a session of its
+    own) it holds no exec slot nor descriptor of the keeper, so 300
+    starts leave the keeper's descriptors as they were and execs run on
+    (the keeper has 256 exec slots)."""
+    client.sh(room, "true")
+    keeper = stack.keeper_pid(room)
+    # a busy room: its processes compete with each start's for the CPU
+    client.sh(room, "for i in 1 2 3; do (while [ ! -e /tmp/done ]; do :; done) "
+                    ">/dev/null 2>&1 & done")
+    base = len(os.listdir(f"/proc/{keeper}/fd"))
+    errors = []
+
+    def starts(n):
+        try:
+            for _ in range(n):
+                start(client, room, "true", statuses=("running", "exited"))
+        except Exception as e:   # noqa: BLE001 -- reported below
+            errors.append(repr(e))
+
+    # a few at once, as a busy room's starts come
+    threads = [threading.Thread(target=starts, args=(50,)) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(600)
+    client.sh(room, "touch /tmp/done")
+    assert not errors, errors
+    wait_until(lambda: len(os.listdir(f"/proc/{keeper}/fd")) <= base, 30,
+               f"the keeper's descriptors to come back to {base} "
+               f"(now {len(os.listdir(f'/proc/{keeper}/fd'))})")
+    assert client.sh(room, "echo still") == "still\n"

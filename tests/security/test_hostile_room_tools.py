@@ -99,3 +99,38 @@ def test_many_listings_of_a_hostile_room_leave_others_answering(client, room):
         for th in threads:
             th.join(180)
     assert not errors and answers == [200] * 40, (errors, answers)
+
+
+# the room's root stops every process named roombox-keeper but its PID 1
+# (a tool is a fork of the keeper, running as the request's user in the
+# room's pid namespace), until /workspace/stop exists; shell builtins only
+STOPPER = ("while [ ! -e /workspace/stop ]; do for d in /proc/[0-9]*; do p=${d#/proc/}; "
+           "[ \"$p\" = 1 ] && continue; read -r c < $d/comm 2>/dev/null || continue; "
+           "[ \"$c\" = roombox-keeper ] && kill -STOP $p 2>/dev/null; done; done; "
+           "touch /workspace/stopped")
+
+
+def test_a_room_that_stops_the_file_tools_gets_a_prompt_error(client, room):
+    client.sh(room, "mkdir -p /workspace/t && cd /workspace/t && for i in $(seq 60); do "
+                    "mkdir d$i && for j in $(seq 30); do : > d$i/f$j; done; done")
+    other = unique_room()
+    client.sh(other, "mkdir -p /workspace/t && touch /workspace/t/x")
+    client.sh(room, f"({STOPPER}) >/dev/null 2>&1 &", user="root")
+    stopped = []
+    for _ in range(60):
+        # far below the quick operations' deadline (30 s)
+        r = client.get(files(room, "t") + "?recursive=1", timeout=20)
+        assert r.status in (200, 503), r
+        if r.status == 503:
+            assert "stopped" in r.json["error"] and room in r.json["error"], r
+            stopped.append(r)
+            break
+    assert stopped, "the room's loop never caught a listing"
+    r = client.get(files(other, "t"), timeout=20)
+    assert r.status == 200 and [e["name"] for e in r.json["entries"]] == ["x"], r
+    wait_until(lambda: client.request("PUT", files(room, "stop"), data=b"", timeout=20).status == 201,
+               60, "the stop file to be made")
+    wait_until(lambda: client.get(files(room, "stopped"), check_json=False, timeout=20).status == 200,
+               60, "the room's loop to end")
+    r = client.get(files(room, "t") + "?recursive=1", timeout=20)
+    assert r.status == 200 and len(r.json["entries"]) == 60 * 31, r

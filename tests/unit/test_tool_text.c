@@ -62,26 +62,32 @@ static void test_entry_record(void **state)
 
 static void test_put_end_mark(void **state)
 {
+	const char *nonce = "0123456789abcdef0123456789abcdef";
+	const char *other = "0123456789abcdef0123456789abcdee";
 	char mark[TOOL_PUT_END_LEN + 1];
 	uint64_t len = 7;
 
 	(void)state;
-	tool_put_end(mark, 0x1234);
-	assert_string_equal(mark, "#rbput:0000000000001234\n");
-	assert_int_equal(tool_put_end_check(mark, 0x1234 + TOOL_PUT_END_LEN, &len), 0);
+	tool_put_end(mark, nonce, 0x1234);
+	assert_string_equal(mark, "#rbput:0123456789abcdef0123456789abcdef0000000000001234\n");
+	assert_int_equal(tool_put_end_check(mark, nonce, 0x1234 + TOOL_PUT_END_LEN, &len), 0);
 	assert_int_equal(len, 0x1234);
 	/* a mark that does not count the bytes before it: a cut upload */
-	assert_int_equal(tool_put_end_check(mark, 0x1233 + TOOL_PUT_END_LEN, &len), -1);
-	assert_int_equal(tool_put_end_check(mark, TOOL_PUT_END_LEN - 1, &len), -1);
-	tool_put_end(mark, 0);
-	assert_int_equal(tool_put_end_check(mark, TOOL_PUT_END_LEN, &len), 0);
+	assert_int_equal(tool_put_end_check(mark, nonce, 0x1233 + TOOL_PUT_END_LEN, &len), -1);
+	assert_int_equal(tool_put_end_check(mark, nonce, TOOL_PUT_END_LEN - 1, &len), -1);
+	/* a mark with another request's nonce (or one the client made up):
+	 * a body that ends like a mark is not one */
+	assert_int_equal(tool_put_end_check(mark, other, 0x1234 + TOOL_PUT_END_LEN, &len), -1);
+	assert_int_equal(tool_put_end_check(mark, "", 0x1234 + TOOL_PUT_END_LEN, &len), -1);
+	tool_put_end(mark, nonce, 0);
+	assert_int_equal(tool_put_end_check(mark, nonce, TOOL_PUT_END_LEN, &len), 0);
 	assert_int_equal(len, 0);
-	tool_put_end(mark, UINT64_MAX - TOOL_PUT_END_LEN);
-	assert_int_equal(tool_put_end_check(mark, UINT64_MAX, &len), 0);
-	memcpy(mark, "#rbput:00000000000000G0\n", TOOL_PUT_END_LEN);
-	assert_int_equal(tool_put_end_check(mark, 0x10 + TOOL_PUT_END_LEN, &len), -1);
-	memcpy(mark, "#rbpu:000000000000000010\n", TOOL_PUT_END_LEN);
-	assert_int_equal(tool_put_end_check(mark, 0x10 + TOOL_PUT_END_LEN, &len), -1);
+	tool_put_end(mark, nonce, UINT64_MAX - TOOL_PUT_END_LEN);
+	assert_int_equal(tool_put_end_check(mark, nonce, UINT64_MAX, &len), 0);
+	memcpy(mark, "#rbput:0123456789abcdef0123456789abcdef00000000000000G0\n", TOOL_PUT_END_LEN);
+	assert_int_equal(tool_put_end_check(mark, nonce, 0x10 + TOOL_PUT_END_LEN, &len), -1);
+	memcpy(mark, "#rbpu:0123456789abcdef0123456789abcdef000000000000000010\n", TOOL_PUT_END_LEN);
+	assert_int_equal(tool_put_end_check(mark, nonce, 0x10 + TOOL_PUT_END_LEN, &len), -1);
 }
 
 static void test_modes(void **state)
