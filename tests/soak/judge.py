@@ -19,7 +19,8 @@ Two judgements:
 # shared with other work, rounded up; a leak of one object per room
 # recycled, per fault or per minute crosses them within ten minutes.
 RESOURCES = {
-    "fcgi_fds":     (16, 0.0, "", "roombox-fcgi's open descriptors"),
+    "fcgi_fds":     (24, 0.0, "", "roombox-fcgi's open descriptors but the 3 pipes of "
+                                  "each running managed process"),
     "fcgi_threads": (4, 0.0, "", "roombox-fcgi's threads"),
     "fcgi_rss":     (8 << 20, 0.25, "B", "roombox-fcgi's resident memory"),
     "keepers":      (0, 0.0, "", "keepers of the stack's rooms"),
@@ -37,6 +38,8 @@ RESOURCES = {
 # Recorded and shown, not judged: they are the host's, shared with every
 # other user of the machine, or vary with load on purpose.
 INFO = {
+    "fcgi_fds_raw": "roombox-fcgi's open descriptors, all",
+    "managed": "managed processes running (the rooms' preview servers)",
     "mounts": "lines of /proc/self/mountinfo (host-wide)",
     "loops": "loop devices in use (losetup -a, host-wide)",
     "conntrack_all": "conntrack entries (host-wide)",

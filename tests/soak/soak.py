@@ -79,12 +79,14 @@ _spec.loader.exec_module(rbx)
 POOL = int(os.environ.get("SOAK_ROOMS", "12"))
 WORKERS = int(os.environ.get("SOAK_WORKERS", "3"))
 SAMPLE_S = 60
+PREVIEW_QUIET_S = 36
 INJECT = set(filter(None, os.environ.get("SOAK_INJECT", "").split(",")))
 
 NET_ADDR = "203.0.113.150"              # not the security suite's .10 nor bench's .110
 LINK_HOST, LINK_NS = "198.51.100.233", "198.51.100.234"
 BLOB_SIZE = 2 << 20
 IDLE_S = 10
+GONE_S = 60     # a destroyed room's processes must be gone within this
 MEMORY_LIMIT = 128 << 20
 PIDS_LIMIT = 64
 DISK_LIMIT = 64 << 20
@@ -279,6 +281,8 @@ class Soak:
         self.samples = []
         self.t0 = None
         self.iid = None
+        self.next_sample = None
+        self.slow_ends = []       # (seconds, room, what was left after 5 s)
 
     # -- bookkeeping
 
@@ -315,6 +319,14 @@ class Soak:
 
     def now(self):
         return time.monotonic() - self.t0
+
+    def preview_quiet(self):
+        """No preview requests in the last PREVIEW_QUIET_S before a sample:
+        a room's connector (a helper holding a pool of sockets made in the
+        room, in roombox-fcgi's descriptors) ends 30 s after its last use,
+        so a sample finds none and roombox-fcgi's descriptors compare."""
+        ns = self.next_sample
+        return ns is not None and ns - time.monotonic() < PREVIEW_QUIET_S
 
     # -- rooms
 
@@ -422,7 +434,9 @@ class Soak:
             need(r.status == 201, f"POST process: {r.status} {r.json}")
             pid = r.json["process"]["id"]
             p = self.wait_process(s, pid, ("exited", "killed", "lost"))
-            need(p["status"] == "exited" and p["exitCode"] == 7, f"process ended as {p}")
+            if not (p["status"] == "exited" and p["exitCode"] == 7):
+                r = self.api.call("GET", f"{base}/{pid}/logs")
+                raise Failed(f"process ended as {p}; stderr {str(r.json.get('stderr'))[-300:]!r}")
             r = self.api.call("GET", f"{base}/{pid}/logs")
             want = "".join(f"out {i}\n" for i in range(1, 201))
             need(r.status == 200 and r.json["stdout"] == want and r.json["stderr"] == "bye\n",
@@ -511,11 +525,32 @@ class Soak:
         need(r.status == 200 and r.json["ok"] is True, f"health: {r.status} {r.json}")
 
     def op_recycle(self, s):
-        try:
-            rbx.destroy_and_check(self.api.c, s.room)
-        except AssertionError as e:
-            raise Failed(f"destroy {s.room}: {e}")
+        self.destroy(s.room)
         self.new_room(s)
+
+    def destroy(self, room):
+        """DELETE the room; then none of its processes may be left.  They
+        get GONE_S (the integration tests give them 5 s); slower ends are
+        counted and the slowest reported."""
+        r = self.api.call("GET", f"/api/rooms/{room}")
+        uid = self.api.c.room_uid(room) if r.status == 200 else None
+        r = self.api.call("DELETE", f"/api/rooms/{room}")
+        need(r.status == 200 and r.json == {"cleaned": True, "roomId": room},
+             f"DELETE {room}: {r.status} {r.json}")
+        if uid is None:
+            return
+        t = time.monotonic()
+        seen = None
+        while (left := rbx.procs_of_room(uid)) and time.monotonic() - t < GONE_S:
+            if seen is None and time.monotonic() - t > rbx.GONE_TIMEOUT:
+                seen = [(pid, cmd, (rbx.proc_status(pid) or {}).get("State"), wchan(pid))
+                        for pid, cmd in left]
+            time.sleep(0.05)
+        took = time.monotonic() - t
+        with self.lock:
+            self.slow_ends.append((took, room, seen))
+        need(not left, f"destroy {room}: its processes still run {GONE_S} s after the 200: "
+                       f"{[(p, c, (rbx.proc_status(p) or {}).get('State'), wchan(p)) for p, c in left]}")
 
     OPS = (("exec", op_exec, 25), ("stream", op_stream, 10), ("files", op_files, 14),
            ("process", op_process, 8), ("preview", op_preview, 12), ("egress", op_egress, 6),
@@ -531,6 +566,8 @@ class Soak:
                 self.gate.enter()
                 try:
                     name, fn, _ = random.choice(kinds)
+                    while name == "preview" and self.preview_quiet():
+                        name, fn, _ = random.choice(kinds)
                     ok = self.attempt(name, s.room, fn, self, s)
                     if not ok and name == "recycle":
                         self.attempt("recycle-again", s.room, self.new_room, s)
@@ -752,6 +789,7 @@ class Soak:
                 self.gate.enter()
                 try:
                     self.faults[name] = self.faults.get(name, 0) + 1
+                    log(f"fault {name} on {s.room}")
                     self.attempt(name, s.room, fn, self, s)
                 finally:
                     self.gate.leave()
@@ -775,7 +813,12 @@ class Soak:
                 self.count("room-set", "failed", None,
                            f"the API lists {len(have)} rooms, the driver has {len(known)}: "
                            f"extra {sorted(set(have) - set(known))}, missing {sorted(set(known) - set(have))}")
-            s = measure(self.stack, self.iid)
+            managed = 0
+            for room in self.rooms():
+                r = self.api.call("GET", f"/api/rooms/{room}/sandbox/processes")
+                if r.status == 200:
+                    managed += sum(p["status"] == "running" for p in r.json["processes"])
+            s = measure(self.stack, self.iid, managed)
             s["t"] = self.now()
             s["rooms"] = len(have)
             self.samples.append(s)
@@ -806,12 +849,12 @@ class Soak:
         for t in threads:
             t.start()
         end = self.t0 + self.seconds
-        next_sample = self.t0 + SAMPLE_S
+        self.next_sample = min(self.t0 + SAMPLE_S, end)
         while time.monotonic() < end:
-            time.sleep(max(0.0, min(next_sample, end) - time.monotonic()))
-            if time.monotonic() >= next_sample and time.monotonic() < end - 5:
+            time.sleep(max(0.0, self.next_sample - time.monotonic()))
+            if time.monotonic() < end - 5:
                 self.sample()
-                next_sample += SAMPLE_S
+            self.next_sample = min(self.next_sample + SAMPLE_S, end)
         self.stopping.set()
         for t in threads:
             t.join(timeout=300)
@@ -839,13 +882,20 @@ class Soak:
                 problems.append(f"appends by {a.how} in {a.room}: {len(bad) - 20} more problems")
         for room in self.rooms():
             try:
-                rbx.destroy_and_check(self.api.c, room)
-            except (AssertionError, OSError, http.client.HTTPException) as e:
+                self.destroy(room)
+            except (Failed, AssertionError, OSError, http.client.HTTPException) as e:
                 problems.append(f"destroy {room}: {e}")
         return problems
 
 
 # ---------------------------------------------------------------- measuring
+
+def wchan(pid):
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return None
+
 
 def instance_hash(state_dir):
     """FNV-1a (32 bit) of state_dir: the helper names the instance's
@@ -901,10 +951,14 @@ def du(path, *exclude):
         return None
 
 
-def measure(stack, iid):
-    s = {"skipped": {}}
+def measure(stack, iid, managed):
+    s = {"skipped": {}, "managed": managed}
     s["fcgi_pid"], f = fcgi_figures(stack)
     s.update(f)
+    if s.get("fcgi_fds") is not None:
+        # roombox-fcgi's logger holds 3 pipes of each running managed process
+        s["fcgi_fds_raw"] = s["fcgi_fds"]
+        s["fcgi_fds"] -= 3 * managed
     span = (stack.uid_base, stack.uid_base + stack.max_rooms * rbx.ROOM_IDS)
     procs = rbx.procs_with_uid_in(*span)
     keepers = [p for p, _, cmd in procs if cmd.startswith("roombox-keeper")]
@@ -945,7 +999,8 @@ def measure(stack, iid):
     return s
 
 
-COLUMNS = (("t", "t/s", 5), ("rooms", "rooms", 5), ("fcgi_fds", "fds", 4), ("fcgi_threads", "thr", 4),
+COLUMNS = (("t", "t/s", 5), ("rooms", "rooms", 5), ("managed", "mgd", 3), ("fcgi_fds_raw", "fds", 4),
+           ("fcgi_fds", "fds-3m", 6), ("fcgi_threads", "thr", 4),
            ("fcgi_rss", "rss", 9), ("keepers", "keep", 4), ("room_procs", "procs", 5),
            ("room_mounts", "rmnt", 5), ("mounts", "mnt", 4), ("mounts_own", "mnt*", 4),
            ("loops", "loop", 4), ("loops_own", "loop*", 5), ("cgroups", "cg*", 4),
@@ -969,7 +1024,7 @@ def summary(samples):
     problems = dict(judge.growth_problems(samples))
     skipped = dict(judge.skipped_judgements(samples))
     idx = judge.steady_index(samples)
-    for key, _, _ in COLUMNS[2:]:
+    for key, _, _ in COLUMNS[3:]:
         vals = [s.get(key) for s in samples if s.get(key) is not None]
         if not vals:
             print(f"{key:14} skipped: {skipped.get(key, 'not measured')}")
@@ -1009,6 +1064,14 @@ def main():
     for kind, (ok, fg, fl) in sorted(soak.stats.items()):
         print(f"{kind:20} {ok:6} {fg:6} {fl:6}")
     print("faults: " + ", ".join(f"{k} {v}" for k, v in sorted(soak.faults.items())))
+    slow = sorted(soak.slow_ends, key=lambda x: x[0], reverse=True)
+    if slow:
+        n = sum(1 for x in slow if x[0] > rbx.GONE_TIMEOUT)
+        print(f"destroys: {len(slow)}, slowest {slow[0][0]:.1f} s ({slow[0][1]}); "
+              f"{n} took over {rbx.GONE_TIMEOUT:.0f} s")
+        for took, room, seen in slow[:3]:
+            if seen:
+                print(f"  {room}: {took:.1f} s; after {rbx.GONE_TIMEOUT:.0f} s: {seen}")
     if soak.samples:
         for name, msg in summary(soak.samples).items():
             problems.append(f"growth: {name}: {msg}")
