@@ -710,9 +710,16 @@ class Soak:
         self.check_alive(s)
 
     def fault_pids(self, s):
+        uid = self.api.c.room_uid(s.room)
         res = self.api.exec(s.room, "bash -c ':(){ :|:& };:'", timeout=3000)
         need(res["exitCode"] in (0, 124, 137) or res["timedOut"], f"fork bomb: {res}")
+        # a command that forks: one that cannot is what frees the room
         self.check_alive(s)
+        try:
+            rbx.wait_until(lambda: len(rbx.procs_of_room(uid)) < 8, 60,
+                           f"the fork bomb in {s.room} to end", 0.2)
+        except AssertionError as e:
+            raise Failed(f"{e}: {len(rbx.procs_of_room(uid))} processes")
 
     def fault_disk(self, s):
         res = self.api.exec(s.room, f"dd if=/dev/zero of=/workspace/fill bs=1M count={2 * DISK_LIMIT >> 20}")
@@ -737,7 +744,8 @@ class Soak:
     def check_alive(self, s):
         def answers():
             try:
-                return self.api.sh(s.room, "echo ok", timeout=10000) == "ok\n"
+                return self.api.sh(s.room, "x=$(/bin/echo ok) && /bin/echo $x",
+                                   timeout=10000) == "ok\n"
             except Failed:
                 return False
         try:
