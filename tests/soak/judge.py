@@ -63,6 +63,18 @@ def steady_index(samples):
     return min(1, len(samples) - 1)
 
 
+def baseline(samples, name):
+    """The sample a resource is judged against, or None: the first steady
+    sample; for roombox-fcgi's figures the second sample of the last
+    roombox-fcgi's life (its first when it has two)."""
+    if name in FCGI_KEYS:
+        life = [s for s in samples if s.get("fcgi_pid") == samples[-1].get("fcgi_pid")]
+        if len(life) < 2:
+            return None
+        return life[0] if len(life) < 3 else life[1]
+    return samples[steady_index(samples)]
+
+
 def growth_problems(samples):
     """[(name, message)] for every judged resource that grew past its
     margin between its baseline and the last sample.  A sample is a dict
@@ -74,13 +86,9 @@ def growth_problems(samples):
         return [("samples", f"only {len(samples)} sample(s): nothing to compare")]
     last = samples[-1]
     for name in RESOURCES:
-        if name in FCGI_KEYS:
-            life = [s for s in samples if s.get("fcgi_pid") == last.get("fcgi_pid")]
-            if len(life) < 2:
-                continue        # said in skipped_judgements()
-            base = life[0] if len(life) < 3 else life[1]
-        else:
-            base = samples[steady_index(samples)]
+        base = baseline(samples, name)
+        if base is None:
+            continue            # said in skipped_judgements()
         first, now = base.get(name), last.get(name)
         if first is None or now is None:
             continue

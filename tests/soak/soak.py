@@ -1037,14 +1037,14 @@ def summary(samples):
     print("\nresource        first       last        max    baseline   margin  judged")
     problems = dict(judge.growth_problems(samples))
     skipped = dict(judge.skipped_judgements(samples))
-    idx = judge.steady_index(samples)
     for key, _, _ in COLUMNS[3:]:
         vals = [s.get(key) for s in samples if s.get(key) is not None]
         if not vals:
             print(f"{key:14} skipped: {skipped.get(key, 'not measured')}")
             continue
         if key in judge.RESOURCES:
-            base = samples[idx].get(key)
+            b_sample = judge.baseline(samples, key)
+            base = b_sample.get(key) if b_sample else None
             verdict = "GREW" if key in problems else ("skipped: " + skipped[key] if key in skipped else "flat")
             m = judge.fmt(key, judge.margin(key, base or 0))
             b = judge.fmt(key, base)
