@@ -146,6 +146,10 @@ class TestHost:
             raise RuntimeError(f"{' '.join(map(str, argv))}: {r.stderr.strip()}")
 
     def start(self):
+        r = subprocess.run(["ip", "route", "show", f"{NET_ADDR}/32"], capture_output=True, text=True)
+        if r.stdout.strip():
+            raise RuntimeError(f"{NET_ADDR} is routed already ({r.stdout.strip()}): "
+                               "is another soak running on this machine?")
         self.www.mkdir()
         blob = os.urandom(BLOB_SIZE)
         (self.www / "blob.bin").write_bytes(blob)
