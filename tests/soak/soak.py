@@ -786,7 +786,7 @@ class Soak:
         while not self.stopping.wait(random.uniform(8, 16)):
             if restarts and self.now() >= restarts[0]:
                 restarts.pop(0)
-                sig = sigs[len(restarts) % 2]
+                sig = sigs[self.faults.get("fcgi-restart", 0) % 2]     # SIGKILL first
                 self.gate.enter()
                 try:
                     self.restart_fcgi(sig)
