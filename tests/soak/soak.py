@@ -56,6 +56,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import secrets
 import shlex
 import signal
@@ -109,6 +110,9 @@ WEB_CMD = ("mkdir -p /workspace/www && echo \"$ROOM\" > /workspace/www/hello.txt
            "> /workspace/www/p$i.txt; done && "
            "exec python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace/www "
            ">/dev/null 2>&1")
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
 def log(msg):
@@ -287,6 +291,7 @@ class Soak:
         self.iid = None
         self.next_sample = None
         self.slow_ends = []       # (seconds, room, what was left after 5 s)
+        self.orphans_possible = 0 # POST /api/rooms that a restart cut off
 
     # -- bookkeeping
 
@@ -338,8 +343,17 @@ class Soak:
         slot.gen += 1
         slot.token = None
         if slot.gen % 2 == 0:
-            r = self.api.call("POST", "/api/rooms")
-            need(r.status == 201, f"POST /api/rooms: {r.status} {r.json}")
+            mark = self.mark()
+            try:
+                r = self.api.call("POST", "/api/rooms")
+                need(r.status == 201, f"POST /api/rooms: {r.status} {r.json}")
+            except Exception:
+                # roombox-fcgi killed after the helper made the room, before
+                # the 201: the room exists and only the API's list names it
+                if self.disrupted_since(mark):
+                    with self.lock:
+                        self.orphans_possible += 1
+                raise
             slot.room = r.json["roomId"]
             need(r.json["sandboxName"] == f"sandbox-{slot.room}", r.json)
         else:
@@ -827,6 +841,12 @@ class Soak:
             listed = self.api.call("GET", "/api/rooms")
             have = sorted(x["roomId"] for x in listed.json.get("rooms", []))
             known = sorted(set(self.rooms()) - set(self.leaked))
+            orphans = [r for r in have if r not in known and UUID.fullmatch(r)][:self.orphans_possible]
+            for room in orphans:
+                log(f"room {room}: made by a POST /api/rooms a restart cut off; destroying it")
+                self.orphans_possible -= 1
+                self.attempt("orphan-destroy", room, self.destroy, room)
+            have = [r for r in have if r not in orphans]
             if have != known:
                 self.count("room-set", "failed", None,
                            f"the API lists {len(have)} rooms, the driver has {len(known)}: "
