@@ -50,6 +50,7 @@ SOAK_INJECT (the soak's self-test: the run must fail, saying why):
                 and forgets it (a leaked room)
 """
 
+import base64
 import hashlib
 import http.client
 import importlib.util
@@ -58,7 +59,6 @@ import os
 import random
 import re
 import secrets
-import shlex
 import signal
 import subprocess
 import sys
@@ -275,7 +275,6 @@ class Soak:
         self.host = TestHost(self.stack.dir)
         self.api = Api(self.stack)
         self.gate = Gate()
-        self.stop_at = None
         self.stopping = threading.Event()
         self.slots = [Slot(i) for i in range(POOL)]
         self.stats = {}           # kind -> [ok, forgiven, failed]
@@ -381,7 +380,6 @@ class Soak:
                  and res["success"] is False, f"exec answered {res}")
         else:
             res = self.api.exec(s.room, f"printf '\\377{x}'", encoding="base64")
-            import base64
             need(base64.b64decode(res["stdout"]) == b"\xff" + str(x).encode(), f"exec answered {res}")
 
     def op_stream(self, s):
