@@ -550,6 +550,8 @@ class Soak:
         counted and the slowest reported."""
         r = self.api.call("GET", f"/api/rooms/{room}")
         uid = self.api.c.room_uid(room) if r.status == 200 else None
+        recorded = self.stack.keeper_pid(room)
+        before = [p for p, c in rbx.procs_of_room(uid)] if uid is not None else []
         r = self.api.call("DELETE", f"/api/rooms/{room}")
         need(r.status == 200 and r.json == {"cleaned": True, "roomId": room},
              f"DELETE {room}: {r.status} {r.json}")
@@ -559,8 +561,14 @@ class Soak:
         seen = None
         while (left := rbx.procs_of_room(uid)) and time.monotonic() - t < GONE_S:
             if seen is None and time.monotonic() - t > rbx.GONE_TIMEOUT:
-                seen = [(pid, cmd, (rbx.proc_status(pid) or {}).get("State"), wchan(pid))
+                seen = [(pid, cmd, (rbx.proc_status(pid) or {}).get("State"), wchan(pid),
+                         "ran before the DELETE" if pid in before else "started after the DELETE",
+                         "the room's recorded keeper" if pid == recorded else
+                         f"not the recorded keeper ({recorded})")
                         for pid, cmd in left]
+                log(f"destroy {room}: after {rbx.GONE_TIMEOUT:.0f} s still running: {seen}; "
+                    f"keeping the stack's folder for its logs")
+                os.environ["ROOMBOX_KEEP_TMP"] = "1"
             time.sleep(0.05)
         took = time.monotonic() - t
         with self.lock:
