@@ -204,6 +204,7 @@ check: deps
 	$(MAKE) integration
 	$(MAKE) security
 	$(MAKE) package-test
+	$(MAKE) soak SOAK_S=600
 
 # Builds the .deb, lints it, installs it, tests the service through nginx and
 # lighttpd, upgrades, purges (needs root; not beside an installed roombox).
@@ -217,6 +218,13 @@ run: deps
 bench: deps
 	$(MAKE) all
 	@tools/bench.sh
+
+# tools/soak.sh: mixed load and faults over a pool of rooms (tests/soak/).
+SOAK_S ?= 3600
+.PHONY: soak
+soak: all
+	@/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/soak/test_judge.py
+	@SOAK_S=$(SOAK_S) tools/soak.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(dir $(HELPER))
