@@ -245,14 +245,18 @@ void router_serve(struct app *app, const struct http_input *in,
 	struct request rq = { .app = app, .method = method ? method : "", .in = in };
 	struct route_match match;
 	uint64_t start = metrics_now_ns();
-	bool body_read = false, worker_taken = false;
-	char *path;
+	/* a parked request released holds its share already: whatever ends
+	 * it from here (its token rotated while it waited) gives it back */
+	bool body_read = false, worker_taken = app->room_workers && rs->room_worker == ROOM_WORKER_HELD;
+	char *path, share_room[ROOM_ID_MAX + 1] = "";   /* whose share worker_taken is */
 
 	metrics_helper_time_take();   /* this request's helper time starts at 0 */
 	reqlog_new_id(rs->request_id);
 	path = router_request_path(in);
 	rq.path = path ? path : "";
 	router_match(rq.method, rq.path, &match, rs);
+	if (worker_taken)   /* the room it was parked for, checked then */
+		snprintf(share_room, sizeof(share_room), "%.*s", ROOM_ID_MAX, match.room);
 	if (match.m && (match.m->flags & ROUTE_METRICS) && app->cfg.metrics == METRICS_NONE) {
 		match.m = NULL;   /* `metrics = none`: no such path */
 		match.route = NULL;
@@ -273,9 +277,10 @@ void router_serve(struct app *app, const struct http_input *in,
 		}
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
-		if (app->room_workers && !room_worker_take(app, &rq, match.m->flags, rs))
+		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
 		worker_taken = app->room_workers != NULL;
+		memcpy(share_room, rq.room, sizeof(share_room));
 	}
 	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {
@@ -295,7 +300,7 @@ done:
 		http_discard_body(in);
 	/* the worker is free again (an answer sent later has its own thread) */
 	if (worker_taken)
-		fair_share_give(app->room_workers, rq.room);
+		fair_share_give(app->room_workers, share_room);
 	if (!rs->body && !rs->text && !rs->later && !rs->streamed)
 		response_error(rs, 500, "internal error: no answer");
 	if (!rs->later)   /* an answer sent later logs and counts itself */

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "fair_share.h"
 #include "router.h"
 #include "store.h"
 
@@ -647,6 +648,29 @@ static void test_render(void **state)
 	free(out);
 }
 
+/* A parked request is released holding its room's share: whatever ends
+ * it (here its token, rotated while it waited) gives the share back. */
+static void test_released_request_gives_share_back(void **state)
+{
+	struct fake f = { .params = { { "REQUEST_METHOD", "GET" }, { "REQUEST_URI", "/api/rooms/r1" },
+				      { "HTTP_AUTHORIZATION", "Bearer rotated-away" } } };
+	struct http_input in = { fake_param, fake_read, &f };
+	struct fair_share fs;
+	struct response rs = { .room_worker = ROOM_WORKER_HELD };
+
+	(void)state;
+	assert_int_equal(fair_share_init(&fs, 4, 1), 0);
+	app.room_workers = &fs;
+	assert_int_equal(fair_share_take(&fs, "r1", false), FAIR_SHARE_TAKEN);   /* by the park thread */
+	router_serve(&app, &in, &rs);
+	assert_int_equal(rs.status, 401);
+	assert_int_equal(fs.held, 0);
+	assert_int_equal(fair_share_take(&fs, "r1", false), FAIR_SHARE_TAKEN);
+	app.room_workers = NULL;
+	json_object_put(rs.body);
+	free(fs.rooms);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -666,6 +690,7 @@ int main(void)
 		cmocka_unit_test(test_exec_concurrency_limit),
 		cmocka_unit_test(test_room_routes_helper_missing),
 		cmocka_unit_test(test_auth_none),
+		cmocka_unit_test(test_released_request_gives_share_back),
 		cmocka_unit_test(test_render),
 	};
 
