@@ -211,19 +211,25 @@ static int request_body(struct request *rq, const struct http_input *in,
 }
 
 /* One of the room's share of the workers for this request (fair_share.h);
- * false with rs set when the room, or the pool, has none to give. */
+ * false with rs set when the room, or the pool, has none to give.  A fresh
+ * request of a room whose requests wait parks behind them; a refused one
+ * parks (rs->park) when it may, except one that ends the room's activity,
+ * which has its one unit past the share and is answered at once. */
 static bool room_worker_take(struct app *app, const struct request *rq, unsigned flags,
 			     struct response *rs)
 {
+	struct fair_share *fs = app->room_workers;
+	bool ends_room = flags & ROUTE_ENDS_ROOM;
+	bool may_park = rs->room_worker == ROOM_WORKER_TAKE && app->room_workers_park && !ends_room;
 	enum fair_share_result res = FAIR_SHARE_ROOM_FULL;
 
-	if (rs->room_worker == ROOM_WORKER_HELD)
-		return true;   /* handed over by a request of the room that ended */
-	if (rs->room_worker == ROOM_WORKER_TAKE)
-		res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
+	if (may_park && fs->waiting && fs->waiting(rq->room))
+		res = FAIR_SHARE_ROOM_FULL;   /* first come, first served */
+	else if (rs->room_worker == ROOM_WORKER_TAKE)
+		res = fair_share_take(fs, rq->room, ends_room);
 	if (res == FAIR_SHARE_TAKEN)
 		return true;
-	if (res == FAIR_SHARE_ROOM_FULL && rs->room_worker == ROOM_WORKER_TAKE && app->room_workers_park) {
+	if (may_park) {
 		snprintf(rs->park, sizeof(rs->park), "%s", rq->room);
 		return false;
 	}
@@ -231,7 +237,7 @@ static bool room_worker_take(struct app *app, const struct request *rq, unsigned
 	if (res == FAIR_SHARE_ROOM_FULL)
 		response_error(rs, 503, "room %s: busy: %d requests of this room are running, "
 			       "its share of the service's workers; retry when one has ended",
-			       rq->room, app->room_workers->share);
+			       rq->room, fs->share);
 	else
 		response_error(rs, 503, "room %s: busy: the service's free workers are kept for "
 			       "other rooms and the service's own requests; retry shortly", rq->room);
