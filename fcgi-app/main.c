@@ -20,8 +20,9 @@
  *             exec holds one worker; requests for other rooms go to the
  *             others, so they are never delayed by it.  A room holds at
  *             most `room_workers` of them at once (fair_share.h: its next
- *             request waits PARK_MS at most, parked without a worker, then
- *             gets 503), and free workers are kept back for rooms that hold
+ *             request waits, parked without a worker, while the room's
+ *             requests end, else 503 after PARK_MS), and free workers are
+ *             kept back for rooms that hold
  *             none and for requests that name no room, so whatever a room
  *             does, other rooms and /api/health keep answering;
  *   agent     (one per model call in flight, at most AGENT_CALLS_MAX,
@@ -32,8 +33,9 @@
  *             worker, so execs of every room go on while models think;
  *   park      releases the requests that wait for their room's share of
  *             the workers, parked without a worker, each to a thread of
- *             its own once a share is free or after PARK_MS, for a 503
- *             (see "requests waiting" below);
+ *             its own once a share is free, or answers them 503 itself
+ *             when their room has not moved for PARK_MS (see "requests
+ *             waiting" below);
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept); rooms running a
