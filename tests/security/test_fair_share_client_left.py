@@ -4,16 +4,16 @@ the share frees, never run for nobody.  nginx only: its access log says
 when it has given up on a request (499) and closed its FastCGI connection,
 which is what roombox-fcgi sees; lighttpd logs nothing of it.
 
-workers = 8 gives a share of 2; every wait is a bounded poll."""
+workers = 8 gives a share of 2 (as in test_fair_share.py); every wait is a
+bounded poll."""
 
 import json
-import os
 import socket
-import threading
 
 import pytest
 
 from conftest import unique_room, wait_until
+from test_fair_share import hold_with_gate
 
 SERVERS = ("nginx",)
 WORKERS = 8
@@ -35,19 +35,6 @@ def service_log(client):
     return "".join(p.read_text(errors="replace") for p in client.stack.logs if p.exists())
 
 
-def running_on_host(text):
-    """How many processes of this machine (rooms' included) have text in
-    their command line."""
-    n = 0
-    for d in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                n += text.encode() in f.read()
-        except OSError:
-            pass
-    return n
-
-
 def test_a_waiting_request_whose_client_left_is_not_run(client):
     """The room's share is held by execs that wait for a file a managed
     process makes when it is killed; an exec sent meanwhile waits (parked)
@@ -55,25 +42,14 @@ def test_a_waiting_request_whose_client_left_is_not_run(client):
     never run for nobody."""
     access_log = client.stack.dir / "nginx-access.log"
     room = unique_room("fsg")
-    client.sh(room, "rm -f /tmp/ran-for-nobody /tmp/open")
-    r = client.post(f"/api/rooms/{room}/sandbox/processes",
-                    {"cmd": "trap 'touch /tmp/open; exit 0' TERM; sleep 1000 & wait", "name": "gate"})
-    assert r.status == 201, r
-    mark = f"gate-of-{room}"
-    gate = {"cmd": f": {mark}; while [ ! -e /tmp/open ]; do sleep 0.05; done", "timeout": 150000}
-    answers = []
-    for _ in range(2):   # the room's share
-        threading.Thread(target=lambda: answers.append(
-            client.exec_raw(room, gate, timeout=200, check_json=False).status), daemon=True).start()
-    wait_until(lambda: running_on_host(mark) >= 2, 60, "the two gate execs to run")
+    client.sh(room, "rm -f /tmp/ran-for-nobody")
+    answers, open_gate = hold_with_gate(client, room, 2)   # the room's share
     before = service_log(client).count("dropped: the web server closed its connection")
     exec_and_leave(client, room, "touch /tmp/ran-for-nobody")
     # nginx logs 499 once it has closed its connection to roombox-fcgi
     wait_until(lambda: f"POST /api/rooms/{room}/sandbox/exec HTTP/1.1\" 499" in access_log.read_text(),
                30, "nginx to log that the client left")
-    r = client.delete(f"/api/rooms/{room}/sandbox/processes/gate")   # never refused
-    assert r.status == 200, r
-    wait_until(lambda: len(answers) == 2, 60, "the gate execs to end")
+    open_gate()
 
     def outcome():
         if client.exec(room, "test -e /tmp/ran-for-nobody && echo ran || true")["stdout"]:
