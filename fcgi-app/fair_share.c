@@ -12,6 +12,8 @@ int fair_share_init(struct fair_share *fs, int total, int share)
 	fs->total = total;
 	fs->share = share < 1 ? 1 : share > total ? total : share;
 	fs->held = 0;
+	fs->given = NULL;
+	fs->waiting = NULL;
 	fs->rooms = calloc((size_t)total, sizeof(*fs->rooms));
 	pthread_mutex_init(&fs->lock, NULL);
 	return fs->rooms ? 0 : -1;
@@ -34,16 +36,19 @@ static struct fair_share_room *entry(struct fair_share *fs, const char *room, bo
 }
 
 /* Units that must stay free after one more is taken by a room holding
- * `held` already (see fair_share.h). */
-static int kept_back(const struct fair_share *fs, int held)
+ * `held` already (see fair_share.h).  A pool of two keeps nothing back: it
+ * would leave one room request for the whole service. */
+static int kept_back(const struct fair_share *fs, int held, bool ends_room)
 {
-	int for_no_room = fs->total > 1 ? 1 : 0;
+	int for_no_room = fs->total > 2 ? 1 : 0;
 	int for_new_rooms = fs->total - fs->share < fs->share ? fs->total - fs->share : fs->share;
 
-	return held ? for_no_room + for_new_rooms : for_no_room;
+	if (fs->total <= 2 || ends_room || !held)
+		for_new_rooms = 0;
+	return for_no_room + for_new_rooms;
 }
 
-enum fair_share_result fair_share_take(struct fair_share *fs, const char *room, bool always)
+enum fair_share_result fair_share_take(struct fair_share *fs, const char *room, bool ends_room)
 {
 	enum fair_share_result res = FAIR_SHARE_TAKEN;
 
@@ -53,9 +58,9 @@ enum fair_share_result fair_share_take(struct fair_share *fs, const char *room, 
 
 	if (!e)
 		res = FAIR_SHARE_POOL_FULL;
-	else if (!always && held >= fs->share)
+	else if (held >= fs->share + (ends_room ? 1 : 0))
 		res = FAIR_SHARE_ROOM_FULL;
-	else if (!always && fs->held + 1 + kept_back(fs, held) > fs->total)
+	else if (fs->held + 1 + kept_back(fs, held, ends_room) > fs->total)
 		res = FAIR_SHARE_POOL_FULL;
 	if (res == FAIR_SHARE_TAKEN) {
 		e->held++;
@@ -75,4 +80,25 @@ void fair_share_give(struct fair_share *fs, const char *room)
 		fs->held--;
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (e && fs->given)
+		fs->given(room);
+}
+
+int fair_share_held(struct fair_share *fs, const char *room)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fair_share_room *e = entry(fs, room, false);
+	int held = e ? e->held : 0;
+
+	pthread_mutex_unlock(&fs->lock);
+	return held;
+}
+
+int fair_share_room_max(const struct fair_share *fs)
+{
+	int max = 1;   /* a room holding none: only the no-room unit is kept */
+
+	while (max < fs->share && max + 1 + kept_back(fs, max, false) <= fs->total)
+		max++;
+	return max;
 }

@@ -20,8 +20,9 @@
  *             exec holds one worker; requests for other rooms go to the
  *             others, so they are never delayed by it.  A room holds at
  *             most `room_workers` of them at once (fair_share.h: its next
- *             request waits PARK_MS at most, parked without a worker, then
- *             gets 503), and free workers are kept back for rooms that hold
+ *             request waits, parked without a worker, while the room's
+ *             requests end, else 503 after PARK_MS), and free workers are
+ *             kept back for rooms that hold
  *             none and for requests that name no room, so whatever a room
  *             does, other rooms and /api/health keep answering;
  *   agent     (one per model call in flight, at most AGENT_CALLS_MAX,
@@ -32,8 +33,9 @@
  *             worker, so execs of every room go on while models think;
  *   park      releases the requests that wait for their room's share of
  *             the workers, parked without a worker, each to a thread of
- *             its own once a share is free or after PARK_MS, for a 503
- *             (see "requests waiting" below);
+ *             its own once a share is free, or answers them 503 itself
+ *             when their room has not moved for PARK_MS (see "requests
+ *             waiting" below);
  *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
  *             min(idle_timeout / 4, 30 s), so idle rooms release their
  *             processes and mounts (files are kept); rooms running a
@@ -77,6 +79,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -502,30 +505,41 @@ static bool hand_off(FCGX_Request **reqp, struct response *rs)
 
 /* ---- requests waiting for their room's share of the workers ----
  *
- * A room's requests past its share (fair_share.h) are not refused at
- * once: a burst of quick ones (a page's requests) would be.  The request,
- * routed as far as its room and its body unread, is parked here without a
- * worker, the way the agent's requests are handed off; the worker takes a
- * fresh one.  A worker that has ended a request (its room's share given
- * back) wakes the park thread, which starts a thread of its own for each
+ * A room's requests past its share, or past what the pool has free for it
+ * (fair_share.h), are not refused at once: a burst of quick ones (a page's
+ * requests) would be.  The request, routed as far as its room and its body
+ * unread, is parked here without a worker, the way the agent's requests
+ * are handed off; the worker takes a fresh one.  A fresh request of a room
+ * that has parked ones parks behind them (first come, first served).
+ * Whenever a share is given back, the park thread wakes and releases each
  * parked request whose room has a share free again (taken for it), oldest
- * first.  A room's parked requests wait while its requests move: one that
- * has seen none of them end for PARK_MS (they hang: a hostile room), or
- * has waited PARK_MAX_MS in all, gets a thread too, which answers 503.
- * Such a thread runs only while its request holds a share of the
- * workers, so threads of workers and of parked requests together serve at
- * most `workers` rooms' requests.  At most PARKED_MAX wait,
- * PARKED_ROOM_MAX of one room; past that, 503 at once. */
+ * first, to a thread of its own.  A room's parked requests wait while its
+ * requests move (a share of its given back; for a room that holds none,
+ * any share given back): one that has seen nothing move for PARK_MS (they
+ * hang: a hostile room), or has waited PARK_MAX_MS in all, is answered 503
+ * by the park thread itself.  Released requests whose web server has
+ * closed the connection meanwhile (its client went away: nginx and
+ * lighttpd then close their FastCGI connection) are dropped unrouted, the
+ * share given back.  PARK_MAX_MS stays well under the web servers'
+ * FastCGI read timeouts (660 s in the example configurations; nginx's
+ * default is 60 s), so the client gets our answer, never the web server's
+ * 504.  A released request's thread runs only while it holds a share, so
+ * threads of workers and of released requests together serve at most
+ * `workers` rooms' requests.  At most PARKED_MAX wait, PARKED_ROOM_MAX of
+ * one room; past that, 503 at once. */
 #define PARK_MS 2000
-#define PARK_MAX_MS 60000
+#define PARK_MAX_MS 30000
 #define PARKED_MAX 512
 #define PARKED_ROOM_MAX 384
+/* a released request's thread: as much stack as a worker's handlers use
+ * (64 KiB buffers, a few deep; libcurl), with room to spare */
+#define PARKED_STACK (1u << 20)
 
 struct parked {
 	struct parked *next;
 	FCGX_Request *req;
 	char room[ROOM_ID_MAX + 1];
-	int64_t until_ms;        /* no request of its room ended: 503 */
+	int64_t until_ms;        /* nothing of its room moved: 503 */
 	int64_t last_ms;         /* waited long enough in all: 503 */
 	int how;                 /* when released: ROOM_WORKER_HELD or _REFUSE */
 };
@@ -571,31 +585,62 @@ static void unpark(struct parked *prev, struct parked *q)
 	parked_count--;
 }
 
-/* The room's requests move: its parked ones wait on.  Under lock. */
-static void parked_room_moved(const char *room, int64_t now)
+/* Put p back first in line (its thread could not start).  Under lock. */
+static void repark(struct parked *p)
 {
-	for (struct parked *q = parked_first; q; q = q->next)
-		if (strcmp(q->room, room) == 0)
-			q->until_ms = now + PARK_MS;
+	p->next = parked_first;
+	if (parked_last == &parked_first)
+		parked_last = &p->next;
+	parked_first = p;
+	parked_count++;
 }
 
-/* The oldest parked request whose time is up, or whose room has a worker
- * free again (taken for it); NULL when none.  Under lock. */
+/* A share of room's was given back (fair_share.h's `given`): its parked
+ * requests, and those of rooms holding none (they wait for the pool), wait
+ * on; the park thread looks whether one can go. */
+static void parked_share_given(const char *room)
+{
+	if (!atomic_load(&parked_count))
+		return;
+	pthread_mutex_lock(&park_lock);
+	int64_t now = monotonic_ms();
+
+	for (struct parked *q = parked_first; q; q = q->next)
+		if (strcmp(q->room, room) == 0 || fair_share_held(app.room_workers, q->room) == 0)
+			q->until_ms = now + PARK_MS;
+	pthread_cond_signal(&park_cond);
+	pthread_mutex_unlock(&park_lock);
+}
+
+/* Has room requests parked (fair_share.h's `waiting`)? */
+static bool parked_room_waits(const char *room)
+{
+	bool waits = false;
+
+	if (!atomic_load(&parked_count))
+		return false;
+	pthread_mutex_lock(&park_lock);
+	for (struct parked *q = parked_first; q && !waits; q = q->next)
+		waits = strcmp(q->room, room) == 0;
+	pthread_mutex_unlock(&park_lock);
+	return waits;
+}
+
+/* The oldest parked request whose room has a share free again (taken for
+ * it), or whose time is up; NULL when none.  Under lock. */
 static struct parked *parked_next(void)
 {
 	struct parked *prev = NULL, *q;
 	int64_t now = monotonic_ms();
 
 	for (q = parked_first; q; prev = q, q = q->next) {
-		if (now >= q->until_ms || now >= q->last_ms)
-			q->how = ROOM_WORKER_REFUSE;
-		else if (fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)
+		if (fair_share_take(app.room_workers, q->room, false) == FAIR_SHARE_TAKEN)
 			q->how = ROOM_WORKER_HELD;
+		else if (now >= q->until_ms || now >= q->last_ms)
+			q->how = ROOM_WORKER_REFUSE;
 		else
 			continue;
 		unpark(prev, q);
-		if (q->how == ROOM_WORKER_HELD)
-			parked_room_moved(q->room, now);
 		return q;
 	}
 	return NULL;
@@ -604,7 +649,7 @@ static struct parked *parked_next(void)
 /* When the park thread must look again at the latest.  Under lock. */
 static int64_t parked_due(void)
 {
-	int64_t due = monotonic_ms() + 60000;
+	int64_t due = monotonic_ms() + PARK_MAX_MS;
 
 	for (struct parked *q = parked_first; q; q = q->next) {
 		int64_t at = q->until_ms < q->last_ms ? q->until_ms : q->last_ms;
@@ -615,24 +660,40 @@ static int64_t parked_due(void)
 	return due;
 }
 
-/* A request has ended: parked ones of its room may go on. */
-static void parked_wake(void)
+/* Has the web server closed the request's connection while it waited (its
+ * client went away)?  Its input is at most read to the end, never past. */
+static bool parked_conn_gone(const FCGX_Request *req)
 {
-	if (atomic_load(&parked_count)) {
-		pthread_mutex_lock(&park_lock);
-		pthread_cond_signal(&park_cond);
-		pthread_mutex_unlock(&park_lock);
-	}
+	struct pollfd pfd = { .fd = req->ipcFd, .events = POLLIN | POLLRDHUP };
+	char c;
+
+	if (poll(&pfd, 1, 0) <= 0)
+		return false;
+	if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	return recv(req->ipcFd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* A released parked request, served to its end on a thread of its own. */
+/* A released parked request, served to its end (on a thread of its own
+ * when it holds a share, else on the park thread: a 503 is quick). */
 static void *serve_parked(void *arg)
 {
 	struct parked *p = arg;
 	FCGX_Request *r = p->req;
+
+	if (parked_conn_gone(r)) {
+		fprintf(stderr, "roombox-fcgi: room %s: a request that waited for the room's share "
+			"of the workers dropped: the web server closed its connection\n", p->room);
+		if (p->how == ROOM_WORKER_HELD)
+			fair_share_give(app.room_workers, p->room);
+		FCGX_Detach(r);   /* a plain close: the peer is gone */
+		FCGX_Free(r, 1);
+		free(r);
+		free(p);
+		return NULL;
+	}
 	bool gone = serve_one(&r, p->how);
 
-	parked_wake();
 	if (gone)   /* handed to the agent: r is a fresh one */
 		free(r);
 	else
@@ -644,30 +705,45 @@ static void *serve_parked(void *arg)
 /* The park thread: releases parked requests (see above). */
 static void *park_main(void *arg)
 {
-	pthread_attr_t detached;
+	pthread_attr_t attr;
+	int64_t not_before = 0;   /* a thread could not start: wait a little */
 
 	(void)arg;
-	pthread_attr_init(&detached);
-	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, PARKED_STACK);
 	pthread_mutex_lock(&park_lock);
 	while (!atomic_load(&stopping)) {
 		struct parked *p;
 		pthread_t t;
+		int rc;
 
-		while ((p = parked_next())) {
+		while (monotonic_ms() >= not_before && (p = parked_next())) {
 			pthread_mutex_unlock(&park_lock);
-			if (pthread_create(&t, &detached, serve_parked, p) != 0)
+			if (p->how != ROOM_WORKER_HELD) {
 				serve_parked(p);
+			} else if ((rc = pthread_create(&t, &attr, serve_parked, p)) != 0) {
+				fprintf(stderr, "roombox-fcgi: room %s: start a thread for a request that "
+					"waited: %s; it waits on\n", p->room, strerror(rc));
+				fair_share_give(app.room_workers, p->room);
+				pthread_mutex_lock(&park_lock);
+				repark(p);
+				not_before = monotonic_ms() + 100;
+				continue;
+			}
 			pthread_mutex_lock(&park_lock);
 		}
 		struct timespec at;
 		int64_t due = parked_due();
 
+		if (due < not_before)
+			due = not_before;
 		at.tv_sec = (time_t)(due / 1000);
 		at.tv_nsec = (long)(due % 1000) * 1000000L;
 		pthread_cond_timedwait(&park_cond, &park_lock, &at);
 	}
 	pthread_mutex_unlock(&park_lock);
+	pthread_attr_destroy(&attr);
 	return NULL;
 }
 
@@ -706,7 +782,6 @@ static void *worker_main(void *arg)
 		}
 		bool gone = serve_one(&req, ROOM_WORKER_TAKE);
 
-		parked_wake();   /* a share of the room's may be free again */
 		if (gone)
 			continue;   /* handed off or parked; req is a fresh one */
 		input_end_or_graceful(req);
@@ -868,6 +943,14 @@ static int setup_room_workers(void)
 		fprintf(stderr, "roombox-fcgi: out of memory\n");
 		return -1;
 	}
+	int max = fair_share_room_max(&share);
+
+	if (app.cfg.room_workers && max < n)
+		fprintf(stderr, "roombox-fcgi: room_workers %d: a room gets at most %d of the %d "
+			"workers (the rest is kept for rooms that hold none and for the service's "
+			"own requests)\n", n, max, app.cfg.workers);
+	share.given = parked_share_given;
+	share.waiting = parked_room_waits;
 	app.room_workers = &share;
 	app.room_workers_park = true;
 	return 0;
@@ -1027,7 +1110,7 @@ int main(int argc, char **argv)
 	pthread_detach(parker);
 	fprintf(stderr, "roombox-fcgi %s: listening on %s, %d workers (%d a room), auth %s, cgroup %s\n",
 		ROOMBOX_VERSION, listen_fd == 0 ? "fd 0" : app.cfg.socket,
-		app.cfg.workers, app.room_workers->share, app.cfg.auth == AUTH_NONE ? "none" : "token",
+		app.cfg.workers, fair_share_room_max(app.room_workers), app.cfg.auth == AUTH_NONE ? "none" : "token",
 		app.cgroup_mode);
 
 	while (sigwait(&stop_set, &sig) != 0)

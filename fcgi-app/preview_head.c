@@ -174,6 +174,11 @@ enum preview_head_result preview_head_parse(const char *buf, size_t len, const c
 		return PREVIEW_HEAD_INCOMPLETE;
 	if (memchr(buf, '\0', end))
 		return PREVIEW_HEAD_BAD;
+	/* a CR not before LF ends a line for some servers (Python's
+	 * http.server), so a field behind it would pass every check here */
+	for (const char *cr = buf; (cr = memchr(cr, '\r', end - (size_t)(cr - buf))); cr++)
+		if (cr + 1 >= buf + end || cr[1] != '\n')
+			return PREVIEW_HEAD_BAD;
 	size_t eol = (size_t)((const char *)memchr(buf, '\n', end) - buf);
 	if (request_line(buf, eol, h) < 0)
 		return PREVIEW_HEAD_BAD;
@@ -189,6 +194,41 @@ enum preview_head_result preview_head_parse(const char *buf, size_t len, const c
 	if (domain && *domain && v && host_token(v, vlen, domain, h))
 		return PREVIEW_HEAD_OK;
 	return PREVIEW_HEAD_NO_TOKEN;
+}
+
+/* The length of s[0..n) up to the first byte of stop. */
+static size_t strcspn_n(const char *s, size_t n, const char *stop)
+{
+	size_t i = 0;
+	while (i < n && !strchr(stop, s[i]))
+		i++;
+	return i;
+}
+
+/* Does an Authorization value v[0..n) hold an API credential anywhere: the
+ * whole of it, or "Bearer <word>" for any word of it (a list such as
+ * "Bearer x, Bearer y" names several, and a server may take any)? */
+static int has_credential(const struct preview_strip *strip, const char *v, size_t n)
+{
+	static const char bearer[] = "Bearer ";
+	char one[PREVIEW_HEAD_MAX + sizeof(bearer)];
+	size_t a = 0, b = n;
+	while (a < b && (v[a] == ' ' || v[a] == '\t'))
+		a++;
+	while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+		b--;
+	if (strip->api_credential(strip->ctx, v + a, b - a))
+		return 1;
+	for (size_t i = a, w; i < b; i += w ? w : 1) {
+		w = strcspn_n(v + i, b - i, " \t,");
+		if (w == 0 || w > PREVIEW_HEAD_MAX)
+			continue;
+		memcpy(one, bearer, sizeof(bearer) - 1);
+		memcpy(one + sizeof(bearer) - 1, v + i, w);
+		if (strip->api_credential(strip->ctx, one, sizeof(bearer) - 1 + w))
+			return 1;
+	}
+	return 0;
 }
 
 /* The header line at buf[i..le) (its line end excluded) goes on?  next:
@@ -213,12 +253,7 @@ static int keep_line(const struct preview_head *h, const char *buf, size_t i, si
 	/* folded over lines: no telling whose it is */
 	if (next < h->head_len && (buf[next] == ' ' || buf[next] == '\t'))
 		return 0;
-	size_t a = c + 1, b = le;   /* a stray CR trims as a lenient server would */
-	while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r'))
-		a++;
-	while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r'))
-		b--;
-	return !strip->api_credential(strip->ctx, buf + a, b - a);
+	return !has_credential(strip, buf + c + 1, le - c - 1);
 }
 
 size_t preview_head_rewrite(const struct preview_head *h, const char *buf,

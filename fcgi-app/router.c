@@ -211,19 +211,25 @@ static int request_body(struct request *rq, const struct http_input *in,
 }
 
 /* One of the room's share of the workers for this request (fair_share.h);
- * false with rs set when the room, or the pool, has none to give. */
+ * false with rs set when the room, or the pool, has none to give.  A fresh
+ * request of a room whose requests wait parks behind them; a refused one
+ * parks (rs->park) when it may, except one that ends the room's activity,
+ * which has its one unit past the share and is answered at once. */
 static bool room_worker_take(struct app *app, const struct request *rq, unsigned flags,
 			     struct response *rs)
 {
+	struct fair_share *fs = app->room_workers;
+	bool ends_room = flags & ROUTE_ENDS_ROOM;
+	bool may_park = rs->room_worker == ROOM_WORKER_TAKE && app->room_workers_park && !ends_room;
 	enum fair_share_result res = FAIR_SHARE_ROOM_FULL;
 
-	if (rs->room_worker == ROOM_WORKER_HELD)
-		return true;   /* handed over by a request of the room that ended */
-	if (rs->room_worker == ROOM_WORKER_TAKE)
-		res = fair_share_take(app->room_workers, rq->room, flags & ROUTE_ENDS_ROOM);
+	if (may_park && fs->waiting && fs->waiting(rq->room))
+		res = FAIR_SHARE_ROOM_FULL;   /* first come, first served */
+	else if (rs->room_worker == ROOM_WORKER_TAKE)
+		res = fair_share_take(fs, rq->room, ends_room);
 	if (res == FAIR_SHARE_TAKEN)
 		return true;
-	if (res == FAIR_SHARE_ROOM_FULL && rs->room_worker == ROOM_WORKER_TAKE && app->room_workers_park) {
+	if (may_park) {
 		snprintf(rs->park, sizeof(rs->park), "%s", rq->room);
 		return false;
 	}
@@ -231,7 +237,7 @@ static bool room_worker_take(struct app *app, const struct request *rq, unsigned
 	if (res == FAIR_SHARE_ROOM_FULL)
 		response_error(rs, 503, "room %s: busy: %d requests of this room are running, "
 			       "its share of the service's workers; retry when one has ended",
-			       rq->room, app->room_workers->share);
+			       rq->room, fs->share);
 	else
 		response_error(rs, 503, "room %s: busy: the service's free workers are kept for "
 			       "other rooms and the service's own requests; retry shortly", rq->room);
@@ -245,14 +251,18 @@ void router_serve(struct app *app, const struct http_input *in,
 	struct request rq = { .app = app, .method = method ? method : "", .in = in };
 	struct route_match match;
 	uint64_t start = metrics_now_ns();
-	bool body_read = false, worker_taken = false;
-	char *path;
+	/* a parked request released holds its share already: whatever ends
+	 * it from here (its token rotated while it waited) gives it back */
+	bool body_read = false, worker_taken = app->room_workers && rs->room_worker == ROOM_WORKER_HELD;
+	char *path, share_room[ROOM_ID_MAX + 1] = "";   /* whose share worker_taken is */
 
 	metrics_helper_time_take();   /* this request's helper time starts at 0 */
 	reqlog_new_id(rs->request_id);
 	path = router_request_path(in);
 	rq.path = path ? path : "";
 	router_match(rq.method, rq.path, &match, rs);
+	if (worker_taken)   /* the room it was parked for, checked then */
+		snprintf(share_room, sizeof(share_room), "%.*s", ROOM_ID_MAX, match.room);
 	if (match.m && (match.m->flags & ROUTE_METRICS) && app->cfg.metrics == METRICS_NONE) {
 		match.m = NULL;   /* `metrics = none`: no such path */
 		match.route = NULL;
@@ -273,9 +283,10 @@ void router_serve(struct app *app, const struct http_input *in,
 		}
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
-		if (app->room_workers && !room_worker_take(app, &rq, match.m->flags, rs))
+		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
 		worker_taken = app->room_workers != NULL;
+		memcpy(share_room, rq.room, sizeof(share_room));
 	}
 	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {
@@ -295,7 +306,7 @@ done:
 		http_discard_body(in);
 	/* the worker is free again (an answer sent later has its own thread) */
 	if (worker_taken)
-		fair_share_give(app->room_workers, rq.room);
+		fair_share_give(app->room_workers, share_room);
 	if (!rs->body && !rs->text && !rs->later && !rs->streamed)
 		response_error(rs, 500, "internal error: no answer");
 	if (!rs->later)   /* an answer sent later logs and counts itself */

@@ -3,7 +3,8 @@
  *
  *   match path (404) -> match method (405 + Allow) -> authenticate (401,
  *   except public routes) -> check the {roomId} segment (400) -> take one
- *   of the room's share of the workers (503 + Retry-After: fair_share.h)
+ *   of the room's share of the workers (or wait for it, parked: main.c;
+ *   503 + Retry-After: fair_share.h)
  *   -> read and parse the body for routes that take one (413, 400) ->
  *   handler.
  *
@@ -21,8 +22,8 @@ enum {
 	ROUTE_PUBLIC = 1 << 0,   /* no Authorization needed */
 	ROUTE_BODY   = 1 << 1,   /* the handler gets the parsed JSON body */
 	ROUTE_METRICS = 1 << 2,  /* auth per the `metrics` key, not `auth` */
-	ROUTE_ENDS_ROOM = 1 << 3, /* ends the room's activity: never refused
-				   * for its share of the workers */
+	ROUTE_ENDS_ROOM = 1 << 3, /* ends the room's activity: may take one
+				   * worker past the room's share, never waits */
 };
 
 struct route_method {

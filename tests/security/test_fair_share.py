@@ -10,6 +10,7 @@ cgroup, instead of costing roombox-fcgi a core.
 workers = 8 gives a share of 2 (a quarter of the workers); every wait is a
 bounded poll for an answer."""
 
+import os
 import socket
 import threading
 import time
@@ -98,6 +99,59 @@ def test_many_busy_rooms_leave_health_and_a_new_room_answering(client):
     res = answers(client, "POST", f"/api/rooms/{fresh}/sandbox/exec", {"cmd": "echo fresh"}, 60)
     assert res is not None and res.status == 200, res
     assert res.json["result"]["stdout"] == "fresh\n", res.json
+
+
+def running_on_host(text):
+    """How many processes of this machine (rooms' included) have text in
+    their command line."""
+    n = 0
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                n += text.encode() in f.read()
+        except OSError:
+            pass
+    return n
+
+
+def hold_with_gate(client, room, n):
+    """n execs of room that run until the gate opens: a managed process
+    that makes the file they wait for when it is killed (DELETE of a
+    process, which the room's full share never holds up).  Returns their
+    answers (a list that fills) and open_gate(), which opens it and waits
+    for the n to end."""
+    client.sh(room, "rm -f /tmp/open")
+    r = client.post(f"/api/rooms/{room}/sandbox/processes",
+                    {"cmd": "trap 'touch /tmp/open; exit 0' TERM; sleep 1000 & wait", "name": "gate"})
+    assert r.status == 201, r
+    mark = f"gate-of-{room}"
+    gate = {"cmd": f": {mark}; while [ ! -e /tmp/open ]; do sleep 0.05; done", "timeout": 150000}
+    answers = []
+    for _ in range(n):
+        threading.Thread(target=lambda: answers.append(
+            client.exec_raw(room, gate, timeout=200, check_json=False).status), daemon=True).start()
+    wait_until(lambda: running_on_host(mark) >= n, 60, f"the {n} gate execs to run")
+
+    def open_gate():
+        r = client.delete(f"/api/rooms/{room}/sandbox/processes/gate")
+        assert r.status == 200, r
+        wait_until(lambda: len(answers) == n, 60, "the gate execs to end")
+    return answers, open_gate
+
+
+def test_a_waiting_request_runs_when_its_rooms_share_frees(client):
+    """An exec past the room's share waits, then runs once one of the
+    room's requests ends."""
+    room = unique_room("fsw")
+    answers, open_gate = hold_with_gate(client, room, 2)   # the room's share
+    waiting = []
+    threading.Thread(target=lambda: waiting.append(client.exec_raw(
+        room, {"cmd": "echo waited"}, timeout=120, check_json=False)), daemon=True).start()
+    open_gate()
+    r = wait_until(lambda: waiting and waiting[0], 60, "the waiting exec's answer")
+    assert r.status == 200, r
+    assert r.check_json().json["result"]["stdout"] == "waited\n", r.json
+    assert answers == [200, 200], answers
 
 
 LOG_RATE = 1 << 20   # fcgi-app/process_log.c LOG_ROOM_RATE: bytes a second

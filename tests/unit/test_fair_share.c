@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "fair_share.h"
@@ -77,12 +78,72 @@ static void test_small_pools(void **state)
 	assert_int_equal(fair_share_take(&fs, "a", false), FAIR_SHARE_POOL_FULL);
 }
 
+/* A request that ends the room's activity (cleanup, stop, a process
+ * killed) gets one more than the share, never more, and never the unit
+ * kept for uses that name no room: a hostile room and a client retrying
+ * its DELETEs cannot fill the pool. */
+static void test_ends_room_bounded(void **state)
+{
+	(void)state;
+	struct fair_share fs;
+	char room[8];
+	assert_int_equal(fair_share_init(&fs, 8, 2), 0);
+	assert_int_equal(fair_share_take(&fs, "a", false), FAIR_SHARE_TAKEN);
+	assert_int_equal(fair_share_take(&fs, "a", false), FAIR_SHARE_TAKEN);
+	assert_int_equal(fair_share_take(&fs, "a", true), FAIR_SHARE_TAKEN);
+	assert_int_equal(fair_share_take(&fs, "a", true), FAIR_SHARE_ROOM_FULL);
+	for (int r = 0; r < 8; r++)
+		for (int i = 0; i < 4; i++) {
+			snprintf(room, sizeof(room), "end%d", r);
+			fair_share_take(&fs, room, true);
+		}
+	assert_int_equal(fs.held, 7);   /* one kept for the service's own */
+	assert_int_equal(fair_share_take(&fs, "z", true), FAIR_SHARE_POOL_FULL);
+}
+
+/* Every pool size from 1 to 8 with every room_workers (0: the default, a
+ * quarter): a room alone gets fair_share_room_max() (at least one, at most
+ * its share); with 2 workers or more, two rooms work at once; with 3 or
+ * more, one unit stays for uses that name no room; never more held than
+ * there are. */
+static void test_small_pool_table(void **state)
+{
+	(void)state;
+	char room[8];
+	for (int total = 1; total <= 8; total++)
+		for (int rw = 0; rw <= 9; rw++) {
+			struct fair_share fs;
+			int share = rw ? rw : total / 4, max, n;
+			assert_int_equal(fair_share_init(&fs, total, share), 0);
+			max = fair_share_room_max(&fs);
+			assert_true(max >= 1 && max <= fs.share);
+			for (n = 0; fair_share_take(&fs, "a", false) == FAIR_SHARE_TAKEN; n++)
+				;
+			assert_int_equal(n, max);
+			free(fs.rooms);
+
+			assert_int_equal(fair_share_init(&fs, total, share), 0);
+			assert_int_equal(fair_share_take(&fs, "a", false), FAIR_SHARE_TAKEN);
+			if (total >= 2)
+				assert_int_equal(fair_share_take(&fs, "b", false), FAIR_SHARE_TAKEN);
+			for (int r = 0; r < 16; r++)
+				for (int i = 0; i < 8; i++) {
+					snprintf(room, sizeof(room), "r%d", r);
+					fair_share_take(&fs, room, i & 1);
+				}
+			assert_true(fs.held <= (total >= 3 ? total - 1 : total));
+			free(fs.rooms);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_one_room_holds_its_share),
 		cmocka_unit_test(test_kept_back),
 		cmocka_unit_test(test_small_pools),
+		cmocka_unit_test(test_ends_room_bounded),
+		cmocka_unit_test(test_small_pool_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

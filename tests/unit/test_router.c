@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "fair_share.h"
 #include "router.h"
 #include "store.h"
 
@@ -647,6 +648,65 @@ static void test_render(void **state)
 	free(out);
 }
 
+/* A parked request is released holding its room's share: whatever ends
+ * it (here its token, rotated while it waited) gives the share back. */
+static void test_released_request_gives_share_back(void **state)
+{
+	struct fake f = { .params = { { "REQUEST_METHOD", "GET" }, { "REQUEST_URI", "/api/rooms/r1" },
+				      { "HTTP_AUTHORIZATION", "Bearer rotated-away" } } };
+	struct http_input in = { fake_param, fake_read, &f };
+	struct fair_share fs;
+	struct response rs = { .room_worker = ROOM_WORKER_HELD };
+
+	(void)state;
+	assert_int_equal(fair_share_init(&fs, 4, 1), 0);
+	app.room_workers = &fs;
+	assert_int_equal(fair_share_take(&fs, "r1", false), FAIR_SHARE_TAKEN);   /* by the park thread */
+	router_serve(&app, &in, &rs);
+	assert_int_equal(rs.status, 401);
+	assert_int_equal(fs.held, 0);
+	assert_int_equal(fair_share_take(&fs, "r1", false), FAIR_SHARE_TAKEN);
+	app.room_workers = NULL;
+	json_object_put(rs.body);
+	free(fs.rooms);
+}
+
+/* A room request the pool has no free worker for waits (parked) as one
+ * past its room's share does; so does a fresh one of a room whose
+ * requests already wait (first come, first served). */
+static bool r2_waits(const char *room)
+{
+	return strcmp(room, "r2") == 0;
+}
+
+static void test_pool_full_and_queued_park(void **state)
+{
+	struct fake f = REQ("GET", "/api/rooms/r1");
+	struct fake f2 = REQ("GET", "/api/rooms/r2");
+	struct http_input in = { fake_param, fake_read, &f }, in2 = { fake_param, fake_read, &f2 };
+	struct fair_share fs;
+	struct response rs = { .room_worker = ROOM_WORKER_TAKE };
+
+	(void)state;
+	assert_int_equal(fair_share_init(&fs, 4, 1), 0);
+	app.room_workers = &fs;
+	app.room_workers_park = true;
+	for (const char *const *r = (const char *const[]){ "a", "b", "c", NULL }; *r; r++)
+		assert_int_equal(fair_share_take(&fs, *r, false), FAIR_SHARE_TAKEN);
+	router_serve(&app, &in, &rs);
+	assert_string_equal(rs.park, "r1");
+	assert_null(rs.body);
+	fair_share_give(&fs, "a");
+	fs.waiting = r2_waits;
+	memset(&rs, 0, sizeof(rs));
+	router_serve(&app, &in2, &rs);
+	assert_string_equal(rs.park, "r2");
+	assert_int_equal(fs.held, 2);
+	app.room_workers = NULL;
+	app.room_workers_park = false;
+	free(fs.rooms);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -666,6 +726,8 @@ int main(void)
 		cmocka_unit_test(test_exec_concurrency_limit),
 		cmocka_unit_test(test_room_routes_helper_missing),
 		cmocka_unit_test(test_auth_none),
+		cmocka_unit_test(test_released_request_gives_share_back),
+		cmocka_unit_test(test_pool_full_and_queued_park),
 		cmocka_unit_test(test_render),
 	};
 
