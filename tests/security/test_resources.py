@@ -6,7 +6,7 @@ import os
 
 from conftest import (GONE_TIMEOUT, ROOM_IDS, procs_of_room, procs_with_uid, procs_with_uid_in,
                       unique_room, wait_until)
-from security_helpers import (Background, assert_room_holds_only_keeper_and_this_exec,
+from security_helpers import (FORK_LOOP, Background, assert_room_holds_only_keeper_and_this_exec,
                               room_python_json)
 
 SERVERS = ("nginx",)
@@ -40,12 +40,7 @@ def check_other_room_answers_while(client, b, busy_uid, minimum):
         f"the bomb was not running around B's exec ({before} and {after} processes)"
 
 
-FOREGROUND_BOMB = ("exec python3 -c 'import os\n"
-                   "while True:\n"
-                   "    try:\n"
-                   "        os.fork()\n"
-                   "    except OSError:\n"
-                   "        pass\n'")
+FOREGROUND_BOMB = "exec " + FORK_LOOP
 
 
 def test_fork_bomb_is_killed_at_its_timeout_and_other_rooms_answer(client):
