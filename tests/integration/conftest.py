@@ -375,23 +375,13 @@ def nginx_config(text, port, socket_path, d, tmp):
     return text
 
 
-# lighttpd serves <prefix><status>.html for the errors it makes itself; the
-# Debian package ships these files, the tests make their own copies.
-LIGHTTPD_ERROR_PAGES = {
-    400: {"error": "bad request"},
-    413: {"error": "request body too large"},
-    500: {"error": "internal server error"},
-    502: {"error": "roombox is not available"},
-    503: {"error": "roombox is not available"},
-    504: {"error": "roombox did not answer in time"},
-}
+# lighttpd serves <prefix><status>.html for the errors it makes itself: the
+# files the Debian package ships (/usr/share/roombox/lighttpd/).
+LIGHTTPD_ERROR_PAGES = REPO / "conf" / "lighttpd-errors"
 
 
 def lighttpd_config(port, conf_path, d):
-    pages = d / "lighttpd-errors"
-    pages.mkdir(exist_ok=True)
-    for status, body in LIGHTTPD_ERROR_PAGES.items():
-        (pages / f"status-{status}.html").write_text(json.dumps(body) + "\n")
+    pages = LIGHTTPD_ERROR_PAGES
     text = LIGHTTPD_EXAMPLE.read_text()
     return _substitute(text, [
         (r"^server\.port\s*=\s*8080\s*$", f"server.port = {port}"),
@@ -480,7 +470,9 @@ class Stack:
 
     # -- processes
 
-    def _spawn(self, argv, log_name):
+    def spawn(self, argv, log_name):
+        """Start a process of the stack (stopped with it), its output in
+        log_name in the stack's directory."""
         log = self.dir / log_name
         if log not in self.logs:
             self.logs.append(log)
@@ -496,7 +488,7 @@ class Stack:
         for b in (FCGI, HELPER):
             assert os.access(b, os.X_OK), f"{b} is not built (run make)"
         if self.server == "nginx":
-            fcgi = self.fcgi_proc = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            fcgi = self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
             wait_until(lambda: self.socket.exists() or fcgi.poll() is not None,
                        STARTUP_TIMEOUT, f"roombox-fcgi to create {self.socket}")
             assert fcgi.poll() is None, \
@@ -507,14 +499,14 @@ class Stack:
             self.logs.append(self.dir / "nginx-error.log")
             subprocess.run(["nginx", "-t", "-q", "-e", self.dir / "nginx-error.log",
                             "-c", conf], check=True)
-            self._spawn(["nginx", "-e", self.dir / "nginx-error.log", "-c", conf,
+            self.spawn(["nginx", "-e", self.dir / "nginx-error.log", "-c", conf,
                          "-g", "daemon off;"], "nginx.out")
         else:
             conf = self.dir / "lighttpd.conf"
             conf.write_text(lighttpd_config(self.port, self.conf_path, self.dir))
             self.logs.append(self.dir / "lighttpd-error.log")
             subprocess.run(["lighttpd", "-tt", "-f", conf], check=True)
-            self._spawn(["lighttpd", "-D", "-f", conf], "lighttpd.out")
+            self.spawn(["lighttpd", "-D", "-f", conf], "lighttpd.out")
         self.wait_healthy()
 
     def _mk(self, name):
@@ -578,7 +570,7 @@ class Stack:
         wait_until(lambda: not pid_alive(old[0]), timeout,
                    f"roombox-fcgi (pid {old[0]}) to end after signal {sig}")
         if self.server == "nginx":
-            self.fcgi_proc = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
         self.wait_healthy()
         new = self.fcgi_pids()
         assert len(new) == 1 and new != old, f"roombox-fcgi before {old}, after {new}"
