@@ -182,17 +182,29 @@ def loop_devices_backed_by(prefix):
     return found
 
 
-def cgroup_dirs_named(name):
+def cgroup_group(state_dir):
+    """The cgroup folder of the instance with this state_dir (not the
+    default one): "roombox-<FNV-1a of state_dir>", as the helper's
+    cgroup_set_instance names it."""
+    h = 2166136261
+    for b in str(state_dir).encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    return f"roombox-{h:08x}"
+
+
+def cgroup_dirs_named(name, group="roombox*"):
     """Directories called `name` below a roombox/ folder in any cgroup
-    hierarchy."""
+    hierarchy: any instance's, or only the `group` folder's (a stack's
+    cgroup_group: another stack running at the same time, another
+    engineer's test run among them, may have a room of the same name)."""
     assert ROOM_ID.fullmatch(name), f"not a room id: {name!r}"
     found = []
     root = Path("/sys/fs/cgroup")
     # "roombox" for the default state_dir, "roombox-<hash>" for any other
     # (every test stack): the helper's cgroup_set_instance
-    candidates = list(root.glob(f"roombox*/{name}"))
+    candidates = list(root.glob(f"{group}/{name}"))
     if root.is_dir():
-        candidates += list(root.glob(f"*/roombox*/{name}"))
+        candidates += list(root.glob(f"*/{group}/{name}"))
     for c in candidates:
         if c.is_dir():
             found.append(str(c))
@@ -679,7 +691,7 @@ class Stack:
             subprocess.run(["losetup", "-d", f"/dev/{dev}"], capture_output=True)
             problems.append(f"loop device {dev} left on {backing}")
         for room in self.rooms:
-            for cg in cgroup_dirs_named(room):
+            for cg in cgroup_dirs_named(room, cgroup_group(self.state_dir)):
                 problems.append(f"cgroup left: {cg}")
                 # only the room's own layout: <room>/<leaf>/ and <room>/
                 for leaf in Path(cg).iterdir():
