@@ -118,13 +118,21 @@ SNIPPET_CASES = {
 SNIPPET_STATUSES = {"body too large": 413, "malformed chunked body": 400}
 
 
-def start_nginx_with_snippet(s):
-    snippet = (REPO / "conf" / "nginx-roombox.conf").read_text() \
-        .replace("unix:/run/roombox/fcgi/", f"unix:{s.socket.parent}/")
-    (s.dir / "nginx-roombox.conf").write_text(snippet)
-    port = free_port()
-    d = s.dir / "snippet-nginx"
+def snippet_site(s, snippet, replacements):
+    """The packaged snippet with its paths replaced, written beside the
+    stack; a directory and a port for the site that includes it."""
+    text = (REPO / "conf" / snippet).read_text()
+    for old, new in replacements:
+        text = text.replace(old, new)
+    (s.dir / snippet).write_text(text)
+    d = s.dir / f"site-{snippet}"
     d.mkdir()
+    return s.dir / snippet, d, free_port()
+
+
+def start_nginx_with_snippet(s):
+    snippet, d, port = snippet_site(s, "nginx-roombox.conf", [
+        ("unix:/run/roombox/fcgi/", f"unix:{s.socket.parent}/")])
     (d / "nginx.conf").write_text(f"""
 user root;
 worker_processes 1;
@@ -141,7 +149,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         server_name localhost;
-        include {s.dir}/nginx-roombox.conf;
+        include {snippet};
     }}
 }}
 """)
@@ -151,13 +159,9 @@ http {{
 
 
 def start_lighttpd_with_snippet(s):
-    snippet = (REPO / "conf" / "lighttpd-roombox.conf").read_text() \
-        .replace("/run/roombox/fcgi/", f"{s.socket.parent}/") \
-        .replace("/usr/share/roombox/lighttpd/", f"{LIGHTTPD_ERROR_PAGES}/")
-    (s.dir / "lighttpd-roombox.conf").write_text(snippet)
-    port = free_port()
-    d = s.dir / "snippet-lighttpd"
-    d.mkdir()
+    snippet, d, port = snippet_site(s, "lighttpd-roombox.conf", [
+        ("/run/roombox/fcgi/", f"{s.socket.parent}/"),
+        ("/usr/share/roombox/lighttpd/", f"{LIGHTTPD_ERROR_PAGES}/")])
     (d / "lighttpd.conf").write_text(f"""
 server.modules = ( "mod_fastcgi" )
 server.bind          = "127.0.0.1"
@@ -166,7 +170,7 @@ server.document-root = "{d}"
 server.pid-file      = "{d}/lighttpd.pid"
 server.errorlog      = "{d}/error.log"
 server.max-request-size = 2048
-include "{s.dir}/lighttpd-roombox.conf"
+include "{snippet}"
 """)
     s.spawn(["lighttpd", "-D", "-f", d / "lighttpd.conf"], "snippet-lighttpd.out")
     return port
