@@ -27,6 +27,7 @@ returns once a new roombox-fcgi with the same configuration answers.
 Nothing here sleeps to synchronise: every wait is a bounded poll.
 """
 
+import fcntl
 import http.client
 import json
 import os
@@ -417,29 +418,59 @@ def free_port():
         return s.getsockname()[1]
 
 
-# The uid ranges of this session's running stacks: a stack started while
-# another runs must not overlap its range even where no process of it runs
-# yet (its later rooms would count as the new stack's leftovers).
-_CLAIMED_UIDS = []
+# The uid ranges of the running test stacks on this machine, this session's
+# and any other's (several test runs at once, each with its own stacks): a
+# file "<first>-<end>" per range in UID_CLAIMS, holding the claiming
+# process's pid, made under a lock.  A stack started while another runs must
+# not overlap its range even where no process of it runs yet: its later
+# rooms would count as the new stack's leftovers, and the two stacks' rooms
+# would share host ids.
+UID_CLAIMS = Path("/tmp/rbx-uid-claims")
+
+
+def _claimed_uid_ranges():
+    """The ranges claimed by live processes; the claims of dead ones are
+    removed."""
+    ranges = []
+    for f in UID_CLAIMS.glob("*-*"):
+        try:
+            lo, hi = (int(n) for n in f.name.split("-"))
+            owner = int(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if pid_alive(owner):
+            ranges.append((lo, hi))
+        else:
+            f.unlink(missing_ok=True)
+    return ranges
 
 
 def pick_uid_base(span):
-    """A uid range no host process uses and no running stack of this session
-    claims, away from the default 200000 (and the default max_rooms' 1000 *
-    65536 ids after it) so a test stack never shares uids with a `make run`
+    """A uid range no host process uses and no running test stack claims,
+    away from the default 200000 (and the default max_rooms' 1000 * 65536
+    ids after it) so a test stack never shares uids with a `make run`
     stack.  Claimed until release_uid_base."""
-    for _ in range(200):
-        base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
-        if any(base < hi and lo < base + span for lo, hi in _CLAIMED_UIDS):
-            continue
-        if not procs_with_uid_in(base, base + span):
-            _CLAIMED_UIDS.append((base, base + span))
-            return base
+    UID_CLAIMS.mkdir(exist_ok=True)
+    with open(UID_CLAIMS / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        claimed = _claimed_uid_ranges()
+        for _ in range(200):
+            base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
+            if any(base < hi and lo < base + span for lo, hi in claimed):
+                continue
+            if not procs_with_uid_in(base, base + span):
+                (UID_CLAIMS / f"{base}-{base + span}").write_text(str(os.getpid()))
+                return base
     raise AssertionError("no free uid range for the test stack")
 
 
 def release_uid_base(base):
-    _CLAIMED_UIDS[:] = [r for r in _CLAIMED_UIDS if r[0] != base]
+    for f in UID_CLAIMS.glob(f"{base}-*"):
+        try:
+            if int(f.read_text()) == os.getpid():
+                f.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 class Stack:
