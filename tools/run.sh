@@ -13,9 +13,9 @@ set -euo pipefail
 
 # bash cannot trap a signal that was ignored when it started (a background
 # command of a script, as `make check &` runs it, starts with SIGINT
-# ignored): Ctrl-C would then reach only the servers, which end on it, and
-# this script would take that for a crash.  Start again with SIGINT and
-# SIGTERM at their defaults, so the traps below always work.
+# ignored): Ctrl-C would then stop nothing, the servers being out of its
+# reach (see setsid below).  Start again with SIGINT and SIGTERM at their
+# defaults, so the traps below always work.
 sig_ignored=$(awk '/^SigIgn:/ { print $2 }' /proc/$$/status)
 if (( 16#$sig_ignored & ((1 << (2 - 1)) | (1 << (15 - 1))) )); then
 	exec env --default-signal=INT,TERM "${BASH_SOURCE[0]}" "$@"
