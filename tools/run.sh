@@ -11,6 +11,16 @@
 # stops everything it started, rooms included; their files stay in .run/.
 set -euo pipefail
 
+# bash cannot trap a signal that was ignored when it started (a background
+# command of a script, as `make check &` runs it, starts with SIGINT
+# ignored): Ctrl-C would then stop nothing, the servers being out of its
+# reach (see setsid below).  Start again with SIGINT and SIGTERM at their
+# defaults, so the traps below always work.
+sig_ignored=$(awk '/^SigIgn:/ { print $2 }' /proc/$$/status)
+if (( 16#$sig_ignored & ((1 << (2 - 1)) | (1 << (15 - 1))) )); then
+	exec env --default-signal=INT,TERM "${BASH_SOURCE[0]}" "$@"
+fi
+
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 port=${PORT:-8080}
 run=${ROOMBOX_RUN_DIR:-$repo/.run}
@@ -85,11 +95,19 @@ stop_all() {
 		timeout 60 "$repo/build/roombox-helper" -c "$conf" >/dev/null 2>&1 || true
 }
 on_signal() { stop_all; exit 0; }
-trap on_signal INT TERM
+trap on_signal INT TERM HUP
 trap stop_all EXIT
 
+# The servers run in a session of their own: a Ctrl-C (SIGINT to the
+# terminal's foreground process group) or a hang-up then reaches only this
+# script, which stops them.  Were they in its group, they would end on the
+# same signal and `wait -n` below could return for them before bash runs
+# the trap, reporting a clean stop as a server that exited.  (setsid execs
+# the server in place: a background job of a non-interactive shell is never
+# a group leader, so $! is the server's pid.)
+
 rm -f "$socket"
-"$repo/build/roombox-fcgi" -c "$conf" < /dev/null &
+setsid "$repo/build/roombox-fcgi" -c "$conf" < /dev/null &
 fcgi_pid=$!
 for _ in $(seq 200); do
 	[ -S "$socket" ] && break
@@ -98,7 +116,7 @@ for _ in $(seq 200); do
 done
 [ -S "$socket" ] || die "roombox-fcgi did not create $socket within 10 s"
 
-"${nginx_cmd[@]}" -g 'daemon off;' < /dev/null &
+setsid "${nginx_cmd[@]}" -g 'daemon off;' < /dev/null &
 nginx_pid=$!
 
 health=

@@ -27,6 +27,7 @@ returns once a new roombox-fcgi with the same configuration answers.
 Nothing here sleeps to synchronise: every wait is a bounded poll.
 """
 
+import fcntl
 import http.client
 import json
 import os
@@ -187,17 +188,29 @@ def loop_devices_backed_by(prefix):
     return found
 
 
-def cgroup_dirs_named(name):
+def cgroup_group(state_dir):
+    """The cgroup folder of the instance with this state_dir (not the
+    default one): "roombox-<FNV-1a of state_dir>", as the helper's
+    cgroup_set_instance names it."""
+    h = 2166136261
+    for b in str(state_dir).encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    return f"roombox-{h:08x}"
+
+
+def cgroup_dirs_named(name, group="roombox*"):
     """Directories called `name` below a roombox/ folder in any cgroup
-    hierarchy."""
+    hierarchy: any instance's, or only the `group` folder's (a stack's
+    cgroup_group: another stack running at the same time, another
+    engineer's test run among them, may have a room of the same name)."""
     assert ROOM_ID.fullmatch(name), f"not a room id: {name!r}"
     found = []
     root = Path("/sys/fs/cgroup")
     # "roombox" for the default state_dir, "roombox-<hash>" for any other
     # (every test stack): the helper's cgroup_set_instance
-    candidates = list(root.glob(f"roombox*/{name}"))
+    candidates = list(root.glob(f"{group}/{name}"))
     if root.is_dir():
-        candidates += list(root.glob(f"*/roombox*/{name}"))
+        candidates += list(root.glob(f"*/{group}/{name}"))
     for c in candidates:
         if c.is_dir():
             found.append(str(c))
@@ -380,24 +393,13 @@ def nginx_config(text, port, socket_path, d, tmp):
     return text
 
 
-# lighttpd serves <prefix><status>.html for the errors it makes itself; the
-# Debian package ships these files, the tests make their own copies.
-LIGHTTPD_ERROR_PAGES = {
-    400: {"error": "bad request"},
-    411: {"error": "length required"},
-    413: {"error": "request body too large"},
-    500: {"error": "internal server error"},
-    502: {"error": "roombox is not available"},
-    503: {"error": "roombox is not available"},
-    504: {"error": "roombox did not answer in time"},
-}
+# lighttpd serves <prefix><status>.html for the errors it makes itself: the
+# files the Debian package ships (/usr/share/roombox/lighttpd/).
+LIGHTTPD_ERROR_PAGES = REPO / "conf" / "lighttpd-errors"
 
 
 def lighttpd_config(port, conf_path, d):
-    pages = d / "lighttpd-errors"
-    pages.mkdir(exist_ok=True)
-    for status, body in LIGHTTPD_ERROR_PAGES.items():
-        (pages / f"status-{status}.html").write_text(json.dumps(body) + "\n")
+    pages = LIGHTTPD_ERROR_PAGES
     text = LIGHTTPD_EXAMPLE.read_text()
     return _substitute(text, [
         (r"^server\.port\s*=\s*8080\s*$", f"server.port = {port}"),
@@ -421,29 +423,59 @@ def free_port():
         return s.getsockname()[1]
 
 
-# The uid ranges of this session's running stacks: a stack started while
-# another runs must not overlap its range even where no process of it runs
-# yet (its later rooms would count as the new stack's leftovers).
-_CLAIMED_UIDS = []
+# The uid ranges of the running test stacks on this machine, this session's
+# and any other's (several test runs at once, each with its own stacks): a
+# file "<first>-<end>" per range in UID_CLAIMS, holding the claiming
+# process's pid, made under a lock.  A stack started while another runs must
+# not overlap its range even where no process of it runs yet: its later
+# rooms would count as the new stack's leftovers, and the two stacks' rooms
+# would share host ids.
+UID_CLAIMS = Path("/tmp/rbx-uid-claims")
+
+
+def _claimed_uid_ranges():
+    """The ranges claimed by live processes; the claims of dead ones are
+    removed."""
+    ranges = []
+    for f in UID_CLAIMS.glob("*-*"):
+        try:
+            lo, hi = (int(n) for n in f.name.split("-"))
+            owner = int(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if pid_alive(owner):
+            ranges.append((lo, hi))
+        else:
+            f.unlink(missing_ok=True)
+    return ranges
 
 
 def pick_uid_base(span):
-    """A uid range no host process uses and no running stack of this session
-    claims, away from the default 200000 (and the default max_rooms' 1000 *
-    65536 ids after it) so a test stack never shares uids with a `make run`
+    """A uid range no host process uses and no running test stack claims,
+    away from the default 200000 (and the default max_rooms' 1000 * 65536
+    ids after it) so a test stack never shares uids with a `make run`
     stack.  Claimed until release_uid_base."""
-    for _ in range(200):
-        base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
-        if any(base < hi and lo < base + span for lo, hi in _CLAIMED_UIDS):
-            continue
-        if not procs_with_uid_in(base, base + span):
-            _CLAIMED_UIDS.append((base, base + span))
-            return base
+    UID_CLAIMS.mkdir(exist_ok=True)
+    with open(UID_CLAIMS / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        claimed = _claimed_uid_ranges()
+        for _ in range(200):
+            base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
+            if any(base < hi and lo < base + span for lo, hi in claimed):
+                continue
+            if not procs_with_uid_in(base, base + span):
+                (UID_CLAIMS / f"{base}-{base + span}").write_text(str(os.getpid()))
+                return base
     raise AssertionError("no free uid range for the test stack")
 
 
 def release_uid_base(base):
-    _CLAIMED_UIDS[:] = [r for r in _CLAIMED_UIDS if r[0] != base]
+    for f in UID_CLAIMS.glob(f"{base}-*"):
+        try:
+            if int(f.read_text()) == os.getpid():
+                f.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 class Stack:
@@ -488,7 +520,9 @@ class Stack:
 
     # -- processes
 
-    def _spawn(self, argv, log_name):
+    def spawn(self, argv, log_name):
+        """Start a process of the stack (stopped with it), its output in
+        log_name in the stack's directory."""
         log = self.dir / log_name
         if log not in self.logs:
             self.logs.append(log)
@@ -504,7 +538,7 @@ class Stack:
         for b in (FCGI, HELPER):
             assert os.access(b, os.X_OK), f"{b} is not built (run make)"
         if self.server == "nginx":
-            fcgi = self.fcgi_proc = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            fcgi = self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
             wait_until(lambda: self.socket.exists() or fcgi.poll() is not None,
                        STARTUP_TIMEOUT, f"roombox-fcgi to create {self.socket}")
             assert fcgi.poll() is None, \
@@ -515,14 +549,14 @@ class Stack:
             self.logs.append(self.dir / "nginx-error.log")
             subprocess.run(["nginx", "-t", "-q", "-e", self.dir / "nginx-error.log",
                             "-c", conf], check=True)
-            self._spawn(["nginx", "-e", self.dir / "nginx-error.log", "-c", conf,
+            self.spawn(["nginx", "-e", self.dir / "nginx-error.log", "-c", conf,
                          "-g", "daemon off;"], "nginx.out")
         else:
             conf = self.dir / "lighttpd.conf"
             conf.write_text(lighttpd_config(self.port, self.conf_path, self.dir))
             self.logs.append(self.dir / "lighttpd-error.log")
             subprocess.run(["lighttpd", "-tt", "-f", conf], check=True)
-            self._spawn(["lighttpd", "-D", "-f", conf], "lighttpd.out")
+            self.spawn(["lighttpd", "-D", "-f", conf], "lighttpd.out")
         self.wait_healthy()
 
     def _mk(self, name):
@@ -586,7 +620,7 @@ class Stack:
         wait_until(lambda: not pid_alive(old[0]), timeout,
                    f"roombox-fcgi (pid {old[0]}) to end after signal {sig}")
         if self.server == "nginx":
-            self.fcgi_proc = self._spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
         self.wait_healthy()
         new = self.fcgi_pids()
         assert len(new) == 1 and new != old, f"roombox-fcgi before {old}, after {new}"
@@ -695,7 +729,7 @@ class Stack:
             subprocess.run(["losetup", "-d", f"/dev/{dev}"], capture_output=True)
             problems.append(f"loop device {dev} left on {backing}")
         for room in self.rooms:
-            for cg in cgroup_dirs_named(room):
+            for cg in cgroup_dirs_named(room, cgroup_group(self.state_dir)):
                 problems.append(f"cgroup left: {cg}")
                 # only the room's own layout: <room>/<leaf>/ and <room>/
                 for leaf in Path(cg).iterdir():

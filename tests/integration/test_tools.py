@@ -24,31 +24,64 @@ def read_lines_into(stream, q):
     q.put(None)
 
 
+def start_make_run(env, sigint_ignored=False):
+    """tools/run.sh in a session of its own, as a terminal's foreground job
+    (os.killpg(p.pid, SIGINT) is then a Ctrl-C), its output lines in p.lines.
+    sigint_ignored: started the way a script's background command is (`make
+    check &`), with SIGINT ignored."""
+    argv = [str(REPO / "tools" / "run.sh")]
+    if sigint_ignored:
+        argv = ["bash", "-c", 'trap "" INT; exec "$0"'] + argv
+    p = subprocess.Popen(argv, cwd=REPO, env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    p.lines = queue.Queue()
+    threading.Thread(target=read_lines_into, args=(p.stdout, p.lines), daemon=True).start()
+    return p
+
+
+def read_until(p, seen, prefix, timeout=30):
+    """Append p's output lines to `seen` until one starts with `prefix` (that
+    line) or the output ends or `timeout` passes (None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = p.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if line.startswith(prefix):
+            return line
+    return None
+
+
+def stop_make_run(p, rundir):
+    """Whatever is left of a make run stack after a failed test: run.sh's
+    group, and the servers (in a session of their own) named by rundir."""
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    for pid in proc_pids():
+        if rundir in proc_cmdline(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def test_make_run_prints_a_working_curl_line_and_stops_on_ctrl_c():
     assert os.access(FCGI, os.X_OK) and os.access(HELPER, os.X_OK), "run make first"
     port = free_port()
     rundir = tempfile.mkdtemp(prefix="rbx-run-", dir="/tmp")
     env = dict(os.environ, PORT=str(port), ROOMBOX_RUN_DIR=rundir)
-    p = subprocess.Popen([str(REPO / "tools" / "run.sh")], cwd=REPO, env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    q = queue.Queue()
-    threading.Thread(target=read_lines_into, args=(p.stdout, q), daemon=True).start()
+    p = start_make_run(env)
     seen = []
     room = unique_room("run")
     try:
-        curl = None
-        deadline = time.monotonic() + 30
-        while curl is None and time.monotonic() < deadline:
-            try:
-                line = q.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            seen.append(line)
-            if line.startswith("curl "):
-                curl = line.strip()
+        curl = read_until(p, seen, "curl ")
+        curl = curl and curl.strip()
         assert curl, "run.sh printed no curl line:\n" + "".join(seen)
         assert curl == ('curl -H "Authorization: Bearer $(cat %s/tokens)" '
                         '-d \'{"cmd":"echo hi"}\' '
@@ -82,9 +115,7 @@ def test_make_run_prints_a_working_curl_line_and_stops_on_ctrl_c():
                    "the room's processes to stop")
         assert open(f"{rundir}/tokens").read().strip() == token
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        stop_make_run(p, rundir)
         # remove the room for good, then the directory
         conf = f"{rundir}/roombox.conf"
         if os.path.exists(conf):
@@ -117,21 +148,10 @@ def test_make_run_appends_local_conf():
     with open(f"{rundir}/local.conf", "w") as f:
         f.write("network = egress\ndns = 198.51.100.53\nidle_timeout = 7m")  # no final newline
     env = dict(os.environ, PORT=str(port), ROOMBOX_RUN_DIR=rundir)
-    p = subprocess.Popen([str(REPO / "tools" / "run.sh")], cwd=REPO, env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    q = queue.Queue()
-    threading.Thread(target=read_lines_into, args=(p.stdout, q), daemon=True).start()
+    p = start_make_run(env)
     seen = []
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = q.get(timeout=max(0.1, deadline - time.monotonic()))
-            if line is None:
-                break
-            seen.append(line)
-            if line.startswith("  health:"):
-                break
+        read_until(p, seen, "  health:")
         health = [l for l in seen if l.startswith("  health:")]
         assert health, "run.sh printed no health line:\n" + "".join(seen)
         answer = json.loads(health[0].split(":", 1)[1])
@@ -150,7 +170,42 @@ def test_make_run_appends_local_conf():
         assert r.returncode != 0
         assert "duplicate key 'state_dir'" in r.stdout + r.stderr, r
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        stop_make_run(p, rundir)
+        shutil.rmtree(rundir, ignore_errors=True)
+
+
+# Enough tries for a Ctrl-C to land while run.sh waits on its servers, and
+# while it is still printing its banner.
+CTRL_C_TRIES = 5
+
+
+def test_make_run_stops_cleanly_on_ctrl_c_however_it_was_started():
+    """Ctrl-C stops make run with status 0 and nothing left running, again
+    and again, whether it was started from a terminal or with SIGINT ignored
+    (a background command of a script, as `make check &` starts it): never
+    "a server exited", whichever of run.sh and its servers sees the signal
+    first.  No room is made."""
+    port = free_port()
+    rundir = tempfile.mkdtemp(prefix="rbx-run-", dir="/tmp")
+    env = dict(os.environ, PORT=str(port), ROOMBOX_RUN_DIR=rundir)
+    p = None
+    try:
+        for sigint_ignored in (False, True):
+            for attempt in range(CTRL_C_TRIES):
+                how = f"try {attempt + 1}, SIGINT ignored at start: {sigint_ignored}"
+                p = start_make_run(env, sigint_ignored)
+                seen = []
+                assert read_until(p, seen, "Press Ctrl-C"), f"{how}: " + "".join(seen)
+                servers = [pid for pid in proc_pids() if rundir in proc_cmdline(pid)]
+                assert servers, f"{how}: no process of the stack names its run directory"
+                os.killpg(p.pid, signal.SIGINT)
+                p.wait(timeout=60)
+                read_until(p, seen, "\0")          # the rest of its output
+                assert p.returncode == 0, f"{how}: exit {p.returncode}\n" + "".join(seen)
+                assert "a server exited" not in "".join(seen), f"{how}: " + "".join(seen)
+                assert not [pid for pid in servers if pid_alive(pid)], \
+                    f"{how}: run.sh left processes running"
+    finally:
+        if p is not None:
+            stop_make_run(p, rundir)
         shutil.rmtree(rundir, ignore_errors=True)

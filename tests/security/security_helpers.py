@@ -4,9 +4,58 @@ from tests/integration/conftest.py, through tests/security/conftest.py)."""
 import hashlib
 import json
 import os
+import re
 import shlex
 import stat
 import threading
+from pathlib import Path
+
+from conftest import cgroup_dirs_named, wait_until
+
+
+# A fork bomb that stays at its room's pids_limit until killed: every
+# process forks in a loop and goes on when the kernel refuses.  (The shell's
+# classic `bomb(){ bomb|bomb& }; bomb` does not stay: under dash a process
+# whose fork fails exits, and the bomb often dies out within a second of
+# reaching the limit.)
+FORK_LOOP = ("python3 -c 'import os\n"
+             "while True:\n"
+             "    try:\n"
+             "        os.fork()\n"
+             "    except OSError:\n"
+             "        pass\n'")
+
+
+def pids_refused(room):
+    """How many forks the kernel has refused for the room's pids_limit: the
+    "max" count of pids.events in the room's pids cgroup (the v1 pids
+    hierarchy or the v2 unified one), which the service itself reads to
+    tell a room at its process limit.  Unlike a count of the room's
+    processes, which a bomb keeps moving, it only grows: a bomb at the limit
+    is seen whenever it is sampled.  None when the room has no such file."""
+    for d in cgroup_dirs_named(room):
+        try:
+            events = Path(d, "pids.events").read_text()
+        except OSError:
+            continue
+        m = re.search(r"^max (\d+)$", events, re.M)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def wait_for_pids_limit_hit(room, after, timeout, what):
+    """Wait until the kernel has refused a fork for the room's pids_limit
+    more than `after` times (a bomb pressing on the limit since then);
+    return that count."""
+    seen = {}
+
+    def hit():
+        seen["n"] = pids_refused(room)
+        assert seen["n"] is not None, f"room {room} has no pids.events: no pids controller?"
+        return seen["n"] > after
+    wait_until(hit, timeout, what)
+    return seen["n"]
 
 
 def room_python(client, room, script, *args, **fields):

@@ -18,6 +18,7 @@ the host's own addresses (which stay on this machine by definition).  The rooms'
 is the test DNS host, so no query ever reaches a real name server.
 """
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -165,6 +166,26 @@ class Hosts:
         with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
             f.write(self.forward_before)
         return left
+
+
+# The test hosts' addresses and routes are fixed and host-wide: two test runs
+# at once (several engineers on one machine) take turns for this module.
+TESTNET_LOCK = "/tmp/rbx-egress.lock"
+TESTNET_LOCK_WAIT = 1200     # seconds: another run's whole egress module
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_egress_run_at_a_time():
+    with open(TESTNET_LOCK, "w") as lock:
+        def taken():
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
+        wait_until(taken, TESTNET_LOCK_WAIT, "another test run's egress tests to end",
+                   interval=0.5)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,13 @@ import threading
 import time
 
 from conftest import pid_alive, proc_status, procs_with_uid, unique_room, wait_until
-from security_helpers import Background, assert_room_holds_only_keeper_and_this_exec, room_ps
+from security_helpers import (FORK_LOOP, Background, assert_room_holds_only_keeper_and_this_exec, pids_refused,
+                              room_ps, wait_for_pids_limit_hit)
 
 PIDS_LIMIT = 64
 ROOMBOX_CONFIG = {"pids_limit": str(PIDS_LIMIT)}
-BOMB = "bomb(){ bomb|bomb& }; bomb"
+# in the background: the exec answers at once, the bomb stays
+BOMB = FORK_LOOP + " >/dev/null 2>&1 &"
 RECOVERY_S = 15
 
 
@@ -83,11 +85,18 @@ def recovery_logged(stack, room):
 PROBE_TIMEOUT = 60000
 
 
-def start_bomb(client, a, uid):
-    # as a background command: the exec answers at once, the bomb stays
+def start_bomb(client, a):
+    """A background fork bomb in room A, pressing on its pids_limit: the
+    kernel refuses its forks (pids.events), again after the first time.
+    That is the kernel's own record, as the service reads it, rather than
+    a count of the room's processes in /proc, which a bomb keeps moving and
+    a scan may catch low."""
+    before = pids_refused(a)
+    assert before is not None, f"room {a} has no pids.events: no pids controller?"
     res = client.exec(a, BOMB, timeout=120000)
     assert res["exitCode"] == 0, res
-    wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2, 20, "the fork bomb to fill room A")
+    first = wait_for_pids_limit_hit(a, before, 20, "the fork bomb to reach room A's pids_limit")
+    wait_for_pids_limit_hit(a, first, 20, "the fork bomb to stay at room A's pids_limit")
 
 
 def test_fork_bomb_room_answers_again_with_its_files_and_other_rooms_never_notice(client, stack):
@@ -100,7 +109,7 @@ def test_fork_bomb_room_answers_again_with_its_files_and_other_rooms_never_notic
     client.sh(a, "echo kept > /workspace/keep.txt")
     hammer = Hammer(client, b)
     try:
-        start_bomb(client, a, uid)
+        start_bomb(client, a)
         t0 = time.monotonic()
         seen = []
 

@@ -6,8 +6,8 @@ import os
 
 from conftest import (GONE_TIMEOUT, ROOM_IDS, procs_of_room, procs_with_uid, procs_with_uid_in,
                       unique_room, wait_until)
-from security_helpers import (Background, assert_room_holds_only_keeper_and_this_exec,
-                              room_python_json)
+from security_helpers import (FORK_LOOP, Background, assert_room_holds_only_keeper_and_this_exec,
+                              pids_refused, room_python_json, wait_for_pids_limit_hit)
 
 SERVERS = ("nginx",)
 MEMORY_LIMIT = 64 << 20
@@ -22,30 +22,21 @@ def live_count(uid):
     return len([p for p in procs_with_uid_in(uid, uid + ROOM_IDS) if p[2] != "roombox-keeper"])
 
 
-# A bomb held at pids_limit keeps losing and regaining processes, so "it is
-# running" is judged on a quarter of the limit, not on the half it first
-# reached (a dip to 31 of 64 right after B answered was seen).
-BOMB_ALIVE = PIDS_LIMIT // 4
-
-
-def check_other_room_answers_while(client, b, busy_uid, minimum):
-    """Room B (already made) answers an echo while at least `minimum`
-    processes of the busy room are alive, before and after B's exec
-    (ordering, not time)."""
-    before = live_count(busy_uid)
+def check_other_room_answers_while(client, b, busy):
+    """Room B (already made) answers an echo while the bomb in room `busy`
+    presses on its pids_limit: the kernel refused the bomb's forks before
+    B's exec (pids.events), and again after B answered (ordering, not time;
+    not a count of the busy room's processes, which a bomb keeps moving and
+    a scan of /proc may catch low)."""
+    assert pids_refused(busy), f"the bomb in {busy} has not reached its limit"
     out = client.sh(b, "echo B answers")
-    after = live_count(busy_uid)
+    after = pids_refused(busy)
     assert out == "B answers\n"
-    assert before >= minimum and after >= minimum, \
-        f"the bomb was not running around B's exec ({before} and {after} processes)"
+    wait_for_pids_limit_hit(busy, after, 10, f"the bomb in {busy} to press on its limit "
+                            "after B answered")
 
 
-FOREGROUND_BOMB = ("exec python3 -c 'import os\n"
-                   "while True:\n"
-                   "    try:\n"
-                   "        os.fork()\n"
-                   "    except OSError:\n"
-                   "        pass\n'")
+FOREGROUND_BOMB = "exec " + FORK_LOOP
 
 
 def test_fork_bomb_is_killed_at_its_timeout_and_other_rooms_answer(client):
@@ -53,10 +44,10 @@ def test_fork_bomb_is_killed_at_its_timeout_and_other_rooms_answer(client):
     uid = client.room_uid(a)
     client.sh(b, "true")
     bomb = Background(client, a, {"cmd": FOREGROUND_BOMB, "timeout": 6000})
-    wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2 or not bomb.running(), 20,
-               "the fork bomb to fill the room")
+    wait_until(lambda: pids_refused(a) or not bomb.running(), 20,
+               "the fork bomb to reach the room's pids_limit")
     assert bomb.running(), f"the bomb ended early: {bomb.response}"
-    check_other_room_answers_while(client, b, uid, BOMB_ALIVE)
+    check_other_room_answers_while(client, b, a)
     assert bomb.running(), "room A's exec answered while B ran: the ordering check proves nothing"
     # the limit held: never more processes than pids_limit
     assert live_count(uid) <= PIDS_LIMIT
@@ -79,8 +70,8 @@ def test_fork_bomb_in_the_background_is_contained_and_ends(client):
     client.sh(b, "true")
     bomb = Background(client, a, {"cmd": "bash -c ':(){ :|:& };:'", "timeout": 3000})
     try:
-        wait_until(lambda: live_count(uid) >= PIDS_LIMIT // 2, 20, "the fork bomb to fill the room")
-        check_other_room_answers_while(client, b, uid, BOMB_ALIVE)
+        wait_for_pids_limit_hit(a, 0, 20, "the fork bomb to reach the room's pids_limit")
+        check_other_room_answers_while(client, b, a)
         assert live_count(uid) <= PIDS_LIMIT
         r = bomb.join(30)
         assert r.status == 200, r.json
