@@ -360,6 +360,7 @@ class Soak:
             self.api.sh(slot.room, "true")
 
     def rooms(self):
+        # a slot whose recycling a restart cut off may hold no room for a while
         return [s.room for s in self.slots if s.room] + [a.room for a in self.appenders] \
             + list(self.leaked)
 
@@ -541,8 +542,9 @@ class Soak:
         need(r.status == 200 and r.json["ok"] is True, f"health: {r.status} {r.json}")
 
     def op_recycle(self, s):
-        self.destroy(s.room)
-        self.new_room(s)
+        self.destroy(s.room)        # fails: the slot keeps its room, which may still exist
+        s.room = None
+        self.new_room(s)            # fails: the slot has no room; the next lease makes one
 
     def destroy(self, room):
         """DELETE the room; then none of its processes may be left.  They
@@ -596,9 +598,11 @@ class Soak:
                     name, fn, _ = random.choice(kinds)
                     while name == "preview" and self.preview_quiet():
                         name, fn, _ = random.choice(kinds)
-                    ok = self.attempt(name, s.room, fn, self, s)
-                    if not ok and name == "recycle":
-                        self.attempt("recycle-again", s.room, self.new_room, s)
+                    if s.room is None:
+                        self.attempt("new-room", None, self.new_room, s)
+                    elif not self.attempt(name, s.room, fn, self, s) and name == "recycle" \
+                            and s.room is None:
+                        self.attempt("new-room", None, self.new_room, s)
                 finally:
                     self.gate.leave()
             finally:
@@ -823,6 +827,9 @@ class Soak:
             name, fn = order.pop()
             s = random.choice(self.slots)
             with s.lock:
+                if s.room is None:
+                    order.append((name, fn))
+                    continue
                 self.gate.enter()
                 try:
                     self.faults[name] = self.faults.get(name, 0) + 1
