@@ -1,0 +1,50 @@
+"""A destroyed room leaves nothing running under its host ids, whatever
+the room itself recorded: a keeper of a start the room never recorded, or
+anything else that runs under the room's ids outside its cgroup and pid
+namespace, dies with the room before the slot (and so the ids) can go to
+another room; and a room whose freed ids a new room takes is the new
+room's, not a leftover of the old one."""
+
+import subprocess
+
+from conftest import ROOM_IDS, GONE_TIMEOUT, pid_alive, procs_with_uid_in, unique_room, wait_until
+
+
+def test_destroy_kills_what_runs_under_the_rooms_ids_outside_its_cgroup(client, stack):
+    room = unique_room("linger")
+    client.sh(room, "true")
+    uid = client.room_uid(room)
+    # as the room's root (its keeper's host id), started from the test:
+    # neither the room's cgroup nor its keeper's pid namespace holds it
+    stray = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any(p == stray.pid for p, _, _ in procs_with_uid_in(uid, uid + ROOM_IDS)),
+                   GONE_TIMEOUT, f"the stray process {stray.pid} to run as uid {uid}")
+        r = client.delete(f"/api/rooms/{room}")
+        assert r.status == 200 and r.json == {"cleaned": True, "roomId": room}, (r.status, r.json)
+        # the answer came after the kill: nothing to wait for
+        assert not pid_alive(stray.pid), \
+            f"DELETE {room} answered 200 while process {stray.pid} still runs under its ids ({uid})"
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+def test_a_new_room_may_take_a_destroyed_rooms_ids(client, stack):
+    """What the soak took for a keeper left by a DELETE: the destroyed
+    room's slot goes to the next new room, whose keeper then runs under
+    the same host ids."""
+    old = unique_room("linger-old")
+    client.sh(old, "true")
+    uid = client.room_uid(old)
+    client.destroy(old)
+    assert not procs_with_uid_in(uid, uid + ROOM_IDS)
+    new = unique_room("linger-new")
+    client.sh(new, "true")
+    try:
+        if client.room_uid(new) == uid:
+            keeper = stack.keeper_pid(new)
+            assert keeper in [p for p, _, _ in procs_with_uid_in(uid, uid + ROOM_IDS)]
+    finally:
+        client.destroy(new)
