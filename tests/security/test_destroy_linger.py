@@ -6,6 +6,7 @@ another room; and a room whose freed ids a new room takes is the new
 room's, not a leftover of the old one."""
 
 import subprocess
+from pathlib import Path
 
 from conftest import ROOM_IDS, GONE_TIMEOUT, pid_alive, procs_with_uid_in, unique_room, wait_until
 
@@ -43,8 +44,13 @@ def test_a_new_room_may_take_a_destroyed_rooms_ids(client, stack):
     new = unique_room("linger-new")
     client.sh(new, "true")
     try:
-        if client.room_uid(new) == uid:
-            keeper = stack.keeper_pid(new)
-            assert keeper in [p for p, _, _ in procs_with_uid_in(uid, uid + ROOM_IDS)]
+        # the lowest free slot: the one the old room gave up
+        assert client.room_uid(new) == uid
+        keeper = stack.keeper_pid(new)
+        assert keeper in [p for p, _, _ in procs_with_uid_in(uid, uid + ROOM_IDS)]
+        # what tells them apart (the soak's check): the new room's cgroup
+        groups = [line.split(":", 2)[-1].split("/") for line in
+                  Path(f"/proc/{keeper}/cgroup").read_text().splitlines()]
+        assert any(new in g for g in groups) and not any(old in g for g in groups), groups
     finally:
         client.destroy(new)
