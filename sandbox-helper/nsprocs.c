@@ -56,18 +56,27 @@ static void seen_add(struct seen *s, pid_t pid)
 	s->pid[s->n++] = pid;
 }
 
+/* /proc/<pid>/<file>'s first len - 1 bytes, NUL-terminated; false if gone. */
+static bool proc_read(pid_t pid, const char *file, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return true;
+}
+
 /* A zombie keeps its pid namespace link until it is reaped (by the
  * keeper, which adopts them): it is nothing to kill. */
 static bool zombie(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	char buf[512];
+	if (!proc_read(pid, "stat", buf, sizeof(buf)))
 		return true;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
 	char *s = strrchr(buf, ')');
 	return !s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X';
 }
@@ -84,14 +93,9 @@ struct match {
  * /proc/<pid>, which is root's for a process made undumpable). */
 static bool proc_uids(pid_t pid, uid_t *ruid, uid_t *euid)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	char buf[4096];
+	if (!proc_read(pid, "status", buf, sizeof(buf)))
 		return false;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
 	char *u = strstr(buf, "\nUid:");
 	unsigned long r, e;
 	if (!u || sscanf(u + 5, "%lu %lu", &r, &e) != 2)
