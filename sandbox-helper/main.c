@@ -509,6 +509,28 @@ static int verb_stop(struct helper *h, const struct mj_value *req, struct mj_wri
 	return 0;
 }
 
+/* Whatever still runs under the room's host ids once its keeper and cgroup
+ * are gone: a keeper of a start the room never recorded, or anything else
+ * that got out of both.  Killed while the room still holds its slot, so
+ * that no other room has those ids yet; what cannot be killed keeps the
+ * room (the destroy fails and says so, and the next one tries again).  A
+ * room without meta has no slot known here, and nothing is looked for. */
+static int kill_room_ids(struct helper *h, const struct room *r)
+{
+	int killed = 0;
+	char err[256];
+	if (r->slot < 0)
+		return 0;
+	int rc = nsprocs_kill_uids(room_host_id(r, 0), ROOM_ID_COUNT, &killed, err, sizeof(err));
+	if (killed > 0)
+		fprintf(stderr, "roombox-helper: room %s: destroy: killed %d processes under its host ids "
+			"that neither its keeper nor its cgroup held\n", r->id, killed);
+	if (rc < 0)
+		snprintf(h->err, sizeof(h->err), "room %s: destroy: kill what runs under its host ids: %s",
+			 r->id, err);
+	return rc;
+}
+
 /* room_foreach: stop at a room other than arg */
 static int other_room(const char *id, void *arg)
 {
@@ -527,6 +549,8 @@ static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_
 	int rc = stop_room(h, &r);
 	if (rc == 0 && net_left)
 		rc = net_room_down(&r, h->err, sizeof(h->err));
+	if (rc == 0)
+		rc = kill_room_ids(h, &r);
 	/* Nothing of it runs any more: it stops being a room first, so a step
 	 * that fails below leaves leftovers for the next destroy, not a room
 	 * that is still listed. */

@@ -56,36 +56,78 @@ static void seen_add(struct seen *s, pid_t pid)
 	s->pid[s->n++] = pid;
 }
 
+/* /proc/<pid>/<file>'s first len - 1 bytes, NUL-terminated; false if gone. */
+static bool proc_read(pid_t pid, const char *file, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return true;
+}
+
 /* A zombie keeps its pid namespace link until it is reaped (by the
  * keeper, which adopts them): it is nothing to kill. */
 static bool zombie(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	char buf[512];
+	if (!proc_read(pid, "stat", buf, sizeof(buf)))
 		return true;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
 	char *s = strrchr(buf, ')');
 	return !s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X';
 }
 
-/* One pass over /proc: how many of the namespace's processes were still
+/* Whether pid is one to kill (never a zombie, the caller or the keeper
+ * spared: kill_pass sees to those). */
+struct match {
+	pid_t spare;             /* the keeper of kill_others, or 0 */
+	const char *ns;          /* its pid namespace, or NULL */
+	uid_t lo, count;         /* else: real or effective uid in [lo, lo + count) */
+};
+
+/* Real and effective uid of pid, from its status (not the owner of
+ * /proc/<pid>, which is root's for a process made undumpable). */
+static bool proc_uids(pid_t pid, uid_t *ruid, uid_t *euid)
+{
+	char buf[4096];
+	if (!proc_read(pid, "status", buf, sizeof(buf)))
+		return false;
+	char *u = strstr(buf, "\nUid:");
+	unsigned long r, e;
+	if (!u || sscanf(u + 5, "%lu %lu", &r, &e) != 2)
+		return false;
+	*ruid = (uid_t)r;
+	*euid = (uid_t)e;
+	return true;
+}
+
+static bool matches(pid_t pid, const struct match *m)
+{
+	if (m->ns) {
+		char other[64];
+		return pid_ns(pid, other, sizeof(other)) && strcmp(other, m->ns) == 0;
+	}
+	uid_t ru, eu;
+	return proc_uids(pid, &ru, &eu) &&
+	       ((ru >= m->lo && ru - m->lo < m->count) || (eu >= m->lo && eu - m->lo < m->count));
+}
+
+/* One pass over /proc: how many of the matching processes were still
  * there (and were sent SIGKILL), or -1. */
-static int kill_pass(pid_t keeper, const char *ns, struct seen *s)
+static int kill_pass(const struct match *m, struct seen *s)
 {
 	DIR *d = opendir("/proc");
 	if (!d)
 		return -1;
 	int left = 0;
-	char other[64];
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		pid_t pid = (pid_t)atoi(e->d_name);
-		if (pid <= 0 || pid == keeper || pid == getpid() ||
-		    !pid_ns(pid, other, sizeof(other)) || strcmp(other, ns) != 0 || zombie(pid))
+		if (pid <= 0 || pid == m->spare || pid == getpid() || !matches(pid, m) || zombie(pid))
 			continue;
 		if (kill(pid, SIGKILL) == 0) {
 			left++;
@@ -96,28 +138,24 @@ static int kill_pass(pid_t keeper, const char *ns, struct seen *s)
 	return left;
 }
 
-int nsprocs_kill_others(pid_t keeper, int *killed, char *err, size_t errlen)
+/* kill_pass again until none is left, for KILL_DEADLINE_MS at most; what
+ * names the processes in err. */
+static int kill_until_none(const struct match *m, const char *what, int *killed, char *err, size_t errlen)
 {
-	char ns[64];
 	struct seen s = { 0 };
 	int rc = 0;
-
-	*killed = 0;
-	if (!pid_ns(keeper, ns, sizeof(ns)))
-		return errorf(err, errlen, "keeper %d: read its pid namespace: %s", (int)keeper,
-			      strerror(errno));
 	int64_t deadline = mono_ms() + KILL_DEADLINE_MS;
 	for (;;) {
-		int left = kill_pass(keeper, ns, &s);
+		int left = kill_pass(m, &s);
 		if (left < 0) {
-			rc = errorf(err, errlen, "keeper %d: read /proc: %s", (int)keeper, strerror(errno));
+			rc = errorf(err, errlen, "%s: read /proc: %s", what, strerror(errno));
 			break;
 		}
 		if (left == 0)
 			break;
 		if (mono_ms() >= deadline) {
-			rc = errorf(err, errlen, "keeper %d: %d processes left after %d ms",
-				    (int)keeper, left, KILL_DEADLINE_MS);
+			rc = errorf(err, errlen, "%s: %d processes left after %d ms", what, left,
+				    KILL_DEADLINE_MS);
 			break;
 		}
 		usleep(2000);
@@ -125,4 +163,24 @@ int nsprocs_kill_others(pid_t keeper, int *killed, char *err, size_t errlen)
 	*killed = (int)s.n;
 	free(s.pid);
 	return rc;
+}
+
+int nsprocs_kill_others(pid_t keeper, int *killed, char *err, size_t errlen)
+{
+	char ns[64], what[32];
+	*killed = 0;
+	if (!pid_ns(keeper, ns, sizeof(ns)))
+		return errorf(err, errlen, "keeper %d: read its pid namespace: %s", (int)keeper,
+			      strerror(errno));
+	struct match m = { .spare = keeper, .ns = ns };
+	snprintf(what, sizeof(what), "keeper %d", (int)keeper);
+	return kill_until_none(&m, what, killed, err, errlen);
+}
+
+int nsprocs_kill_uids(uid_t lo, uid_t count, int *killed, char *err, size_t errlen)
+{
+	char what[64];
+	struct match m = { .lo = lo, .count = count };
+	snprintf(what, sizeof(what), "host ids %lu-%lu", (unsigned long)lo, (unsigned long)(lo + count - 1));
+	return kill_until_none(&m, what, killed, err, errlen);
 }

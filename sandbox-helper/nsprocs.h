@@ -16,4 +16,10 @@
  * were killed.  0, or -1 with err naming the step. */
 int nsprocs_kill_others(pid_t keeper, int *killed, char *err, size_t errlen);
 
+/* The same for every process whose real or effective uid is one of the
+ * count host ids from lo: a room's ids, whatever holds the process (its
+ * cgroup, its keeper's pid namespace, or neither: a keeper the room never
+ * recorded, or anything else of those ids).  The caller is spared. */
+int nsprocs_kill_uids(uid_t lo, uid_t count, int *killed, char *err, size_t errlen);
+
 #endif

@@ -143,19 +143,37 @@ static int open_in(const char *dir, const char *name, int flags, mode_t mode)
 	return openat(AT_FDCWD, p, flags | O_NOFOLLOW | O_CLOEXEC, mode);
 }
 
+/* Whether the locked file is still linked: a destroy removes the run
+ * directory, its lock with it, while it holds that lock (one fstat: nothing
+ * else ever replaces the file). */
+static bool still_linked(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_nlink > 0;
+}
+
+/* A lock taken on a file that a destroy removed meanwhile is no one's to
+ * share: taken again on the file the path names now, which the next
+ * request opens too (a destroy a try; the bound is only against a loop). */
 int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
 {
-	if (safe_mkdir(r->run, 0700, err, errlen) < 0)
-		return room_error_relative(r, "run directory", err, errlen);
-	r->lock_fd = open_in(r->run, "lock", O_RDWR | O_CREAT, 0600);
-	if (r->lock_fd < 0)
-		return ERR("room %s: open lock: %s", r->id, strerror(errno));
-	if (flock(r->lock_fd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+	for (int tries = 0; tries < 100; tries++) {
+		if (safe_mkdir(r->run, 0700, err, errlen) < 0)
+			return room_error_relative(r, "run directory", err, errlen);
+		r->lock_fd = open_in(r->run, "lock", O_RDWR | O_CREAT, 0600);
+		if (r->lock_fd < 0)
+			return ERR("room %s: open lock: %s", r->id, strerror(errno));
+		if (flock(r->lock_fd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+			close(r->lock_fd);
+			r->lock_fd = -1;
+			return ERR("room %s: lock: %s", r->id, strerror(errno));
+		}
+		if (still_linked(r->lock_fd))
+			return 0;
 		close(r->lock_fd);
 		r->lock_fd = -1;
-		return ERR("room %s: lock: %s", r->id, strerror(errno));
 	}
-	return 0;
+	return ERR("room %s: lock: its lock file was removed under each of 100 waits", r->id);
 }
 
 void room_unlock(struct room *r)

@@ -546,6 +546,21 @@ class Soak:
         s.room = None
         self.new_room(s)            # fails: the slot has no room; the next lease makes one
 
+    def left_of(self, room, uid):
+        """The processes under the destroyed room's host ids that are not
+        another room's: its slot (so its ids) goes to the next new room,
+        whose processes are in that room's cgroup from before they take
+        the ids."""
+        slot = (uid - self.stack.uid_base) // rbx.ROOM_IDS
+        try:
+            owner = os.readlink(self.stack.state_dir / "slots" / str(slot))
+        except OSError:
+            owner = None
+        left = rbx.procs_of_room(uid)
+        if owner is None or owner == room:
+            return left
+        return [(p, c) for p, c in left if not in_cgroup_of(p, owner)]
+
     def destroy(self, room):
         """DELETE the room; then none of its processes may be left.  They
         get GONE_S (the integration tests give them 5 s); slower ends are
@@ -561,7 +576,7 @@ class Soak:
             return
         t = time.monotonic()
         seen = None
-        while (left := rbx.procs_of_room(uid)) and time.monotonic() - t < GONE_S:
+        while (left := self.left_of(room, uid)) and time.monotonic() - t < GONE_S:
             if seen is None and time.monotonic() - t > rbx.GONE_TIMEOUT:
                 seen = [(pid, cmd, (rbx.proc_status(pid) or {}).get("State"), wchan(pid),
                          "ran before the DELETE" if pid in before else "started after the DELETE",
@@ -940,6 +955,16 @@ class Soak:
 
 
 # ---------------------------------------------------------------- measuring
+
+def in_cgroup_of(pid, room):
+    """Whether pid is in a cgroup of that room (a folder named after it, in
+    any hierarchy)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return False
+    return any(room in line.split(":", 2)[-1].split("/") for line in lines)
+
 
 def wchan(pid):
     try:

@@ -1,5 +1,6 @@
 /* Unit test of nsprocs_kill_others: the room's processes found by its pid
- * namespace, where the host has no cgroups.  Root only (a pid namespace);
+ * namespace, where the host has no cgroups; and of nsprocs_kill_uids: the
+ * processes of a room's host ids, wherever they run.  Root only (a pid namespace);
  * failing, not skipping, without it.
  *
  * A stand-in keeper is PID 1 of a new pid namespace with three sleepers
@@ -179,11 +180,89 @@ static void test_a_keeper_that_is_gone(void **state)
 	assert_non_null(strstr(err, "read its pid namespace"));
 }
 
+/* A sleeper with the given real, effective and saved uid; its pid. */
+static pid_t sleeper_as(uid_t ruid, uid_t euid)
+{
+	pid_t p = fork();
+	if (p == 0) {
+		if (setresuid(ruid, euid, euid) < 0)
+			_exit(2);
+		sleeper();
+	}
+	return p;
+}
+
+/* The test's own child: dead (a zombie, reaped here) or still running. */
+static bool running(pid_t *pid)
+{
+	if (waitpid(*pid, NULL, WNOHANG) != *pid)
+		return true;
+	*pid = -1;
+	return false;
+}
+
+static bool named(pid_t pid)
+{
+	char path[64], buf[32] = "";
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool is = fgets(buf, sizeof(buf), f) && strcmp(buf, NAME "\n") == 0;
+	fclose(f);
+	return is;
+}
+
+/* far above any range the tests' stacks take */
+#define IDS_LO 4100000000u
+#define IDS_N 16u
+
+static pid_t by_uid[3] = { -1, -1, -1 };
+
+static int teardown_uids(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		if (by_uid[i] > 0) {
+			kill(by_uid[i], SIGKILL);
+			waitpid(by_uid[i], NULL, 0);
+			by_uid[i] = -1;
+		}
+	return 0;
+}
+
+static void test_kills_every_process_of_the_ids_and_no_other(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		fail_msg("needs root (other uids)");
+	by_uid[0] = sleeper_as(IDS_LO + 3, IDS_LO + 3);       /* one of the ids */
+	by_uid[1] = sleeper_as(0, IDS_LO);                    /* effective uid only */
+	by_uid[2] = sleeper_as(IDS_LO + IDS_N, IDS_LO + IDS_N);   /* the next id: not of them */
+	/* each has taken its uid once it is named */
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 400 && !named(by_uid[i]); k++)
+			usleep(5000);
+	for (int i = 0; i < 3; i++)
+		assert_true(named(by_uid[i]));
+	int killed = -1;
+	char err[256] = "";
+	if (nsprocs_kill_uids(IDS_LO, IDS_N, &killed, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_int_equal(killed, 2);
+	assert_false(running(&by_uid[0]));
+	assert_false(running(&by_uid[1]));
+	assert_true(running(&by_uid[2]));
+	assert_int_equal(nsprocs_kill_uids(IDS_LO, IDS_N, &killed, err, sizeof(err)), 0);
+	assert_int_equal(killed, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_kills_the_namespace_but_its_pid_1, teardown),
 		cmocka_unit_test(test_a_keeper_that_is_gone),
+		cmocka_unit_test_teardown(test_kills_every_process_of_the_ids_and_no_other, teardown_uids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
