@@ -1040,6 +1040,14 @@ int main(int argc, char **argv)
 	int opt, sig, i;
 
 	ensure_stdio();
+	/* Blocked before any thread starts (the process logger starts in
+	 * procs_init): every thread inherits the mask, so SIGTERM and SIGINT
+	 * wait for main's sigwait() instead of landing in a thread that leaves
+	 * them to libfcgi's handler, which only sets a flag. */
+	sigemptyset(&stop_set);
+	sigaddset(&stop_set, SIGTERM);
+	sigaddset(&stop_set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 	while ((opt = getopt(argc, argv, "c:fh")) != -1) {
 		switch (opt) {
 		case 'c': config_path = optarg; break;
@@ -1071,10 +1079,6 @@ int main(int argc, char **argv)
 	}
 	/* after FCGX_Init, which installs handlers of its own */
 	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&stop_set);
-	sigaddset(&stop_set, SIGTERM);
-	sigaddset(&stop_set, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&stop_cond, &ca);
