@@ -36,34 +36,12 @@ void exec_slot_give(struct app *app)
 		atomic_fetch_sub(&app->execs_running, 1);
 }
 
-json_object *exec_helper_request(const char *room, const struct exec_request *ex)
+struct helper_exec exec_helper_exec(const struct exec_request *ex)
 {
-	json_object *req = json_object_new_object();
-
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_EXEC));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	json_object_object_add(req, HK_CMD, json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
-	if (ex->timeout_ms)
-		json_object_object_add(req, HK_TIMEOUT_MS, json_object_new_int64((int64_t)ex->timeout_ms));
-	if (ex->env)
-		json_object_object_add(req, HK_ENV, json_object_get(ex->env));
-	if (ex->cwd)
-		json_object_object_add(req, HK_CWD, json_object_new_string(ex->cwd));
-	if (ex->stdin_data)
-		json_object_object_add(req, HK_STDIN,
-				       json_object_new_string_len(ex->stdin_data, (int)ex->stdin_len));
-	if (ex->user)   /* else the helper's default, exec_user */
-		json_object_object_add(req, HK_USER, json_object_new_string(ex->user));
-	return req;
-}
-
-json_object *exec_helper_request_io(const char *room, const struct exec_request *ex)
-{
-	json_object *req = exec_helper_request(room, ex);
-
-	json_object_object_del(req, HK_STDIN);   /* the caller writes it into the pipe */
-	json_object_object_add(req, HK_IO, json_object_new_boolean(1));
-	return req;
+	return (struct helper_exec){
+		.cmd = ex->cmd, .cmd_len = ex->cmd_len, .cwd = ex->cwd, .env = ex->env,
+		.timeout_ms = ex->timeout_ms, .user = ex->user,   /* NULL: exec_user */
+	};
 }
 
 /* "SIGKILL" etc. (glibc's sigabbrev_np); the kernel's real-time signals,
@@ -95,53 +73,26 @@ json_object *exec_stream(const char *data, size_t len, bool base64)
 	return v;
 }
 
-static bool reply_int(json_object *reply, const char *key, int64_t *out)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_int))
-		return false;
-	*out = json_object_get_int64(v);
-	return true;
-}
-
-static bool reply_bool(json_object *reply, const char *key, bool *out)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_boolean))
-		return false;
-	*out = json_object_get_boolean(v);
-	return true;
-}
-
-json_object *exec_result_shape(json_object *reply, const struct helper_bytes *tail,
+json_object *exec_result_shape(const struct helper_exec_ans *a, const struct helper_bytes *tail,
 			       const struct exec_request *ex, char *why, size_t whylen)
 {
 	struct exec_output o = { .passed = false };
 
 	o.out = tail->data;
 	o.err = tail->data;
-	return exec_result_make(reply, &o, tail->len, ex, why, whylen);
+	return exec_result_make(a, &o, tail->len, ex, why, whylen);
 }
 
-json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t tail_len,
+json_object *exec_result_make(const struct helper_exec_ans *a, struct exec_output *o, size_t tail_len,
 			      const struct exec_request *ex, char *why, size_t whylen)
 {
-	int64_t status, out_len, err_len, dur_us, started;
-	bool timed_out, out_cut, err_cut;
+	int status = a->wait_status;
+	uint64_t out_len = a->stdout_bytes, err_len = a->stderr_bytes, dur_us = a->duration_us;
+	bool timed_out = a->timed_out, out_cut = a->stdout_truncated, err_cut = a->stderr_truncated;
 	char sig[32] = "", stamp[40], dur[32];
 	int code;
 
-	if (!reply_int(reply, HK_WAIT_STATUS, &status) || !reply_bool(reply, HK_TIMED_OUT, &timed_out) ||
-	    !reply_int(reply, HK_STDOUT_BYTES, &out_len) || !reply_int(reply, HK_STDERR_BYTES, &err_len) ||
-	    !reply_bool(reply, HK_STDOUT_TRUNCATED, &out_cut) ||
-	    !reply_bool(reply, HK_STDERR_TRUNCATED, &err_cut) ||
-	    !reply_int(reply, HK_DURATION_US, &dur_us) || !reply_int(reply, HK_STARTED_MS, &started)) {
-		snprintf(why, whylen, "roombox-helper: exec reply lacks a field");
-		return NULL;
-	}
-	if (out_len < 0 || err_len < 0 || dur_us < 0 || (uint64_t)out_len + (uint64_t)err_len != tail_len) {
+	if (out_len > tail_len || err_len > tail_len || out_len + err_len != tail_len) {
 		snprintf(why, whylen, "roombox-helper: exec reply: output lengths do not match");
 		return NULL;
 	}
@@ -155,11 +106,11 @@ json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t 
 	if (timed_out) {
 		code = 124;
 		snprintf(sig, sizeof(sig), "SIGKILL");
-	} else if (WIFSIGNALED((int)status)) {
-		code = 128 + WTERMSIG((int)status);
-		signal_name(WTERMSIG((int)status), sig, sizeof(sig));
+	} else if (WIFSIGNALED(status)) {
+		code = 128 + WTERMSIG(status);
+		signal_name(WTERMSIG(status), sig, sizeof(sig));
 	} else {
-		code = WEXITSTATUS((int)status);
+		code = WEXITSTATUS(status);
 	}
 	bool base64 = ex->has_encoding && ex->encoding == EXEC_ENCODING_BASE64;
 	json_object *out = exec_stream(o->out ? o->out : "", o->out_len, base64);
@@ -185,7 +136,7 @@ json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t 
 	 * difference prints them */
 	snprintf(dur, sizeof(dur), "%lld.%03lld", (long long)(dur_us / 1000), (long long)(dur_us % 1000));
 	json_object_object_add(result, "duration", json_object_new_double_s((double)dur_us / 1000.0, dur));
-	iso8601_utc_ms(started, stamp, sizeof(stamp));
+	iso8601_utc_ms(a->started_ms, stamp, sizeof(stamp));
 	json_object_object_add(result, "timestamp", json_object_new_string(stamp));
 	return result;
 }
@@ -196,7 +147,10 @@ json_object *exec_in_room(struct app *app, const char *room,
 	struct helper_target target = app_helper(app);
 	uint64_t timeout = ex->timeout_ms ? ex->timeout_ms : app->cfg.exec_timeout_ms;
 	struct helper_bytes tail;
-	json_object *req, *reply, *result = NULL;
+	struct helper_exec_ans ans;
+	struct helper_exec x = exec_helper_exec(ex);
+	json_object *result = NULL;
+	int rc;
 
 	if (!exec_slot_take(app)) {
 		memset(err, 0, sizeof(*err));
@@ -205,18 +159,18 @@ json_object *exec_in_room(struct app *app, const char *room,
 		snprintf(err->message, sizeof(err->message), "too many concurrent execs");
 		return NULL;
 	}
-	req = exec_helper_request(room, ex);
-	reply = helper_call_tail(&target, req,
-				 (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, &tail, err);
-	json_object_put(req);
+	/* COMPATIBILITY: the collecting exec (HX_COLLECT), input in the
+	 * request and output after the answer, until this path passes its
+	 * I/O as exec_stream.c does */
+	rc = helper_exec_collect(&target, room, &x, ex->stdin_data, ex->stdin_data ? ex->stdin_len : 0,
+				 (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, &ans, &tail, err);
 	exec_slot_give(app);
-	if (reply) {
-		result = exec_result_shape(reply, &tail, ex, err->message, sizeof(err->message));
+	if (rc == 0) {
+		result = exec_result_shape(&ans, &tail, ex, err->message, sizeof(err->message));
 		if (!result) {
 			err->http_status = 500;
 			snprintf(err->code, sizeof(err->code), "reply");
 		}
-		json_object_put(reply);
 		helper_bytes_free(&tail);
 	}
 	if (!result)

@@ -15,7 +15,7 @@ json_object *exec_in_room(struct app *app, const char *room,
 /* The seed's `result` (SPEC §2.1, its key order) from the helper's exec
  * answer and the output bytes that follow it (common/protocol.h).  NULL
  * with why set when the answer does not hold together. */
-json_object *exec_result_shape(json_object *reply, const struct helper_bytes *tail,
+json_object *exec_result_shape(const struct helper_exec_ans *a, const struct helper_bytes *tail,
 			       const struct exec_request *ex, char *why, size_t whylen);
 
 /* The output a result carries: after the helper's answer (passed false:
@@ -27,18 +27,16 @@ struct exec_output {
 	size_t out_len, err_len;
 	bool out_cut, err_cut;
 };
-json_object *exec_result_make(json_object *reply, struct exec_output *o, size_t tail_len,
+json_object *exec_result_make(const struct helper_exec_ans *a, struct exec_output *o, size_t tail_len,
 			      const struct exec_request *ex, char *why, size_t whylen);
 
 /* One stream's bytes as a client asked for them: UTF-8 text with U+FFFD
  * for what is not UTF-8, or base64 of the exact bytes. */
 json_object *exec_stream(const char *data, size_t len, bool base64);
 
-/* The helper's exec request for ex (common/protocol.h). */
-json_object *exec_helper_request(const char *room, const struct exec_request *ex);
-/* The same with passed I/O (io: the caller's pipes are the helper's fds
- * 3-5, so no stdin key): a live exec's, a managed process's start. */
-json_object *exec_helper_request_io(const char *room, const struct exec_request *ex);
+/* The helper's exec (helper_client.h) for ex: its command, env, cwd,
+ * timeout and user (the input is the caller's to send). */
+struct helper_exec exec_helper_exec(const struct exec_request *ex);
 
 /* A failed exec's JSON answer (503 with Retry-After, 429, 413, 500). */
 void exec_answer_error(struct response *rs, const struct helper_error *err);

@@ -183,21 +183,6 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* A tool in place of the command, and "never create the room". */
-static void exec_stream_request_extras(json_object *req, const struct exec_sink *sink)
-{
-	if (sink->tool) {
-		json_object *argv = json_object_new_array();
-
-		for (size_t i = 0; sink->tool[i]; i++)
-			json_object_array_add(argv, json_object_new_string(sink->tool[i]));
-		json_object_object_del(req, HK_CMD);
-		json_object_object_add(req, HK_TOOL, argv);
-	}
-	if (sink->existing)
-		json_object_object_add(req, HK_EXISTING, json_object_new_boolean(1));
-}
-
 json_object *exec_stream_in_room(struct app *app, const char *room, const struct exec_request *ex,
 				 struct exec_sink *sink, struct helper_error *err)
 {
@@ -208,7 +193,9 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 	struct out_stream so = { .fd = -1, .name = "stdout", .limit = app->cfg.output_limit };
 	struct out_stream se = { .fd = -1, .name = "stderr", .limit = app->cfg.output_limit };
 	struct helper_run *run;
-	json_object *req, *reply, *result = NULL;
+	struct helper_exec x = exec_helper_exec(ex);   /* we write stdin into the pipe */
+	struct helper_exec_ans ans;
+	json_object *result = NULL;
 	size_t in_off = 0, feed_len = 0;
 	char *feed = NULL;   /* a piece of sink->input on its way to the pipe */
 
@@ -231,11 +218,10 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 	if (file_socket)   /* the room writes into it, roombox-fcgi only reads */
 		shutdown(out[0], SHUT_WR);
 	int pass[3] = { in[0], out[1], errp[1] };
-	req = exec_helper_request_io(room, ex);   /* we write stdin into the pipe */
-	exec_stream_request_extras(req, sink);
-	run = helper_start(&target, req, (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
-			   pass, err);
-	json_object_put(req);
+	x.tool = sink->tool;   /* a tool in place of the command */
+	x.existing = sink->existing;
+	run = helper_exec_start(&target, room, &x, (long)(timeout + app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
+				pass, err);
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);
@@ -331,14 +317,12 @@ json_object *exec_stream_in_room(struct app *app, const char *room, const struct
 		drain_add(se.fd);
 	so.fd = se.fd = -1;
 	close_fd(&in[1]);
-	reply = helper_finish(run, NULL, err);
-	if (reply) {
+	if (helper_exec_finish(run, &ans, err) == 0) {
 		struct exec_output o = { true, so.buf, se.buf, so.len, se.len, so.cut, se.cut };
 
-		result = exec_result_make(reply, &o, 0, ex, err->message, sizeof(err->message));
+		result = exec_result_make(&ans, &o, 0, ex, err->message, sizeof(err->message));
 		if (!result)
 			err->http_status = 500;
-		json_object_put(reply);
 	}
 out:
 	close_fd(&in[0]);

@@ -4,7 +4,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "minijson.h"
 #include "protocol.h"
 #include "room.h"
 #include "cgroup.h"
@@ -15,9 +14,10 @@
 struct exec_order {
 	const char *cmd;
 	uint64_t timeout_ms;
-	const struct mj_value *env;  /* object of string -> string, or NULL */
+	const char *env;         /* nenv consecutive "NAME=value" strings, or NULL */
+	uint32_t nenv;
 	const char *cwd;         /* absolute path, or NULL */
-	const char *stdin_data;  /* NULL = /dev/null */
+	const char *stdin_data;  /* HX_COLLECT's input; NULL = /dev/null */
 	size_t stdin_len;
 	const int *io;           /* passed I/O: the caller's stdin, stdout and
 				  * stderr pipes (fds 3-5), or NULL */
