@@ -1038,6 +1038,9 @@ static void cli_print(uint32_t op, const char *rec, size_t len)
 	(void)len;
 }
 
+/* The command line's errors: words on stderr. */
+static bool cli_mode;
+
 int main(int argc, char **argv)
 {
 	static struct helper h;
@@ -1046,16 +1049,7 @@ int main(int argc, char **argv)
 	h.caller.gid = getgid();
 	sanitize_process();
 
-	if (geteuid() != 0) {
-		snprintf(h.err, sizeof(h.err), "roombox-helper must be setuid root (effective uid is %u)",
-			 (unsigned)geteuid());
-		return finish(&h, 0, &out, fail(&h, HELPER_E_DENIED));
-	}
-	if (!caller_in_service_group(&h.caller)) {
-		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in the service group "
-			 "(the group that owns roombox-helper)", (unsigned)h.caller.uid);
-		return finish(&h, 0, &out, fail(&h, HELPER_E_DENIED));
-	}
+	/* what is asked: nothing is acted on before the caller checks */
 	const char *conf = ROOMBOX_CONF;
 	int i = 1;
 	if (i + 1 < argc && !strcmp(argv[i], "-c")) {
@@ -1064,42 +1058,50 @@ int main(int argc, char **argv)
 	}
 	char *buf = NULL;
 	size_t len = 0;
-	bool cli = i < argc, cli_exec = false;
-	if (cli && (argv[i][0] == '-' || !(buf = cli_request(argc - i, argv + i, &len, &cli_exec)))) {
+	bool cli_exec = false;
+	cli_mode = i < argc;
+	if (cli_mode && (argv[i][0] == '-' || !(buf = cli_request(argc - i, argv + i, &len, &cli_exec)))) {
 		fprintf(stderr, "usage: roombox-helper [-c CONFIG] [OP [ROOM] | exec ROOM CMD] "
 			"(no OP: one request record on stdin)\n");
 		return 2;
 	}
-	if (strcmp(conf, ROOMBOX_CONF) != 0 && h.caller.uid != 0) {
+	int rc = 0;
+	if (geteuid() != 0) {
+		snprintf(h.err, sizeof(h.err), "roombox-helper must be setuid root (effective uid is %u)",
+			 (unsigned)geteuid());
+		rc = fail(&h, HELPER_E_DENIED);
+	} else if (!caller_in_service_group(&h.caller)) {
+		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in the service group "
+			 "(the group that owns roombox-helper)", (unsigned)h.caller.uid);
+		rc = fail(&h, HELPER_E_DENIED);
+	} else if (strcmp(conf, ROOMBOX_CONF) != 0 && h.caller.uid != 0) {
 		snprintf(h.err, sizeof(h.err), "-c %s: only root may name another configuration", conf);
-		return finish(&h, 0, &out, fail(&h, HELPER_E_DENIED));
+		rc = fail(&h, HELPER_E_DENIED);
 	}
 	/* Everything below runs with real uid 0 so the kernel treats the
 	 * helper's children as root's, not the caller's. */
 	/* raw calls: libc's wrappers would first synchronise threads we do
 	 * not have (six extra system calls each) */
-	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
+	else if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
 		snprintf(h.err, sizeof(h.err), "setresuid: %s", strerror(errno));
-		return finish(&h, 0, &out, fail(&h, HELPER_E_DENIED));
+		rc = fail(&h, HELPER_E_DENIED);
+	} else if (load_config(&h, conf) < 0) {
+		rc = -1;
 	}
-	if (load_config(&h, conf) < 0)
-		return finish(&h, 0, &out, -1);
 	struct request_shape shapes[HOP_COUNT];
 	struct request rq = { 0 };
 	request_shapes(shapes);
-	int rc = !cli && request_read(0, h.cfg.max_body, &buf, &len, h.err, sizeof(h.err)) < 0
-		? fail(&h, HELPER_E_INVALID) : 0;
+	if (rc == 0 && !cli_mode && request_read(0, h.cfg.max_body, &buf, &len, h.err, sizeof(h.err)) < 0)
+		rc = fail(&h, HELPER_E_INVALID);
 	if (rc == 0 && request_decode(buf, len, shapes, &rq, h.err, sizeof(h.err)) < 0)
 		rc = fail(&h, HELPER_E_INVALID);
-	if (rc == 0 && cli_exec) {
-		static const int own[3] = { 0, 1, 2 };
+	if (rc == 0 && cli_exec)
 		for (int fd = 0; fd < 3; fd++)
-			passed_io[fd] = own[fd];
-	}
+			passed_io[fd] = fd;   /* the command's I/O is the helper's own */
 	if (rc == 0)
 		rc = room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, HELPER_E_FAILED)
 			: dispatch(&h, &rq, &out);
-	if (!cli) {
+	if (!cli_mode) {
 		rc = finish(&h, rq.op, &out, rc);
 		free(buf);
 		return rc;

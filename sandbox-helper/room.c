@@ -268,6 +268,23 @@ int room_state_check(const struct room *r, char *err, size_t errlen)
 	return room_dir_check(r, r->state, err, errlen);
 }
 
+/* The value of "name" in meta's text (after its colon and any spaces), or
+ * NULL. */
+static const char *meta_field(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = text; (p = strchr(p, '"')); p++) {
+		if (strncmp(p + 1, name, n) != 0 || p[n + 1] != '"')
+			continue;
+		p += n + 2;
+		p += strspn(p, " ");
+		if (*p != ':')
+			continue;
+		return p + 1 + strspn(p + 1, " ");
+	}
+	return NULL;
+}
+
 int room_load(struct room *r, char *err, size_t errlen)
 {
 	if (room_dir_check(r, r->state, err, errlen) < 0)
@@ -278,12 +295,12 @@ int room_load(struct room *r, char *err, size_t errlen)
 			return 0;
 		return ERR("room %s: read meta: %s", r->id, strerror(errno));
 	}
-	/* meta is the helper's own file, one line in meta_write's fixed
-	 * form: its fields are found by their fixed spelling */
-	const char *v = strstr(text, "\"slot\":");
+	/* meta is the helper's own file, one line in meta_write's form: its
+	 * fields are found by name (spaces around the colon allowed) */
+	const char *v = meta_field(text, "slot");
 	char *end = NULL;
-	long slot = v ? strtol(v + 7, &end, 10) : -1;
-	if (!v || end == v + 7 || (*end != ',' && *end != '}')) {
+	long slot = v ? strtol(v, &end, 10) : -1;
+	if (!v || end == v || (*end != ',' && *end != '}' && *end != ' ')) {
 		free(text);
 		return ERR("room %s: meta is damaged", r->id);
 	}
@@ -292,10 +309,11 @@ int room_load(struct room *r, char *err, size_t errlen)
 		return ERR("room %s: meta: slot %ld out of range", r->id, slot);
 	}
 	room_set_slot(r, (int)slot);
-	r->ids_room = strstr(text, "\"ids\":\"room\"") != NULL;
-	const char *created = strstr(text, "\"createdAt\":\"");
-	if (created) {
-		created += 13;
+	const char *ids = meta_field(text, "ids");
+	r->ids_room = ids && strncmp(ids, "\"room\"", 6) == 0;
+	const char *created = meta_field(text, "createdAt");
+	if (created && *created == '"') {
+		created++;
 		size_t n = strcspn(created, "\"\n");
 		if (n < sizeof(r->created_at) && created[n] == '"')
 			snprintf(r->created_at, sizeof(r->created_at), "%.*s", (int)n, created);

@@ -3,6 +3,8 @@ from tests/integration/conftest.py, through tests/security/conftest.py)."""
 
 import hashlib
 import json
+
+from helper_records import decode_answer
 import os
 import re
 import shlex
@@ -161,18 +163,11 @@ class Background:
 
 
 def helper_answer(r):
-    """The answer object of common/protocol.h: one JSON line; an exec's
-    output bytes follow it (stdout_bytes, then stderr_bytes), added here as
-    "stdout"/"stderr" text."""
-    head, _, tail = r.stdout.partition(b"\n")
+    """The answer record of common/protocol.h as a dict (helper_records.py):
+    an exec's output bytes, which follow its record, as "stdout"/"stderr"
+    text; an error as "error"/"code"."""
     try:
-        out = json.loads(head)
-        if "stdout_bytes" in out:
-            n = out["stdout_bytes"]
-            assert n + out["stderr_bytes"] == len(tail), (out, len(tail))
-            out["stdout"] = tail[:n].decode("utf-8", "replace")
-            out["stderr"] = tail[n:].decode("utf-8", "replace")
-        return out
-    except ValueError:
-        raise AssertionError(f"the helper did not print JSON: rc {r.returncode}, "
-                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r}")
+        return decode_answer(r.stdout)
+    except AssertionError as e:
+        raise AssertionError(f"the helper did not answer with a record: rc {r.returncode}, "
+                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r} ({e})")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HELPER, REPO, ROOM_ID, pid_alive, unique_room
+from conftest import HELPER, REPO, ROOM_ID, encode_request, pid_alive, record, unique_room
 from security_helpers import file_fingerprint, helper_answer
 
 SERVERS = ("nginx",)
@@ -31,13 +31,14 @@ SERVICE_GROUP = "roombox"
 
 
 def run_helper(argv, request, *, user=None, env=None, pass_fds=(), timeout=60):
-    """Run a helper binary with one request on stdin; (exit status, JSON)."""
+    """Run a helper binary with one request on stdin (a dict, see
+    helper_records.py, or raw bytes); (exit status, the answer as a dict)."""
     prefix = []
     if user == "nobody":
         prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
     elif user:
         prefix = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--init-groups"]
-    data = request if isinstance(request, bytes) else json.dumps(request).encode()
+    data = request if isinstance(request, bytes) else encode_request(request)
     r = subprocess.run(prefix + [str(a) for a in argv], input=data, capture_output=True,
                        timeout=timeout, env=env if env is not None else {"PATH": "/usr/bin:/bin"},
                        pass_fds=pass_fds, cwd="/")
@@ -130,6 +131,22 @@ def test_service_group_member_cannot_name_another_configuration(suid_helper, sta
     assert rc == 0 or ("group" not in out["error"] and "-c" not in out["error"]), out
 
 
+def test_command_line_has_the_caller_checks(suid_helper, stack, group_member):
+    """The scripts' command line (roombox-helper stop-all, destroy ROOM)
+    is refused to the same callers, before anything is done."""
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        str(suid_helper), "stop-all"], capture_output=True, timeout=60, cwd="/")
+    assert r.returncode == 1 and b"denied" in r.stderr and b"group" in r.stderr, r
+    r = subprocess.run(["setpriv", f"--reuid={group_member}", "--regid=nogroup", "--init-groups",
+                        str(suid_helper), "-c", str(stack.conf_path), "stop-all"],
+                       capture_output=True, timeout=60, cwd="/")
+    assert r.returncode == 1 and b"denied" in r.stderr and b"-c" in r.stderr, r
+    # control: root may
+    r = subprocess.run([str(suid_helper), "-c", str(stack.conf_path), "info"], capture_output=True,
+                       timeout=60, cwd="/")
+    assert r.returncode == 0 and r.stdout.startswith(b"cgroup="), r
+
+
 # ---------------------------------------------------------------- configuration
 
 @pytest.mark.parametrize("mode,owner", [(0o664, "root"), (0o646, "root"), (0o666, "root"),
@@ -158,13 +175,17 @@ def test_unsafe_configuration_file_is_refused(stack, mode, owner):
 def test_oversized_request_is_invalid(stack):
     # the stacks' max_body is 64K: the helper reads at most 64K + 64 KiB
     assert stack.config["max_body"] == "64K"
-    big = b'{"op":"info","pad":"' + b"x" * (8 << 20) + b'"}'
+    room = unique_room("big")
+    big = encode_request({"op": "exec", "room": room, "cmd": "true", "stdin": b"x" * (8 << 20)})
     rc, out = run_helper([HELPER, "-c", stack.conf_path], big)
-    assert rc != 0 and out == {"error": f"request larger than {128 << 10} bytes", "code": "invalid"}, out
+    assert rc != 0 and out["code"] == "invalid" and "out of range" in out["error"], out
+    assert f"to {128 << 10} bytes" in out["error"], out
+    assert not (stack.state_dir / "rooms" / room).exists()
     # control: a large request under the bound is read and answered
-    ok = b'{"op":"info","pad":"' + b"x" * (127 << 10) + b'"}'
+    ok = encode_request({"op": "exec", "room": room, "cmd": "wc -c", "stdin": b"x" * (127 << 10)})
     rc, out = run_helper([HELPER, "-c", stack.conf_path], ok)
-    assert rc == 0 and "cgroup" in out, out
+    assert rc == 0 and out["stdout"].strip() == str(127 << 10), out
+    helper_op(stack, {"op": "destroy", "room": room})
 
 
 @pytest.mark.parametrize("rid", ["..", "../rooms", "a/../../etc", "a/b", "", ".hidden", "-x",
