@@ -6,7 +6,7 @@
  * FastCGI to a web server (nginx or lighttpd) and never touches a namespace,
  * a cgroup or a room's files.  Everything a sandbox needs is done by the
  * setuid helper, which this process runs once per operation
- * (helper_client.c): a JSON request on the helper's stdin, a JSON reply on
+ * (helper_client.c): a request record on the helper's stdin, an answer record on
  * its stdout (common/protocol.h).  That pipe is the only thing between the
  * two programs.
  *

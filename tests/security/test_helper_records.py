@@ -151,6 +151,12 @@ def test_command_line_operations(stack, client):
     assert r.returncode == 0 and r.stdout.decode().startswith("cgroup="), r
     r = run(stack, b"", "stop", room)
     assert r.returncode == 0 and stack.keeper_pid(room) is None, r
+    # stop-all, as the service's stop and the package's prerm run it
+    assert run(stack, b"", "exec", room, "true").returncode == 0
+    assert stack.keeper_pid(room)
+    r = run(stack, b"", "stop-all")
+    assert r.returncode == 0 and f"stopped {room}\n".encode() in r.stdout, r
+    assert stack.keeper_pid(room) is None
     r = run(stack, b"", "destroy", room)
     assert r.returncode == 0 and not (stack.state_dir / "rooms" / room).exists(), r
     # errors are words on stderr and a non-zero exit
