@@ -99,6 +99,7 @@
 #include "agent.h"
 #include "clock.h"
 #include "app.h"
+#include "process_store.h"
 #include "processes.h"
 #include "store.h"
 #include "auth.h"
