@@ -6,7 +6,7 @@
  * written instead. Every error says "<file>:<line>: <reason>" because the
  * reader of the message is an administrator with the file open in an editor.
  *
- * Choices the specification leaves open (for the README):
+ * Choices a user could expect otherwise (docs/choices.md):
  *   - `#` starts a comment at the beginning of a line, or after whitespace
  *     inside a line, so `rootfs = /srv/a#b` keeps its `#`.
  *   - A key given twice in one file is an error: which of the two was meant

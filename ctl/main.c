@@ -70,7 +70,8 @@ static void usage(FILE *f)
 		"  token list          the tokens' fingerprints (SHA-256, 12 hex digits)\n"
 		"  token revoke FP     remove the token with that fingerprint\n"
 		"  -c CONFIG  configuration (default %s)\n"
-		"  -s SOCKET  roombox-fcgi's FastCGI socket (default: `socket` of CONFIG)\n",
+		"  -s SOCKET  roombox-fcgi's FastCGI socket (default: `socket` of CONFIG)\n"
+		"  -h, --help this text\n",
 		ROOMBOX_CONF);
 }
 
@@ -401,8 +402,13 @@ int main(int argc, char **argv)
 	char err[512];
 	int opt, rc;
 
+	static const struct option longs[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+
 	/* "+": options stop at the verb, so `exec ROOM ls -l` keeps its -l */
-	while ((opt = getopt(argc, argv, "+c:s:h")) != -1) {
+	while ((opt = getopt_long(argc, argv, "+c:s:h", longs, NULL)) != -1) {
 		switch (opt) {
 		case 'c': c.config_path = optarg; break;
 		case 's': c.socket = optarg; break;

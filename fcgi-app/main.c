@@ -99,6 +99,7 @@
 #include "agent.h"
 #include "clock.h"
 #include "app.h"
+#include "process_store.h"
 #include "processes.h"
 #include "store.h"
 #include "auth.h"
@@ -127,8 +128,10 @@ static pthread_cond_t stop_cond;
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: roombox-fcgi [-f] [-c CONFIG]\n"
+		"roombox's API: a FastCGI server behind nginx or lighttpd (see roombox-fcgi(8))\n"
 		"  -c CONFIG  configuration file (default %s)\n"
-		"  -f         stay in the foreground (the only mode; accepted for init scripts)\n",
+		"  -f         stay in the foreground (the only mode; accepted for init scripts)\n"
+		"  -h, --help this text\n",
 		ROOMBOX_CONF);
 }
 
@@ -1044,7 +1047,12 @@ int main(int argc, char **argv)
 	sigaddset(&stop_set, SIGTERM);
 	sigaddset(&stop_set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
-	while ((opt = getopt(argc, argv, "c:fh")) != -1) {
+	static const struct option longs[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+
+	while ((opt = getopt_long(argc, argv, "c:fh", longs, NULL)) != -1) {
 		switch (opt) {
 		case 'c': config_path = optarg; break;
 		case 'f': break;

@@ -24,7 +24,6 @@
 
 #include "exec.h"
 #include "metrics.h"
-#include "processes.h"
 #include "process_store.h"
 #include "timefmt.h"
 

@@ -57,6 +57,23 @@ extern pthread_cond_t procs_changed;
  * ended with us).  Before any other call.  0, or -1 with err set. */
 int proc_store_load(const char *state_dir, char *err, size_t errlen);
 
+/* For the rest of roombox-fcgi (the idle stop; a room's stop, restart and
+ * cleanup, rooms.c); each takes procs_lock itself. */
+
+/* The rooms with a running managed process, as a new JSON array of room
+ * ids: the idle stop leaves them running (helper op stop-idle, HK_KEEP). */
+json_object *procs_busy_rooms(void);
+
+/* The room's stop or restart is asked for (true, before the helper's
+ * call) or has failed (false): a running process whose pipes end
+ * meanwhile is `lost`, though the room may run again by the time that is
+ * seen; not `killed` as by the room's kill-all. */
+void procs_room_stopping(const char *room, bool stopping);
+
+/* Cleanup: forget the room's processes (our ends of their pipes closed)
+ * and delete their records and logs.  0, or -1 with err set. */
+int procs_room_reset(const char *room, char *err, size_t errlen);
+
 /* The rest under procs_lock. */
 
 struct proc *proc_find(const char *room, const char *id);

@@ -71,6 +71,7 @@
 #include "processes.h"
 #include "protocol.h"
 #include "roomid.h"
+#include "shquote.h"
 #include "validate.h"
 
 #define KILL_GRACE_S 5
@@ -83,32 +84,6 @@ int procs_init(struct app *app, char *err, size_t errlen)
 	if (proc_store_load(app->cfg.state_dir, err, errlen) < 0)
 		return -1;
 	return proc_logger_start(app, err, errlen);
-}
-
-/* ---- quoting for the starter, and the keeper's signal tool ---- */
-
-static char *sh_quoted(const char *s)
-{
-	size_t n = 3;
-	char *q, *o;
-
-	for (const char *t = s; *t; t++)
-		n += *t == '\'' ? 4 : 1;
-	q = o = malloc(n);
-	if (!q)
-		return NULL;
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return q;
 }
 
 static int ignore_event(void *ctx, json_object *ev)
@@ -173,18 +148,23 @@ static const char INNER[] =
 /* The detached exec's command (the keeper has put its shell in a session
  * of its own, common/protocol.h's detach): no session to save, fd 9
  * closed, the request's cwd (a cd that fails ends the process with 1, as
- * an exec with that cwd would), then W. */
-static char *starter(const char *nonce, const char *cmd, const char *cwd)
+ * an exec with that cwd would), then W.  NULL with errbuf set. */
+static char *starter(const char *nonce, const char *cmd, size_t cmd_len, const char *cwd,
+		     char *errbuf, size_t errlen)
 {
-	char *w = sh_quoted(WRAPPER), *c = sh_quoted(cmd), *i = sh_quoted(INNER);
-	char *d = cwd ? sh_quoted(cwd) : NULL, *s = NULL;
+	char *w = shquote_alloc(WRAPPER, strlen(WRAPPER), errbuf, errlen);
+	char *c = w ? shquote_alloc(cmd, cmd_len, errbuf, errlen) : NULL;
+	char *i = c ? shquote_alloc(INNER, strlen(INNER), errbuf, errlen) : NULL;
+	char *d = i && cwd ? shquote_alloc(cwd, strlen(cwd), errbuf, errlen) : NULL, *s = NULL;
 
-	if (!w || !c || !i || (cwd && !d) ||
+	if (i && (!cwd || d) &&
 	    asprintf(&s, "trap - EXIT; exec 9>&-\n%s%s%s%s%s"
 		     "exec /bin/sh -c %s roombox-process %s %s %s", d ? "cd -- " : "", d ? d : "",
 		     d ? " || { printf '\\036rbx:%s exit 1\\n' " : "", d ? nonce : "",
-		     d ? " >&2; exit 1; }\n" : "", w, nonce, c, i) < 0)
+		     d ? " >&2; exit 1; }\n" : "", w, nonce, c, i) < 0) {
+		snprintf(errbuf, errlen, "%s", strerror(errno));
 		s = NULL;
+	}
 	free(w);
 	free(c);
 	free(i);
@@ -260,7 +240,8 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 {
 	struct helper_target target = app_helper(app);
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	char *cmd = starter(p->nonce, req->cmd, req->cwd);
+	char cmd_err[160];
+	char *cmd = starter(p->nonce, req->cmd, req->cmd_len, req->cwd, cmd_err, sizeof(cmd_err));
 	/* the request's env, cwd and user; the starter as its command */
 	struct exec_request start = *req;
 	struct helper_exec x;
@@ -271,7 +252,12 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 
 	memset(err, 0, sizeof(*err));
 	err->http_status = 500;
-	if (!cmd || pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+	if (!cmd) {
+		snprintf(err->message, sizeof(err->message), "room %s: process %s: starter: %s", room,
+			 p->id, cmd_err);
+		goto out;
+	}
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		snprintf(err->message, sizeof(err->message), "room %s: process %s: pipes: %s", room,
 			 p->id, strerror(errno));
 		goto out;

@@ -9,7 +9,7 @@
 #include "preview.h"
 #include "protocol.h"
 #include "roomid.h"
-#include "processes.h"
+#include "process_store.h"
 #include "store.h"
 #include "timefmt.h"
 

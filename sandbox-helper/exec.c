@@ -50,6 +50,7 @@
 #include "errbuf.h"
 #include "fdpass.h"
 #include "keeper/keeper_proto.h"
+#include "shquote.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
 #define SESSION_MAX (120 * 1024)   /* one environment string (MAX_ARG_STRLEN) */
@@ -102,26 +103,6 @@ static int reserve(char **buf, size_t *cap, size_t need)
 		return -1;
 	*buf = p;
 	*cap = need * 2;
-	return 0;
-}
-
-int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-	if (reserve(buf, cap, *len + 4 * n + 3) < 0)
-		return -1;
-	char *o = *buf + *len;
-	*o++ = '\'';
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = s[i];
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	*len = (size_t)(o - *buf);
 	return 0;
 }
 
@@ -224,7 +205,13 @@ static int build_env(const struct room *r, const struct exec_order *q, bool save
 		append(&s, &len, &cap, "\nexport ");
 		append(&s, &len, &cap, name);
 		append(&s, &len, &cap, "=");
-		shell_quote_append(&s, &len, &cap, eq + 1, strlen(eq + 1));
+		char qerr[128], *v = shquote_alloc(eq + 1, strlen(eq + 1), qerr, sizeof(qerr));
+		if (!v) {
+			free(s);
+			return ERR("room %s: env %s: %s", r->id, name, qerr);
+		}
+		append(&s, &len, &cap, v);
+		free(v);
 	}
 	append(&s, &len, &cap, "\n");
 	ce->session = s;

@@ -73,7 +73,4 @@ void exec_job_free(struct exec_job *j);
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_order *q,
 	     struct exec_outcome *o, char *err, size_t errlen);
 
-/* Single-quote s for /bin/sh; appended to buf (malloc'd, grown). */
-int shell_quote_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
-
 #endif

@@ -702,8 +702,26 @@ static void pending_check(int i, bool readable, int64_t now)
 
 /* ---- the keeper ------------------------------------------------------------- */
 
-int main(void)
+/* Run by hand (`--help`, or anything else on its command line), it says
+ * what it is and touches nothing: the helper starts it with no argument. */
+static int by_hand(const char *arg)
 {
+	static const char text[] =
+		"usage: roombox-keeper (started by roombox-helper, never by hand)\n"
+		"PID 1 of a roombox room and the room's exec server: it runs only as the\n"
+		"helper starts it, inside the room's namespaces, with its descriptors 3-6\n"
+		"set up (see roombox-helper(8)).\n";
+	bool help = !strcmp(arg, "--help") || !strcmp(arg, "-h");
+	int fd = help ? 1 : 2;
+	if (write(fd, text, sizeof(text) - 1) < 0)
+		return 2;
+	return help ? 0 : 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		return by_hand(argv[1]);
 	confine_room();
 	spawn_init();
 	int sigfd = signal_fd();

@@ -408,6 +408,23 @@ def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client)
     assert client.sh(room, "echo ok") == "ok\n"
 
 
+
+def test_env_value_with_a_nul_byte_is_refused_by_name(stack, client):
+    """roombox-fcgi refuses a NUL byte in an env value; the helper, trusting
+    no caller, refuses it too: in a record a NUL ends the string, so the
+    rest counts as a string more than the request declares, and the whole
+    request is refused (nothing cut, nothing run); the room keeps working."""
+    room = unique_room("envnul")
+    client.touch(room)
+    rc, out = run_helper([HELPER, "-c", stack.conf_path],
+                         {"op": "exec", "room": room, "cmd": "echo \"$A\"",
+                          "env": {"A": "ab\u0000'; echo injected; '"}})
+    assert rc != 0 and out.get("code") == "invalid", out
+    assert "after its 2 strings" in out["error"], out
+    assert "injected" not in out.get("stdout", ""), out
+    assert client.sh(room, "echo ok") == "ok\n"
+
+
 def test_service_cpu_affinity_reaches_the_room_unchanged(stack, client):
     """An admin's CPU affinity for the service (systemd's CPUAffinity) holds
     for the helper and the rooms it starts: neither roombox-fcgi's pin of a
