@@ -448,7 +448,7 @@ def test_helper_port_connect_checks(client, room):
             assert msg == b"i" and not fds, (bad, msg)
         a.shutdown(socket.SHUT_RDWR)
         assert p.wait(30) == 0
-        assert json.loads(p.stdout.read()) == {"connected": True}
+        assert decode_answer(p.stdout.read()) == {"connected": True}
 
 
 RELAYS_MAX = 256   # fcgi-app/preview_relay.h PREVIEW_RELAYS_MAX
