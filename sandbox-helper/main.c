@@ -244,6 +244,7 @@ struct call {
 	struct room r;
 	bool locked;
 	struct answer *out;
+	struct exec_order exec;   /* exec: its values, checked before the room is touched */
 };
 
 static int call_lock(struct helper *h, struct call *c)
@@ -432,11 +433,12 @@ static int answer_exec(struct call *c, const struct exec_outcome *o)
  * by itself: when the exec could not start for the limit, every process
  * of the room but its keeper is killed, the service log says so, and the
  * command runs again -- once. */
-static int op_exec(struct helper *h, struct call *c)
+/* The table's check of exec: its values against the configuration, and
+ * its descriptors, before anything of the room is made. */
+static int check_exec(struct helper *h, struct call *c)
 {
-	struct exec_order q;
-	struct room *r = &c->r;
-	int code = request_exec_order(c->rq, &h->cfg, &q, h->err, sizeof(h->err));
+	struct exec_order *q = &c->exec;
+	int code = request_exec_order(c->rq, &h->cfg, q, h->err, sizeof(h->err));
 	if (code)
 		return fail(h, (uint32_t)code);
 	bool collect = ((const struct helper_exec_args *)c->rq->args)->flags & HX_COLLECT;
@@ -446,17 +448,15 @@ static int op_exec(struct helper *h, struct call *c)
 				 "and stderr pipes (stdout may be a unix socket)");
 			return fail(h, HELPER_E_INVALID);
 		}
-		q.io = passed_io;
+		q->io = passed_io;
 	}
-	/* a request that only reads: a room that does not exist is not made,
-	 * nor is anything of it (its run directory) */
-	if (q.existing) {
-		int found = room_load(r, h->err, sizeof(h->err));
-		if (found == 0)
-			snprintf(h->err, sizeof(h->err), "room %s not found", r->id);
-		if (found <= 0)
-			return fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
-	}
+	return 0;
+}
+
+static int op_exec(struct helper *h, struct call *c)
+{
+	struct exec_order q = c->exec;
+	struct room *r = &c->r;
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
@@ -775,6 +775,10 @@ static int op_port_connect(struct helper *h, struct call *c)
  *   ROOM_LOCK      locked exclusively (created nowhere)
  *   ROOM_EXISTING  locked, and loaded: not_found if it was never made
  *   ROOM_RUNNING   locked, created if new, its jail started
+ *   ROOM_EXEC      locked; with HX_EXISTING first loaded unlocked, so that
+ *                  a room that does not exist gets not_found and nothing
+ *                  of it is made (not even its lock): a request that only
+ *                  reads a room
  * and unlocks after it (whatever it returns).
  *
  * What root keeps while it runs (drop_privileges, after the configuration
@@ -787,7 +791,7 @@ static int op_port_connect(struct helper *h, struct call *c)
  *                  the past, CAP_SYS_PTRACE for a keeper's /proc entries);
  *                  nothing that creates, mounts, kills or changes ids
  */
-enum room_mode { ROOM_NONE, ROOM_OPEN, ROOM_LOCK, ROOM_EXISTING, ROOM_RUNNING };
+enum room_mode { ROOM_NONE, ROOM_OPEN, ROOM_LOCK, ROOM_EXISTING, ROOM_RUNNING, ROOM_EXEC };
 enum priv { PRIV_ROOT, PRIV_READ };
 
 struct op {
@@ -796,6 +800,8 @@ struct op {
 	enum room_mode room;
 	enum priv priv;
 	int (*run)(struct helper *h, struct call *c);
+	/* the op's own checks of its values, before its room is touched */
+	int (*check)(struct helper *h, struct call *c);
 };
 
 static const struct op OPS[] = {
@@ -803,34 +809,34 @@ static const struct op OPS[] = {
 	 * room's ids inside its namespaces; unlocks (exec_attempts, the one
 	 * place) once the keeper has the job, so a long command holds no
 	 * lock; argv and env are strings the keeper passes, never parsed */
-	{ HOP_EXEC, sizeof(struct helper_exec_args), ROOM_LOCK, PRIV_ROOT, op_exec },
+	{ HOP_EXEC, sizeof(struct helper_exec_args), ROOM_EXEC, PRIV_ROOT, op_exec, check_exec },
 	/* makes the room from configuration only: nothing of the request
 	 * but its checked id reaches a path */
-	{ HOP_CREATE, 0, ROOM_RUNNING, PRIV_ROOT, op_create },
+	{ HOP_CREATE, 0, ROOM_RUNNING, PRIV_ROOT, op_create, NULL },
 	/* reads the room's records, opened without following symlinks */
-	{ HOP_STATUS, 0, ROOM_OPEN, PRIV_READ, op_status },
+	{ HOP_STATUS, 0, ROOM_OPEN, PRIV_READ, op_status, NULL },
 	/* the same for every room of the state directory; no input */
-	{ HOP_LIST, 0, ROOM_NONE, PRIV_READ, op_list },
+	{ HOP_LIST, 0, ROOM_NONE, PRIV_READ, op_list, NULL },
 	/* stops and removes one room under its lock, by its checked id */
-	{ HOP_DESTROY, 0, ROOM_LOCK, PRIV_ROOT, op_destroy },
+	{ HOP_DESTROY, 0, ROOM_LOCK, PRIV_ROOT, op_destroy, NULL },
 	/* stops one room's jail under its lock; files stay */
-	{ HOP_STOP, 0, ROOM_LOCK, PRIV_ROOT, op_stop },
+	{ HOP_STOP, 0, ROOM_LOCK, PRIV_ROOT, op_stop, NULL },
 	/* stops rooms by the configuration's idle_timeout, each under its
 	 * lock; the request can only spare rooms (its keep list) */
-	{ HOP_STOP_IDLE, sizeof(struct helper_keep_args), ROOM_NONE, PRIV_ROOT, op_stop_idle },
+	{ HOP_STOP_IDLE, sizeof(struct helper_keep_args), ROOM_NONE, PRIV_ROOT, op_stop_idle, NULL },
 	/* stops every room, each under its lock; no input */
-	{ HOP_STOP_ALL, 0, ROOM_NONE, PRIV_ROOT, op_stop_all },
+	{ HOP_STOP_ALL, 0, ROOM_NONE, PRIV_ROOT, op_stop_all, NULL },
 	/* prepares the lower trees and reports fixed facts; no input */
-	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info },
+	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info, NULL },
 	/* signals only processes in the room's own cgroup or pid namespace,
 	 * never its keeper */
-	{ HOP_KILL_ALL, 0, ROOM_EXISTING, PRIV_ROOT, op_kill_all },
+	{ HOP_KILL_ALL, 0, ROOM_EXISTING, PRIV_ROOT, op_kill_all, NULL },
 	/* stops and starts an existing room's jail under its lock */
-	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart },
+	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart, NULL },
 	/* joins only the room's network namespace (setns), connects to its
 	 * loopback and hands the socket to the caller, who can reach the
 	 * room anyway; never starts a room */
-	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_ROOT, op_port_connect },
+	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_ROOT, op_port_connect, NULL },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -886,10 +892,19 @@ static int dispatch(struct helper *h, const struct request *rq, struct answer *o
 		snprintf(h->err, sizeof(h->err), "room %s: path too long", rq->room);
 		return fail(h, HELPER_E_INVALID);
 	}
+	if (op->check && op->check(h, &c) < 0)
+		return -1;
 	if (drop_privileges(h, op->priv) < 0)
 		return -1;
 	int rc = 0;
-	if (op->room >= ROOM_LOCK)
+	if (op->room == ROOM_EXEC && (((const struct helper_exec_args *)rq->args)->flags & HX_EXISTING)) {
+		int found = room_load(&c.r, h->err, sizeof(h->err));
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room %s not found", c.r.id);
+		if (found <= 0)
+			rc = fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
+	}
+	if (rc == 0 && op->room >= ROOM_LOCK)
 		rc = call_lock(h, &c);
 	if (rc == 0 && op->room == ROOM_EXISTING) {
 		int found = room_load(&c.r, h->err, sizeof(h->err));

@@ -87,6 +87,23 @@ def test_bad_room_id_is_refused_and_nothing_is_done(stack, rid):
         assert all(".." not in n and "/" not in n and not n.startswith((".", "-")) for n in names), names
 
 
+def test_exec_values_are_checked_before_the_room_is_touched(stack):
+    """An exec whose values the configuration refuses (a relative cwd, a
+    timeout past exec_timeout_max), or one that may only read a room that
+    does not exist: refused, and nothing of the room made, not even its
+    lock."""
+    room = unique_room("rec")
+    assert_refused_and_nothing_done(stack, room, encode_request(
+        {"op": "exec", "room": room, "cmd": "true", "cwd": "tmp"}), "cwd must be absolute")
+    assert_refused_and_nothing_done(stack, room, encode_request(
+        {"op": "exec", "room": room, "cmd": "true", "timeout_ms": 10 ** 12}), "timeout_ms")
+    r = run(stack, encode_request({"op": "exec", "room": room, "cmd": "true", "existing": True}))
+    out = decode_answer(r.stdout)
+    assert r.returncode != 0 and out["code"] == "not_found", out
+    for top in (stack.state_dir, stack.run_dir):
+        assert not (top / "rooms" / room).exists()
+
+
 def test_room_field_garbage_after_its_end_is_refused(stack):
     room = unique_room("rec")
     data = bytearray(create(room))
