@@ -132,6 +132,36 @@ def test_port_connect_argument_values(stack):
         assert r.returncode != 0 and out["code"] == "invalid" and "port" in out["error"], out
 
 
+# ---------------------------------------------------------------- every room listed
+
+MANY = 7000   # more than the 6,145 rooms the old helper's allocator could list
+
+
+def test_list_holds_every_room(stack, client):
+    """GET /api/rooms lists every room, however many: the old helper ran
+    out of its own allocator's budget near 6,145 rooms and left the rest
+    out without a word.  The rooms here are records only (a state
+    directory with its meta, never started): list reads no more of a room
+    than that."""
+    made = []
+    try:
+        for i in range(MANY):
+            d = stack.state_dir / "rooms" / f"many-{i:05d}"
+            d.mkdir(mode=0o700)
+            made.append(d)
+            (d / "meta").write_text('{"slot":0,"createdAt":"2026-01-01T00:00:00.000Z","ids":"room"}\n')
+        r = client.get("/api/rooms")
+        assert r.status == 200, r
+        ids = {room["roomId"] for room in r.json["rooms"]}
+        assert sum(1 for i in ids if i.startswith("many-")) == MANY, len(ids)
+        out = decode_answer(run(stack, encode_request({"op": "list"})).stdout)
+        assert sum(1 for room in out["rooms"] if room["room"].startswith("many-")) == MANY
+    finally:
+        for d in made:
+            (d / "meta").unlink()
+            d.rmdir()
+
+
 # ---------------------------------------------------------------- no JSON in the helper
 
 JSON_SYMBOLS = ("mj_parse", "mj_get", "mjw_", "json_", "cJSON", "yajl", "jsmn", "bump_malloc")
