@@ -235,6 +235,29 @@ static void *answer_put(struct answer *a, const void *p, size_t len)
 	return at;
 }
 
+/* ---- privilege ----------------------------------------------------------- */
+
+/* Only the capabilities in keep (a mask of CAP_*), from the effective,
+ * permitted and inheritable sets and the bounding set: for good, nothing
+ * this process runs can raise them again.  0, or -1 with err. */
+static int caps_keep_only(uint64_t keep, char *err, size_t errlen)
+{
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
+			snprintf(err, errlen, "drop capability %d: %s", cap, strerror(errno));
+			return -1;
+		}
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2] = { { 0 } };
+	data[0].effective = data[0].permitted = (uint32_t)keep;
+	data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
+	if (syscall(SYS_capset, &hdr, data) < 0) {
+		snprintf(err, errlen, "capset: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- rooms --------------------------------------------------------------- */
 
 /* One call: the decoded request, its room (opened, maybe locked, by the
@@ -737,6 +760,13 @@ static int op_info(struct helper *h, struct call *c)
 	return 0;
 }
 
+/* Every capability gone, for good (a long port-connect serve, once it has
+ * joined the room's network namespace). */
+static int drop_every_capability(char *err, size_t errlen)
+{
+	return caps_keep_only(0, err, errlen);
+}
+
 /* Preview ports: a connection to the room's 127.0.0.1:port, sent over the
  * caller's unix socket on fd 3 (portconn.c).  A stopped room is not
  * started for it: nothing could be listening in a fresh one. */
@@ -750,7 +780,7 @@ static int op_port_connect(struct helper *h, struct call *c)
 	}
 	if (a->serve) {
 		/* bounded by its own idle time and the keeper's life, not alarm */
-		int rc = portconn_serve(r, passed_sock, h->err, sizeof(h->err));
+		int rc = portconn_serve(r, passed_sock, drop_every_capability, h->err, sizeof(h->err));
 		if (rc < 0)
 			return fail(h, rc == PORTCONN_REFUSED ? HELPER_E_REFUSED : HELPER_E_FAILED);
 		return 0;
@@ -790,9 +820,12 @@ static int op_port_connect(struct helper *h, struct call *c)
  *                  for root-only state files under a non-root umask of
  *                  the past, CAP_SYS_PTRACE for a keeper's /proc entries);
  *                  nothing that creates, mounts, kills or changes ids
+ *   PRIV_JOIN      every capability until it has joined the room's network
+ *                  namespace, none after (a serving port-connect lasts as
+ *                  long as a preview is used: hours, with nothing of root)
  */
 enum room_mode { ROOM_NONE, ROOM_OPEN, ROOM_LOCK, ROOM_EXISTING, ROOM_RUNNING, ROOM_EXEC };
-enum priv { PRIV_ROOT, PRIV_READ };
+enum priv { PRIV_ROOT, PRIV_READ, PRIV_JOIN };
 
 struct op {
 	uint32_t op;
@@ -835,8 +868,9 @@ static const struct op OPS[] = {
 	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart, NULL },
 	/* joins only the room's network namespace (setns), connects to its
 	 * loopback and hands the socket to the caller, who can reach the
-	 * room anyway; never starts a room */
-	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_ROOT, op_port_connect, NULL },
+	 * room anyway; never starts a room; serving, it drops every
+	 * capability once joined (op_port_connect) */
+	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_JOIN, op_port_connect, NULL },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -855,29 +889,15 @@ static void request_shapes(struct request_shape shapes[HOP_COUNT])
 		shapes[OPS[i].op] = (struct request_shape){ OPS[i].args_size, OPS[i].room != ROOM_NONE, true };
 }
 
-/* Root as PRIV_READ: every capability but the reading ones gone, from the
- * effective, permitted and inheritable sets and the bounding set, before
+/* Root as PRIV_READ: every capability but the reading ones gone, before
  * the op sees a room.  The ids stay 0 (the state files are root's). */
 static int drop_privileges(struct helper *h, enum priv priv)
 {
-	if (priv == PRIV_ROOT)
-		return 0;
+	if (priv != PRIV_READ)
+		return 0;   /* PRIV_JOIN: the op drops them itself, once joined */
 	uint64_t keep = (1ull << CAP_DAC_READ_SEARCH) | (1ull << CAP_DAC_OVERRIDE) |
 		(1ull << CAP_SYS_PTRACE);
-	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-		if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
-			snprintf(h->err, sizeof(h->err), "drop capability %d: %s", cap, strerror(errno));
-			return fail(h, HELPER_E_DENIED);
-		}
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct data[2] = { { 0 } };
-	data[0].effective = data[0].permitted = (uint32_t)keep;
-	data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
-	if (syscall(SYS_capset, &hdr, data) < 0) {
-		snprintf(h->err, sizeof(h->err), "capset: %s", strerror(errno));
-		return fail(h, HELPER_E_DENIED);
-	}
-	return 0;
+	return caps_keep_only(keep, h->err, sizeof(h->err)) < 0 ? fail(h, HELPER_E_DENIED) : 0;
 }
 
 /* One request: checked, its room made ready as the table says, the op run,
