@@ -1,5 +1,5 @@
 /* Unit tests for fcgi-app/exec.c's exec_result_shape: the client's
- * `result` (SPEC §2.1) made from the helper's raw facts and output bytes
+ * `result` made from the helper's raw facts and output bytes
  * (common/protocol.h).  This is the code that moved out of the setuid
  * helper: exit codes, signal names, UTF-8 repair, base64, times. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* spawnbench -- the bare references of `make bench` (SPEC §7).
+/* spawnbench -- the bare references of `make bench`.
  *
  *   spawnbench lat  [-f|-p] [-i FILE] N WARMUP -- ARGV...
  *        run ARGV N times one after another (after WARMUP unmeasured runs),
