@@ -232,9 +232,8 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 #define HELPER_MEMORY_MAX (64u << 20)
 #define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
 #define MAX_BODY_LIMIT (8u << 20)
-/* output_limit likewise: the helper holds both streams whole while the
- * command runs (each up to output_limit) beside the request (stdin up to
- * max_body); measured, 8M of stdin and 16M per stream peak at 41 MiB. */
+/* output_limit: roombox-fcgi (never the helper: the output goes to its own
+ * pipes) holds both streams of every running exec, each up to this. */
 #define OUTPUT_LIMIT_MAX (16u << 20)
 
 /* port-connect: how long the connect inside the room may take (loopback
