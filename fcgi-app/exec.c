@@ -1,4 +1,4 @@
-/* POST /api/rooms/{id}/sandbox/exec (SPEC §2.1).
+/* POST /api/rooms/{id}/sandbox/exec.
  *
  * A command runs as every command does (exec_pump.c: roombox-fcgi's own
  * pipes, the helper only waits); the plain answer's sink keeps nothing but

@@ -46,7 +46,7 @@ struct exec_sink {
 };
 
 /* Run ex in room's sandbox (the helper creates or restarts the room when
- * needed), telling sink about the output as it comes.  Returns SPEC §2.1's
+ * needed), telling sink about the output as it comes.  Returns the exec's
  * `result` (its stdout/stderr as far as output_limit), or NULL with err
  * set: 503 when max_concurrent_execs are already running, else the
  * helper's error. */

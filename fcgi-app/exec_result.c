@@ -1,4 +1,4 @@
-/* The client's exec `result` (SPEC §2.1) from raw facts.
+/* The client's exec `result` (README, "Run a command") from raw facts.
  *
  * The helper answers with facts only (a wait status, times as integers:
  * common/protocol.h), and the output's bytes were read by roombox-fcgi from

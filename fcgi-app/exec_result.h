@@ -1,5 +1,6 @@
-/* The seed's exec `result` (SPEC §2.1), made from the helper's facts and
- * the output roombox-fcgi read itself: see exec_result.c. */
+/* The seed's exec `result` (README, "Run a command"), made from the
+ * helper's facts and the output roombox-fcgi read itself: see
+ * exec_result.c. */
 #ifndef ROOMBOX_FCGI_EXEC_RESULT_H
 #define ROOMBOX_FCGI_EXEC_RESULT_H
 

@@ -1,4 +1,4 @@
-/* POST …/sandbox/exec with Accept: text/event-stream (SPEC §8.1): the
+/* POST …/sandbox/exec with Accept: text/event-stream: the
  * command's output as it comes.
  *
  * The command runs as every command does (exec_pump.c); this is the sink

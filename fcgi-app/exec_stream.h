@@ -1,4 +1,4 @@
-/* POST …/sandbox/exec as an event stream (SPEC §8.1): see exec_stream.c. */
+/* POST …/sandbox/exec as an event stream: see exec_stream.c. */
 #ifndef ROOMBOX_FCGI_EXEC_STREAM_H
 #define ROOMBOX_FCGI_EXEC_STREAM_H
 

@@ -1,5 +1,5 @@
 /* Unit tests for fcgi-app/exec_result.c's exec_result_make: the client's
- * `result` (SPEC §2.1) made from the helper's raw facts (common/protocol.h)
+ * `result` made from the helper's raw facts (common/protocol.h)
  * and the output bytes roombox-fcgi read.  This is the code that moved out of the setuid
  * helper: exit codes, signal names, UTF-8 repair, base64, times. */
 #include <setjmp.h>
