@@ -73,7 +73,7 @@ void exec_slot_give(struct app *app)
 		atomic_fetch_sub(&app->execs_running, 1);
 }
 
-json_object *exec_helper_request_io(const char *room, const struct exec_request *ex)
+json_object *exec_helper_request(const char *room, const struct exec_request *ex)
 {
 	json_object *req = json_object_new_object();
 
@@ -333,7 +333,7 @@ static bool pump_setup(struct pump *p, const char *room, struct helper_error *er
 	if (file_socket)   /* the room writes into it, roombox-fcgi only reads */
 		shutdown(out[0], SHUT_WR);
 	int pass[3] = { in[0], out[1], errp[1] };
-	req = exec_helper_request_io(room, ex);
+	req = exec_helper_request(room, ex);
 	request_extras(req, sink);
 	p->run = helper_start(&target, req, (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
 			      pass, err);

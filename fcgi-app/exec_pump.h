@@ -59,7 +59,7 @@ size_t utf8_incomplete_tail(const unsigned char *p, size_t n);
 
 /* The helper's exec request for ex (common/protocol.h): the caller's pipes
  * are the helper's fds 3-5. */
-json_object *exec_helper_request_io(const char *room, const struct exec_request *ex);
+json_object *exec_helper_request(const char *room, const struct exec_request *ex);
 
 /* Slot accounting for max_concurrent_execs (processes.c too). */
 bool exec_slot_take(struct app *app);

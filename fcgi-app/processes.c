@@ -277,7 +277,7 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	start.cmd_len = strlen(cmd);
 	start.cwd = NULL;   /* the starter's own cd */
 	start.timeout_ms = START_TIMEOUT_MS;
-	hreq = exec_helper_request_io(room, &start);
+	hreq = exec_helper_request(room, &start);
 	json_object_object_add(hreq, HK_DETACH, json_object_new_boolean(1));
 	int pass[3] = { in[0], out[1], errp[1] };
 	if (!exec_slot_take(app)) {
