@@ -10,36 +10,31 @@
  * compiled-in configuration path (ROOMBOX_CONF).
  *
  * The helper hands back raw facts only: a wait status, whether the deadline
- * passed, the output's bytes, times as integers.  Everything a client sees
+ * passed, times as integers; a command's output never passes through it.  Everything a client sees
  * -- exit codes and signal names, UTF-8 repair, base64, ISO-8601 times,
  * "sandbox-<id>" -- is made by roombox-fcgi (fcgi-app/exec.c, rooms.c), so
  * none of that code runs as root over a room's (hostile) output.
  *
  * An answer is one JSON object on one line (its strings escape every
- * control byte, so the first "\n" ends it).  Only the exec answer has a
- * tail: after that newline come HK_STDOUT_BYTES bytes of stdout, then
- * HK_STDERR_BYTES bytes of stderr, exactly as the command wrote them.
+ * control byte, so the first "\n" ends it).
  *
  * Requests (HK_OP selects the operation; HK_ROOM is checked against the
  * room-id rule):
  *
- *   exec     {room, cmd, timeout_ms?, env?, cwd?, stdin?, user?, open?}
+ *   exec     {room, cmd, io, timeout_ms?, env?, cwd?, user?}
+ *            io: true, always (passed I/O): the helper's fds 3, 4 and 5 are
+ *            pipes the caller made (read end; write end; write end), given
+ *            to the command as its stdin, stdout and stderr; the caller
+ *            writes the input and reads the output as the command runs.
  *            timeout_ms: default exec_timeout (fcgi has checked it against
  *            exec_timeout_max); env {S:S} and cwd: a one-off scope, the
- *            session is not saved; stdin: bytes on standard input (default
- *            /dev/null); user: HK_USER_ROOT or HK_USER_USER, who runs it in
- *            the room (default: exec_user).  The room is created, or its
- *            jail restarted, when needed.
- *         -> {wait_status, timed_out, stdout_bytes, stderr_bytes,
- *             stdout_truncated, stderr_truncated, duration_us, started_ms}
- *            + the two streams' bytes.  wait_status is waitpid()'s status
- *            of the shell (meaningless when timed_out: the tree was
- *            killed); started_ms is wall-clock ms since the epoch.
- *            io: true = passed I/O: the helper's fds 3, 4 and 5 are pipes
- *            the caller made (read end; write end; write end), given to
- *            the command as its stdin, stdout and stderr; the caller
- *            writes the input and reads the output as the command runs,
- *            and the answer's byte counts are 0.  No stdin key then.
+ *            session is not saved; user: HK_USER_ROOT or HK_USER_USER, who
+ *            runs it in the room (default: exec_user).  The room is
+ *            created, or its jail restarted, when needed.
+ *         -> {wait_status, timed_out, duration_us, started_ms}
+ *            wait_status is waitpid()'s status of the shell (meaningless
+ *            when timed_out: the tree was killed); started_ms is wall-clock
+ *            ms since the epoch.
  *            existing: true = the room must exist already: a room that
  *            does not is code not_found, and nothing is created (a request
  *            that only reads a room).
@@ -93,9 +88,10 @@
  *     (both: code not_found for a room that does not exist)
  *
  *   An exec that cannot start because the room is at pids_limit (the
- *   keeper cannot fork the shell, or the shell exits 2 while the room's
- *   pids cgroup is full) kills the room's processes as kill-all does,
- *   logs one line on the helper's stderr, and runs once more.
+ *   keeper cannot fork the shell) kills the room's processes as kill-all
+ *   does, logs one line on the helper's stderr, and runs once more.  A
+ *   shell that started but could not fork is seen by roombox-fcgi, which
+ *   has its output: it asks kill-all and runs the command again.
  *   port-connect {room, port}  -> {connected:true}   (preview ports, §8.5)
  *            the helper's fd 3 is a unix socket the caller made; the
  *            helper joins the network namespace of the room's keeper,
@@ -164,8 +160,7 @@
 #define HK_TIMEOUT_MS "timeout_ms"
 #define HK_ENV        "env"
 #define HK_CWD        "cwd"
-#define HK_STDIN      "stdin"
-#define HK_IO         "io"   /* true: passed I/O, see below */
+#define HK_IO         "io"   /* true: passed I/O, see exec */
 #define HK_USER       "user"
 #define HK_TOOL       "tool" /* exec: a keeper tool instead of cmd */
 #define HK_EXISTING   "existing" /* exec: never create the room */
@@ -183,10 +178,6 @@
 /* exec */
 #define HK_WAIT_STATUS      "wait_status"
 #define HK_TIMED_OUT        "timed_out"
-#define HK_STDOUT_BYTES     "stdout_bytes"
-#define HK_STDERR_BYTES     "stderr_bytes"
-#define HK_STDOUT_TRUNCATED "stdout_truncated"
-#define HK_STDERR_TRUNCATED "stderr_truncated"
 #define HK_DURATION_US      "duration_us"
 #define HK_STARTED_MS       "started_ms"
 /* <status> (and HK_ROOM) */
@@ -241,9 +232,8 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 #define HELPER_MEMORY_MAX (64u << 20)
 #define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
 #define MAX_BODY_LIMIT (8u << 20)
-/* output_limit likewise: the helper holds both streams whole while the
- * command runs (each up to output_limit) beside the request (stdin up to
- * max_body); measured, 8M of stdin and 16M per stream peak at 41 MiB. */
+/* output_limit: roombox-fcgi (never the helper: the output goes to its own
+ * pipes) holds both streams of every running exec, each up to this. */
 #define OUTPUT_LIMIT_MAX (16u << 20)
 
 /* port-connect: how long the connect inside the room may take (loopback

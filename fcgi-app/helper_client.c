@@ -340,7 +340,7 @@ static int child_wait(pid_t pid)
 }
 
 /* Turn exit status + stdout into the reply or an error.  The answer is the
- * first line (common/protocol.h); what follows it is the tail. */
+ * first line (common/protocol.h). */
 static json_object *reply_decode(int status, const char *text, size_t len, size_t *header_len,
 				 struct helper_error *err)
 {
@@ -447,8 +447,7 @@ int helper_run_pidfd(const struct helper_run *run)
 	return run->c.pidfd;
 }
 
-json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
-			   struct helper_error *err)
+json_object *helper_finish(struct helper_run *run, struct helper_error *err)
 {
 	struct child *c = &run->c;
 	size_t reply_len = 0, header_len = 0;
@@ -457,8 +456,6 @@ json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
 	json_object *out;
 
 	*err = run->err;
-	if (tail)
-		*tail = (struct helper_bytes){ 0 };
 	if (c->to_child >= 0) {   /* sent in helper_start, or the helper left */
 		close(c->to_child);
 		c->to_child = -1;
@@ -486,37 +483,14 @@ json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
 				 metrics_now_ns() - run->start_ns);
 	json_object_put(run->request);
 	free(run);
-	if (talk < 0)
-		return NULL;
-	if (out && tail) {
-		tail->buf = reply;   /* the tail stays where it was read */
-		tail->data = reply + header_len;
-		tail->len = reply_len - header_len;
-		return out;
-	}
 	free(reply);
 	return out;
-}
-
-json_object *helper_call_tail(const struct helper_target *target, json_object *request,
-			      long deadline_ms, struct helper_bytes *tail,
-			      struct helper_error *err)
-{
-	struct helper_run *run = helper_start(target, request, deadline_ms, NULL, err);
-
-	if (tail)
-		*tail = (struct helper_bytes){ 0 };
-	return run ? helper_finish(run, tail, err) : NULL;
 }
 
 json_object *helper_call(const struct helper_target *target, json_object *request,
 			 long deadline_ms, struct helper_error *err)
 {
-	return helper_call_tail(target, request, deadline_ms, NULL, err);
-}
+	struct helper_run *run = helper_start(target, request, deadline_ms, NULL, err);
 
-void helper_bytes_free(struct helper_bytes *b)
-{
-	free(b->buf);
-	*b = (struct helper_bytes){ 0 };
+	return run ? helper_finish(run, err) : NULL;
 }

@@ -35,20 +35,6 @@ struct helper_target {
 json_object *helper_call(const struct helper_target *target, json_object *request,
 			 long deadline_ms, struct helper_error *err);
 
-/* What follows the answer's line (an exec's output): data/len point into
- * buf, which the caller frees with helper_bytes_free. */
-struct helper_bytes {
-	char *buf;
-	const char *data;
-	size_t len;
-};
-
-/* helper_call, keeping the answer's tail in *tail (on success). */
-json_object *helper_call_tail(const struct helper_target *target, json_object *request,
-			      long deadline_ms, struct helper_bytes *tail,
-			      struct helper_error *err);
-void helper_bytes_free(struct helper_bytes *b);
-
 /* A call whose command I/O the caller handles itself (common/protocol.h's
  * passed I/O): helper_start spawns the helper with pass[0..2] on its fds
  * 3, 4, 5 (NULL: none) and returns once the whole request is written; the
@@ -60,8 +46,7 @@ struct helper_run;
 struct helper_run *helper_start(const struct helper_target *target, json_object *request,
 				long deadline_ms, const int *pass, struct helper_error *err);
 int helper_run_pidfd(const struct helper_run *run);
-json_object *helper_finish(struct helper_run *run, struct helper_bytes *tail,
-			   struct helper_error *err);
+json_object *helper_finish(struct helper_run *run, struct helper_error *err);
 
 /* The HTTP status for a helper error code ("limit" -> 429, ...). */
 int helper_code_status(const char *code);

@@ -447,7 +447,7 @@ static void connector_end(struct connector *c, char *code, size_t codelen, char 
 	c->room[0] = '\0';
 	pthread_mutex_unlock(&table_lock);
 	if (c->run) {
-		json_object *reply = helper_finish(c->run, NULL, &err);
+		json_object *reply = helper_finish(c->run, &err);
 		if (!reply && code) {
 			snprintf(code, codelen, "%s", err.code);
 			snprintf(msg, msglen, "%s", err.message);

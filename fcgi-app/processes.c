@@ -62,8 +62,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "exec.h"
-#include "exec_stream.h"
+#include "exec_pump.h"
 #include "http.h"
 #include "metrics.h"
 #include "process_log.h"
@@ -126,7 +125,7 @@ static int signal_session(struct app *app, const char *room, long sid, const cha
 
 	snprintf(sid_text, sizeof(sid_text), "%ld", sid);
 	snprintf(sig_text, sizeof(sig_text), "%d", signal_number(sig));
-	res = exec_stream_in_room(app, room, &ex, &sink, err);
+	res = exec_pump_in_room(app, room, &ex, &sink, err);
 	json_object_put(res);
 	return res ? 0 : -1;
 }
@@ -264,7 +263,7 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	start.cmd_len = strlen(cmd);
 	start.cwd = NULL;   /* the starter's own cd */
 	start.timeout_ms = START_TIMEOUT_MS;
-	hreq = exec_helper_request_io(room, &start);
+	hreq = exec_helper_request(room, &start);
 	json_object_object_add(hreq, HK_DETACH, json_object_new_boolean(1));
 	int pass[3] = { in[0], out[1], errp[1] };
 	if (!exec_slot_take(app)) {
@@ -289,7 +288,7 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 			fprintf(stderr, "roombox-fcgi: room %s: process %s: follow its output: %m\n",
 				room, p->id);
 		pthread_mutex_unlock(&procs_lock);
-		reply = helper_finish(run, NULL, err);
+		reply = helper_finish(run, err);
 	}
 	exec_slot_give(app);
 	if (reply && json_object_object_get_ex(reply, HK_WAIT_STATUS, &v))

@@ -62,7 +62,6 @@ struct helper {
 	bool cg_known;
 	char err[1024];
 	const char *code;        /* protocol error code */
-	struct exec_outcome tail;  /* an exec's output, sent after the answer */
 };
 
 /* A warm exec never touches a cgroup (the keeper's children inherit the
@@ -278,8 +277,8 @@ static int stop_room(struct helper *h, struct room *r);
  * so no meta, keeper record or /proc is read.  Otherwise the room is
  * loaded, created if new, and its keeper started.  0, -1 (error set) or
  * EXEC_AT_LIMIT (nothing written to out). */
-/* The exec answer of common/protocol.h: the facts; the output follows it
- * (finish). */
+/* The exec answer of common/protocol.h: the facts (the output went to the
+ * caller's own pipes). */
 static int answer_exec(struct mj_writer *out, const struct exec_outcome *o)
 {
 	mjw_object_begin(out);
@@ -287,14 +286,6 @@ static int answer_exec(struct mj_writer *out, const struct exec_outcome *o)
 	mjw_int(out, o->wait_status);
 	mjw_key(out, HK_TIMED_OUT);
 	mjw_bool(out, o->timed_out);
-	mjw_key(out, HK_STDOUT_BYTES);
-	mjw_int(out, (int64_t)o->out_len);
-	mjw_key(out, HK_STDERR_BYTES);
-	mjw_int(out, (int64_t)o->err_len);
-	mjw_key(out, HK_STDOUT_TRUNCATED);
-	mjw_bool(out, o->out_truncated);
-	mjw_key(out, HK_STDERR_TRUNCATED);
-	mjw_bool(out, o->err_truncated);
 	mjw_key(out, HK_DURATION_US);
 	mjw_int(out, (int64_t)o->duration_us);
 	mjw_key(out, HK_STARTED_MS);
@@ -303,7 +294,8 @@ static int answer_exec(struct mj_writer *out, const struct exec_outcome *o)
 	return 0;
 }
 
-static int exec_attempts(struct helper *h, struct room *r, const struct exec_order *q)
+static int exec_attempts(struct helper *h, struct room *r, const struct exec_order *q,
+			 struct exec_outcome *o)
 {
 	struct exec_job *job = exec_prepare(r, q, h->err, sizeof(h->err));
 	if (!job)
@@ -338,7 +330,7 @@ static int exec_attempts(struct helper *h, struct room *r, const struct exec_ord
 		}
 		int busy = room_busy_enter(r);
 		room_unlock(r);
-		rc = exec_run(r, conn, job, q, &h->tail, h->err, sizeof(h->err));
+		rc = exec_run(r, conn, job, q, o, h->err, sizeof(h->err));
 		room_touch_active(r);
 		if (busy >= 0)
 			close(busy);
@@ -347,14 +339,6 @@ static int exec_attempts(struct helper *h, struct room *r, const struct exec_ord
 	}
 	exec_job_free(job);
 	return rc == 0 || rc == EXEC_AT_LIMIT ? rc : fail(h, HELPER_ERR_FAILED);
-}
-
-/* exec_order.at_pids_limit: the shell exited 2 -- was it because the
- * room could not fork? */
-static bool room_pids_exhausted(void *ctx, const struct room *r, bool said_cannot_fork)
-{
-	struct helper *h = ctx;
-	return cgroup_room_pids_exhausted(cgroups(h), r->id, h->cfg.pids_limit, said_cannot_fork);
 }
 
 static int kill_room_processes(struct helper *h, struct room *r, int *killed);
@@ -381,25 +365,26 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 		if (found <= 0)
 			return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
 	}
+	/* the command's I/O is always the caller's own: its output never
+	 * passes through this process */
 	const struct mj_value *v = mj_get(req, HK_IO);
-	if (v && v->type == MJ_BOOL && v->boolean) {
-		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0 || q.stdin_data) {
-			snprintf(h->err, sizeof(h->err), "io: fds 3-5 must be the caller's stdin, stdout "
-				 "and stderr pipes (stdout may be a unix socket), and no stdin key");
-			return fail(h, HELPER_ERR_INVALID);
-		}
-		q.io = passed_io;
+	if (!v || v->type != MJ_BOOL || !v->boolean || passed_io[0] < 0 || passed_io[1] < 0 ||
+	    passed_io[2] < 0) {
+		snprintf(h->err, sizeof(h->err), "io: true, and fds 3-5 the caller's stdin, stdout "
+			 "and stderr pipes (stdout may be a unix socket)");
+		return fail(h, HELPER_ERR_INVALID);
 	}
+	q.io = passed_io;
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	q.at_pids_limit = h->cfg.pids_limit > 0 ? room_pids_exhausted : NULL;
-	q.ctx = h;
+	q.limit_retry = h->cfg.pids_limit > 0;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int rc = exec_attempts(h, &r, &q);
+	struct exec_outcome o;
+	int rc = exec_attempts(h, &r, &q, &o);
 	if (rc != EXEC_AT_LIMIT)
-		return rc == 0 ? answer_exec(out, &h->tail) : rc;
+		return rc == 0 ? answer_exec(out, &o) : rc;
 	/* the request's timeout is for the whole request: the second run gets
 	 * what the first left of it (a second at least) */
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -418,11 +403,11 @@ static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_wri
 		return -1;
 	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
 		"killed %d processes, running the exec again\n", r.id, h->cfg.pids_limit, why, killed);
-	q.at_pids_limit = NULL;
-	rc = exec_attempts(h, &r, &q);
+	q.limit_retry = false;
+	rc = exec_attempts(h, &r, &q, &o);
 	if (rc == EXEC_AT_LIMIT)
 		return fail(h, HELPER_ERR_FAILED);
-	return rc == 0 ? answer_exec(out, &h->tail) : rc;
+	return rc == 0 ? answer_exec(out, &o) : rc;
 }
 
 static int verb_create(struct helper *h, const struct mj_value *req, struct mj_writer *out)
@@ -831,22 +816,21 @@ static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writ
 	return fail(h, HELPER_ERR_INVALID);
 }
 
-/* The answer, its newline and an exec's output in one write where the
- * pipe takes it: the caller wakes once for the whole reply. */
-static void emit(const char *s, size_t len, const struct exec_outcome *tail)
+/* The answer and its newline in one write where the pipe takes it: the
+ * caller wakes once for the whole reply. */
+static void emit(const char *s, size_t len)
 {
-	struct iovec iov[4] = { { (void *)s, len }, { "\n", 1 },
-				{ tail->out, tail->out_len }, { tail->err, tail->err_len } };
+	struct iovec iov[2] = { { (void *)s, len }, { "\n", 1 } };
 	int i = 0;
-	while (i < 4) {
-		ssize_t n = writev(1, iov + i, 4 - i);
+	while (i < 2) {
+		ssize_t n = writev(1, iov + i, 2 - i);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
-		for (; i < 4 && (size_t)n >= iov[i].iov_len; i++)
+		for (; i < 2 && (size_t)n >= iov[i].iov_len; i++)
 			n -= (ssize_t)iov[i].iov_len;
-		if (i < 4) {
+		if (i < 2) {
 			iov[i].iov_base = (char *)iov[i].iov_base + n;
 			iov[i].iov_len -= (size_t)n;
 		}
@@ -864,8 +848,6 @@ static int finish(struct helper *h, struct mj_writer *out, int rc)
 	}
 	mjw_free(out);
 	if (!text) {
-		exec_outcome_free(&h->tail);   /* an error has no tail */
-		h->tail.out_len = h->tail.err_len = 0;
 		mjw_object_begin(out);
 		mjw_key(out, HK_ERROR);
 		mjw_cstring(out, h->err[0] ? h->err : "unknown failure");
@@ -876,9 +858,8 @@ static int finish(struct helper *h, struct mj_writer *out, int rc)
 		rc = -1;
 	}
 	if (text)
-		emit(text, len, &h->tail);
+		emit(text, len);
 	free(text);
-	exec_outcome_free(&h->tail);
 	return rc == 0 ? 0 : 1;
 }
 

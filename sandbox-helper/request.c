@@ -177,10 +177,6 @@ const char *request_exec_parse(const struct mj_value *req, const struct config *
 	q->cwd = mj_get_str(req, HK_CWD);
 	if (q->cwd && q->cwd[0] != '/')
 		return errorf(err, errlen, "cwd must be absolute"), HELPER_ERR_INVALID;
-	if ((v = mj_get(req, HK_STDIN)) && v->type == MJ_STRING) {
-		q->stdin_data = v->str;
-		q->stdin_len = v->len;
-	}
 	const char *user = mj_get_str(req, HK_USER);
 	if (user && strcmp(user, HK_USER_ROOT) != 0 && strcmp(user, HK_USER_USER) != 0)
 		return errorf(err, errlen, "user must be \"%s\" or \"%s\"", HK_USER_ROOT, HK_USER_USER),

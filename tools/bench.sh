@@ -447,7 +447,7 @@ echo "figure 4's reference: bare p50 $bare_p50_before ms before, $bare_p50_after
 echo "where the time goes (context only, not SPEC figures):"
 hl=$(hb -m GET -n 1000 -w 50 /api/health)
 echo "  GET /api/health through nginx (HTTP + FastCGI, no helper): $hl"
-printf '{"op":"exec","room":"%sw","cmd":"true"}' "$prefix" > "$tmp/exec.json"
+printf '{"op":"exec","room":"%sw","cmd":"true","io":true}' "$prefix" > "$tmp/exec.json"
 hx=$("$tmp/bin/spawnbench" lat -f -i "$tmp/exec.json" 300 20 -- "$helper" -c "$conf")
 echo "  roombox-helper exec run directly (no HTTP, no fcgi):        $hx"
 health_p50=$(kv "$hl" p50_ms) helper_p50=$(kv "$hx" p50_ms)

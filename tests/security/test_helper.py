@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HELPER, REPO, ROOM_ID, pid_alive, unique_room
-from security_helpers import file_fingerprint, helper_answer
+from security_helpers import file_fingerprint, helper_answer, helper_exec
 
 SERVERS = ("nginx",)
 KEEPER = REPO / "build" / "roombox-keeper"
@@ -165,6 +165,26 @@ def test_oversized_request_is_invalid(stack):
     ok = b'{"op":"info","pad":"' + b"x" * (127 << 10) + b'"}'
     rc, out = run_helper([HELPER, "-c", stack.conf_path], ok)
     assert rc == 0 and "cgroup" in out, out
+
+
+def test_exec_output_never_passes_through_the_helper(stack, client):
+    """An exec runs only on the caller's own descriptors (io: true, fds 3-5):
+    one that would have the helper collect the output, or pass bytes for
+    stdin in the request, is refused and runs nothing."""
+    room = unique_room("io")
+    client.touch(room)
+    for request in ({"op": "exec", "room": room, "cmd": "touch /workspace/ran"},
+                    {"op": "exec", "room": room, "cmd": "touch /workspace/ran", "stdin": "x"}):
+        rc, out = run_helper([HELPER, "-c", stack.conf_path], request)
+        assert rc != 0 and out.get("code") == "invalid" and "io" in out.get("error", ""), out
+        assert "stdout_bytes" not in out, out
+    assert client.sh(room, "ls /workspace/ran 2>&1 || echo none").endswith("none\n")
+    # control: the same exec with the caller's pipes runs, its output comes
+    # on them and the answer holds the facts alone
+    rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "cat; echo err >&2"}, b"in\n")
+    assert rc == 0 and (out["stdout"], out["stderr"], out["wait_status"]) == ("in\n", "err\n", 0), out
+    assert set(out) == {"wait_status", "timed_out", "duration_us", "started_ms", "stdout", "stderr"}, out
 
 
 @pytest.mark.parametrize("rid", ["..", "../rooms", "a/../../etc", "a/b", "", ".hidden", "-x",
@@ -369,10 +389,10 @@ def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client)
     secret_fd = os.open(stack.tokens_file, os.O_RDONLY)
     try:
         env = {"PATH": "/usr/bin:/bin", "RBX_PLANTED": "caller-secret", "LD_DEBUG": "all"}
-        rc, out = run_helper([HELPER, "-c", stack.conf_path],
-                             {"op": "exec", "room": room,
-                              "cmd": "env; ls -l /proc/self/fd/ /proc/$$/fd/; cat <&%d" % secret_fd},
-                             env=env, pass_fds=(secret_fd,))
+        rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                              {"op": "exec", "room": room,
+                               "cmd": "env; ls -l /proc/self/fd/ /proc/$$/fd/; cat <&%d" % secret_fd},
+                              env=env, pass_fds=(secret_fd,))
     finally:
         os.close(secret_fd)
     assert rc == 0, out

@@ -861,11 +861,11 @@ static void test_output_limit_is_bounded_by_the_helpers_budget(void **state)
 	(void)state;
 	assert_int_equal(expect_ok("output_limit = 16M\n").output_limit, OUTPUT_LIMIT_MAX);
 	expect_error("output_limit = 16777217\n",
-		     "t.conf:1: output_limit (16777217 bytes) is above 16M: roombox-helper holds "
-		     "both streams of a command within a 64 MiB memory budget");
+		     "t.conf:1: output_limit (16777217 bytes) is above 16M: roombox-fcgi holds "
+		     "both streams of every running exec");
 	expect_error("workers = 2\noutput_limit = 1G\n",
-		     "t.conf:2: output_limit (1073741824 bytes) is above 16M: roombox-helper holds "
-		     "both streams of a command within a 64 MiB memory budget");
+		     "t.conf:2: output_limit (1073741824 bytes) is above 16M: roombox-fcgi holds "
+		     "both streams of every running exec");
 }
 
 /* ---- the agent's keys ---- */

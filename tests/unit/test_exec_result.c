@@ -1,6 +1,6 @@
-/* Unit tests for fcgi-app/exec.c's exec_result_shape: the client's
- * `result` made from the helper's raw facts and output bytes
- * (common/protocol.h).  This is the code that moved out of the setuid
+/* Unit tests for fcgi-app/exec_result.c's exec_result_make: the client's
+ * `result` made from the helper's raw facts (common/protocol.h)
+ * and the output bytes roombox-fcgi read.  This is the code that moved out of the setuid
  * helper: exit codes, signal names, UTF-8 repair, base64, times. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
-#include "exec.h"
+#include "exec_result.h"
 #include "protocol.h"
 
 struct facts {
@@ -26,27 +26,18 @@ static json_object *shape(const struct facts *f, bool base64, char *why, size_t 
 {
 	json_object *r = json_object_new_object(), *res;
 	struct exec_request ex = { .cmd = "echo hi", .cmd_len = 7 };
-	size_t n = f->out_len + f->err_len;
-	char *buf = malloc(n + 1);
-	struct helper_bytes tail = { buf, buf, n };
+	struct exec_output o = { f->out, f->err, f->out_len, f->err_len, f->out_cut, f->err_cut };
 
-	memcpy(buf, f->out, f->out_len);
-	memcpy(buf + f->out_len, f->err, f->err_len);
 	if (base64) {
 		ex.has_encoding = true;
 		ex.encoding = EXEC_ENCODING_BASE64;
 	}
 	json_object_object_add(r, HK_WAIT_STATUS, json_object_new_int(f->status));
 	json_object_object_add(r, HK_TIMED_OUT, json_object_new_boolean(f->timed_out));
-	json_object_object_add(r, HK_STDOUT_BYTES, json_object_new_int64((int64_t)f->out_len));
-	json_object_object_add(r, HK_STDERR_BYTES, json_object_new_int64((int64_t)f->err_len));
-	json_object_object_add(r, HK_STDOUT_TRUNCATED, json_object_new_boolean(f->out_cut));
-	json_object_object_add(r, HK_STDERR_TRUNCATED, json_object_new_boolean(f->err_cut));
 	json_object_object_add(r, HK_DURATION_US, json_object_new_int64(f->dur_us));
 	json_object_object_add(r, HK_STARTED_MS, json_object_new_int64(f->started_ms));
-	res = exec_result_shape(r, &tail, &ex, why, whylen);
+	res = exec_result_make(r, &o, &ex, why, whylen);
 	json_object_put(r);
-	free(buf);
 	return res;
 }
 
@@ -137,32 +128,25 @@ static void test_hostile_bytes(void **state)
 	json_object_put(r);
 }
 
-/* An answer whose lengths do not add up to the bytes that came is refused,
- * never read past. */
-static void test_lengths_must_match(void **state)
+/* An answer that lacks a fact, or says a negative duration, is refused. */
+static void test_answer_must_hold_together(void **state)
 {
-	struct facts f = { .out = "abc", .out_len = 3, .err = "", .err_len = 0 };
 	json_object *r = json_object_new_object();
 	struct exec_request ex = { .cmd = "x", .cmd_len = 1 };
-	struct helper_bytes tail = { NULL, "abc", 3 };
+	struct exec_output o = { "abc", "", 3, 0, false, false };
 	char why[128];
 
 	(void)state;
 	json_object_object_add(r, HK_WAIT_STATUS, json_object_new_int(0));
 	json_object_object_add(r, HK_TIMED_OUT, json_object_new_boolean(0));
-	json_object_object_add(r, HK_STDOUT_BYTES, json_object_new_int64(3));
-	json_object_object_add(r, HK_STDERR_BYTES, json_object_new_int64(1));
-	json_object_object_add(r, HK_STDOUT_TRUNCATED, json_object_new_boolean(0));
-	json_object_object_add(r, HK_STDERR_TRUNCATED, json_object_new_boolean(0));
-	json_object_object_add(r, HK_DURATION_US, json_object_new_int64(1));
+	json_object_object_add(r, HK_DURATION_US, json_object_new_int64(-1));
 	json_object_object_add(r, HK_STARTED_MS, json_object_new_int64(0));
-	assert_null(exec_result_shape(r, &tail, &ex, why, sizeof(why)));
-	assert_non_null(strstr(why, "lengths"));
-	json_object_object_del(r, HK_STDERR_BYTES);
-	assert_null(exec_result_shape(r, &tail, &ex, why, sizeof(why)));
+	assert_null(exec_result_make(r, &o, &ex, why, sizeof(why)));
+	assert_non_null(strstr(why, "negative"));
+	json_object_object_del(r, HK_TIMED_OUT);
+	assert_null(exec_result_make(r, &o, &ex, why, sizeof(why)));
 	assert_non_null(strstr(why, "lacks"));
 	json_object_put(r);
-	(void)f;
 }
 
 int main(void)
@@ -171,7 +155,7 @@ int main(void)
 		cmocka_unit_test(test_exit_status_and_exact_answer),
 		cmocka_unit_test(test_signal_and_timeout),
 		cmocka_unit_test(test_hostile_bytes),
-		cmocka_unit_test(test_lengths_must_match),
+		cmocka_unit_test(test_answer_must_hold_together),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -322,28 +322,6 @@ static void test_code_status(void **state)
 	assert_int_equal(helper_code_status(NULL), 500);
 }
 
-/* The answer is the first line; the bytes after it (an exec's output,
- * NULs and newlines included) come back as the tail, untouched. */
-static void test_tail_after_answer(void **state)
-{
-	struct helper_target t = { "/bin/sh", "printf '{\"a\":1}\\nOUT\\0\\nERR'" };
-	json_object *req = json_object_new_object(), *reply, *v;
-	struct helper_bytes tail;
-	struct helper_error err;
-
-	(void)state;
-	reply = helper_call_tail(&t, req, 10000, &tail, &err);
-	if (!reply)
-		fail_msg("%s", err.message);
-	assert_true(json_object_object_get_ex(reply, "a", &v));
-	assert_int_equal(json_object_get_int(v), 1);
-	assert_int_equal(tail.len, 8);
-	assert_memory_equal(tail.data, "OUT\0\nERR", 8);
-	helper_bytes_free(&tail);
-	json_object_put(reply);
-	json_object_put(req);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,7 +333,6 @@ int main(void)
 		cmocka_unit_test(test_spawn_failure),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_leftover_child_holding_stdout),
-		cmocka_unit_test(test_tail_after_answer),
 		cmocka_unit_test(test_child_environment),
 		cmocka_unit_test(test_request_on_stdin),
 		cmocka_unit_test(test_threads),

@@ -155,18 +155,15 @@ static void test_exec_fields(void **state)
 	assert_int_equal(q.timeout_ms, 30000);      /* exec_timeout's default */
 	assert_null(q.env);
 	assert_null(q.cwd);
-	assert_null(q.stdin_data);
 	assert_false(q.is_tool || q.existing || q.detach);
 	assert_null(exec_parse("{\"cmd\":\"ls\",\"existing\":true,\"detach\":true}", &q, err, sizeof(err)));
 	assert_true(q.existing && q.detach);
 	assert_null(exec_parse("{\"cmd\":\"cat\",\"timeout_ms\":600000,\"env\":{\"A\":\"1\"},"
-			       "\"cwd\":\"/tmp\",\"stdin\":\"a\\u0000b\"}",
+			       "\"cwd\":\"/tmp\"}",
 			       &q, err, sizeof(err)));
 	assert_int_equal(q.timeout_ms, 600000);
 	assert_int_equal(q.env->len, 1);
 	assert_string_equal(q.cwd, "/tmp");
-	assert_int_equal(q.stdin_len, 3);
-	assert_memory_equal(q.stdin_data, "a\0b", 3);
 
 	expect_exec_error("{}", "invalid", "cmd missing");
 	expect_exec_error("{\"cmd\":\"\"}", "invalid", "cmd missing");
