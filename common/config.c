@@ -773,10 +773,9 @@ static int check_consistency(struct parse_state *st, const struct config *c)
 	line = later_line(st, "output_limit", "output_limit");
 	if (line && c->output_limit > OUTPUT_LIMIT_MAX)
 		return fail(st, line,
-			    "output_limit (%llu bytes) is above %uM: roombox-helper holds both "
-			    "streams of a command within a %u MiB memory budget",
-			    (unsigned long long)c->output_limit, OUTPUT_LIMIT_MAX >> 20,
-			    HELPER_MEMORY_MAX >> 20);
+			    "output_limit (%llu bytes) is above %uM: roombox-fcgi holds both "
+			    "streams of every running exec",
+			    (unsigned long long)c->output_limit, OUTPUT_LIMIT_MAX >> 20);
 	line = later_line(st, "uid_base", "max_rooms");
 	if (line && (uint64_t)c->uid_base + (uint64_t)c->max_rooms * ROOM_IDS > UID_LIMIT)
 		return fail(st, line,

@@ -16,7 +16,7 @@
 #endif
 
 enum auth_mode { AUTH_TOKEN, AUTH_NONE };
-/* Operating it (SPEC §8.7): the request log's format; who may read /metrics
+/* Operating it: the request log's format; who may read /metrics
  * (token: as the API, so open too under auth = none; open: anyone who
  * reaches the web server; none: not served). */
 enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
@@ -76,7 +76,7 @@ struct config {
 	uint64_t log_max;        /* bytes, 1M: kept of each stream of a managed process */
 	int max_concurrent_execs; /* 64 */
 	uint64_t idle_timeout_ms; /* 15m; 0 = never */
-	/* the agent (SPEC §8.6): on when llm_url and llm_model are both set */
+	/* the agent: on when llm_url and llm_model are both set */
 	char llm_url[512];       /* "" or an http:// or https:// /v1 base */
 	char llm_model[256];     /* "" or the model's name */
 	char llm_key_file[256];  /* "" or an absolute path */
@@ -85,7 +85,7 @@ struct config {
 	int llm_rounds;          /* 1: model replies per user message */
 	int llm_history;         /* 20: earlier messages sent to the model */
 	enum exec_user exec_user; /* root */
-	char preview_domain[254]; /* "": path-style preview URLs (SPEC §8.5) */
+	char preview_domain[254]; /* "": path-style preview URLs */
 	struct config_addr_list dns;          /* empty: the host's /etc/resolv.conf */
 	struct config_cidr_list egress_allow; /* empty */
 	struct config_cidr_list egress_deny;  /* empty */

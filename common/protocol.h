@@ -66,10 +66,6 @@
  *            `user` by the keeper's own code, never by a program of the
  *            room: no cwd, env or session then.  Its answer text comes on
  *            stdout like a command's, its exit status in wait_status.
- *            HX_COLLECT (compatibility, until every exec passes its I/O):
- *            no fds 3-5; stdin_len bytes of input follow the strings, and
- *            the answer is followed by stdout_bytes then stderr_bytes of
- *            output (each at most output_limit, *_truncated beyond).
  *
  * The keeper's tools (sandbox-helper/keeper/tools.c), each answering on its
  * first stdout line: "E <kind>" (TOOL_KIND_*) for what a client is told
@@ -115,9 +111,10 @@
  *     (both: not_found for a room that does not exist)
  *
  *   An exec that cannot start because the room is at pids_limit (the
- *   keeper cannot fork the shell, or the shell exits 2 while the room's
- *   pids cgroup is full) kills the room's processes as kill-all does,
- *   logs one line on the helper's stderr, and runs once more.
+ *   keeper cannot fork the shell) kills the room's processes as kill-all
+ *   does, logs one line on the helper's stderr, and runs once more.  A
+ *   shell that started but could not fork is seen by roombox-fcgi, which
+ *   has its output: it asks kill-all and runs the command again.
  *   port-connect room, struct helper_port_args -> nothing  (preview ports)
  *            port: the helper's fd 3 is a unix socket the caller made; the
  *            helper joins the network namespace of the room's keeper,
@@ -225,15 +222,14 @@ struct helper_req {
 #define HX_AS_USER  8u   /* the room's user (uid 1000), else its root */
 #define HX_EXISTING 16u  /* never create the room (not_found instead) */
 #define HX_DETACH   32u  /* start it in a session of its own, answer at once */
-#define HX_COLLECT  64u  /* compatibility: input here, output after the answer */
-#define HX_ALL      127u
+#define HX_ALL      63u
 
 struct helper_exec_args {
 	uint64_t timeout_ms;       /* 0: exec_timeout */
 	uint32_t flags;            /* HX_* */
 	uint32_t nenv;             /* "NAME=value" strings, after cmd and cwd */
 	uint32_t ntool;            /* HX_TOOL: 1..TOOL_ARGS_MAX, else 0 */
-	uint32_t stdin_len;        /* HX_COLLECT: input bytes after the strings */
+	uint32_t reserved;         /* 0 */
 };
 
 struct helper_keep_args {      /* stop-idle */
@@ -260,9 +256,6 @@ struct helper_exec_ans {
 	uint32_t timed_out;
 	uint64_t duration_us;
 	int64_t started_ms;
-	/* HX_COLLECT only: the output following the answer */
-	uint64_t stdout_bytes, stderr_bytes;
-	uint32_t stdout_truncated, stderr_truncated;
 };
 
 /* <status> of a room: facts only (roombox-fcgi names the sandbox, formats
@@ -342,13 +335,15 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 
 /* Everything the helper may use (heap, code, stack), whatever the
  * request: a request is read whole into one buffer of at most
- * helper_request_max(max_body) bytes, and nothing else grows with it but
- * an exec's collected output (HX_COLLECT, each stream up to output_limit).
- * max_body is at most MAX_BODY_LIMIT (common/config.c) and output_limit at
- * most OUTPUT_LIMIT_MAX, so that no request takes the helper past
+ * helper_request_max(max_body) bytes, and nothing else grows with it (its
+ * strings are used where they lie; a command's output never passes
+ * through the helper).  max_body is at most MAX_BODY_LIMIT
+ * (common/config.c), so that no request takes the helper past
  * HELPER_MEMORY_MAX (tests/security/test_helper_memory.py). */
 #define HELPER_MEMORY_MAX (64u << 20)
 #define MAX_BODY_LIMIT (8u << 20)
+/* output_limit: roombox-fcgi (never the helper: the output goes to its own
+ * pipes) holds both streams of every running exec, each up to this. */
 #define OUTPUT_LIMIT_MAX (16u << 20)
 
 /* port-connect: how long the connect inside the room may take (loopback

@@ -10,7 +10,7 @@ bool room_id_valid(const char *s);
 /* Same rule for a buffer that may hold NUL bytes. */
 bool room_id_valid_n(const char *s, size_t len);
 
-/* "sandbox-<id>", the room's sandbox name (SPEC §2) and its hostname: the
+/* "sandbox-<id>", the room's sandbox name and its hostname: the
  * one place that spells it.  Cut to len - 1 bytes (a hostname takes 64). */
 #define SANDBOX_NAME_MAX (sizeof("sandbox-") - 1 + ROOM_ID_MAX)
 void room_sandbox_name(const char *id, char *buf, size_t len);

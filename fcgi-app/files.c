@@ -3,7 +3,7 @@
  *
  * Every operation is one of the keeper's own tools (keeper/tools.c; the
  * operations and their answers in common/protocol.h), asked for like an
- * exec (exec_stream.c, passed I/O): done inside the room's mount
+ * exec (exec_pump.c, passed I/O): done inside the room's mount
  * namespace, as the room's user, by the keeper's code -- never by a program
  * of the room, whose find or cat may be anything (a room must not make a
  * request wait on its own tools).  A symlink, `..`, a hard link or a path
@@ -43,7 +43,7 @@
 #include <sys/types.h>
 
 #include "clock.h"
-#include "exec_stream.h"
+#include "exec_pump.h"
 #include "http.h"
 #include "protocol.h"
 #include "timefmt.h"
@@ -164,7 +164,7 @@ static json_object *run_tool(struct request *rq, const char *const *argv, bool q
 	if (!sink->event)
 		sink->event = ignore_event;
 	sink->tool = argv;
-	return exec_stream_in_room(rq->app, rq->room, &ex, sink, err);
+	return exec_pump_in_room(rq->app, rq->room, &ex, sink, err);
 }
 
 static const char *field(json_object *res, const char *key)

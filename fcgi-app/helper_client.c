@@ -355,28 +355,16 @@ static int fail_reply(struct helper_error *err, const char *fmt, ...)
 }
 
 /* The op's record: its exact size, counts included. */
-static int record_check(uint32_t op, const char *rec, size_t len, size_t *tail_len,
-			struct helper_error *err)
+static int record_check(uint32_t op, const char *rec, size_t len, struct helper_error *err)
 {
 	const char *name = helper_op_name(op);
 	size_t want = 0;
 	uint64_t count, each;
 
-	*tail_len = 0;
 	switch (op) {
-	case HOP_EXEC: {
-		struct helper_exec_ans a;
-
-		want = sizeof(a);
-		if (len < want)
-			break;
-		memcpy(&a, rec, sizeof(a));
-		if (a.stdout_bytes > HELPER_REPLY_MAX || a.stderr_bytes > HELPER_REPLY_MAX ||
-		    len - sizeof(a) != a.stdout_bytes + a.stderr_bytes)
-			return fail_reply(err, "roombox-helper: exec answer: output lengths do not match");
-		*tail_len = len - sizeof(a);
-		return 0;
-	}
+	case HOP_EXEC:
+		want = sizeof(struct helper_exec_ans);
+		break;
 	case HOP_CREATE: case HOP_STATUS:
 		want = sizeof(struct helper_status);
 		break;
@@ -409,19 +397,13 @@ static int record_check(uint32_t op, const char *rec, size_t len, size_t *tail_l
 }
 
 int helper_answer_decode(uint32_t op, int exit_status, const char *buf, size_t len,
-			 const char **rec, size_t *rec_len, const char **tail, size_t *tail_len,
-			 struct helper_error *err)
+			 const char **rec, size_t *rec_len, struct helper_error *err)
 {
 	struct helper_ans h;
-	size_t t = 0;
 
 	memset(err, 0, sizeof(*err));
 	*rec = NULL;
 	*rec_len = 0;
-	if (tail) {
-		*tail = NULL;
-		*tail_len = 0;
-	}
 	if (exit_status == -1) {
 		set_error(err, 500, "spawn", "roombox-helper: waitpid: %s", strerror(errno));
 		return -1;
@@ -460,22 +442,12 @@ int helper_answer_decode(uint32_t op, int exit_status, const char *buf, size_t l
 				  WEXITSTATUS(exit_status));
 	if (h.op != op)
 		return fail_reply(err, "roombox-helper: answer to op %u, asked %u", h.op, op);
-	/* a collecting exec's output follows the record; nothing else may */
-	if (op != HOP_EXEC && h.size != len)
+	if (h.size != len)
 		return fail_reply(err, "roombox-helper: %zu bytes after the answer", len - h.size);
-	if (op == HOP_EXEC && h.size - sizeof(h) != sizeof(struct helper_exec_ans))
-		return fail_reply(err, "roombox-helper: exec answer is %zu bytes, not %zu",
-				  h.size - sizeof(h), sizeof(struct helper_exec_ans));
-	if (record_check(op, buf + sizeof(h), len - sizeof(h), &t, err) < 0)
+	if (record_check(op, buf + sizeof(h), len - sizeof(h), err) < 0)
 		return -1;
 	*rec = buf + sizeof(h);
 	*rec_len = h.size - sizeof(h);
-	if (t && !tail)
-		return fail_reply(err, "roombox-helper: exec output where none was asked for");
-	if (tail) {
-		*tail = buf + h.size;
-		*tail_len = t;
-	}
 	return 0;
 }
 
@@ -542,18 +514,15 @@ int helper_run_pidfd(const struct helper_run *run)
  * into rec (rec_size bytes; or, with rec_size 0, *heap: the malloc'd
  * answer and *rec_at into it), or -1. */
 static int call_finish(struct helper_run *run, void *rec, size_t rec_size, char **heap,
-		       const char **rec_at, size_t *rec_len, struct helper_bytes *tail,
-		       struct helper_error *err)
+		       const char **rec_at, size_t *rec_len, struct helper_error *err)
 {
 	struct child *c = &run->c;
-	size_t reply_len = 0, n = 0, tl = 0;
+	size_t reply_len = 0, n = 0;
 	char *reply = NULL;
-	const char *at = NULL, *t = NULL;
+	const char *at = NULL;
 	int talk = run->talk, status, rc = -1;
 
 	*err = run->err;
-	if (tail)
-		*tail = (struct helper_bytes){ 0 };
 	if (c->to_child >= 0) {   /* sent in call_start, or the helper left */
 		close(c->to_child);
 		c->to_child = -1;
@@ -571,8 +540,7 @@ static int call_finish(struct helper_run *run, void *rec, size_t rec_size, char 
 			snprintf(err->message, sizeof(err->message),
 				 "roombox-helper: no answer within %ld ms, killed", run->deadline_ms);
 	} else {
-		rc = helper_answer_decode(run->op, status, reply, reply_len, &at, &n,
-					  tail ? &t : NULL, &tl, err);
+		rc = helper_answer_decode(run->op, status, reply, reply_len, &at, &n, err);
 		if (rc == 0 && rec_size && n != rec_size)
 			rc = fail_reply(err, "roombox-helper: %s answer is %zu bytes, not %zu",
 					helper_op_name(run->op), n, rec_size);
@@ -584,12 +552,6 @@ static int call_finish(struct helper_run *run, void *rec, size_t rec_size, char 
 	metrics_helper_call_done(run->op, rc == 0, run->op == HOP_EXEC && rc == 0 ? rec : NULL,
 				 err->http_status, metrics_now_ns() - run->start_ns);
 	free(run);
-	if (rc == 0 && tail && tl) {
-		tail->buf = reply;   /* the tail stays where it was read */
-		tail->data = t;
-		tail->len = tl;
-		return 0;
-	}
 	if (rc == 0 && heap) {
 		*heap = reply;
 		*rec_at = at;
@@ -609,7 +571,7 @@ static int call(const struct helper_target *t, uint32_t op, struct helper_rec *b
 	char *req = helper_rec_end(b, &len);
 	struct helper_run *run = call_start(t, op, req, len, deadline_ms, NULL, err);
 
-	return run ? call_finish(run, rec, rec_size, heap, rec_at, rec_len, NULL, err) : -1;
+	return run ? call_finish(run, rec, rec_size, heap, rec_at, rec_len, err) : -1;
 }
 
 /* An op on one room with no arguments, answering rec_size bytes. */
@@ -755,10 +717,9 @@ int helper_stop_all(const struct helper_target *t, long deadline_ms, struct help
 }
 
 /* The exec request: cmd (or the tool's arguments), cwd, env pairs. */
-static char *exec_request(const char *room, const struct helper_exec *x, uint32_t extra_flags,
-			  const char *input, size_t input_len, size_t *len)
+static char *exec_request(const char *room, const struct helper_exec *x, size_t *len)
 {
-	struct helper_exec_args a = { .timeout_ms = x->timeout_ms, .flags = extra_flags };
+	struct helper_exec_args a = { .timeout_ms = x->timeout_ms };
 	struct helper_rec b;
 	size_t ntool = 0;
 
@@ -779,9 +740,6 @@ static char *exec_request(const char *room, const struct helper_exec *x, uint32_
 		a.flags |= HX_EXISTING;
 	if (x->detach)
 		a.flags |= HX_DETACH;
-	if (input_len > UINT32_MAX)
-		return NULL;
-	a.stdin_len = (uint32_t)input_len;
 	/* names a shell cannot take are dropped (the helper would drop them) */
 	if (x->env) {
 		json_object_object_foreach(x->env, key, val) {
@@ -818,8 +776,6 @@ static char *exec_request(const char *room, const struct helper_exec *x, uint32_
 			free(pair);
 		}
 	}
-	if (input_len)
-		helper_rec_bytes(&b, input, input_len);
 	return helper_rec_end(&b, len);
 }
 
@@ -828,26 +784,14 @@ struct helper_run *helper_exec_start(const struct helper_target *t, const char *
 				     struct helper_error *err)
 {
 	size_t len = 0;
-	char *req = exec_request(room, x, 0, NULL, 0, &len);
+	char *req = exec_request(room, x, &len);
 
 	return call_start(t, HOP_EXEC, req, len, deadline_ms, pass, err);
 }
 
 int helper_exec_finish(struct helper_run *run, struct helper_exec_ans *ans, struct helper_error *err)
 {
-	return call_finish(run, ans, sizeof(*ans), NULL, NULL, NULL, NULL, err);
-}
-
-int helper_exec_collect(const struct helper_target *t, const char *room, const struct helper_exec *x,
-			const char *input, size_t input_len, long deadline_ms,
-			struct helper_exec_ans *ans, struct helper_bytes *tail, struct helper_error *err)
-{
-	size_t len = 0;
-	char *req = exec_request(room, x, HX_COLLECT, input, input_len, &len);
-	struct helper_run *run = call_start(t, HOP_EXEC, req, len, deadline_ms, NULL, err);
-
-	*tail = (struct helper_bytes){ 0 };
-	return run ? call_finish(run, ans, sizeof(*ans), NULL, NULL, NULL, tail, err) : -1;
+	return call_finish(run, ans, sizeof(*ans), NULL, NULL, NULL, err);
 }
 
 static struct helper_run *port_start(const struct helper_target *t, const char *room, uint16_t port,
@@ -869,7 +813,7 @@ int helper_port_connect(const struct helper_target *t, const char *room, uint16_
 {
 	struct helper_run *run = port_start(t, room, port, false, HELPER_DEFAULT_DEADLINE_MS, sock, err);
 
-	return run ? call_finish(run, NULL, 0, NULL, NULL, NULL, NULL, err) : -1;
+	return run ? call_finish(run, NULL, 0, NULL, NULL, NULL, err) : -1;
 }
 
 struct helper_run *helper_port_serve_start(const struct helper_target *t, const char *room,
@@ -880,11 +824,5 @@ struct helper_run *helper_port_serve_start(const struct helper_target *t, const 
 
 int helper_port_serve_finish(struct helper_run *run, struct helper_error *err)
 {
-	return call_finish(run, NULL, 0, NULL, NULL, NULL, NULL, err);
-}
-
-void helper_bytes_free(struct helper_bytes *b)
-{
-	free(b->buf);
-	*b = (struct helper_bytes){ 0 };
+	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
 }

@@ -15,7 +15,7 @@
 #include "protocol.h"
 
 /* An answer bigger than this is cut off and the call fails (a list of
- * every room, or two streams of output_limit bytes, fit many times over). */
+ * every room fits many times over). */
 #define HELPER_REPLY_MAX (64u << 20)
 
 /* Wall-clock bound on operations other than exec (creating a room may have
@@ -90,23 +90,6 @@ struct helper_run *helper_exec_start(const struct helper_target *t, const char *
 int helper_run_pidfd(const struct helper_run *run);
 int helper_exec_finish(struct helper_run *run, struct helper_exec_ans *ans, struct helper_error *err);
 
-/* What follows a collecting exec's answer: its output, stdout then stderr
- * (data/len point into buf, which the caller frees with
- * helper_bytes_free). */
-struct helper_bytes {
-	char *buf;
-	const char *data;
-	size_t len;
-};
-void helper_bytes_free(struct helper_bytes *b);
-
-/* COMPATIBILITY (HX_COLLECT), until every exec passes its I/O: the input
- * goes in the request and the helper collects the output, returned in
- * *tail (on success). */
-int helper_exec_collect(const struct helper_target *t, const char *room, const struct helper_exec *x,
-			const char *input, size_t input_len, long deadline_ms,
-			struct helper_exec_ans *ans, struct helper_bytes *tail, struct helper_error *err);
-
 /* port-connect: one connection to the room's 127.0.0.1:port sent over sock
  * (helper_port_connect), or many on request (helper_port_serve_start: the
  * caller talks over sock, polls helper_run_pidfd, and ends with
@@ -119,12 +102,11 @@ int helper_port_serve_finish(struct helper_run *run, struct helper_error *err);
 
 /* The answer to op in buf[0..len), the helper having exited with status
  * exit_status (waitpid's): 0 with *rec (the op's record, *rec_len bytes,
- * every count checked against its size) and, for a collecting exec, *tail
- * (its output, *tail_len bytes), or -1 with err (the helper's error, or
- * what is wrong with the answer).  For tests and the fuzz target too. */
+ * every count checked against its size), or -1 with err (the helper's
+ * error, or what is wrong with the answer).  For tests and the fuzz target
+ * too. */
 int helper_answer_decode(uint32_t op, int exit_status, const char *buf, size_t len,
-			 const char **rec, size_t *rec_len, const char **tail, size_t *tail_len,
-			 struct helper_error *err);
+			 const char **rec, size_t *rec_len, struct helper_error *err);
 
 /* The HTTP status for a helper error code ("limit" -> 429, ...). */
 int helper_code_status(const char *code);

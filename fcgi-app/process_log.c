@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "exec.h"
+#include "exec_pump.h"
 #include "exec_stream.h"
 #include "helper_client.h"
 #include "http.h"

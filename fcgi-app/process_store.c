@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec.h"
+#include "exec_result.h"
 #include "metrics.h"
 #include "process_store.h"
 #include "timefmt.h"

@@ -62,8 +62,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "exec.h"
-#include "exec_stream.h"
+#include "exec_pump.h"
 #include "http.h"
 #include "metrics.h"
 #include "process_log.h"
@@ -126,7 +125,7 @@ static int signal_session(struct app *app, const char *room, long sid, const cha
 
 	snprintf(sid_text, sizeof(sid_text), "%ld", sid);
 	snprintf(sig_text, sizeof(sig_text), "%d", signal_number(sig));
-	res = exec_stream_in_room(app, room, &ex, &sink, err);
+	res = exec_pump_in_room(app, room, &ex, &sink, err);
 	json_object_put(res);
 	return res ? 0 : -1;
 }

@@ -1,11 +1,13 @@
-/* One exec in a room: ask the keeper, collect, save the session.
+/* One exec in a room: ask the keeper, wait for it, save the session.
  *
  * The helper does not fork or join anything per exec.  It writes the shell's
- * argv and environment into a memfd, makes pipes for stdout, stderr, the
- * session record and (only with input) stdin, and hands them to the room's
- * keeper over its exec socket (keeper/keeper_proto.h).  The keeper, already
- * inside the room's namespaces and cgroup, runs the shell as the room's user
- * and enforces the deadline by killing the whole process tree it started.
+ * argv and environment into a memfd and hands it, with the caller's own
+ * stdin, stdout and stderr pipes (passed I/O: the helper's fds 3-5), to the
+ * room's keeper over its exec socket (keeper/keeper_proto.h).  The keeper,
+ * already inside the room's namespaces and cgroup, runs the shell as the
+ * room's user and enforces the deadline by killing the whole process tree it
+ * started.  The command's input and output go between it and roombox-fcgi
+ * directly: not a byte of a room's output passes through this process.
  *
  * The session: the helper keeps the room's exported variables and working
  * directory as the text of `export -p` in the state directory, outside the
@@ -18,13 +20,7 @@
  * Fd 9 is the memfd that carried argv and environment to the keeper (the
  * session lands after them), read once the keeper says the shell ended:
  * the shell's writes wake no one, and the helper sleeps through the whole
- * exec until that one answer (or output) comes.
- *
- * Output: stdout and stderr are read up to output_limit each, the rest read
- * and dropped.  The exec ends when the shell exits, plus at most drain_ms to
- * collect what is already written.  If a background process still holds a
- * pipe, the keeper takes over the read ends and discards until they close,
- * so that process never dies of SIGPIPE.
+ * exec until that one answer comes.
  *
  * Everything is prepared (exec_prepare) before the keeper is connected, so
  * the request follows the connection at once; the keeper then wakes the
@@ -226,50 +222,6 @@ static int build_env(const struct room *r, const struct exec_order *q, bool save
 	return 0;
 }
 
-struct stream {
-	int fd;
-	char *buf;
-	size_t len, cap, limit;
-	bool truncated;
-};
-
-/* Read what is there; returns false at EOF (or error). */
-static bool stream_read(struct stream *s)
-{
-	/* static, not on the stack: a 64 KiB frame pushed everything called
-	 * below it onto fresh stack pages, a page fault each, on every exec
-	 * (the helper has one thread) */
-	static char tmp[65536];
-	for (;;) {
-		ssize_t n = read(s->fd, tmp, sizeof(tmp));
-		if (n == 0)
-			return false;
-		if (n < 0)
-			return errno == EAGAIN || errno == EINTR;
-		size_t keep = (size_t)n;
-		if (s->len + keep > s->limit) {
-			keep = s->limit - s->len;
-			s->truncated = true;
-		}
-		if (keep && s->len + keep > s->cap) {
-			size_t c = s->cap ? s->cap : 65536;
-			while (c < s->len + keep)
-				c *= 2;
-			char *b = realloc(s->buf, c);
-			if (!b)
-				return false;
-			s->buf = b;
-			s->cap = c;
-		}
-		if (keep) {
-			memcpy(s->buf + s->len, tmp, keep);
-			s->len += keep;
-		}
-		if ((size_t)n < sizeof(tmp))
-			return true;
-	}
-}
-
 /* Keep the session only when the shell wrote it to the end, and write it
  * only when it changed (most commands change nothing).  It follows the
  * blob in the memfd (from off); more than SESSION_MAX is not a session a
@@ -350,7 +302,7 @@ int exec_connect(const struct room *r)
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	/* bounded waits for connecting (a full backlog) and sending; a keeper
 	 * that takes no connection in time is treated as gone (the exec stops
-	 * and restarts it).  Its answer is waited for in collect(). */
+	 * and restarts it).  Its answer is waited for in wait_answer(). */
 	struct timeval tv = { 10, 0 };
 	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
 			connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)) {
@@ -360,146 +312,58 @@ int exec_connect(const struct room *r)
 	return fd;
 }
 
-/* ---- collecting ---------------------------------------------------------- */
+/* ---- waiting ------------------------------------------------------------ */
 
-struct collect {
-	struct stream out, err;
-	const char *in_data;
-	size_t in_len, in_off;
-	int in_fd, conn;
-	int keep[2];   /* our copies of the stdout/stderr write ends, until the answer */
+/* What came of the exec, from the keeper's one answer on conn. */
+struct waited {
 	int status;
-	bool exited, timed_out, lost, failed;
+	bool timed_out, lost, failed;
 	char why[sizeof(((struct kp_msg *)0)->text)];   /* KP_FAILED's text */
 };
 
-static void collect_stdin(struct collect *c)
-{
-	ssize_t k = write(c->in_fd, c->in_data + c->in_off, c->in_len - c->in_off);
-	if (k > 0)
-		c->in_off += (size_t)k;
-	if ((k < 0 && errno != EAGAIN) || c->in_off == c->in_len) {
-		close(c->in_fd);
-		c->in_fd = -1;
-	}
-}
-
-/* The helper holds write ends of stdout and stderr itself until the shell
- * has ended, so the shell's exit does not wake it by closing them: it wakes
- * once, for the keeper's answer, and then lets go of them, after which
- * end-of-file comes unless background processes still hold the pipes. */
-static void collect_release(struct collect *c)
-{
-	for (int i = 0; i < 2; i++) {
-		if (c->keep[i] >= 0)
-			close(c->keep[i]);
-		c->keep[i] = -1;
-	}
-}
-
-static void collect_message(struct collect *c, double now, double *drain_until, uint64_t drain_ms)
-{
-	struct kp_msg m;
-	ssize_t k = recv(c->conn, &m, sizeof(m), 0);
-	if (k == (ssize_t)sizeof(m) && m.type == KP_EXITED) {
-		c->status = m.status;
-		c->timed_out = m.timed_out != 0;
-	} else if (k == (ssize_t)sizeof(m) && m.type == KP_FAILED) {
-		c->failed = true;
-		c->status = m.status;   /* the fork's errno, if that failed */
-		memcpy(c->why, m.text, sizeof(c->why));
-		c->why[sizeof(c->why) - 1] = '\0';
-	} else if (k < 0 && errno == EINTR) {
-		return;
-	} else {
-		c->lost = true;   /* keeper gone (room stopped or destroyed) */
-		c->status = SIGKILL;
-	}
-	c->exited = true;
-	collect_release(c);
-	/* nothing ran after a failed start: no output to wait for */
-	*drain_until = now + (c->failed ? 0.0 : (double)drain_ms);
-}
-
-/* poll until the shell ended, then at most drain_ms for its output.  The
- * keeper enforces the deadline; ours is a second line, in case the room
- * is frozen. */
-static void collect(struct collect *c, const struct room *r, uint64_t timeout_ms)
+/* Sleep until the keeper answers.  The keeper enforces the deadline; ours
+ * is a second line, in case the room is frozen. */
+static void wait_answer(struct waited *w, int conn, uint64_t timeout_ms)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	/* with the caller's own pipes (passed I/O) there is nothing to read */
-	bool out_open = c->out.fd >= 0, err_open = c->err.fd >= 0;
-	double drain_until = 0, hard = (double)timeout_ms + 10000;
+	double hard = (double)timeout_ms + 10000;
 
 	for (;;) {
 		double now = ms_since(&t0);
-		if (c->exited && ((!out_open && !err_open) || now >= drain_until))
-			break;
-		if (!c->exited && now >= hard) {
-			c->lost = c->exited = c->timed_out = true;
-			break;
+		if (now >= hard) {
+			w->lost = w->timed_out = true;
+			return;
 		}
-		struct pollfd p[4];
-		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_conn = -1;
-		if (out_open)
-			p[i_out = n++] = (struct pollfd){ c->out.fd, POLLIN, 0 };
-		if (err_open)
-			p[i_err = n++] = (struct pollfd){ c->err.fd, POLLIN, 0 };
-		if (c->in_fd >= 0)
-			p[i_in = n++] = (struct pollfd){ c->in_fd, POLLOUT, 0 };
-		if (!c->exited)
-			p[i_conn = n++] = (struct pollfd){ c->conn, POLLIN, 0 };
-		double limit = c->exited ? drain_until : hard;
-		if (poll(p, (nfds_t)n, (int)(limit - now) + 1) < 0 && errno != EINTR)
+		struct pollfd p = { conn, POLLIN, 0 };
+		int n = poll(&p, 1, (int)(hard - now) + 1);
+		if (n < 0 && errno != EINTR)
 			break;
-		if (i_out >= 0 && p[i_out].revents)
-			out_open = stream_read(&c->out);
-		if (i_err >= 0 && p[i_err].revents)
-			err_open = stream_read(&c->err);
-		if (i_in >= 0 && p[i_in].revents)
-			collect_stdin(c);
-		if (i_conn >= 0 && p[i_conn].revents) {
-			collect_message(c, ms_since(&t0), &drain_until, r->cfg->drain_ms);
-			/* the write ends are let go of: usually the output is
-			 * complete and at its end now, no poll needed to see it */
-			if (out_open)
-				out_open = stream_read(&c->out);
-			if (err_open)
-				err_open = stream_read(&c->err);
+		if (n <= 0)
+			continue;
+		struct kp_msg m;
+		ssize_t k = recv(conn, &m, sizeof(m), 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k == (ssize_t)sizeof(m) && m.type == KP_EXITED) {
+			w->status = m.status;
+			w->timed_out = m.timed_out != 0;
+			return;
 		}
-	}
-	collect_release(c);
-	if (c->in_fd >= 0) {
-		close(c->in_fd);
-		c->in_fd = -1;
-	}
-	/* background processes still hold the output: the keeper (which has
-	 * closed this exec's connection with its answer) takes the pipes on a
-	 * connection of their own */
-	if ((out_open || err_open) && !c->lost && !c->failed) {
-		int fds[2] = { c->out.fd, c->err.fd };
-		int d = exec_connect(r);
-		if (d >= 0) {
-			send_fds(d, KP_DRAIN, fds, 2);
-			close(d);
+		if (k == (ssize_t)sizeof(m) && m.type == KP_FAILED) {
+			w->failed = true;
+			w->status = m.status;   /* the fork's errno, if that failed */
+			memcpy(w->why, m.text, sizeof(w->why));
+			w->why[sizeof(w->why) - 1] = '\0';
+			return;
 		}
+		break;
 	}
+	w->lost = true;   /* keeper gone (room stopped or destroyed) */
+	w->status = SIGKILL;
 }
 
 /* ---- the exec ------------------------------------------------------------ */
-
-/* dash's message when fork() fails: "sh: <line>: [<cmd>: ]Cannot fork" */
-static bool said_cannot_fork(const struct stream *s)
-{
-	static const char msg[] = "Cannot fork\n";
-	return s->buf && memmem(s->buf, s->len, msg, sizeof(msg) - 1);
-}
-
-static int pipe_pair(int p[2])
-{
-	return pipe2(p, O_CLOEXEC);
-}
 
 static void close_fd(int *fd)
 {
@@ -513,11 +377,11 @@ static void close_fd(int *fd)
  * connection (one wake-up, not two), and kept for a second attempt when
  * the first keeper turns out to be gone. */
 struct exec_job {
-	bool save, input;
+	bool save;
 	struct child_env ce;
 	int blob;                 /* argv and environment, then the session */
 	size_t blob_len;
-	int in[2], out[2], errp[2];
+	int io[3];                /* the caller's stdin, stdout, stderr */
 };
 
 void exec_job_free(struct exec_job *j)
@@ -525,11 +389,8 @@ void exec_job_free(struct exec_job *j)
 	if (!j)
 		return;
 	close_fd(&j->blob);
-	for (int i = 0; i < 2; i++) {
-		close_fd(&j->in[i]);
-		close_fd(&j->out[i]);
-		close_fd(&j->errp[i]);
-	}
+	for (int i = 0; i < 3; i++)
+		close_fd(&j->io[i]);
 	child_env_free(&j->ce);
 	free(j);
 }
@@ -543,11 +404,10 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 		return NULL;
 	}
 	j->blob = -1;
-	for (int i = 0; i < 2; i++)
-		j->in[i] = j->out[i] = j->errp[i] = -1;
+	for (int i = 0; i < 3; i++)
+		j->io[i] = -1;
 	/* a tool is the keeper's code: no shell, environment or session */
 	j->save = !q->cwd && !q->env && !q->is_tool;
-	j->input = q->io || (q->stdin_data && q->stdin_len);
 	if (q->is_tool) {
 		char *none[] = { NULL };
 		j->blob = blob_make(r, (char *const *)q->tool, none, q, &j->blob_len);
@@ -558,21 +418,9 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 		char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 		j->blob = blob_make(r, argv, j->ce.envp, q, &j->blob_len);
 	}
-	if (q->io) {
-		/* the caller's pipes: it writes the input and reads the output
-		 * itself, as the command runs; the helper only waits */
-		j->in[0] = fcntl(q->io[0], F_DUPFD_CLOEXEC, 3);
-		j->out[1] = fcntl(q->io[1], F_DUPFD_CLOEXEC, 3);
-		j->errp[1] = fcntl(q->io[2], F_DUPFD_CLOEXEC, 3);
-		if (j->blob < 0 || j->in[0] < 0 || j->out[1] < 0 || j->errp[1] < 0) {
-			ERR("room %s: prepare exec: %s", r->id, strerror(errno));
-			exec_job_free(j);
-			return NULL;
-		}
-		return j;
-	}
-	if (j->blob < 0 || pipe_pair(j->out) < 0 || pipe_pair(j->errp) < 0 ||
-	    (j->input && pipe_pair(j->in) < 0)) {
+	for (int i = 0; i < 3; i++)
+		j->io[i] = fcntl(q->io[i], F_DUPFD_CLOEXEC, 3);
+	if (j->blob < 0 || j->io[0] < 0 || j->io[1] < 0 || j->io[2] < 0) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
 		exec_job_free(j);
 		return NULL;
@@ -588,76 +436,35 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 	struct timespec t0, wall;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	clock_gettime(CLOCK_REALTIME, &wall);
-	/* no input: the shell reads the keeper's /dev/null.  A request that
-	 * could not be sent never reached the keeper: it may be tried again. */
-	int fds[5] = { j->blob, j->out[1], j->errp[1], j->blob, j->in[0] };
-	if (send_fds(conn, KP_EXEC, fds, j->input ? 5 : 4) < 0) {
+	/* A request that could not be sent never reached the keeper: it may
+	 * be tried again. */
+	int fds[5] = { j->blob, j->io[1], j->io[2], j->blob, j->io[0] };
+	if (send_fds(conn, KP_EXEC, fds, 5) < 0) {
 		close(conn);
 		ERR("room %s: the room's keeper is gone", r->id);
 		return EXEC_KEEPER_GONE;
 	}
-	/* the shell alone reads its input, or a write to a shell that has
-	 * ended would wait instead of failing (the message carries its own
-	 * references until the keeper takes them); the output's write ends
-	 * stay ours until the answer (collect_release) */
-	close_fd(&j->in[0]);
-	struct collect c = { 0 };
-	c.keep[0] = j->out[1];
-	c.keep[1] = j->errp[1];
-	j->out[1] = j->errp[1] = -1;
-	c.out = (struct stream){ j->out[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.err = (struct stream){ j->errp[0], NULL, 0, 0, r->cfg->output_limit, false };
-	c.in_fd = j->in[1];   /* collect() writes the input and closes it */
-	j->in[1] = -1;
-	c.in_data = q->stdin_data;
-	c.in_len = q->stdin_len;
-	c.conn = conn;
-	if (j->out[0] >= 0)
-		fcntl(j->out[0], F_SETFL, O_NONBLOCK);
-	if (j->errp[0] >= 0)
-		fcntl(j->errp[0], F_SETFL, O_NONBLOCK);
-	if (c.in_fd >= 0)
-		fcntl(c.in_fd, F_SETFL, O_NONBLOCK);
-	collect(&c, r, q->timeout_ms);
+	struct waited w = { 0 };
+	wait_answer(&w, conn, q->timeout_ms);
 	close(conn);
-	if (c.failed && c.status == EAGAIN && q->at_pids_limit) {
+	if (w.failed && w.status == EAGAIN && q->limit_retry) {
 		ERR("the shell could not start");   /* what EXEC_AT_LIMIT was */
-		free(c.out.buf);
-		free(c.err.buf);
 		return EXEC_AT_LIMIT;
 	}
-	if (c.failed || c.lost) {
-		if (c.failed)
-			ERR("room %s: start the shell: %s", r->id, c.why);
+	if (w.failed || w.lost) {
+		if (w.failed)
+			ERR("room %s: start the shell: %s", r->id, w.why);
 		else
 			ERR("room %s: the room stopped while the command ran", r->id);
-		free(c.out.buf);
-		free(c.err.buf);
 		return -1;
 	}
-	if (q->at_pids_limit && !c.timed_out && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 &&
-	    q->at_pids_limit(q->ctx, r, said_cannot_fork(&c.out) || said_cannot_fork(&c.err))) {
-		ERR("the shell could not fork");    /* nothing saved */
-		free(c.out.buf);
-		free(c.err.buf);
-		return EXEC_AT_LIMIT;
-	}
-	if (j->save && !c.timed_out && WIFEXITED(c.status))
+	if (j->save && !w.timed_out && WIFEXITED(w.status))
 		save_session(r, q->as_user, j->blob, (off_t)j->blob_len, &j->ce);
 	double ms = ms_since(&t0);
 	*o = (struct exec_outcome){
-		.wait_status = c.status, .timed_out = c.timed_out,
-		.out = c.out.buf, .out_len = c.out.len, .out_truncated = c.out.truncated,
-		.err = c.err.buf, .err_len = c.err.len, .err_truncated = c.err.truncated,
+		.wait_status = w.status, .timed_out = w.timed_out,
 		.duration_us = ms > 0 ? (uint64_t)(ms * 1000.0 + 0.5) : 0,
 		.started_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000,
 	};
 	return 0;
-}
-
-void exec_outcome_free(struct exec_outcome *o)
-{
-	free(o->out);
-	free(o->err);
-	o->out = o->err = NULL;
 }

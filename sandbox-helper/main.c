@@ -63,7 +63,6 @@ struct helper {
 	bool cg_known;
 	char err[HELPER_ERROR_MAX];
 	uint32_t code;           /* protocol error code, HELPER_E_* */
-	struct exec_outcome tail;  /* HX_COLLECT: an exec's output, after the answer */
 };
 
 /* A warm exec never touches a cgroup (the keeper's children inherit the
@@ -375,14 +374,6 @@ static int kill_room_processes(struct helper *h, struct room *r, int *killed)
  * 0, or returns -1 with h->err and h->code set (its record is then
  * dropped). */
 
-/* exec_order.at_pids_limit: the shell exited 2 -- was it because the
- * room could not fork? */
-static bool room_pids_exhausted(void *ctx, const struct room *r, bool said_cannot_fork)
-{
-	struct helper *h = ctx;
-	return cgroup_room_pids_exhausted(cgroups(h), r->id, h->cfg.pids_limit, said_cannot_fork);
-}
-
 /* The one place an operation unlocks its room in the middle: entered with
  * the room locked, it unlocks once the keeper is reached and the room
  * marked busy, waits for the command unlocked, and locks again only for
@@ -393,7 +384,8 @@ static bool room_pids_exhausted(void *ctx, const struct room *r, bool said_canno
  * so no meta, keeper record or /proc is read.  Otherwise the room is
  * loaded, created if new, and its keeper started.  0, -1 (error set) or
  * EXEC_AT_LIMIT. */
-static int exec_attempts(struct helper *h, struct call *c, const struct exec_order *q)
+static int exec_attempts(struct helper *h, struct call *c, const struct exec_order *q,
+			 struct exec_outcome *o)
 {
 	struct room *r = &c->r;
 	struct exec_job *job = exec_prepare(r, q, h->err, sizeof(h->err));
@@ -425,7 +417,7 @@ static int exec_attempts(struct helper *h, struct call *c, const struct exec_ord
 		}
 		int busy = room_busy_enter(r);
 		call_unlock(c);
-		rc = exec_run(r, conn, job, q, &h->tail, h->err, sizeof(h->err));
+		rc = exec_run(r, conn, job, q, o, h->err, sizeof(h->err));
 		room_touch_active(r);
 		if (busy >= 0)
 			close(busy);
@@ -440,13 +432,12 @@ static int exec_attempts(struct helper *h, struct call *c, const struct exec_ord
 	return rc == 0 || rc == EXEC_AT_LIMIT ? rc : fail(h, HELPER_E_FAILED);
 }
 
+/* The exec answer: the facts (the output went to the caller's own pipes). */
 static int answer_exec(struct call *c, const struct exec_outcome *o)
 {
 	struct helper_exec_ans a = {
 		.wait_status = o->wait_status, .timed_out = o->timed_out,
 		.duration_us = o->duration_us, .started_ms = o->started_ms,
-		.stdout_bytes = o->out_len, .stderr_bytes = o->err_len,
-		.stdout_truncated = o->out_truncated, .stderr_truncated = o->err_truncated,
 	};
 	answer_put(c->out, &a, sizeof(a));
 	return 0;
@@ -464,15 +455,14 @@ static int check_exec(struct helper *h, struct call *c)
 	int code = request_exec_order(c->rq, &h->cfg, q, h->err, sizeof(h->err));
 	if (code)
 		return fail(h, (uint32_t)code);
-	bool collect = ((const struct helper_exec_args *)c->rq->args)->flags & HX_COLLECT;
-	if (!collect) {
-		if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0) {
-			snprintf(h->err, sizeof(h->err), "exec: fds 3-5 must be the caller's stdin, stdout "
-				 "and stderr pipes (stdout may be a unix socket)");
-			return fail(h, HELPER_E_INVALID);
-		}
-		q->io = passed_io;
+	/* the command's I/O is always the caller's own: its output never
+	 * passes through this process */
+	if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0) {
+		snprintf(h->err, sizeof(h->err), "exec: fds 3-5 must be the caller's stdin, stdout "
+			 "and stderr pipes (stdout may be a unix socket)");
+		return fail(h, HELPER_E_INVALID);
 	}
+	q->io = passed_io;
 	return 0;
 }
 
@@ -483,13 +473,13 @@ static int op_exec(struct helper *h, struct call *c)
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	q.at_pids_limit = h->cfg.pids_limit > 0 ? room_pids_exhausted : NULL;
-	q.ctx = h;
+	q.limit_retry = h->cfg.pids_limit > 0;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int rc = exec_attempts(h, c, &q);
+	struct exec_outcome o;
+	int rc = exec_attempts(h, c, &q, &o);
 	if (rc != EXEC_AT_LIMIT)
-		return rc == 0 ? answer_exec(c, &h->tail) : rc;
+		return rc == 0 ? answer_exec(c, &o) : rc;
 	/* the request's timeout is for the whole request: the second run gets
 	 * what the first left of it (a second at least) */
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -502,11 +492,11 @@ static int op_exec(struct helper *h, struct call *c)
 		return -1;
 	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
 		"killed %d processes, running the exec again\n", r->id, h->cfg.pids_limit, why, killed);
-	q.at_pids_limit = NULL;
-	rc = exec_attempts(h, c, &q);
+	q.limit_retry = false;
+	rc = exec_attempts(h, c, &q, &o);
 	if (rc == EXEC_AT_LIMIT)
 		return fail(h, HELPER_E_FAILED);
-	return rc == 0 ? answer_exec(c, &h->tail) : rc;
+	return rc == 0 ? answer_exec(c, &o) : rc;
 }
 
 static int op_status(struct helper *h, struct call *c)
@@ -945,7 +935,7 @@ static int dispatch(struct helper *h, const struct request *rq, struct answer *o
 
 static void write_all(int fd, const struct iovec *iov_in, int n)
 {
-	struct iovec iov[4];
+	struct iovec iov[2];
 	memcpy(iov, iov_in, sizeof(*iov) * (size_t)n);
 	int i = 0;
 	while (i < n) {
@@ -972,15 +962,12 @@ static int finish(struct helper *h, uint32_t op, struct answer *out, int rc)
 		rc = fail(h, HELPER_E_FAILED);
 	}
 	struct helper_ans ans = { .magic = HELPER_MAGIC, .version = HELPER_VERSION, .op = op };
-	struct iovec iov[4];
+	struct iovec iov[2];
 	int n = 0;
 	if (rc == 0) {
 		ans.size = (uint32_t)(sizeof(ans) + out->len);
 		iov[n++] = (struct iovec){ &ans, sizeof(ans) };
 		iov[n++] = (struct iovec){ out->buf, out->len };
-		/* HX_COLLECT's output follows the answer (counted in its record) */
-		iov[n++] = (struct iovec){ h->tail.out, h->tail.out_len };
-		iov[n++] = (struct iovec){ h->tail.err, h->tail.err_len };
 	} else {
 		if (!h->err[0])
 			snprintf(h->err, sizeof(h->err), "unknown failure");
@@ -992,7 +979,6 @@ static int finish(struct helper *h, uint32_t op, struct answer *out, int rc)
 	}
 	write_all(1, iov, n);
 	free(out->buf);
-	exec_outcome_free(&h->tail);
 	return rc == 0 ? 0 : 1;
 }
 

@@ -86,7 +86,7 @@ int request_read(int fd, uint64_t max_body, char **buf, size_t *len, char *err, 
 }
 
 /* exec: the strings are cmd or ntool tool arguments, cwd with HX_CWD, then
- * nenv pairs; the collected input (compatibility) after them. */
+ * nenv pairs. */
 static int exec_shape(struct request *rq, const char *end, char *err, size_t errlen)
 {
 	const struct helper_exec_args *a = rq->args;
@@ -98,16 +98,13 @@ static int exec_shape(struct request *rq, const char *end, char *err, size_t err
 			      TOOL_ARGS_MAX);
 	if (tool && (a->nenv || (a->flags & (HX_CWD | HX_DETACH))))
 		return errorf(err, errlen, "exec: a tool takes no detach, env or cwd");
-	if (!(a->flags & HX_COLLECT) && a->stdin_len)
-		return errorf(err, errlen, "exec: input bytes only with HX_COLLECT");
+	if (a->reserved)
+		return errorf(err, errlen, "exec: reserved field not 0");
 	uint64_t want = (uint64_t)(tool ? a->ntool : 1) + ((a->flags & HX_CWD) ? 1 : 0) + a->nenv;
 	if (want != rq->nstrings)
 		return errorf(err, errlen, "exec: %llu strings expected, the request has %u",
 			      (unsigned long long)want, rq->nstrings);
-	if (a->stdin_len > (size_t)(end - rq->strings))
-		return errorf(err, errlen, "exec: input longer than the request");
-	rq->tail_len = a->stdin_len;
-	rq->tail = end - a->stdin_len;
+	(void)end;
 	return 0;
 }
 
@@ -156,7 +153,6 @@ int request_decode(const char *buf, size_t len, const struct request_shape *shap
 	const char *end = buf + len;
 	if (h->op == HOP_EXEC && exec_shape(rq, end, err, errlen) < 0)
 		return -1;
-	end -= rq->tail_len;
 	/* exactly nstrings strings, each NUL-terminated, filling the rest */
 	const char *p = rq->strings;
 	for (uint32_t i = 0; i < h->nstrings; i++) {
@@ -232,10 +228,6 @@ int request_exec_order(const struct request *rq, const struct config *cfg,
 			return errorf(err, errlen, "room %s: the environment (session and env) is larger than "
 				      "a shell can take (%d bytes in one variable)", rq->room, REQUEST_ENV_MAX),
 			       HELPER_E_FAILED;
-	}
-	if (a->flags & HX_COLLECT) {
-		q->stdin_data = rq->tail_len ? rq->tail : NULL;
-		q->stdin_len = rq->tail_len;
 	}
 	q->as_user = (a->flags & HX_USER_SET) ? (a->flags & HX_AS_USER) != 0
 		: cfg->exec_user == EXEC_USER_USER;

@@ -34,8 +34,6 @@ struct request {
 	const void *args;         /* the argument record (args_size bytes) */
 	const char *strings;      /* nstrings NUL-terminated strings */
 	uint32_t nstrings;
-	const char *tail;         /* exec HX_COLLECT: the input bytes */
-	size_t tail_len;
 };
 
 /* One request record from fd: its header first, then exactly the size it

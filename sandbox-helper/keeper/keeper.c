@@ -18,8 +18,7 @@
  * itself and so for every process of the room (caps.h).  Then it is one event
  * loop (poll) over: the listening socket, a signalfd (SIGCHLD: reap),
  * connections whose request has not come yet (2 s at most; the loop never
- * blocks on one), per running exec its connection to the helper, and the
- * output pipes it drains.  An exec (protocol in keeper_proto.h) is one
+ * blocks on one), and per running exec its connection to the helper.  An exec (protocol in keeper_proto.h) is one
  * child (spawn.c: sharing the keeper's memory until its execve, not a copy
  * of it): already in all of the room's namespaces and its cgroup, it
  * becomes non-dumpable, a child subreaper and the leader of a new audit
@@ -33,11 +32,11 @@
  * an exec leaves running when its shell ends moves to the keeper and
  * stays, unless at the exec's deadline the room is at its process limit (a
  * fork bomb run in the background): then that exec's session is stopped
- * and killed.  Output pipes still held by background processes are drained
- * after the helper is done with them, so those never die of SIGPIPE.  A
- * tool's child or a detached start's first process that the room stops
- * is killed at once (the keeper hears of the stop as their parent), so the
- * room cannot hold a files request until its deadline.
+ * and killed.  (An exec's output pipes are roombox-fcgi's: it reads them,
+ * and drains those background processes still hold.)  A tool's child or a
+ * detached start's first process that the room stops is killed at once
+ * (the keeper hears of the stop as their parent), so the room cannot hold
+ * a files request until its deadline.
  *
  * After confining the room the keeper lowers its own capabilities to the
  * few it uses, named in caps.h, and makes itself non-dumpable: the room's
@@ -332,7 +331,6 @@ static int room_processes(int stop)
 
 #define MAX_EXECS 256
 #define MAX_LINGER 1024
-#define MAX_DRAINS 1024
 
 struct exec {
 	bool used;
@@ -353,10 +351,6 @@ static void *stacks[MAX_EXECS];   /* each slot's child stack, kept */
  * process limit, those processes are a background fork bomb. */
 static struct { int64_t deadline; uint32_t session; } linger[MAX_LINGER];
 static int n_linger;
-/* Output pipes handed back while background processes still hold them:
- * read and dropped until they close (no exec slot is kept for them). */
-static int drains[MAX_DRAINS];
-static int n_drains;
 /* Connections whose request has not come yet: the helper connects first
  * and sends once it has prepared the exec.  Waited for in the loop, never
  * blocking it, for at most PENDING_MS. */
@@ -415,9 +409,8 @@ static void exec_started(struct exec *x, bool dead)
 	}
 }
 
-/* The answer, and the end of the connection: the helper hands output
- * pipes still held by background processes back on a connection of its
- * own (KP_DRAIN), so the keeper need not wake up for this one's hang-up. */
+/* The answer, and the end of the connection: closed here, so the keeper
+ * need not wake up for the helper's hang-up. */
 static void exec_report(struct exec *x)
 {
 	if (!x->reported && !x->shell && x->conn >= 0) {
@@ -521,30 +514,6 @@ static void exec_message(struct exec *x)
 	exec_maybe_done(x);
 }
 
-/* Output pipes that background processes still hold, handed back by the
- * helper once it is done with them: read and dropped until they close. */
-static void drain_add(const int *fds, int n)
-{
-	for (int i = 0; i < n; i++) {
-		if (n_drains < MAX_DRAINS) {
-			fcntl(fds[i], F_SETFL, O_NONBLOCK);
-			drains[n_drains++] = fds[i];
-		} else {
-			close(fds[i]);
-		}
-	}
-}
-
-static void drain(int i)
-{
-	char buf[16384];
-	ssize_t n = read(drains[i], buf, sizeof(buf));
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-		close(drains[i]);
-		drains[i] = drains[--n_drains];
-	}
-}
-
 /* Deadlines due now: running shells are killed with their tree; a passed
  * lingering deadline checks the room for a background fork bomb and kills
  * what that exec left (all the room outside running execs when the exec
@@ -644,8 +613,8 @@ static void exec_start(int conn, int *fds, int nfds)
 	x->deadline = monotonic_ms() + (int64_t)plan.hdr.timeout_ms;
 }
 
-/* Read the request on conn (an exec, or output pipes to drain): 1 taken
- * (or refused and closed), 0 not there yet. */
+/* Read the request on conn (an exec): 1 taken (or refused and closed), 0
+ * not there yet. */
 static int take_request(int conn)
 {
 	struct kp_msg m;
@@ -653,15 +622,10 @@ static int take_request(int conn)
 	ssize_t n = recv_msg(conn, &m, fds, EXEC_FDS, &got);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
-	if (n > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1) {
+	if (n > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1)
 		exec_start(conn, fds, got);
-	} else {
-		if (n > 0 && m.type == KP_DRAIN && got == 2) {
-			drain_add(fds, 2);
-			got = 0;
-		}
+	else
 		close(conn);
-	}
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
 	return 1;
@@ -728,8 +692,8 @@ int main(int argc, char **argv)
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
-	static struct pollfd p[2 + MAX_EXECS + MAX_DRAINS + MAX_PENDING];
-	static struct exec *owner[2 + MAX_EXECS + MAX_DRAINS + MAX_PENDING];
+	static struct pollfd p[2 + MAX_EXECS + MAX_PENDING];
+	static struct exec *owner[2 + MAX_EXECS + MAX_PENDING];
 	for (;;) {
 		int n = 0;
 		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
@@ -741,9 +705,6 @@ int main(int argc, char **argv)
 				p[n++] = (struct pollfd){ x->conn, POLLIN, 0 };
 			}
 		}
-		int first_drain = n;
-		for (int i = 0; i < n_drains; i++)
-			p[n++] = (struct pollfd){ drains[i], POLLIN, 0 };
 		int first_pending = n;
 		for (int i = 0; i < n_pending; i++)
 			p[n++] = (struct pollfd){ pending[i].fd, POLLIN, 0 };
@@ -761,7 +722,7 @@ int main(int argc, char **argv)
 					return 0;
 			reap();
 		}
-		for (int i = 2; i < first_drain; i++) {
+		for (int i = 2; i < first_pending; i++) {
 			struct exec *x = owner[i];
 			if (!p[i].revents || !x->used)
 				continue;
@@ -769,11 +730,8 @@ int main(int argc, char **argv)
 				exec_message(x);
 			exec_maybe_done(x);
 		}
-		/* from the end: drain() moves the last entry into a closed slot */
-		for (int i = first_pending - 1; i >= first_drain; i--)
-			if (p[i].revents && i - first_drain < n_drains && drains[i - first_drain] == p[i].fd)
-				drain(i - first_drain);
-		/* the same way: pending_check moves the last entry too */
+		/* from the end: pending_check moves the last entry into a
+		 * closed slot */
 		int64_t now = monotonic_ms();
 		for (int i = n - 1; i >= first_pending; i--)
 			if (i - first_pending < n_pending && pending[i - first_pending].fd == p[i].fd)

@@ -39,10 +39,6 @@
  *                      itself ends at once (status 0), so the answer comes
  *                      at once and the shell is no longer the exec's: its
  *                      deadline never reaches it (a managed process).
- *   helper -> keeper   on a connection of its own: KP_DRAIN with
- *                      descriptors [stdout, stderr] (read ends) that
- *                      background processes still hold: keep reading them
- *                      until they close.
  *   What the exec leaves running becomes the keeper's; if at the exec's
  *   deadline the room is at its process limit, that is a background fork
  *   bomb, and every process outside running execs is killed.
@@ -54,7 +50,7 @@
 
 #define KP_MAGIC 0x72626b36u  /* "rbk6" */
 
-enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_DRAIN };
+enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED };
 
 struct kp_msg {
 	uint32_t type;

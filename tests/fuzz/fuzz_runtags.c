@@ -1,4 +1,4 @@
-/* Fuzz target: run tags (runtags_process), the seed's executeCommands.
+/* Fuzz target: run tags (runtags_process), the original service's executeCommands.
  *
  * Input: a message's content.  The product only sees valid UTF-8 there
  * (the JSON parser refuses anything else), so the bytes are first made
@@ -8,7 +8,7 @@
  * characters and a <run> tag in it, stderr only, nothing at all).
  *
  * Invariants: the result is, byte for byte, what a second implementation
- * written here from SPEC §2.2's JavaScript gives (its own trim, its own
+ * written here from the original JavaScript gives (its own trim, its own
  * UTF-16 slice, code point by code point); each command handed to the
  * callback is non-empty, NUL-terminated at its length, valid UTF-8 and
  * trimmed; the result is valid UTF-8, NUL-terminated at its length; a text
@@ -83,7 +83,7 @@ static int canned_exec(void *ctx, const char *cmd, size_t len,
 	}
 }
 
-/* ---- the reference: SPEC §2.2's executeCommands, read again ---- */
+/* ---- the reference: the original executeCommands, read again ---- */
 
 struct buf {
 	char *p;

@@ -2,8 +2,9 @@
 for tests that run build/roombox-helper directly.
 
 encode_request() takes the dict the tests have always written ({"op":
-"status", "room": R}, an exec's cmd/env/cwd/user/stdin/tool/existing/detach,
-port-connect's port/serve) and makes the record; decode_answer() turns an
+"status", "room": R}, an exec's cmd/env/cwd/user/tool/existing/detach,
+port-connect's port/serve) and makes the record (an exec's input and output
+are on the caller's fds 3-5, never in a record); decode_answer() turns an
 answer back into a dict with the protocol's field names ("error"/"code" for
 an error).  Layouts are the C structs' (host byte order, no padding: each
 struct is laid out so that none is needed).
@@ -27,12 +28,12 @@ REQ = struct.Struct("=6I72s")
 EXEC_ARGS = struct.Struct("=QIIII")
 PAIR = struct.Struct("=II")
 ANS = struct.Struct("=6I")
-EXEC_ANS = struct.Struct("=iIQqQQII")
+EXEC_ANS = struct.Struct("=iIQq")
 STATUS = struct.Struct("=72s32sIIqQQQ")
 INFO = struct.Struct("=8s32s8sI32I")
 
 HX_TOOL, HX_CWD, HX_USER_SET, HX_AS_USER = 1, 2, 4, 8
-HX_EXISTING, HX_DETACH, HX_COLLECT = 16, 32, 64
+HX_EXISTING, HX_DETACH = 16, 32
 
 
 def _b(s):
@@ -54,7 +55,7 @@ def encode_request(req):
     op = OPS[name]
     room = b"" if name in ROOMLESS else _b(req.get("room", ""))
     if name == "exec":
-        flags, strings, tail = 0, [], b""
+        flags, strings = 0, []
         tool = req.get("tool")
         if tool:
             flags |= HX_TOOL
@@ -72,11 +73,10 @@ def encode_request(req):
             flags |= HX_EXISTING
         if req.get("detach"):
             flags |= HX_DETACH
-        if not req.get("io"):
-            flags |= HX_COLLECT
-            tail = _b(req.get("stdin", b""))
-        args = EXEC_ARGS.pack(req.get("timeout_ms", 0), flags, len(env), len(tool or ()), len(tail))
-        return record(op, room, args, strings, tail)
+        # no input in a record: the command's I/O is the caller's fds 3-5
+        assert "stdin" not in req, "an exec's input goes into the caller's pipe, not the request"
+        args = EXEC_ARGS.pack(req.get("timeout_ms", 0), flags, len(env), len(tool or ()), 0)
+        return record(op, room, args, strings)
     if name == "stop-idle":
         keep = req.get("keep", [])
         return record(op, room, PAIR.pack(len(keep), 0), keep)
@@ -106,15 +106,10 @@ def decode_answer(data):
         assert not tail and rec.endswith(b"\0"), data
         return {"error": rec[:-1].decode("utf-8", "replace"), "code": ERRORS.get(status, "failed")}
     name = OP_NAMES.get(op)
-    if name == "exec":
-        (ws, to, dur, started, nout, nerr, tout, terr) = EXEC_ANS.unpack(rec)
-        assert nout + nerr == len(tail), (nout, nerr, len(tail))
-        return {"wait_status": ws, "timed_out": bool(to), "duration_us": dur, "started_ms": started,
-                "stdout_bytes": nout, "stderr_bytes": nerr, "stdout_truncated": bool(tout),
-                "stderr_truncated": bool(terr),
-                "stdout": tail[:nout].decode("utf-8", "replace"),
-                "stderr": tail[nout:].decode("utf-8", "replace")}
     assert not tail, f"{len(tail)} bytes after the {name} answer"
+    if name == "exec":
+        (ws, to, dur, started) = EXEC_ANS.unpack(rec)
+        return {"wait_status": ws, "timed_out": bool(to), "duration_us": dur, "started_ms": started}
     if name in ("create", "status"):
         return _status(rec)
     if name == "list":

@@ -1,4 +1,4 @@
-"""The agent (SPEC §8.6): a user message answered by a configured model whose
+"""The agent: a user message answered by a configured model whose
 <run> tags run in the room, end to end through nginx and lighttpd: real
 roombox-fcgi, helper, jails and libcurl.
 
@@ -29,7 +29,7 @@ from conftest import FCGI, wait_until
 SEED_USER = "Create a hello.txt file with 'Hello World'"
 SEED_AI = "I'll create the file for you.\n<run>echo 'Hello World' > hello.txt</run>"
 # What executeCommands makes of SEED_AI: three newlines before "Output (",
-# where the seed's printed "Final Response" shows two (SPEC §8.6).
+# where the original service's printed "Final Response" shows two.
 SEED_FINAL = ("I'll create the file for you.\n"
               "\n\nOutput (echo 'Hello World' > hello.txt):\n[no output]")
 
@@ -268,7 +268,7 @@ def log_texts(stack):
     return texts
 
 
-# ---------------------------------------------------------------- the seed's example
+# ---------------------------------------------------------------- the original service's example
 
 def test_the_seeds_hello_txt_example(client, stub, room):
     stub.reset(lambda call: call.reply(SEED_AI))

@@ -1,5 +1,5 @@
 """The HTTP API through both web servers: shape of the exec answer, the room
-endpoints, authentication, unknown paths and wrong methods (SPEC §2)."""
+endpoints, authentication, unknown paths and wrong methods."""
 
 import json
 import re

@@ -1,4 +1,4 @@
-"""apt and dpkg in a room with rootfs = host (SPEC §3, Filesystem): the
+"""apt and dpkg in a room with rootfs = host: the
 room's dpkg knows the host's installed packages and its apt the host's
 sources, and `apt-get install X` adds only X to the room -- for good (across
 a killed keeper), and to that room alone.

@@ -1,5 +1,5 @@
 """DELETE /api/rooms/{id}: the room's processes, mounts, loop devices,
-cgroups and files all go (SPEC §2.3).  Through nginx."""
+cgroups and files all go.  Through nginx."""
 
 import os
 

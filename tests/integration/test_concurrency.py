@@ -1,4 +1,4 @@
-"""A slow exec never delays other requests (SPEC §2.5, §3).  These are
+"""A slow exec never delays other requests.  These are
 ordering assertions: the quick request must finish while the slow one is
 still running, whatever the machine's speed."""
 

@@ -1,5 +1,5 @@
 """roomboxctl against a test stack: every verb, and what it did as seen
-through the API and on the host (SPEC §8.7).
+through the API and on the host.
 
 roomboxctl reads the stack's configuration (-c) and speaks FastCGI to
 roombox-fcgi's socket: the configuration's `socket` behind nginx; behind
@@ -95,7 +95,7 @@ def test_stop(client, stack, room):
 
 
 def test_restart(client, stack, room):
-    """restart is POST /api/rooms/{id}/sandbox/restart (SPEC §8.4).  Where
+    """restart is POST /api/rooms/{id}/sandbox/restart.  Where
     the service has that route, the room comes back with a new keeper and
     its files; where it has not, roomboxctl says what the service answered
     and exits 1.  Either way the request is the one the spec names."""

@@ -1,4 +1,4 @@
-"""exec_user = user (SPEC §5): a request that names no "user" runs as the
+"""exec_user = user: a request that names no "user" runs as the
 room's user (uid 1000); "user":"root" still runs as the room's root.
 Through nginx."""
 

@@ -1,4 +1,4 @@
-"""Files (SPEC §8.2) through nginx and lighttpd: streamed both ways, done
+"""Files through nginx and lighttpd: streamed both ways, done
 inside the room, errors as written, no way out of the room."""
 
 import hashlib

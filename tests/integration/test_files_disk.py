@@ -1,5 +1,5 @@
-"""An upload into a full room: 507, and nothing left under the target name
-(SPEC §8.2); a download that would never end ends at the deadline of file
+"""An upload into a full room: 507, and nothing left under the target name;
+a download that would never end ends at the deadline of file
 operations (exec_timeout_max); through nginx and lighttpd."""
 
 import os

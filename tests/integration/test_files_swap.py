@@ -1,4 +1,4 @@
-"""Files (SPEC §8.2) whose path is swapped during the request, through nginx
+"""Files whose path is swapped during the request, through nginx
 and lighttpd: no way out of the room.
 
 Inside the room a managed process keeps exchanging /workspace/d -- a real
@@ -260,7 +260,7 @@ def test_upload_through_a_path_swapped_during_the_request(client, stack, room):
             outcome[name] = f"{user}: {r.status}, in {landed}"
         else:
             json_error(r)
-            # nothing half written under the target name (SPEC §8.2)
+            # nothing half written under the target name
             assert not landed, f"PUT {name} answered {r.status} {json_error(r)!r}, yet in {landed}"
             outcome[name] = f"{user}: {r.status} {json_error(r)!r}"
     temps = client.sh(room, f"ls -A {real[0]} / /usr/lib | grep -c '^\\.roombox-upload\\.' || true").strip()

@@ -1,5 +1,5 @@
-"""Isolation between rooms and from the host, and the keeper (SPEC §3
-Identity, Namespaces, Filesystem, Lifecycle).  Through nginx."""
+"""Isolation between rooms and from the host, and the keeper
+(identity, namespaces, file system, lifecycle).  Through nginx."""
 
 import os
 import signal

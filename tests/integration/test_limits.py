@@ -1,5 +1,5 @@
 """Service-wide limits: max_rooms (429) and max_concurrent_execs (503 with
-Retry-After) (SPEC §2.5).  Through nginx, with small limits."""
+Retry-After).  Through nginx, with small limits."""
 
 import threading
 

@@ -1,7 +1,7 @@
-"""Messages and run tags (SPEC §2.2) and what clean-up does to them (§2.3),
+"""Messages and run tags and what clean-up does to them (§2.3),
 end to end through both web servers: real roombox-fcgi, helper and jails.
 
-The expected contents are written out by hand from the seed's
+The expected contents are written out by hand from the original service's
 executeCommands: append "\\n\\nOutput (<cmd>):\\n<summary>" per tag, then
 remove every <run>...</run> from the whole text (outputs included) and trim.
 """
@@ -110,7 +110,7 @@ def test_the_seeds_hello_txt_example(client, room):
                                       "<run>echo 'Hello World' > hello.txt</run>")
     assert content == ("I'll create the file for you.\n"
                        "\n\nOutput (echo 'Hello World' > hello.txt):\n[no output]")
-    # The seed's document shows the same lines (it renders blank lines
+    # The original service's description shows the same lines (it renders blank lines
     # loosely: one where the algorithm leaves two).
     assert [l for l in content.split("\n") if l] == [
         "I'll create the file for you.",

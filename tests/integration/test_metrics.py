@@ -1,4 +1,4 @@
-"""GET /metrics and the request log (SPEC §8.7), through nginx and lighttpd.
+"""GET /metrics and the request log, through nginx and lighttpd.
 
 Known traffic moves the counters by exactly its size (read before and
 after); the exposition passes `promtool check metrics`; who may read it

@@ -1,5 +1,5 @@
 """What an exec gives back: stdout/stderr capture and caps, UTF-8 repair,
-base64, exit codes and signals, stdin, and timeouts (SPEC §2.1).  Through
+base64, exit codes and signals, stdin, and timeouts.  Through
 both web servers."""
 
 import base64

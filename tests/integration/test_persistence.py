@@ -1,6 +1,6 @@
 """What a room keeps from one exec to the next: files, the shell session
-(working directory, exported variables), background processes (SPEC §3
-Persistence, Background output).  Through nginx."""
+(working directory, exported variables), background processes and
+their output.  Through nginx."""
 
 SERVERS = ("nginx",)
 

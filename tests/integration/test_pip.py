@@ -1,4 +1,4 @@
-"""pip in a room (SPEC §3: "pip install ... work, and none of it reaches the
+"""pip in a room ("pip install ... works, and none of it reaches the
 host's files or any other room"), as the room's root, from a small index the
 test builds: one pure-Python wheel, made here by hand, put into the room
 through the files API, installed with --no-index --find-links (no packet

@@ -1,4 +1,4 @@
-"""Preview ports (SPEC §8.5) through nginx and lighttpd: a server on a
+"""Preview ports through nginx and lighttpd: a server on a
 room's own loopback (network = none: the room has only lo) is reached
 through its preview URL without the API token, WebSockets included; wrong,
 revoked or unexposed tokens are 404, nothing listening is 502, exposures

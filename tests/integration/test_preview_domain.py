@@ -1,4 +1,4 @@
-"""Preview ports with preview_domain (SPEC §8.5): host-style URLs
+"""Preview ports with preview_domain: host-style URLs
 http://<port>-<roomId>-<token>.<preview_domain>/ through nginx and lighttpd.
 No DNS is involved: the test sends the Host header itself to the stack."""
 

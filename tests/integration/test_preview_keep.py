@@ -1,4 +1,4 @@
-"""Kept connections on the preview socket (SPEC §8.5, fcgi-app/preview_relay.c):
+"""Kept connections on the preview socket:
 nginx keeps its connections to preview.sock, so one connection carries many
 requests, maybe to different rooms.  What a web server on that connection
 observes: each answer whole and its own room's, never a byte a room sent past

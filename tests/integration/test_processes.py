@@ -1,4 +1,4 @@
-"""Managed processes (SPEC §8.3): start, list, get, logs (kept on disk,
+"""Managed processes: start, list, get, logs (kept on disk,
 the last log_max bytes), logs as a live event stream, stdin, signals to
 the whole tree, records of ended ones, a running one keeps its room awake,
 `killed` by the room's kill-all, `lost` when the room stops or across a
@@ -266,7 +266,7 @@ def test_a_room_that_stops_loses_its_process(client, room):
 
 
 def test_kill_all_kills_it_and_the_room_runs_on(client, room):
-    """SPEC §8.3: `killed` is a process a signal ended, `lost` one whose room
+    """`killed` is a process a signal ended, `lost` one whose room
     stopped under it.  DELETE …/sandbox/processes kills every process of the
     room, the wrapper that would report the end too, and the room keeps
     running: the process reads `killed` by SIGKILL, not `lost`."""

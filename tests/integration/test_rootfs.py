@@ -1,4 +1,4 @@
-"""rootfs = /path (SPEC §3 "Filesystem"): the room's lower tree is a prepared
+"""rootfs = /path: the room's lower tree is a prepared
 tree instead of the host's /usr.  The tree here is the smallest that runs a
 shell — dash and the libraries it links — so anything the room sees beyond
 it would have to come from the host."""

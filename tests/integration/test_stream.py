@@ -1,4 +1,4 @@
-"""Live output (SPEC §8.1): POST …/sandbox/exec with Accept:
+"""Live output: POST …/sandbox/exec with Accept:
 text/event-stream, through nginx and lighttpd, with nothing buffering on
 the way.  Every wait is bounded; nothing sleeps to synchronise."""
 

@@ -1,4 +1,4 @@
-"""Request validation, row by row as SPEC §2.1 writes it, and the other
+"""Request validation, row by row as docs/api.md lists it, and the other
 errors a client can provoke: bodies that are not JSON or too large, NUL
 bytes, bad room ids.  Through both web servers."""
 

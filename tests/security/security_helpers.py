@@ -4,11 +4,12 @@ from tests/integration/conftest.py, through tests/security/conftest.py)."""
 import hashlib
 import json
 
-from helper_records import decode_answer
+from helper_records import decode_answer, encode_request
 import os
 import re
 import shlex
 import stat
+import subprocess
 import threading
 from pathlib import Path
 
@@ -163,11 +164,78 @@ class Background:
 
 
 def helper_answer(r):
-    """The answer record of common/protocol.h as a dict (helper_records.py):
-    an exec's output bytes, which follow its record, as "stdout"/"stderr"
-    text; an error as "error"/"code"."""
+    """The answer record of common/protocol.h as a dict (helper_records.py);
+    an error as "error"/"code"."""
     try:
         return decode_answer(r.stdout)
     except AssertionError as e:
         raise AssertionError(f"the helper did not answer with a record: rc {r.returncode}, "
                              f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r} ({e})")
+
+
+def run_with_io(argv, request, stdin=b"", *, env=None, pass_fds=(), timeout=60):
+    """Run argv (a helper, maybe behind setpriv, time...) with one request on
+    its stdin and, as roombox-fcgi does (passed I/O), pipes of our own as
+    its fds 3, 4, 5: `stdin` written into the first, the other two read to
+    their ends.  (the CompletedProcess, the command's stdout bytes, its
+    stderr bytes)."""
+    data = request if isinstance(request, bytes) else encode_request(request)
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    got = {out_r: [], err_r: []}
+
+    def read(fd):
+        while True:
+            b = os.read(fd, 1 << 16)
+            if not b:
+                break
+            got[fd].append(b)
+
+    def write():
+        try:
+            view = memoryview(stdin)
+            while view:
+                view = view[os.write(in_w, view):]
+        except OSError:
+            pass
+        finally:
+            os.close(in_w)
+
+    # bash, not dash: its redirections take descriptors above 9
+    shell = ["bash", "-c", f'exec "$@" 3<&{in_r} 4>&{out_w} 5>&{err_w} '
+                           f'{in_r}<&- {out_w}>&- {err_w}>&-', "bash"]
+    threads = [threading.Thread(target=read, args=(fd,), daemon=True) for fd in (out_r, err_r)]
+    threads.append(threading.Thread(target=write, daemon=True))
+    try:
+        proc = subprocess.Popen(shell + [str(a) for a in argv], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env if env is not None else {"PATH": "/usr/bin:/bin"},
+                                pass_fds=(in_r, out_w, err_w) + tuple(pass_fds), cwd="/")
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    for t in threads:
+        t.start()
+    try:
+        stdout, stderr = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    for t in threads:
+        t.join(timeout)
+    for fd in (out_r, err_r):
+        os.close(fd)
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return r, b"".join(got[out_r]), b"".join(got[err_r])
+
+
+def helper_exec(argv, request, stdin=b"", **kw):
+    """An exec through the helper as roombox-fcgi runs it (run_with_io, io:
+    true): (exit status, the answer with the command's output added as
+    "stdout"/"stderr" text)."""
+    r, out, err = run_with_io(argv, request, stdin, **kw)
+    answer = helper_answer(r)
+    answer["stdout"] = out.decode("utf-8", "replace")
+    answer["stderr"] = err.decode("utf-8", "replace")
+    return r.returncode, answer

@@ -1,4 +1,4 @@
-"""network = egress (SPEC §3 Network): what a room reaches and what it
+"""network = egress: what a room reaches and what it
 does not, and what is left on the host afterwards.  Through nginx.
 
 Every packet stays on this machine.  The module makes its own test hosts:

@@ -1,5 +1,5 @@
 """roombox-fcgi killed with SIGKILL in the middle of an exec, then started
-again (SPEC §3, Lifecycle): the client gets a JSON error from the web
+again: the client gets a JSON error from the web
 server, the room keeps working, and the orphaned exec does not outlive its
 timeout.  Through both web servers (behind lighttpd, lighttpd respawns
 roombox-fcgi itself)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HELPER, REPO, ROOM_ID, encode_request, pid_alive, record, unique_room
-from security_helpers import file_fingerprint, helper_answer
+from security_helpers import file_fingerprint, helper_answer, helper_exec
 
 SERVERS = ("nginx",)
 KEEPER = REPO / "build" / "roombox-keeper"
@@ -176,16 +176,34 @@ def test_oversized_request_is_invalid(stack):
     # the stacks' max_body is 64K: the helper reads at most 64K + 64 KiB
     assert stack.config["max_body"] == "64K"
     room = unique_room("big")
-    big = encode_request({"op": "exec", "room": room, "cmd": "true", "stdin": b"x" * (8 << 20)})
+    big = record(3, room, b"", [b"x" * 1023] * (8 << 10))
     rc, out = run_helper([HELPER, "-c", stack.conf_path], big)
     assert rc != 0 and out["code"] == "invalid" and "out of range" in out["error"], out
     assert f"to {128 << 10} bytes" in out["error"], out
     assert not (stack.state_dir / "rooms" / room).exists()
-    # control: a large request under the bound is read and answered
-    ok = encode_request({"op": "exec", "room": room, "cmd": "wc -c", "stdin": b"x" * (127 << 10)})
+    # control: a large request under the bound is read whole (and refused
+    # for what it holds, a status taking no strings)
+    ok = record(3, room, b"", [b"x" * 1023] * 127)
     rc, out = run_helper([HELPER, "-c", stack.conf_path], ok)
-    assert rc == 0 and out["stdout"].strip() == str(127 << 10), out
-    helper_op(stack, {"op": "destroy", "room": room})
+    assert rc != 0 and out["error"] == "status takes no strings", out
+
+
+def test_exec_output_never_passes_through_the_helper(stack, client):
+    """An exec runs only on the caller's own descriptors (fds 3-5): one
+    without them is refused and runs nothing (a record has no room for
+    input bytes, nor an answer for output)."""
+    room = unique_room("io")
+    client.touch(room)
+    rc, out = run_helper([HELPER, "-c", stack.conf_path],
+                         {"op": "exec", "room": room, "cmd": "touch /workspace/ran"})
+    assert rc != 0 and out.get("code") == "invalid" and "fds 3-5" in out.get("error", ""), out
+    assert client.sh(room, "ls /workspace/ran 2>&1 || echo none").endswith("none\n")
+    # control: the same exec with the caller's pipes runs, its output comes
+    # on them and the answer holds the facts alone
+    rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "cat; echo err >&2"}, b"in\n")
+    assert rc == 0 and (out["stdout"], out["stderr"], out["wait_status"]) == ("in\n", "err\n", 0), out
+    assert set(out) == {"wait_status", "timed_out", "duration_us", "started_ms", "stdout", "stderr"}, out
 
 
 @pytest.mark.parametrize("rid", ["..", "../rooms", "a/../../etc", "a/b", "", ".hidden", "-x",
@@ -390,10 +408,10 @@ def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client)
     secret_fd = os.open(stack.tokens_file, os.O_RDONLY)
     try:
         env = {"PATH": "/usr/bin:/bin", "RBX_PLANTED": "caller-secret", "LD_DEBUG": "all"}
-        rc, out = run_helper([HELPER, "-c", stack.conf_path],
-                             {"op": "exec", "room": room,
-                              "cmd": "env; ls -l /proc/self/fd/ /proc/$$/fd/; cat <&%d" % secret_fd},
-                             env=env, pass_fds=(secret_fd,))
+        rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                              {"op": "exec", "room": room,
+                               "cmd": "env; ls -l /proc/self/fd/ /proc/$$/fd/; cat <&%d" % secret_fd},
+                              env=env, pass_fds=(secret_fd,))
     finally:
         os.close(secret_fd)
     assert rc == 0, out
@@ -416,12 +434,12 @@ def test_env_value_with_a_nul_byte_is_refused_by_name(stack, client):
     request is refused (nothing cut, nothing run); the room keeps working."""
     room = unique_room("envnul")
     client.touch(room)
-    rc, out = run_helper([HELPER, "-c", stack.conf_path],
-                         {"op": "exec", "room": room, "cmd": "echo \"$A\"",
-                          "env": {"A": "ab\u0000'; echo injected; '"}})
+    rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "echo \"$A\"",
+                           "env": {"A": "ab\u0000'; echo injected; '"}})
     assert rc != 0 and out.get("code") == "invalid", out
     assert "after its 2 strings" in out["error"], out
-    assert "injected" not in out.get("stdout", ""), out
+    assert "injected" not in out["stdout"], out
     assert client.sh(room, "echo ok") == "ok\n"
 
 

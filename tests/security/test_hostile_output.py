@@ -1,4 +1,4 @@
-"""Hostile commands seen through HTTP (SPEC §2.1, §3): output no client
+"""Hostile commands seen through HTTP: output no client
 expects, commands that fight their timeout, sessions too big to keep.
 Through both web servers (the answer must stay valid JSON through each).
 

@@ -1,4 +1,4 @@
-"""Idle stop (SPEC §3, Lifecycle): an idle room releases every process,
+"""Idle stop: an idle room releases every process,
 mount and loop device it held on the host, and comes back with its files
 and session on the next exec; a room whose exec is still running is not
 idle.  roombox-fcgi's idle thread runs "stop-idle" every idle_timeout / 4.

@@ -1,5 +1,5 @@
-"""What a room can see and reach of the host and of other rooms (SPEC §3,
-Namespaces and Filesystem): destructive commands, shared-memory channels,
+"""What a room can see and reach of the host and of other rooms
+(namespaces and file system): destructive commands, shared-memory channels,
 host files, /dev, /proc, /sys, mount flags, sockets.  Through nginx."""
 
 import json

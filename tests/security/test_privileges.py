@@ -1,5 +1,4 @@
-"""What a room's processes are allowed to be and do (SPEC §3, Identity and
-privilege): the room's root has Docker's default capabilities over the
+"""What a room's processes are allowed to be and do: the room's root has Docker's default capabilities over the
 room's own user namespace only, its user none; no_new_privs, the seccomp
 filter, and no way to the keeper.  Through nginx.
 

@@ -1,5 +1,4 @@
-"""Rooms that recover (SPEC §8.3 DELETE …/sandbox/processes and its last
-paragraph, §8.4 restart): a room wedged by its own processes comes back
+"""Rooms that recover: a room wedged by its own processes comes back
 without losing its files, through nginx and lighttpd alike.
 
 Small pids_limit, so that a fork bomb fills its room at once.  The bombs
@@ -191,7 +190,7 @@ def test_exec_in_a_full_room_frees_it_and_runs(client, stack):
 
 def test_recovery_kills_a_managed_process_and_it_reads_killed(client, stack):
     """The recovery kills the room's managed processes with the rest while
-    the room runs on: they read `killed` by SIGKILL (SPEC §8.3), not `lost`
+    the room runs on: they read `killed` by SIGKILL, not `lost`
     (the room did not stop under them)."""
     a = unique_room("a")
     uid = client.room_uid(a)

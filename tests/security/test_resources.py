@@ -1,4 +1,4 @@
-"""Abuse of a room's resources stays in that room (SPEC §3, Limits): fork
+"""Abuse of a room's resources stays in that room: fork
 bombs, memory, process count, disk, kill -9 -1.  Through nginx, with small
 limits so that each is crossed quickly."""
 
@@ -180,7 +180,7 @@ def test_exec_in_a_room_at_its_process_limit_frees_it(client, room):
     """A background job that takes every free process slot of the room (and
     keeps taking them): an exec that cannot get a process does not fail nor
     wait for the job's deadline: the room's processes are killed and the
-    exec runs (SPEC §8.3; tests/security/test_recovery.py has the rest)."""
+    exec runs (tests/security/test_recovery.py has the rest)."""
     uid = client.room_uid(room)
     r = client.exec_raw(room, {"cmd": 'python3 -c "$RB_FILL" >/dev/null 2>&1 &',
                                "env": {"RB_FILL": FILL_ROOM}, "timeout": 60000})

@@ -1,4 +1,4 @@
-"""Root in the room's own user namespace (SPEC §3, Identity and privilege):
+"""Root in the room's own user namespace:
 the room's root changes system files of its room, and only of its room; the
 changes persist across an idle stop and a killed keeper; what only the host
 may do stays refused.  Through nginx and lighttpd."""

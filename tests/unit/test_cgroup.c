@@ -1235,7 +1235,6 @@ static void test_real_kill_others_contains_fork_bomb(void **state)
 	print_message("fork bomb: %llu tasks of 32, pids.events: %s\n", (unsigned long long)procs,
 		      get("%s/roombox/%s/pids.events", pids_root, room));
 	assert_true(procs == 32);
-	assert_true(cgroup_room_pids_exhausted(&sys, room, 32, false));
 	if (cgroup_kill_others(&sys, room, top, &killed, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	print_message("killed %d\n", killed);
@@ -1254,34 +1253,8 @@ static void test_real_kill_others_contains_fork_bomb(void **state)
 	for (int i = 0; i < 200 && (reap_all(), cgroup_room_usage(&sys, room, &mem, &procs), procs > 2); i++)
 		usleep(5 * 1000);
 	assert_true(procs <= 2);
-	/* forks were refused, but none is now and the room is far from full */
-	assert_false(cgroup_room_pids_exhausted(&sys, room, 32, false));
-	/* the shell's own word counts once a fork was refused */
-	assert_true(cgroup_room_pids_exhausted(&sys, room, 32, true));
 	remove_room(&sys, room);
 	waitpid(top, &status, 0);   /* remove_room may have reaped it */
-}
-
-/* A room whose forks were never refused is not "at its limit", whatever
- * the caller saw. */
-static void test_real_pids_exhausted_needs_a_refusal(void **state)
-{
-	(void)state;
-	struct cgroup_sys sys;
-	char room[96];
-	int report, self;
-
-	real_sys(&sys);
-	room_name(room, sizeof(room), "no-refusal");
-	setup_room(&sys, room, &default_limits);
-	pid_t top = spawn_in_room(&sys, room, body_report_self, &report);
-	assert_int_equal(read_ints(report, &self, 1), 1);
-	close(report);
-	assert_false(cgroup_room_pids_exhausted(&sys, room, 256, true));
-	assert_false(cgroup_room_pids_exhausted(&sys, room, 1, true));
-	remove_room(&sys, room);
-	waitpid(top, NULL, 0);
-	reap_all();
 }
 
 /* A stop (jail_stop) takes the keeper too and leaves the room ready to
@@ -1522,7 +1495,6 @@ int main(void)
 		cmocka_unit_test(test_real_kill_contains_fork_bomb),
 		cmocka_unit_test(test_real_kill_others_spares_keep),
 		cmocka_unit_test(test_real_kill_others_contains_fork_bomb),
-		cmocka_unit_test(test_real_pids_exhausted_needs_a_refusal),
 		cmocka_unit_test(test_real_room_kill),
 		cmocka_unit_test(test_real_enter_self_with_pid_0),
 		cmocka_unit_test(test_real_release_memory),

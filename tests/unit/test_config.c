@@ -363,7 +363,7 @@ static void test_integer_bounds_accepted(void **state)
 	assert_int_equal(c.workers, 7);
 }
 
-/* ---- log_format and metrics (SPEC §8.7) ---- */
+/* ---- log_format and metrics ---- */
 
 static void test_log_format_and_metrics(void **state)
 {
@@ -861,14 +861,14 @@ static void test_output_limit_is_bounded_by_the_helpers_budget(void **state)
 	(void)state;
 	assert_int_equal(expect_ok("output_limit = 16M\n").output_limit, OUTPUT_LIMIT_MAX);
 	expect_error("output_limit = 16777217\n",
-		     "t.conf:1: output_limit (16777217 bytes) is above 16M: roombox-helper holds "
-		     "both streams of a command within a 64 MiB memory budget");
+		     "t.conf:1: output_limit (16777217 bytes) is above 16M: roombox-fcgi holds "
+		     "both streams of every running exec");
 	expect_error("workers = 2\noutput_limit = 1G\n",
-		     "t.conf:2: output_limit (1073741824 bytes) is above 16M: roombox-helper holds "
-		     "both streams of a command within a 64 MiB memory budget");
+		     "t.conf:2: output_limit (1073741824 bytes) is above 16M: roombox-fcgi holds "
+		     "both streams of every running exec");
 }
 
-/* ---- the agent's keys (SPEC §8.6) ---- */
+/* ---- the agent's keys ---- */
 
 static void test_llm_defaults(void **state)
 {
@@ -968,7 +968,7 @@ static void test_llm_url_length_limit(void **state)
 	expect_error(text, "t.conf:2: value for llm_url is too long (512 bytes, at most 511)");
 }
 
-/* ---- preview_domain (SPEC §8.5) ---- */
+/* ---- preview_domain ---- */
 
 static void test_preview_domain(void **state)
 {

@@ -1,6 +1,6 @@
-/* Unit tests for fcgi-app/exec.c's exec_result_shape: the client's
- * `result` (SPEC §2.1) made from the helper's raw facts and output bytes
- * (common/protocol.h).  This is the code that moved out of the setuid
+/* Unit tests for fcgi-app/exec_result.c's exec_result_make: the client's
+ * `result` made from the helper's raw facts (common/protocol.h)
+ * and the output bytes roombox-fcgi read.  This is the code that moved out of the setuid
  * helper: exit codes, signal names, UTF-8 repair, base64, times. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
-#include "exec.h"
+#include "exec_result.h"
 #include "protocol.h"
 
 struct facts {
@@ -24,26 +24,17 @@ struct facts {
 
 static json_object *shape(const struct facts *f, bool base64, char *why, size_t whylen)
 {
-	struct helper_exec_ans a = {
-		.wait_status = f->status, .timed_out = f->timed_out,
-		.stdout_bytes = f->out_len, .stderr_bytes = f->err_len,
-		.stdout_truncated = f->out_cut, .stderr_truncated = f->err_cut,
-		.duration_us = (uint64_t)f->dur_us, .started_ms = f->started_ms,
-	};
+	struct helper_exec_ans a = { .wait_status = f->status, .timed_out = f->timed_out,
+				     .duration_us = (uint64_t)f->dur_us, .started_ms = f->started_ms };
 	json_object *res;
 	struct exec_request ex = { .cmd = "echo hi", .cmd_len = 7 };
-	size_t n = f->out_len + f->err_len;
-	char *buf = malloc(n + 1);
-	struct helper_bytes tail = { buf, buf, n };
+	struct exec_output o = { f->out, f->err, f->out_len, f->err_len, f->out_cut, f->err_cut };
 
-	memcpy(buf, f->out, f->out_len);
-	memcpy(buf + f->out_len, f->err, f->err_len);
 	if (base64) {
 		ex.has_encoding = true;
 		ex.encoding = EXEC_ENCODING_BASE64;
 	}
-	res = exec_result_shape(&a, &tail, &ex, why, whylen);
-	free(buf);
+	res = exec_result_make(&a, &o, &ex, why, whylen);
 	return res;
 }
 
@@ -134,23 +125,22 @@ static void test_hostile_bytes(void **state)
 	json_object_put(r);
 }
 
-/* An answer whose lengths do not add up to the bytes that came is refused,
- * never read past. */
-static void test_lengths_must_match(void **state)
+/* An answer whose duration does not fit a signed count (a record's
+ * field is unsigned) is refused, never printed negative. */
+static void test_answer_must_hold_together(void **state)
 {
-	struct helper_exec_ans a = { .stdout_bytes = 3, .stderr_bytes = 1, .duration_us = 1 };
+	struct helper_exec_ans a = { .duration_us = UINT64_MAX };
 	struct exec_request ex = { .cmd = "x", .cmd_len = 1 };
-	struct helper_bytes tail = { NULL, "abc", 3 };
+	struct exec_output o = { "abc", "", 3, 0, false, false };
 	char why[128];
 
 	(void)state;
-	assert_null(exec_result_shape(&a, &tail, &ex, why, sizeof(why)));
-	assert_non_null(strstr(why, "lengths"));
-	/* lengths whose sum wraps around */
-	a.stdout_bytes = UINT64_MAX;
-	a.stderr_bytes = 4;
-	assert_null(exec_result_shape(&a, &tail, &ex, why, sizeof(why)));
-	assert_non_null(strstr(why, "lengths"));
+	assert_null(exec_result_make(&a, &o, &ex, why, sizeof(why)));
+	assert_non_null(strstr(why, "duration"));
+	a.duration_us = 1;
+	json_object *res = exec_result_make(&a, &o, &ex, why, sizeof(why));
+	assert_non_null(res);
+	json_object_put(res);
 }
 
 int main(void)
@@ -159,7 +149,7 @@ int main(void)
 		cmocka_unit_test(test_exit_status_and_exact_answer),
 		cmocka_unit_test(test_signal_and_timeout),
 		cmocka_unit_test(test_hostile_bytes),
-		cmocka_unit_test(test_lengths_must_match),
+		cmocka_unit_test(test_answer_must_hold_together),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -150,16 +150,24 @@ static void test_status_round_trip(void **state)
 	assert_string_equal(err.code, "reply");
 }
 
+/* An exec, as helper_exec_start and helper_exec_finish make it. */
+static int exec_call(const struct helper_target *t, const struct helper_exec *x,
+		     struct helper_exec_ans *got, struct helper_error *err)
+{
+	struct helper_run *run = helper_exec_start(t, "r1", x, 10000, NULL, err);
+
+	return run ? helper_exec_finish(run, got, err) : -1;
+}
+
 /* An exec's request carries what was asked, in the helper's terms. */
 static void test_exec_request_encoding(void **state)
 {
-	struct helper_exec_ans a = { .wait_status = 3 << 8, .stdout_bytes = 3, .stderr_bytes = 2 };
+	struct helper_exec_ans a = { .wait_status = 3 << 8, .duration_us = 5 };
 	struct helper_target t = scripted(0);
 	json_object *env = json_object_new_object();
 	struct helper_exec x = { .cmd = "echo hi", .cmd_len = 7, .cwd = "/tmp", .env = env,
 				 .timeout_ms = 5000, .user = HK_USER_USER };
 	struct helper_exec_ans got;
-	struct helper_bytes tail;
 	struct helper_error err;
 	struct request rq;
 	struct exec_order q;
@@ -169,13 +177,10 @@ static void test_exec_request_encoding(void **state)
 	json_object_object_add(env, "A", json_object_new_string("1"));
 	json_object_object_add(env, "B", json_object_new_string("x y"));
 	json_object_object_add(env, "C=D", json_object_new_string("dropped"));
-	answer(HOP_EXEC, 0, &a, sizeof(a), "out\0e", 5);
-	if (helper_exec_collect(&t, "r1", &x, "in\0put", 6, 10000, &got, &tail, &err) < 0)
+	answer(HOP_EXEC, 0, &a, sizeof(a), NULL, 0);
+	if (exec_call(&t, &x, &got, &err) < 0)
 		fail_msg("%s", err.message);
-	assert_int_equal(got.wait_status, 3 << 8);
-	assert_int_equal(tail.len, 5);
-	assert_memory_equal(tail.data, "out\0e", 5);
-	helper_bytes_free(&tail);
+	assert_memory_equal(&got, &a, sizeof(a));
 	char *b = sent(&rq);
 	config_defaults(&cfg);
 	cfg.exec_timeout_max_ms = 60000;
@@ -188,15 +193,12 @@ static void test_exec_request_encoding(void **state)
 	assert_int_equal(q.nenv, 2);
 	assert_string_equal(q.env, "A=1");
 	assert_string_equal(request_next(q.env), "B=x y");
-	assert_int_equal(q.stdin_len, 6);
-	assert_memory_equal(q.stdin_data, "in\0put", 6);
 	free(b);
 	/* a tool, never creating the room */
 	const char *tool[] = { "get", "/workspace", "1", NULL };
 	x = (struct helper_exec){ .cmd = "get", .cmd_len = 3, .tool = tool, .existing = true };
-	a.stdout_bytes = a.stderr_bytes = 0;
 	answer(HOP_EXEC, 0, &a, sizeof(a), NULL, 0);
-	if (helper_exec_collect(&t, "r1", &x, NULL, 0, 10000, &got, &tail, &err) < 0)
+	if (exec_call(&t, &x, &got, &err) < 0)
 		fail_msg("%s", err.message);
 	b = sent(&rq);
 	assert_int_equal(request_exec_order(&rq, &cfg, &q, why, sizeof(why)), 0);
@@ -352,14 +354,13 @@ static void test_bad_answers(void **state)
 	answer(HOP_KILL_ALL, HELPER_E_FAILED, "abc", 3, NULL, 0);
 	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
 	assert_string_equal(err.code, "reply");
-	/* an exec whose output lengths do not match what follows */
-	struct helper_exec_ans a = { .stdout_bytes = 5 };
+	/* an exec answer followed by output: none may follow it */
+	struct helper_exec_ans a = { 0 };
 	struct helper_exec x = { .cmd = "x", .cmd_len = 1 };
-	struct helper_bytes tail;
 	t = scripted(0);
 	answer(HOP_EXEC, 0, &a, sizeof(a), "abc", 3);
-	assert_int_equal(helper_exec_collect(&t, "r1", &x, NULL, 0, 10000, &a, &tail, &err), -1);
-	assert_non_null(strstr(err.message, "lengths"));
+	assert_int_equal(exec_call(&t, &x, &a, &err), -1);
+	assert_non_null(strstr(err.message, "after the answer"));
 }
 
 /* The bound is the configuration's max_body plus the protocol's slack,
@@ -368,21 +369,25 @@ static void test_bad_answers(void **state)
 static void test_request_limit_follows_max_body(void **state)
 {
 	struct helper_target t = scripted(0);
-	struct helper_exec x = { .cmd = "x", .cmd_len = 1 };
 	struct helper_exec_ans a = { 0 }, got;
-	struct helper_bytes tail;
 	struct helper_error err;
-	size_t over = sizeof(struct helper_req) + sizeof(struct helper_exec_args) + 2;
+	size_t over = sizeof(struct helper_req) + sizeof(struct helper_exec_args) + 1;
 	size_t n = helper_request_max(1000) - over;
-	char *big = calloc(1, n + 1);
+	char *big = malloc(n + 2);
 
 	(void)state;
+	memset(big, 'x', n + 1);
+	big[n] = '\0';
+	struct helper_exec x = { .cmd = big, .cmd_len = n };
 	t.max_body = 1000;
 	answer(HOP_EXEC, 0, &a, sizeof(a), NULL, 0);
-	if (helper_exec_collect(&t, "r1", &x, big, n, 10000, &got, &tail, &err) < 0)
+	if (exec_call(&t, &x, &got, &err) < 0)
 		fail_msg("%s", err.message);
 	unlink(req_path);
-	assert_int_equal(helper_exec_collect(&t, "r1", &x, big, n + 1, 10000, &got, &tail, &err), -1);
+	big[n] = 'x';
+	big[n + 1] = '\0';
+	x.cmd_len = n + 1;
+	assert_int_equal(exec_call(&t, &x, &got, &err), -1);
 	assert_int_equal(err.http_status, 413);
 	assert_int_equal(access(req_path, F_OK), -1);   /* no helper ran */
 	free(big);

@@ -1,10 +1,10 @@
-/* Unit tests for fcgi-app/runtags.c: the seed's executeCommands, to the
+/* Unit tests for fcgi-app/runtags.c: the original service's executeCommands, to the
  * character.
  *
  * Each row of the table is an assistant message, the commands the fake
  * sandbox expects to be asked to run (in this order, and no others), what
- * each gives, and the text the seed's JavaScript returns for it.  The
- * expected strings were checked against the seed's function under Node 20
+ * each gives, and the text the original service's JavaScript returns for it.  The
+ * expected strings were checked against the original service's function under Node 20
  * (with the same fake sandbox); the one place we differ on purpose is the
  * split surrogate pair, where JavaScript keeps a lone high surrogate and we
  * write U+FFFD (see runtags.c). */
@@ -149,8 +149,8 @@ static const struct runtags_case cases[] = {
 	{ "no tags, trimmed", B(" \t\nhello\r\n "), NO_COMMANDS, B("hello") },
 	{ "empty text", B(""), NO_COMMANDS, B("") },
 
-	/* -- one tag: the seed's own example -- */
-	{ "one tag, the seed's example",
+	/* -- one tag: the original service's own example -- */
+	{ "one tag, the original service's example",
 	  B("I'll create the file for you.\n<run>echo 'Hello World' > hello.txt</run>"),
 	  { { B("echo 'Hello World' > hello.txt"), RAN, "", "", NULL } },
 	  B("I'll create the file for you.\n\n\nOutput (echo 'Hello World' > hello.txt):\n[no output]") },

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/validate.c: zod v4's field errors (SPEC §2.1).
+/* Unit tests for fcgi-app/validate.c: zod v4's field errors.
  *
  * The two tables below were produced by running the schemas quoted at the top
  * of validate.c through zod 4.6.7 (safeParse + z.flattenError().fieldErrors),
@@ -282,7 +282,7 @@ static const struct vector exec_vectors[] = {
 	  "{\"user\":[\"Invalid option: expected one of \\\"root\\\"|\\\"user\\\"\"]}" },
 	{ "{\"cmd\":\"x\",\"user\":null}",
 	  "{\"user\":[\"Invalid option: expected one of \\\"root\\\"|\\\"user\\\"\"]}" },
-	/* the order of SPEC 2.1's table, whatever the body's */
+	/* the order of the exec request's fields, whatever the body's */
 	{ "{\"user\":\"x\",\"stdin\":[],\"encoding\":\"x\",\"cmd\":\"\"}",
 	  "{\"cmd\":[\"Command cannot be empty\"],\"encoding\":[\"Invalid option: expected one of \\\"utf8\\\"|\\\"base64\\\"\"],\"stdin\":[\"Invalid input: expected string, received array\"],\"user\":[\"Invalid option: expected one of \\\"root\\\"|\\\"user\\\"\"]}" },
 	{ "{\"env\":{\"A\":\"1\"},\"cmd\":\"ls\",\"cwd\":\"/\",\"stdin\":\"x\",\"timeout\":10,\"encoding\":\"base64\"}",
@@ -389,7 +389,7 @@ static void test_message_table(void **state)
 	check_vectors(message_vectors, sizeof(message_vectors) / sizeof(message_vectors[0]), false);
 }
 
-/* The rows of SPEC §2.1, spelled out as the SPEC writes them. */
+/* The exec request's rules, one by one, in the words of their errors. */
 static void expect(const char *body, const char *details)
 {
 	json_object *b = parse(body), *d;

@@ -1,4 +1,4 @@
--- wrk script of `make bench` (SPEC §7, warm exec throughput): every wrk
+-- wrk script of `make bench`: every wrk
 -- thread gets its own room, so with -t16 -c16 each of the 16 keep-alive
 -- connections runs `true` in its own room.
 --

@@ -1,4 +1,4 @@
-/* httpbench -- the HTTP client of `make bench` (SPEC §7).
+/* httpbench -- the HTTP client of `make bench`.
  *
  *   httpbench [options] PATH-TEMPLATE
  *     -P PORT      nginx on 127.0.0.1:PORT (required)

@@ -1,5 +1,5 @@
 /* pageserver -- the small web server of `make bench`'s preview figure
- * (SPEC §7, §8.5).  The same program runs in a room (reached through its
+ *.  The same program runs in a room (reached through its
  * preview URL) and on the host (reached through an nginx location that
  * proxies straight to it), so the figure compares the two ways in, not two
  * servers.

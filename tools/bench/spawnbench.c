@@ -1,10 +1,13 @@
-/* spawnbench -- the bare references of `make bench` (SPEC §7).
+/* spawnbench -- the bare references of `make bench`.
  *
  *   spawnbench lat  [-f|-p] [-i FILE] N WARMUP -- ARGV...
  *        run ARGV N times one after another (after WARMUP unmeasured runs),
  *        each time fork+execve (-f, default) or posix_spawn (-p) + waitpid,
- *        with standard input from FILE and standard output to /dev/null
- *        (-i, fork+execve only; without it the child inherits both);
+ *        with standard input from FILE, standard output to /dev/null and
+ *        fds 3, 4, 5 pipes as roombox-fcgi passes an exec's own I/O to
+ *        roombox-helper (an input at its end; outputs nobody reads: the
+ *        measured command writes nothing) (-i, fork+execve only; without
+ *        it the child inherits its descriptors);
  *        prints "n=N p50_ms=.. p90_ms=.. p99_ms=.. mean_ms=.. max_ms=.. fail=K"
  *        (fail: runs that did not exit 0).
  *   spawnbench tput LOOPS SECONDS -- ARGV...
@@ -28,6 +31,35 @@
 
 extern char **environ;
 static const char *stdin_file;
+
+/* fds 3, 4, 5: the read end of an empty input, the write ends of two
+ * outputs (their read ends stay open above them, unread). */
+static int passed_io(void)
+{
+	int p[3][2], keep[3];
+	for (int k = 0; k < 3; k++) {
+		int q[2];
+		if (pipe(q) < 0)
+			return -1;
+		/* above 5, so the dup2s below overwrite none of them */
+		p[k][0] = fcntl(q[0], F_DUPFD, 10);
+		p[k][1] = fcntl(q[1], F_DUPFD, 10);
+		close(q[0]);
+		close(q[1]);
+		if (p[k][0] < 0 || p[k][1] < 0)
+			return -1;
+	}
+	keep[0] = p[0][0];
+	keep[1] = p[1][1];
+	keep[2] = p[2][1];
+	for (int k = 0; k < 3; k++)
+		if (dup2(keep[k], 3 + k) < 0)
+			return -1;
+	close(p[0][1]);   /* the input ends at once */
+	for (int k = 0; k < 3; k++)
+		close(keep[k]);
+	return 0;
+}
 
 static double now_s(void)
 {
@@ -61,6 +93,8 @@ static int run_once(char **argv, int use_spawn)
 					_exit(126);
 				if (fd != 1)
 					close(fd);
+				if (passed_io() < 0)
+					_exit(126);
 			}
 			execve(argv[0], argv, environ);
 			_exit(127);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""sselat -- the streamed-output figure of `make bench` (SPEC §7, §8.1).
+"""sselat -- the streamed-output figure of `make bench`.
 
     sselat.py PORT TOKENFILE ROOM LINES
 
