@@ -443,10 +443,6 @@ static int answer_exec(struct call *c, const struct exec_outcome *o)
 	return 0;
 }
 
-/* A room held at pids_limit by its own processes (a fork bomb) recovers
- * by itself: when the exec could not start for the limit, every process
- * of the room but its keeper is killed, the service log says so, and the
- * command runs again -- once. */
 /* The table's check of exec: its values against the configuration, and
  * its descriptors, before anything of the room is made. */
 static int check_exec(struct helper *h, struct call *c)
@@ -466,6 +462,10 @@ static int check_exec(struct helper *h, struct call *c)
 	return 0;
 }
 
+/* A room held at pids_limit by its own processes (a fork bomb) recovers
+ * by itself: when the exec could not start for the limit, every process
+ * of the room but its keeper is killed, the service log says so, and the
+ * command runs again -- once. */
 static int op_exec(struct helper *h, struct call *c)
 {
 	struct exec_order q = c->exec;

@@ -87,7 +87,7 @@ int request_read(int fd, uint64_t max_body, char **buf, size_t *len, char *err, 
 
 /* exec: the strings are cmd or ntool tool arguments, cwd with HX_CWD, then
  * nenv pairs. */
-static int exec_shape(struct request *rq, const char *end, char *err, size_t errlen)
+static int exec_shape(const struct request *rq, char *err, size_t errlen)
 {
 	const struct helper_exec_args *a = rq->args;
 	if (a->flags & ~HX_ALL)
@@ -104,7 +104,6 @@ static int exec_shape(struct request *rq, const char *end, char *err, size_t err
 	if (want != rq->nstrings)
 		return errorf(err, errlen, "exec: %llu strings expected, the request has %u",
 			      (unsigned long long)want, rq->nstrings);
-	(void)end;
 	return 0;
 }
 
@@ -151,7 +150,7 @@ int request_decode(const char *buf, size_t len, const struct request_shape *shap
 	rq->strings = buf + sizeof(*h) + s->args_size;
 	rq->nstrings = h->nstrings;
 	const char *end = buf + len;
-	if (h->op == HOP_EXEC && exec_shape(rq, end, err, errlen) < 0)
+	if (h->op == HOP_EXEC && exec_shape(rq, err, errlen) < 0)
 		return -1;
 	/* exactly nstrings strings, each NUL-terminated, filling the rest */
 	const char *p = rq->strings;

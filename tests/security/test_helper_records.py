@@ -14,7 +14,8 @@ import subprocess
 import pytest
 
 from conftest import HELPER, REPO, decode_answer, encode_request, record, unique_room
-from helper_records import EXEC_ARGS, HX_COLLECT, OPS, PAIR, REQ
+from helper_records import EXEC_ARGS, OPS, PAIR, REQ
+from security_helpers import run_with_io
 
 SERVERS = ("nginx",)
 
@@ -39,7 +40,7 @@ def create(room):
 
 
 def exec_record(room, nenv, strings):
-    return record(OPS["exec"], room, EXEC_ARGS.pack(0, HX_COLLECT, nenv, 0, 0), strings)
+    return record(OPS["exec"], room, EXEC_ARGS.pack(0, 0, nenv, 0, 0), strings)
 
 
 CASES = {
@@ -55,7 +56,7 @@ CASES = {
     "unterminated-string": lambda room: exec_record(room, 0, [b"true"])[:-1] + b"x",
     "count-overflow": lambda room: exec_record(room, 0xffffffff, [b"true"]),
     "more-strings-than-counted": lambda room: exec_record(room, 0, [b"true", b"A=1"]),
-    "strings-past-the-end": lambda room: record(OPS["exec"], room, EXEC_ARGS.pack(0, HX_COLLECT, 1, 0, 0),
+    "strings-past-the-end": lambda room: record(OPS["exec"], room, EXEC_ARGS.pack(0, 0, 1, 0, 0),
                                                 [b"true", b"A=1"], nstrings=5),
     "args-cut-short": lambda room: record(OPS["port-connect"], room, b"\0\0"),
     "strings-where-none": lambda room: record(OPS["create"], room, strings=[b"x"]),
@@ -97,7 +98,8 @@ def test_exec_values_are_checked_before_the_room_is_touched(stack):
         {"op": "exec", "room": room, "cmd": "true", "cwd": "tmp"}), "cwd must be absolute")
     assert_refused_and_nothing_done(stack, room, encode_request(
         {"op": "exec", "room": room, "cmd": "true", "timeout_ms": 10 ** 12}), "timeout_ms")
-    r = run(stack, encode_request({"op": "exec", "room": room, "cmd": "true", "existing": True}))
+    r, _, _ = run_with_io([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "true", "existing": True})
     out = decode_answer(r.stdout)
     assert r.returncode != 0 and out["code"] == "not_found", out
     for top in (stack.state_dir, stack.run_dir):
