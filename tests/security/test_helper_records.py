@@ -164,6 +164,31 @@ def test_list_holds_every_room(stack, client):
             d.rmdir()
 
 
+# ---------------------------------------------------------------- what root keeps
+
+def test_reading_ops_run_with_only_the_reading_capabilities(stack, client):
+    """status and list give up every capability but the reading ones
+    before they look at a room (strace shows the capset); an op that
+    builds rooms keeps them."""
+    room = unique_room("caps")
+    assert run(stack, b"", "create", room).returncode == 0
+    for args in (["status", room], ["list"]):
+        r = subprocess.run(["strace", "-qq", "-e", "trace=capset", "-o", "/dev/stderr",
+                            str(HELPER), "-c", str(stack.conf_path), *args],
+                           capture_output=True, text=True, timeout=60, cwd="/")
+        assert r.returncode == 0 and room in r.stdout, r
+        calls = [l for l in r.stderr.splitlines() if l.startswith("capset(")]
+        assert len(calls) == 1, r.stderr
+        assert "CAP_DAC_READ_SEARCH" in calls[0] and "CAP_SYS_ADMIN" not in calls[0], calls
+        assert "CAP_KILL" not in calls[0] and "CAP_SETUID" not in calls[0], calls
+    # control: stop (it kills, unmounts) keeps root's
+    r = subprocess.run(["strace", "-qq", "-e", "trace=capset", "-o", "/dev/stderr",
+                        str(HELPER), "-c", str(stack.conf_path), "stop", room],
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    assert r.returncode == 0 and "capset(" not in r.stderr, r
+    assert run(stack, b"", "destroy", room).returncode == 0
+
+
 # ---------------------------------------------------------------- no JSON in the helper
 
 JSON_SYMBOLS = ("mj_parse", "mj_get", "mjw_", "json_", "cJSON", "yajl", "jsmn", "bump_malloc")
