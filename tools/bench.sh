@@ -620,6 +620,21 @@ xfer() {
 }
 # 64 MiB of random bytes: figure 9's file; four of them make figure 12's.
 ! want 9 && ! want 12 || head -c $((64 * 1048576)) /dev/urandom > "$tmp/ref/src.bin"
+# cpu_ms PID...: CPU time (user + system, all threads) the processes used
+# so far, in ms; with the children they reaped (roombox-fcgi's helpers).
+cpu_ms() {
+	local t p f=()
+	for p in "$@"; do f+=("/proc/$p/stat"); done
+	t=$(cat "${f[@]}" 2>/dev/null | awk '{ sub(/.*\) /, ""); s += $12 + $13 + $14 + $15 } END { print s + 0 }')
+	calc "$t * 1000 / $(getconf CLK_TCK)"
+}
+# per_req NAME BEFORE AFTER: ms of CPU per request of wrk run NAME.
+per_req() {
+	local n
+	n=$(sed -n 's/^[[:space:]]*\([0-9]*\) requests in .*/\1/p' "$tmp/out/$1.txt")
+	num "$n" && [ "$n" -gt 0 ] && calc "sprintf(\"%.3f\", ($3 - $2) / $n)" || echo n/a
+}
+ngx_pids() { echo "$nginx_pid" $(pgrep -P "$nginx_pid"); }
 auth=(-H "Authorization: Bearer $(head -n1 "$tokens")")
 if want 9; then
 FILE_REPS=5
@@ -631,16 +646,31 @@ src_sha=$(sha256sum < "$tmp/ref/src.bin" | cut -d' ' -f1)
 echo "first exec (creates room ${prefix}x): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path x)")"
 files_url="http://127.0.0.1:$port/api/rooms/${prefix}x/sandbox/files/big.bin"
 dav_url="http://127.0.0.1:$ref_port/dav/big.bin"
+# CPU of nginx, roombox-fcgi (with the helpers it reaped) and the room's
+# keeper (with the tools it reaped) over each transfer: what the path
+# costs, which other work on the host does not skew as it skews MB/s.
+kx=$(keeper_of "${prefix}x")
+files_cpu() { cpu_ms $(ngx_pids) "$fcgi_pid" ${kx:-}; }
 settle
 : > "$tmp/out/files.txt"
+: > "$tmp/out/files_cpu.txt"
 for i in $(seq "$FILE_REPS"); do
+	c0=$(files_cpu)
 	u=$(xfer PUT "$files_url" "$tmp/ref/src.bin" "${auth[@]}")
+	c1=$(files_cpu)
 	ru=$(xfer PUT "$dav_url" "$tmp/ref/src.bin")
+	c2=$(files_cpu)
 	d=$(xfer GET "$files_url" /dev/null "${auth[@]}")
+	c3=$(files_cpu)
 	rd=$(xfer GET "$dav_url" /dev/null)
+	c4=$(files_cpu)
 	echo "round $i: upload $u, reference $ru; download $d, reference $rd (status MB/s)"
 	echo "$u $ru $d $rd" >> "$tmp/out/files.txt"
+	calc "sprintf(\"%.0f %.0f %.0f %.0f\n\", $c1 - $c0, $c2 - $c1, $c3 - $c2, $c4 - $c3)" >> "$tmp/out/files_cpu.txt"
 done
+echo "CPU ms per 64 MiB (context; nginx + roombox-fcgi + the room's keeper and its tools, median):" \
+	"upload $(awk '{ print $1 }' "$tmp/out/files_cpu.txt" | median), reference $(awk '{ print $2 }' "$tmp/out/files_cpu.txt" | median);" \
+	"download $(awk '{ print $3 }' "$tmp/out/files_cpu.txt" | median), reference $(awk '{ print $4 }' "$tmp/out/files_cpu.txt" | median)"
 up_mbs=$(awk '$1 ~ /^20[01]$/ { print $2 }' "$tmp/out/files.txt" | median)
 upref_mbs=$(awk '$3 ~ /^20[14]$/ { print $4 }' "$tmp/out/files.txt" | median)
 down_mbs=$(awk '$5 == 200 { print $6 }' "$tmp/out/files.txt" | median)
@@ -708,21 +738,6 @@ wrk_run() {
 }
 non2xx() { sed -n 's/^[[:space:]]*Non-2xx or 3xx responses:[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out/$1.txt"; }
 settle
-# cpu_ms PID...: CPU time (user + system, all threads) the processes used
-# so far, in ms; with the children they reaped (roombox-fcgi's helpers).
-cpu_ms() {
-	local t p f=()
-	for p in "$@"; do f+=("/proc/$p/stat"); done
-	t=$(cat "${f[@]}" 2>/dev/null | awk '{ sub(/.*\) /, ""); s += $12 + $13 + $14 + $15 } END { print s + 0 }')
-	calc "$t * 1000 / $(getconf CLK_TCK)"
-}
-# per_req NAME BEFORE AFTER: ms of CPU per request of wrk run NAME.
-per_req() {
-	local n
-	n=$(sed -n 's/^[[:space:]]*\([0-9]*\) requests in .*/\1/p' "$tmp/out/$1.txt")
-	num "$n" && [ "$n" -gt 0 ] && calc "sprintf(\"%.3f\", ($3 - $2) / $n)" || echo n/a
-}
-ngx_pids() { echo "$nginx_pid" $(pgrep -P "$nginx_pid"); }
 pv_ref1=$(wrk_run "$proxy_url" proxy1)
 c_ngx0=$(cpu_ms $(ngx_pids)) c_fcgi0=$(cpu_ms "$fcgi_pid")
 pv_rps=$(wrk_run "$preview_url" preview)
