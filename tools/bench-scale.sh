@@ -16,6 +16,13 @@
 #   - the time per 1,000 rooms started, batch by batch, judged against
 #     10 s (1,000 x the 10 ms first-exec target, back to back).
 # The rooms are deleted by bench.sh's cleanup section, like every other.
+#
+# Why per-room memory grows with N: every memory cgroup keeps, per NUMA
+# node, a shrinker slot (16 bytes once kmalloc rounds it) for every
+# superblock on the host, and each room has a memory cgroup and about
+# nine superblocks (its disk, three overlays, proc, devpts, /dev/shm,
+# mqueue).  So N rooms hold ~144 x N bytes each in those maps: ~1.4 MiB
+# at 10,000, beyond everything else a room costs.
 
 # meminfo_snap FILE: /proc/meminfo's values (kB) as "Name value" lines.
 meminfo_snap() { awk '{ sub(":", "", $1); print $1, $2 }' /proc/meminfo > "$1"; }
@@ -89,6 +96,10 @@ for i in $(seq 0 $(( (SCALE_ROOMS - 1) / 100 + 1 )) $((SCALE_ROOMS - 1))); do
 	[ -n "$c" ] && { cg_sum=$((cg_sum + c)); cg_n=$((cg_n + 1)); }
 done
 [ "$sc_k" -gt 0 ] && echo "  keepers (/proc/<pid>/smaps_rollup, $sc_k sampled): RSS $((rss_sum / sc_k)) KiB, PSS $((pss_sum / sc_k)) KiB each"
+# Less skewed by other work's page cache and processes than MemAvailable:
+# the kernel's unreclaimable parts (host-wide still) and the keepers' PSS.
+[ "$sc_k" -gt 0 ] && echo "  context, less skewed by the host's other work: SUnreclaim + PageTables + KernelStack + Percpu" \
+	"per room + keeper PSS = $(calc "sprintf(\"%.0f\", $(sc_per SUnreclaim) + $(sc_per PageTables) + $(sc_per KernelStack) + $(sc_per Percpu) + $pss_sum / $sc_k)") KiB"
 [ "$cg_n" -gt 0 ] && echo "  room cgroups (memory.usage_in_bytes or memory.current, $cg_n sampled): $((cg_sum / cg_n / 1024)) KiB each (includes the page cache of the room's files)"
 
 settle
