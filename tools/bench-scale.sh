@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154,SC2034  # tmp, prefix, exec_body... are tools/bench.sh's; sc_* are its summary's
 # make bench-scale: the 10,000-room figure, as a section of tools/bench.sh
 # (BENCH_ONLY=scale), which sources this file on its stack (started with
 # max_rooms at least BENCH_SCALE_ROOMS + 8) and uses its helpers (hb, settle,
@@ -42,7 +44,6 @@ sleep 1
 sc_run0=$(running_rooms)
 meminfo_snap "$tmp/out/meminfo0"
 slab_snap "$tmp/out/slab0"
-sc_batches=()
 sc_last_s1000=n/a sc_first_s1000=n/a
 done_n=0
 sc_t0=$(date +%s.%N)

@@ -650,6 +650,7 @@ dav_url="http://127.0.0.1:$ref_port/dav/big.bin"
 # keeper (with the tools it reaped) over each transfer: what the path
 # costs, which other work on the host does not skew as it skews MB/s.
 kx=$(keeper_of "${prefix}x")
+# shellcheck disable=SC2046,SC2086  # pids, one a word; none without a keeper
 files_cpu() { cpu_ms $(ngx_pids) "$fcgi_pid" ${kx:-}; }
 settle
 : > "$tmp/out/files.txt"
@@ -942,6 +943,7 @@ fi
 fi
 
 if want scale; then
+# shellcheck source=tools/bench-scale.sh
 . "$repo/tools/bench-scale.sh"
 fi
 
