@@ -5,6 +5,8 @@
 # max_rooms at least BENCH_SCALE_ROOMS + 8) and uses its helpers (hb, settle,
 # running_rooms, keeper_of, cgroup_mem, calc, kv, f0, f2, verdict, ratio).
 #
+# Warns when kernel.pid_max is too low for the rooms (3 pids each).
+#
 # Starts BENCH_SCALE_ROOMS running rooms (one exec each, BENCH_CREATE_WORKERS
 # at a time, in batches of 1,000) and prints:
 #   - warm exec p50 of one room before the rooms start and with all running
@@ -30,6 +32,14 @@
 meminfo_snap() { awk '{ sub(":", "", $1); print $1, $2 }' /proc/meminfo > "$1"; }
 # slab_snap FILE: "cache KiB" for every slab cache (num_objs x objsize).
 slab_snap() { awk 'NR > 2 { printf "%s %.0f\n", $1, $3 * $4 / 1024 }' /proc/slabinfo > "$1"; }
+
+# A running room holds three host pids (its keeper, and the kernel's jbd2
+# and ext4-rsv-conversion threads of its disk), and every exec forks more.
+sc_pids=$(cat /proc/sys/kernel/pid_max)
+if [ "$sc_pids" -lt $((3 * SCALE_ROOMS + 4096)) ]; then
+	say "kernel.pid_max is $sc_pids: $SCALE_ROOMS rooms take about $((3 * SCALE_ROOMS)) pids, so forks will fail" \
+		"near the end (sysctl -w kernel.pid_max=4194304 first)"
+fi
 
 section "scale. $SCALE_ROOMS running rooms ($CREATE_WORKERS at a time, batches of 1,000): warm exec of one room before and with them, memory and time per room"
 echo "first exec (creates room ${prefix}w, the one measured): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path w)")"
