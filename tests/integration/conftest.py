@@ -840,15 +840,25 @@ def kernel_lacks(what):
     return KERNEL_SKIP + what
 
 
+OFFLINE_SKIP = "this machine cannot reach "
+
+
+def offline(what):
+    """The reason for `pytest.skip(offline(what))`, once a control has just
+    shown that `what` (a package registry) cannot be reached from here: a
+    tool the test installs from it cannot be had.  Listed, not failed."""
+    return OFFLINE_SKIP + what
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     # A skipped test is not a passed test: report it as a failure so that a
     # missing tool or a broken fixture can never turn the suite green.  Only
-    # kernel_lacks() stays a (listed) skip.
+    # kernel_lacks() and offline() stay (listed) skips.
     outcome = yield
     rep = outcome.get_result()
     reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-    if rep.skipped and reason.startswith("Skipped: " + KERNEL_SKIP):
+    if rep.skipped and reason.startswith(("Skipped: " + KERNEL_SKIP, "Skipped: " + OFFLINE_SKIP)):
         return
     if rep.skipped and not hasattr(rep, "wasxfail"):
         rep.outcome = "failed"
