@@ -14,22 +14,64 @@ against the running service, both ways:
   - the document itself passes Redocly's linter (tools/openapi-lint/, the
     version pinned in its package-lock.json, installed with `npm ci` into
     build/openapi-lint/ as a CI would).
+
+The only stand-in is the agent's model (StubModel below), as in
+test_agent.py; everything else is the real stack.
 """
 
-import http.client
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import urllib.request
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker, RefResolver
 
 from conftest import LIGHTTPD_ERROR_PAGES, NGINX_EXAMPLE, REPO, offline, wait_until
+
+class StubModel(ThreadingHTTPServer):
+    """The one stand-in: an OpenAI-compatible /v1/chat/completions on
+    loopback for the agent's answers, whole or as events.  A user message
+    holding FAIL gets a 500, which roombox answers as its 502."""
+    daemon_threads = True
+    REPLY = "Sure.\n<run>echo from-the-agent</run>"
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            if "FAIL" in body["messages"][-1]["content"]:
+                self.send_response(500)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                return
+            if body.get("stream"):
+                data = "".join(f"data: {json.dumps(e)}\n\n" for e in (
+                    {"choices": [{"index": 0, "delta": {"content": StubModel.REPLY}}]},
+                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})) + "data: [DONE]\n\n"
+                ctype = "text/event-stream"
+            else:
+                data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": StubModel.REPLY}}]})
+                ctype = "application/json"
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data.encode())))
+            self.end_headers()
+            self.wfile.write(data.encode())
+
+
+MODEL = StubModel(("127.0.0.1", 0), StubModel.Handler)
+threading.Thread(target=MODEL.serve_forever, daemon=True).start()
+ROOMBOX_CONFIG = {"llm_url": f"http://127.0.0.1:{MODEL.server_address[1]}/v1",
+                  "llm_model": "stub-model", "llm_timeout": "30s", "llm_rounds": "1"}
 
 DOC_PATH = REPO / "docs" / "openapi.json"
 DOC = json.loads(DOC_PATH.read_text())
@@ -514,9 +556,15 @@ def run_every_route(client, check):
     c.call("GET", f"{R}/sandbox/exec", 405)
     c.call("GET", R, 200)
 
-    # messages: a user message (no model here), an assistant's run tags
+    # messages: a user message the (stub) model answers, whole and as
+    # events, or fails; an assistant's run tags
     c.call("GET", f"{R}/messages", 200)
-    c.call("POST", f"{R}/messages", 201, {"role": "user", "content": "list the files"})
+    r = c.call("POST", f"{R}/messages", 201, {"role": "user", "content": "list the files"})
+    assert "from-the-agent" in json.loads(r.body)["reply"]["content"], r
+    r = c.call("POST", f"{R}/messages", 200, {"role": "user", "content": "and again"},
+               headers={"Accept": "text/event-stream"})
+    assert [f["type"] for f in sse_frames(r.body)][-1] == "complete", r
+    c.call("POST", f"{R}/messages", 502, {"role": "user", "content": "FAIL now"})
     r = c.call("POST", f"{R}/messages", 201,
                {"role": "assistant", "content": "Here: <run>echo tagged</run>"})
     assert "Output (echo tagged):\ntagged" in json.loads(r.body)["message"]["content"], r
