@@ -54,6 +54,9 @@ $(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h sandbox-help
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# the OpenAPI document is compiled in (fcgi-app/openapi.c)
+$(B)/fcgi-app/openapi.o $(B)/fuzz/obj/fcgi-app/openapi.o: docs/openapi.json
+
 # the version is compiled in
 $(B)/fcgi-app/health.o $(B)/sandbox-helper/main.o: $(wildcard debian/changelog)
 
