@@ -4,7 +4,7 @@
 #   make check    install missing Debian packages, then every test
 #   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
-#   make bench    SPEC §7 figures
+#   make bench    SPEC §7 figures (make bench-scale: the 10,000-room one)
 #   make install  DESTDIR-aware install (used by debian/rules)
 
 VERSION  := $(shell sed -n '1s/.*(\(.*\)).*/\1/p' debian/changelog 2>/dev/null || echo 0.0.0)
@@ -46,13 +46,16 @@ SECCOMP_LIBS := $(shell pkg-config --libs libseccomp 2>/dev/null)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all check unit integration security package-test run bench install clean deps \
+.PHONY: all check unit integration security package-test run bench bench-scale install clean deps \
         fuzz fuzz-smoke
 all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper
 
 $(B)/%.o: %.c $(wildcard common/*.h fcgi-app/*.h sandbox-helper/*.h sandbox-helper/keeper/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# the OpenAPI document is compiled in (fcgi-app/openapi.c)
+$(B)/fcgi-app/openapi.o $(B)/fuzz/obj/fcgi-app/openapi.o: docs/openapi.json
 
 # the version is compiled in
 $(B)/fcgi-app/health.o $(B)/sandbox-helper/main.o: $(wildcard debian/changelog)
@@ -214,6 +217,11 @@ run: deps
 bench: deps
 	$(MAKE) all
 	@tools/bench.sh
+
+# The 10,000-room figure (BENCH_SCALE_ROOMS), on its own: tools/bench-scale.sh.
+bench-scale: deps
+	$(MAKE) all
+	@BENCH_ONLY=scale tools/bench.sh
 
 # tools/soak.sh: mixed load and faults over a pool of rooms (tests/soak/).
 SOAK_S ?= 3600

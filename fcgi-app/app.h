@@ -105,6 +105,8 @@ route_handler api_exec_post;
 route_handler api_messages_list, api_messages_post;
 /* metrics_scrape.c */
 route_handler api_metrics_get;
+/* openapi.c */
+route_handler api_openapi_get;
 /* rooms.c */
 route_handler api_rooms_stop;
 /* A read that must not create the room: true when it exists, else false

@@ -15,6 +15,7 @@
  */
 static const struct route routes[] = {
 	{ "/api/health",                 { { "GET", api_health_get, ROUTE_PUBLIC } } },
+	{ "/api/openapi.json",           { { "GET", api_openapi_get, ROUTE_PUBLIC } } },
 	{ "/api/rooms",                  { { "GET", api_rooms_list, 0 },
 					   { "POST", api_rooms_create, 0 } } },
 	{ "/api/rooms/{id}",             { { "GET", api_rooms_get, 0 },

@@ -35,7 +35,7 @@
  * disk image (disk.h: a spare).  A start costs the longer of the lanes, not
  * their sum.
  *
- * The lower tree for rootfs = host is <run_dir>/base-2: symlinks or overlay
+ * The lower tree for rootfs = host is <run_dir>/base-3: symlinks or overlay
  * mount points for /usr, /bin, /lib*, /sbin and /var/lib/dpkg as on the
  * host, and an /etc made from an allowlist of host files (with apt's and
  * dpkg's, so the room's apt knows the host's sources and its dpkg the host's
@@ -187,6 +187,11 @@ static int copy_entry(const char *src, const char *dst)
 	return 0;
 }
 
+/* The host's device nodes a room has, bound one by one into its /dev. */
+static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+#define N_DEV_NODES (sizeof(dev_nodes) / sizeof(dev_nodes[0]))
+static int dev_entries(const char *dir);
+
 static int write_text(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -222,6 +227,9 @@ static int build_base_tree(const char *dir)
 	chmod(p, 01777);
 	snprintf(p, sizeof(p), "%s/root", dir);
 	chmod(p, 0700);
+	snprintf(p, sizeof(p), "%s/dev", dir);
+	if (dev_entries(p) < 0)
+		return -1;
 	for (size_t i = 0; i < N_HOST_DIRS; i++) {
 		struct stat st;
 		snprintf(h, sizeof(h), "/%s", host_dirs[i]);
@@ -258,9 +266,10 @@ static int base_prepare(const struct config *cfg, char *base, size_t baselen,
 			char *err, size_t errlen)
 {
 	struct stat st;
-	/* -2: the tree of this version (apt's and dpkg's places); one made
-	 * by an earlier version, if any, stays until the next boot */
-	snprintf(base, baselen, "%s/base-2", cfg->run_dir);
+	/* -3: the tree of this version (apt's and dpkg's places, /dev's
+	 * entries); one made by an earlier version, if any, stays until the
+	 * next boot */
+	snprintf(base, baselen, "%s/base-3", cfg->run_dir);
 	if (lstat(base, &st) == 0) {
 		if (!S_ISDIR(st.st_mode) || st.st_uid != 0)
 			return ERR("%s: not a root-owned directory (refusing)", base);
@@ -297,47 +306,79 @@ static int mount_overlay(const char *lower, const char *upper, const char *work,
 	return mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
 }
 
+/* The mount point of each (an empty file), then pts/ and shm/, then the
+ * symlinks: what a room's /dev holds, in dir. */
+static int dev_entries(const char *dir)
+{
+	static const char *const links[][2] = { { "pts/ptmx", "ptmx" }, { "/proc/self/fd", "fd" },
+		{ "/proc/self/fd/0", "stdin" }, { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" } };
+	char p[PATH_MAX];
+
+	for (size_t i = 0; i < N_DEV_NODES; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, dev_nodes[i]);
+		int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd < 0)
+			return -1;
+		close(fd);
+	}
+	snprintf(p, sizeof(p), "%s/pts", dir);
+	if (mkdir(p, 0755) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/shm", dir);
+	if (mkdir(p, 01777) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, links[i][1]);
+		if (symlink(links[i][0], p) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int bind_dev(const char *root, const char *name)
 {
 	char src[64], dst[PATH_MAX];
 	snprintf(src, sizeof(src), "/dev/%s", name);
 	snprintf(dst, sizeof(dst), "%s/dev/%s", root, name);
-	int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-	if (fd < 0)
-		return -1;
-	close(fd);
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return -1;
 	return mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC, NULL);
 }
 
-static int setup_dev(const char *root)
+/* /dev: the nodes below are bind mounts, each with its own flags (so the
+ * directory itself is nodev), devpts and a tmpfs for shm.  With rootfs =
+ * host the overlay's own dev/ is bound onto itself read-only: the
+ * generated lower root's dev/ holds the mount points and the symlinks
+ * already (build_base_tree), and nothing of the room ever reached the
+ * overlay's dev/, always covered.  A tmpfs of its own would be one more
+ * superblock per room, and each costs every memory cgroup a shrinker slot
+ * (setup_sys).
+ * A prepared rootfs gets a small tmpfs, filled here. */
+static int setup_dev(const char *root, bool host)
 {
-	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
-	char p[PATH_MAX], q[PATH_MAX];
+	char p[PATH_MAX];
 
 	snprintf(p, sizeof(p), "%s/dev", root);
-	/* nodev: the nodes below are bind mounts, each with its own flags */
-	if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+	if (host) {
+		if (mount(p, p, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) < 0)
+			return -1;
+	} else if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0 ||
+		   dev_entries(p) < 0) {
 		return -1;
-	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
-		if (bind_dev(root, nodes[i]) < 0)
+	}
+	for (size_t i = 0; i < N_DEV_NODES; i++)
+		if (bind_dev(root, dev_nodes[i]) < 0)
 			return -1;
 	snprintf(p, sizeof(p), "%s/dev/pts", root);
-	if (mkdir(p, 0755) < 0 ||
-	    mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
+	if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
 		return -1;
 	snprintf(p, sizeof(p), "%s/dev/shm", root);
-	if (mkdir(p, 01777) < 0 ||
-	    mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") < 0)
+	if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") < 0)
 		return -1;
-	static const char *const links[][2] = { { "pts/ptmx", "ptmx" }, { "/proc/self/fd", "fd" },
-		{ "/proc/self/fd/0", "stdin" }, { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" } };
-	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-		snprintf(q, sizeof(q), "%s/dev/%s", root, links[i][1]);
-		if (symlink(links[i][0], q) < 0)
-			return -1;
-	}
+	if (host)
+		return 0;
 	snprintf(p, sizeof(p), "%s/dev", root);
 	return mount(NULL, p, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
 		     "mode=0755,size=64k,nr_inodes=64");
@@ -356,16 +397,28 @@ static int setup_proc(const char *root)
 }
 
 /* /sys stays empty and read-only even for the room's root (which owns the
- * bare directory of the lower tree): an empty read-only tmpfs covers it. */
-static int setup_sys(const char *root)
+ * bare directory of the lower tree).  With rootfs = host it is bound onto
+ * itself read-only: the generated lower root's sys/ is empty, and nothing
+ * of the room ever reached the overlay's sys/, always covered.  Not a file
+ * system of its own: every superblock costs each memory cgroup on the host
+ * a slot in its shrinker map (cgroup.c), so a room's superblocks cost
+ * memory in proportion to the rooms running.  (Nor a bind of the lower
+ * tree's directory: the room's mount table would show its host path.)  A
+ * prepared rootfs may have anything in its /sys: an empty read-only tmpfs
+ * covers that. */
+static int setup_sys(const char *root, bool host)
 {
 	char p[PATH_MAX];
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/sys", root);
 	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
 		return 0;
-	return mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		     "mode=0555,size=4k,nr_inodes=1");
+	if (!host)
+		return mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			     "mode=0555,size=4k,nr_inodes=1");
+	if (mount(p, p, NULL, MS_BIND, NULL) < 0)
+		return -1;
+	return mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
 static int loopback_up(void)
@@ -559,9 +612,9 @@ static int keeper_build_root(const struct room *r, const struct jail_lower *lowe
 		return -1;
 	if (setup_proc(root) < 0)
 		return ERR("room %s: mount /proc: %s", r->id, strerror(errno));
-	if (setup_dev(root) < 0)
+	if (setup_dev(root, strcmp(r->cfg->rootfs, "host") == 0) < 0)
 		return ERR("room %s: build /dev: %s", r->id, strerror(errno));
-	if (setup_sys(root) < 0)
+	if (setup_sys(root, strcmp(r->cfg->rootfs, "host") == 0) < 0)
 		return ERR("room %s: cover /sys: %s", r->id, strerror(errno));
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)

@@ -12,7 +12,7 @@
 #define JAIL_NS_FLAGS (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | \
 		       CLONE_NEWPID | CLONE_NEWCGROUP)
 
-/* The host-made lower trees of rootfs = host: <run_dir>/base-2 (the root,
+/* The host-made lower trees of rootfs = host: <run_dir>/base-3 (the root,
  * with an /etc drawn from an allowlist) and the mask over the shared host
  * trees (hostmask.h).  Both empty for a prepared rootfs. */
 struct jail_lower {

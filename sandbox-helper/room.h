@@ -31,7 +31,7 @@
  *   <run_dir>/rooms/<id>/lock          serialises start/stop/destroy of a room
  *   <run_dir>/rooms/<id>/busy          shared-locked by every running exec
  *   <run_dir>/rooms/<id>/keeper        "<pid> <starttime>" of the keeper
- *   <run_dir>/base-2/                  generated lower root for rootfs = host
+ *   <run_dir>/base-3/                  generated lower root for rootfs = host
  *   <run_dir>/mask-<key>-<sum>/        whiteouts over the shared host trees
  *                                      (hostmask.h); mask.current names the
  *                                      current one, mask.lock serialises

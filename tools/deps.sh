@@ -11,6 +11,7 @@ packages=(
 	libcurl4-openssl-dev
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests python3-pip  # pip in rooms with rootfs = host (test_pip.py)
+	python3-jsonschema  # answers checked against docs/openapi.json (test_openapi.py)
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it

@@ -610,11 +610,13 @@ class Stack:
                 if (cmd := proc_cmdline(pid)).startswith(f"{FCGI} ")
                 and conf in cmd and pid_alive(pid)]
 
-    def restart_fcgi(self, sig=signal.SIGKILL, timeout=30):
+    def restart_fcgi(self, sig=signal.SIGKILL, timeout=30, while_down=None):
         """Send `sig` to roombox-fcgi (only to it: not to its process group),
         wait until it is gone, and have it running again with the same
         configuration: behind nginx we start it again ourselves, lighttpd
-        spawns it again by itself.  Returns the new pid."""
+        spawns it again by itself.  Returns the new pid.  Behind nginx,
+        while_down() is called once it is gone and before it starts again
+        (lighttpd may start it again at any time: no such moment)."""
         old = self.fcgi_pids()
         assert len(old) == 1, f"expected one roombox-fcgi, found {old}"
         os.kill(old[0], sig)
@@ -624,7 +626,11 @@ class Stack:
         wait_until(lambda: not pid_alive(old[0]), timeout,
                    f"roombox-fcgi (pid {old[0]}) to end after signal {sig}")
         if self.server == "nginx":
-            self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            try:
+                if while_down:
+                    while_down()
+            finally:
+                self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
         self.wait_healthy()
         new = self.fcgi_pids()
         assert len(new) == 1 and new != old, f"roombox-fcgi before {old}, after {new}"
@@ -840,15 +846,25 @@ def kernel_lacks(what):
     return KERNEL_SKIP + what
 
 
+OFFLINE_SKIP = "this machine cannot reach "
+
+
+def offline(what):
+    """The reason for `pytest.skip(offline(what))`, once a control has just
+    shown that `what` (a package registry) cannot be reached from here: a
+    tool the test installs from it cannot be had.  Listed, not failed."""
+    return OFFLINE_SKIP + what
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     # A skipped test is not a passed test: report it as a failure so that a
     # missing tool or a broken fixture can never turn the suite green.  Only
-    # kernel_lacks() stays a (listed) skip.
+    # kernel_lacks() and offline() stay (listed) skips.
     outcome = yield
     rep = outcome.get_result()
     reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-    if rep.skipped and reason.startswith("Skipped: " + KERNEL_SKIP):
+    if rep.skipped and reason.startswith(("Skipped: " + KERNEL_SKIP, "Skipped: " + OFFLINE_SKIP)):
         return
     if rep.skipped and not hasattr(rep, "wasxfail"):
         rep.outcome = "failed"

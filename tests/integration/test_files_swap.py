@@ -9,13 +9,13 @@ of the files API's script then resolves the path through whichever one is
 there at that moment.
 
 What "escape" would mean here: rootfs = host, so the room's lower trees are
-the host's own /usr (and a generated root in <run_dir>/base-2); the room's
+the host's own /usr (and a generated root in <run_dir>/base-3); the room's
 writes go to its upper layer on its own disk, and the host's /root and /tmp
 are not in the room at all (the room has its own).  The files API's
 resolution is confined when
 
   - no name written through the API appears on the host (at /, /tmp, /root,
-    /usr/lib, or anywhere in the stack's run_dir, base-2 included): what was
+    /usr/lib, or anywhere in the stack's run_dir, base-3 included): what was
     written through a symlink to `/` or to `/usr/lib` lands in the room's
     own / and /usr/lib, i.e. its upper layer;
   - a host file at the very path the swapped symlink names in the room
@@ -124,7 +124,7 @@ def bodies_read(got):
 def host_dirs(stack):
     """Host directories a name written through the swapped path would reach
     if it were resolved on the host, and the room's generated lower root."""
-    base = stack.run_dir / "base-2"
+    base = stack.run_dir / "base-3"
     return [Path("/"), Path("/tmp"), Path("/root"), Path("/usr/lib"), base, base / "tmp", base / "root"]
 
 

@@ -63,3 +63,19 @@ def test_writes_persist_in_the_room_and_never_reach_the_tree(client):
     assert not (TREE / "workspace" / "f").exists()
     assert not (TREE / "tmp" / "t").exists()
     assert sorted(p.name for p in (TREE / "workspace").iterdir()) == []
+
+
+def test_dev_on_a_prepared_tree_is_the_same_small_read_only_dev(client):
+    """A prepared tree gets its /dev made at the room's start (the host's
+    rooms take it from the generated tree): the same entries, read-only."""
+    room = unique_room()
+    out = client.sh(room, 'for f in /dev/*; do if [ -L "$f" ]; then t=l; elif [ -c "$f" ]; then t=c; '
+                          'elif [ -d "$f" ]; then t=d; else t=other; fi; echo "${f#/dev/} $t"; done; '
+                          '(echo x > /dev/x) 2>/dev/null && echo writable || echo read-only; '
+                          'read -r l < /dev/null; echo "null=$?"')
+    lines = out.splitlines()
+    assert dict(l.split() for l in lines[:-2]) == {
+        "null": "c", "zero": "c", "full": "c", "random": "c", "urandom": "c", "tty": "c",
+        "pts": "d", "shm": "d",
+        "ptmx": "l", "fd": "l", "stdin": "l", "stdout": "l", "stderr": "l"}, out
+    assert lines[-2:] == ["read-only", "null=1"], out

@@ -39,7 +39,7 @@ def test_rm_rf_of_the_system_changes_nothing_outside_the_room(client, stack, who
         f.write("host file owned by the room's uid\n")
     os.chown(owned, uid_a, uid_a)
     before = {p: file_fingerprint(p) for p in HOST_FILES + [owned]}
-    base_before = tree_fingerprint(stack.run_dir / "base-2")
+    base_before = tree_fingerprint(stack.run_dir / "base-3")
     try:
         res = client.exec(a, f"rm -rf {RM_TARGETS} {owned}; "
                              "mv /etc /etc.old; chmod 777 /etc/passwd; ln -sf /dev/null /usr/bin/ls; "
@@ -57,7 +57,7 @@ def test_rm_rf_of_the_system_changes_nothing_outside_the_room(client, stack, who
             assert "cannot remove '/etc" not in res["stderr"], res
         after = {p: file_fingerprint(p) for p in HOST_FILES + [owned]}
         assert after == before
-        assert tree_fingerprint(stack.run_dir / "base-2") == base_before
+        assert tree_fingerprint(stack.run_dir / "base-3") == base_before
         # room B kept everything
         assert client.sh(b, "cat /workspace/f /tmp/f /home/user/f") == "b-ws\nb-tmp\nb-home\n"
         assert client.sh(b, "ls /usr/bin/ls /etc/passwd && cat --version | head -1").startswith("/etc/passwd\n/usr/bin/ls\n")
@@ -259,13 +259,15 @@ def test_proc_sys_and_sys_are_read_only(client, room):
                             "echo 1 > /proc/sys/vm/drop_caches; echo \"drop_caches=$?\"; "
                             "echo '|/tmp/x' > /proc/sys/kernel/core_pattern; echo \"core_pattern=$?\"; "
                             "touch /sys/x; echo \"sys_touch=$?\"; mkdir /sys/fs; echo \"sys_mkdir=$?\"; "
+                            "chmod 0777 /sys; echo \"sys_chmod=$?\"; chmod 0777 /dev; echo \"dev_chmod=$?\"; "
                             "ls -A /sys | wc -l; uname -n")
     lines = res["stdout"].splitlines()
-    for l in lines[:5]:
+    for l in lines[:7]:
         assert not l.endswith("=0"), res
     assert "Read-only file system" in res["stderr"], res
-    assert lines[5] == "0", f"/sys is not empty in the room: {res}"
-    assert lines[6] == f"sandbox-{room}"
+    assert lines[7] == "0", f"/sys is not empty in the room: {res}"
+    assert lines[8] == f"sandbox-{room}"
+    assert client.sh(room, "stat -c %a /sys /dev") == "755\n755\n"
     with open("/proc/sys/kernel/core_pattern") as f:
         assert "/tmp/x" not in f.read()
 

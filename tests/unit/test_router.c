@@ -277,6 +277,30 @@ static void test_health_is_public(void **state)
 	app.cfg.disk_limit = 1 << 30;
 }
 
+/* the API's OpenAPI document: public like /api/health, served whole as
+ * JSON (the bytes of docs/openapi.json, built in) */
+static void test_openapi_document_is_public(void **state)
+{
+	struct fake f = { .params = { { "REQUEST_METHOD", "GET" }, { "REQUEST_URI", "/api/openapi.json" } } };
+	struct http_input in = { .param = fake_param, .read = fake_read, .ctx = &f };
+	struct response rs = { 0 };
+	json_object *doc, *v;
+
+	(void)state;
+	router_serve(&app, &in, &rs);
+	assert_int_equal(rs.status, 200);
+	assert_non_null(rs.text);
+	assert_string_equal(rs.content_type, "application/json");
+	assert_int_equal(strlen(rs.text), rs.text_len);   /* no NUL inside, none cut */
+	doc = json_tokener_parse(rs.text);
+	assert_non_null(doc);
+	assert_true(json_object_object_get_ex(doc, "openapi", &v));
+	assert_memory_equal(json_object_get_string(v), "3.1.", 4);
+	assert_true(json_object_object_get_ex(doc, "paths", &v));
+	json_object_put(doc);
+	free(rs.text);
+}
+
 /* disk: the helper's record of the rooms' images, the free space now, and
  * what the images may still grow by as a share of it */
 static void test_health_says_how_far_disk_is_committed(void **state)
@@ -715,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_request_path),
 		cmocka_unit_test(test_health_is_public),
 		cmocka_unit_test(test_health_says_how_far_disk_is_committed),
+		cmocka_unit_test(test_openapi_document_is_public),
 		cmocka_unit_test(test_unauthorized),
 		cmocka_unit_test(test_not_found_and_method),
 		cmocka_unit_test(test_invalid_room_id),
