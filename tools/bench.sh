@@ -151,10 +151,9 @@ destroy_left() {
 helper_destroy_left() {
 	local dir=$1
 	[ -s "$dir/roombox.conf" ] || return 0
-	echo '{"op":"stop-all"}' | timeout 120 "$helper" -c "$dir/roombox.conf" >/dev/null 2>&1
-	rooms_left "$dir" | xargs -r -P 8 -I{} sh -c \
-		'printf "{\"op\":\"destroy\",\"room\":\"%s\"}" "$1" | timeout 60 "$2" -c "$3" >/dev/null 2>&1' \
-		_ {} "$helper" "$dir/roombox.conf"
+	timeout 120 "$helper" -c "$dir/roombox.conf" stop-all >/dev/null 2>&1 </dev/null
+	rooms_left "$dir" | xargs -r -P 8 -I{} \
+		timeout 60 "$helper" -c "$dir/roombox.conf" destroy {} >/dev/null 2>&1 </dev/null
 }
 
 # The egress figures' test host: a network namespace with nginx, joined by
