@@ -1,51 +1,71 @@
 /* The one interface between roombox-fcgi and roombox-helper: every
- * operation, key, error code and limit is named here once, and both
- * programs use these names (no operation or key is spelled twice).
+ * operation, record, error code and limit is defined here once, and both
+ * programs use these definitions (no operation or field is spelled twice).
  *
  * roombox-fcgi runs `roombox-helper [-c CONFIG]` once per operation, writes
- * one JSON object (at most helper_request_max(max_body) bytes) on its
- * stdin, closes it, and reads the answer from its stdout.  Exit status 0 =
- * success; non-zero = {"error":"<reason naming room and step>","code":C}.
- * `-c` is honoured only when the real uid is 0 or when it names the
- * compiled-in configuration path (ROOMBOX_CONF).
+ * one request record on its stdin, closes it, and reads one answer record
+ * from its stdout.  Exit status 0 = success; non-zero = an answer whose
+ * status is an error code (HELPER_E_*) and whose text names the room and
+ * the step.  `-c` is honoured only when the real uid is 0 or when it names
+ * the compiled-in configuration path (ROOMBOX_CONF).  (Shell scripts use
+ * the helper's command line instead: roombox-helper(8).)
+ *
+ * Records, not a text format: the setuid helper runs no general parser
+ * and no allocator of its own over its caller's bytes.  Every integer is
+ * in the host's byte order (both ends are on one machine); every size is
+ * checked exactly.
+ *
+ * A request:  struct helper_req (magic, version, op, total size, the room
+ *             where the op takes one, the count of strings), then the op's
+ *             argument record (its exact size is the op's: see the table
+ *             below), then nstrings NUL-terminated strings filling the rest
+ *             of the request exactly.  All of it at most
+ *             helper_request_max(max_body) bytes.  The helper refuses, and
+ *             does nothing for, a request that is short or long, of another
+ *             magic or version, of an unknown op, with a room id that breaks
+ *             the room-id rule (or a room where the op takes none), with
+ *             strings that are not exactly nstrings NUL-terminated ones, or
+ *             with counts that do not add up to nstrings.
+ * An answer:  struct helper_ans (magic, version, op, total size, status),
+ *             then, on success, the op's answer record; on an error, the
+ *             error text (NUL-terminated) instead.
  *
  * The helper hands back raw facts only: a wait status, whether the deadline
- * passed, times as integers; a command's output never passes through it.  Everything a client sees
+ * passed, times as integers, addresses as numbers.  Everything a client sees
  * -- exit codes and signal names, UTF-8 repair, base64, ISO-8601 times,
  * "sandbox-<id>" -- is made by roombox-fcgi (fcgi-app/exec.c, rooms.c), so
  * none of that code runs as root over a room's (hostile) output.
  *
- * An answer is one JSON object on one line (its strings escape every
- * control byte, so the first "\n" ends it).
+ * The operations (HOP_*), each: argument record -> answer record.
  *
- * Requests (HK_OP selects the operation; HK_ROOM is checked against the
- * room-id rule):
- *
- *   exec     {room, cmd, io, timeout_ms?, env?, cwd?, user?}
- *            io: true, always (passed I/O): the helper's fds 3, 4 and 5 are
- *            pipes the caller made (read end; write end; write end), given
- *            to the command as its stdin, stdout and stderr; the caller
- *            writes the input and reads the output as the command runs.
- *            timeout_ms: default exec_timeout (fcgi has checked it against
- *            exec_timeout_max); env {S:S} and cwd: a one-off scope, the
- *            session is not saved; user: HK_USER_ROOT or HK_USER_USER, who
- *            runs it in the room (default: exec_user).  The room is
- *            created, or its jail restarted, when needed.
- *         -> {wait_status, timed_out, duration_us, started_ms}
+ *   exec     struct helper_exec_args, then the strings: cmd (or, with
+ *            HX_TOOL, ntool tool arguments), cwd (with HX_CWD), nenv
+ *            "NAME=value" pairs.  -> struct helper_exec_ans.
+ *            timeout_ms: 0 = exec_timeout (fcgi has checked it against
+ *            exec_timeout_max); env and cwd: a one-off scope, the session is
+ *            not saved; HX_USER_SET with HX_AS_USER or not: who runs it in
+ *            the room (default: exec_user).  The room is created, or its
+ *            jail restarted, when needed.
+ *            Passed I/O: the helper's fds 3, 4 and 5 are pipes the caller
+ *            made (read end; write end; write end; stdout may be a unix
+ *            stream socket), given to the command as its stdin, stdout and
+ *            stderr; the caller writes the input and reads the output as
+ *            the command runs.  A room's output never passes through the
+ *            helper.
  *            wait_status is waitpid()'s status of the shell (meaningless
  *            when timed_out: the tree was killed); started_ms is wall-clock
  *            ms since the epoch.
- *            existing: true = the room must exist already: a room that
- *            does not is code not_found, and nothing is created (a request
- *            that only reads a room).
- *            detach: true (with cmd) the shell is started in a session of
- *            its own and the exec answers at once (wait_status 0): a
- *            managed process (fcgi-app/processes.c).
- *            tool: [op, args...] instead of cmd: one of the keeper's own
- *            operations (below), done in the room as `user` by the keeper's
- *            own code, never by a program of the room: no cmd, env, cwd or
- *            session then.  Its answer text comes on stdout like a
- *            command's, its exit status in wait_status.
+ *            HX_EXISTING: the room must exist already: a room that does not
+ *            is not_found, and nothing is created (a request that only
+ *            reads a room).
+ *            HX_DETACH (with cmd): the shell is started in a session of its
+ *            own and the exec answers at once (wait_status 0): a managed
+ *            process (fcgi-app/processes.c).
+ *            HX_TOOL: tool arguments [op, args...] instead of cmd: one of
+ *            the keeper's own operations (below), done in the room as
+ *            `user` by the keeper's own code, never by a program of the
+ *            room: no cwd, env or session then.  Its answer text comes on
+ *            stdout like a command's, its exit status in wait_status.
  *
  * The keeper's tools (sandbox-helper/keeper/tools.c), each answering on its
  * first stdout line: "E <kind>" (TOOL_KIND_*) for what a client is told
@@ -73,37 +93,39 @@
  *            SIG (a number); for SIGKILL they are stopped first, round after
  *            round, so nothing forks away: "ok <count>".
  *
- *   create   {room}  -> <status>   (room made and started)
- *   status   {room}  -> <status>   or code not_found
- *   list     {}      -> {rooms:[<status>...]}
- *   destroy  {room}  -> {destroyed:true}  (also if absent)
- *   stop     {room}  -> {stopped:true}    (files kept)
- *   stop-idle {keep?:[R...]} -> {stopped:[R...]}  rooms idle longer than
- *            idle_timeout, except those in keep (rooms roombox-fcgi runs
- *            managed processes in: they are not idle)
- *   stop-all {}      -> {stopped:[R...]}
- *   kill-all {room}  -> {killed:N}       every process of the room but its
- *                                        keeper; files, session, jail stay
- *   restart  {room}  -> {restarted:true} the jail stopped and started again
- *     (both: code not_found for a room that does not exist)
+ *   create   room, no args  -> struct helper_status (room made and started)
+ *   status   room, no args  -> struct helper_status, or not_found
+ *   list     no args        -> struct helper_list_ans, then count
+ *            struct helper_status: every room, however many
+ *   destroy  room, no args  -> nothing (also if absent)
+ *   stop     room, no args  -> nothing (files kept)
+ *   stop-idle struct helper_keep_args, then nkeep room ids (rooms
+ *            roombox-fcgi runs managed processes in: they are not idle)
+ *            -> struct helper_stopped_ans, then count room ids (char
+ *            [HELPER_ROOM_LEN] each): the rooms idle longer than
+ *            idle_timeout it stopped
+ *   stop-all no args        -> struct helper_stopped_ans, as stop-idle
+ *   kill-all room, no args  -> struct helper_killed_ans: every process of
+ *            the room but its keeper; files, session, jail stay
+ *   restart  room, no args  -> nothing: the jail stopped and started again
+ *     (both: not_found for a room that does not exist)
  *
  *   An exec that cannot start because the room is at pids_limit (the
  *   keeper cannot fork the shell) kills the room's processes as kill-all
  *   does, logs one line on the helper's stderr, and runs once more.  A
  *   shell that started but could not fork is seen by roombox-fcgi, which
  *   has its output: it asks kill-all and runs the command again.
- *   port-connect {room, port}  -> {connected:true}   (preview ports, §8.5)
- *            the helper's fd 3 is a unix socket the caller made; the
+ *   port-connect room, struct helper_port_args -> nothing  (preview ports)
+ *            port: the helper's fd 3 is a unix socket the caller made; the
  *            helper joins the network namespace of the room's keeper,
  *            connects a TCP socket to 127.0.0.1:port there and sends it
  *            back over fd 3 (SCM_RIGHTS), then answers.  A room that does
- *            not run is not started (code refused: nothing can listen in
- *            it); nothing listening is code refused too.  Counts as the
+ *            not run is not started (refused: nothing can listen in
+ *            it); nothing listening is refused too.  Counts as the
  *            room's activity (idle_timeout).
- *   port-connect {room, serve:true}  -> {connected:true}  (at its end)
- *            the same, many times, for one room: after joining the
- *            namespace the helper reads requests from fd 3, each a
- *            struct port_request, and answers each with one byte,
+ *            serve (port 0): the same, many times, for one room: after
+ *            joining the namespace the helper reads requests from fd 3,
+ *            each a struct port_request, and answers each with one byte,
  *            PORT_REPLY_*, carrying the socket (SCM_RIGHTS) with
  *            PORT_REPLY_CONNECTED: non-blocking, its connect possibly
  *            still under way (the caller waits for it, and reads a refusal
@@ -114,23 +136,23 @@
  *            without a round trip here per connection (they reach what
  *            the room reaches, which the caller -- roombox-fcgi, which
  *            runs anything in any room -- can reach anyway).  Every
- *            request counts as the room's activity.  It ends when fd 3 is closed, when the
- *            room's keeper exits (a restarted room has a new namespace),
- *            or after PORT_SERVE_IDLE_MS without a request; a room not
- *            running ends it at once (code refused).
- *   info     {}      -> {cgroup:"v1"|"v2"|"none", version:S, network:"none"|"egress",
- *                        dns:[S...] (egress only: the name servers a room can use)}
+ *            request counts as the room's activity.  It ends when fd 3 is
+ *            closed, when the room's keeper exits (a restarted room has a
+ *            new namespace), or after PORT_SERVE_IDLE_MS without a
+ *            request; a room not running ends it at once (refused).
+ *   info     no args        -> struct helper_info_ans: cgroup mode, version,
+ *            network, and (egress only) the name servers a room can use.
  *
- *   <status> = {room, running:B, created_at:S (as stored at creation),
- *               last_active_ms:N, disk_bytes:N, memory_bytes:N, processes:N}
- *
- * Error codes and the HTTP status roombox-fcgi gives them:
+ * Error codes (HELPER_E_*; their names, HELPER_ERR_*, are what roombox-fcgi
+ * logs and counts) and the HTTP status roombox-fcgi gives them:
  *   invalid   400   bad request to the helper (should not happen via fcgi)
  *   not_found 404
  *   limit     429   max_rooms reached
  *   denied    500   caller or configuration refused
  *   failed    500   the sandbox could not do it
  *   refused   502   port-connect: nothing listens on that port in the room
+ *   no_space  507   a new room's disk image would promise more than the
+ *                   host has free
  */
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
@@ -140,6 +162,13 @@
 #include <string.h>
 
 /* ---- operations ---- */
+enum helper_op {
+	HOP_EXEC = 1, HOP_CREATE, HOP_STATUS, HOP_LIST, HOP_DESTROY, HOP_STOP,
+	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
+	HOP_PORT_CONNECT,
+	HOP_COUNT   /* one past the last */
+};
+/* their names: the helper's command line, roombox-fcgi's metrics and logs */
 #define HELPER_OP_EXEC      "exec"
 #define HELPER_OP_CREATE    "create"
 #define HELPER_OP_STATUS    "status"
@@ -153,68 +182,149 @@
 #define HELPER_OP_RESTART   "restart"    /* POST …/sandbox/restart */
 #define HELPER_OP_PORT_CONNECT "port-connect"
 
-/* ---- request keys ---- */
-#define HK_OP         "op"
-#define HK_ROOM       "room"
-#define HK_CMD        "cmd"
-#define HK_TIMEOUT_MS "timeout_ms"
-#define HK_ENV        "env"
-#define HK_CWD        "cwd"
-#define HK_IO         "io"   /* true: passed I/O, see exec */
-#define HK_USER       "user"
-#define HK_TOOL       "tool" /* exec: a keeper tool instead of cmd */
-#define HK_EXISTING   "existing" /* exec: never create the room */
-#define HK_DETACH     "detach" /* exec: start in a new session, answer at once */
-/* values of HK_USER: the room's root (uid 0) or its user (uid 1000) */
+static inline const char *helper_op_name(uint32_t op)
+{
+	static const char *const names[HOP_COUNT] = {
+		[HOP_EXEC] = HELPER_OP_EXEC, [HOP_CREATE] = HELPER_OP_CREATE,
+		[HOP_STATUS] = HELPER_OP_STATUS, [HOP_LIST] = HELPER_OP_LIST,
+		[HOP_DESTROY] = HELPER_OP_DESTROY, [HOP_STOP] = HELPER_OP_STOP,
+		[HOP_STOP_IDLE] = HELPER_OP_STOP_IDLE, [HOP_STOP_ALL] = HELPER_OP_STOP_ALL,
+		[HOP_INFO] = HELPER_OP_INFO, [HOP_KILL_ALL] = HELPER_OP_KILL_ALL,
+		[HOP_RESTART] = HELPER_OP_RESTART, [HOP_PORT_CONNECT] = HELPER_OP_PORT_CONNECT,
+	};
+	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
+}
+
+/* the HTTP API's names for who runs a command (validate.c, files.c) */
 #define HK_USER_ROOT  "root"
 #define HK_USER_USER  "user"
-#define HK_KEEP       "keep" /* stop-idle: rooms to leave running */
-#define HK_PORT       "port" /* port-connect: 1..65535 */
-#define HK_SERVE      "serve" /* port-connect: true = many, see above */
 
-/* ---- answer keys ---- */
-#define HK_ERROR            "error"
-#define HK_CODE             "code"
-/* exec */
-#define HK_WAIT_STATUS      "wait_status"
-#define HK_TIMED_OUT        "timed_out"
-#define HK_DURATION_US      "duration_us"
-#define HK_STARTED_MS       "started_ms"
-/* <status> (and HK_ROOM) */
-#define HK_RUNNING          "running"
-#define HK_CREATED_AT       "created_at"
-#define HK_LAST_ACTIVE_MS   "last_active_ms"
-#define HK_DISK_BYTES       "disk_bytes"
-#define HK_MEMORY_BYTES     "memory_bytes"
-#define HK_PROCESSES        "processes"
-/* list, destroy, stop, stop-idle, stop-all, info */
-#define HK_ROOMS            "rooms"
-#define HK_DESTROYED        "destroyed"
-#define HK_STOPPED          "stopped"
-#define HK_CGROUP           "cgroup"
-#define HK_VERSION          "version"
-#define HK_KILLED           "killed"
-#define HK_RESTARTED        "restarted"
-/* port-connect */
-#define HK_CONNECTED        "connected"
-#define HK_NETWORK          "network"
-#define HK_DNS              "dns"
+/* ---- records ---- */
+#define HELPER_MAGIC   0x72626870u   /* "rbhp" */
+#define HELPER_VERSION 1u
+/* a room id (common/roomid.h's rule) NUL-padded: "" where the op takes none */
+#define HELPER_ROOM_LEN 72
+
+struct helper_req {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t op;               /* enum helper_op */
+	uint32_t size;             /* the whole request, this record included */
+	uint32_t nstrings;         /* NUL-terminated strings after the args */
+	uint32_t reserved;         /* 0 */
+	char room[HELPER_ROOM_LEN];
+};
+
+/* exec's flags */
+#define HX_TOOL     1u   /* ntool tool arguments instead of cmd */
+#define HX_CWD      2u   /* a cwd string follows cmd */
+#define HX_USER_SET 4u   /* HX_AS_USER says who runs it (else exec_user) */
+#define HX_AS_USER  8u   /* the room's user (uid 1000), else its root */
+#define HX_EXISTING 16u  /* never create the room (not_found instead) */
+#define HX_DETACH   32u  /* start it in a session of its own, answer at once */
+#define HX_ALL      63u
+
+struct helper_exec_args {
+	uint64_t timeout_ms;       /* 0: exec_timeout */
+	uint32_t flags;            /* HX_* */
+	uint32_t nenv;             /* "NAME=value" strings, after cmd and cwd */
+	uint32_t ntool;            /* HX_TOOL: 1..TOOL_ARGS_MAX, else 0 */
+	uint32_t reserved;         /* 0 */
+};
+
+struct helper_keep_args {      /* stop-idle */
+	uint32_t nkeep;            /* room ids (strings) left running */
+	uint32_t reserved;
+};
+
+struct helper_port_args {      /* port-connect */
+	uint32_t port;             /* 1..65535, or 0 with serve */
+	uint32_t serve;            /* 1: many connections over fd 3 */
+};
+
+struct helper_ans {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t op;               /* the request's (0 when it had none) */
+	uint32_t size;             /* the whole answer, this record included */
+	uint32_t status;           /* HELPER_E_OK, or an error code */
+	uint32_t reserved;
+};
+
+struct helper_exec_ans {
+	int32_t wait_status;
+	uint32_t timed_out;
+	uint64_t duration_us;
+	int64_t started_ms;
+};
+
+/* <status> of a room: facts only (roombox-fcgi names the sandbox, formats
+ * the times and nests the usage) */
+struct helper_status {
+	char room[HELPER_ROOM_LEN];
+	char created_at[32];       /* as stored at creation, NUL-terminated */
+	uint32_t running;
+	uint32_t reserved;
+	int64_t last_active_ms;
+	uint64_t disk_bytes, memory_bytes, processes;
+};
+
+struct helper_list_ans {
+	uint32_t count;            /* struct helper_status records that follow */
+	uint32_t reserved;
+};
+
+struct helper_stopped_ans {
+	uint32_t count;            /* char[HELPER_ROOM_LEN] room ids that follow */
+	uint32_t reserved;
+};
+
+struct helper_killed_ans {
+	uint32_t killed;
+	uint32_t reserved;
+};
+
+#define HELPER_DNS_MAX 32      /* CONFIG_LIST_MAX */
+struct helper_info_ans {
+	char cgroup[8];            /* "v1", "v2" or "none" */
+	char version[32];
+	char network[8];           /* "none" or "egress" */
+	uint32_t ndns;
+	uint32_t dns[HELPER_DNS_MAX];  /* IPv4, host byte order */
+};
 
 /* ---- error codes ---- */
+enum helper_status_code {
+	HELPER_E_OK = 0, HELPER_E_INVALID, HELPER_E_NOT_FOUND, HELPER_E_LIMIT,
+	HELPER_E_DENIED, HELPER_E_FAILED, HELPER_E_REFUSED, HELPER_E_NO_SPACE,
+	HELPER_E_COUNT
+};
 #define HELPER_ERR_INVALID   "invalid"
 #define HELPER_ERR_NOT_FOUND "not_found"
 #define HELPER_ERR_LIMIT     "limit"
 #define HELPER_ERR_DENIED    "denied"
 #define HELPER_ERR_FAILED    "failed"
 #define HELPER_ERR_REFUSED   "refused"
-/* a new room's disk image would promise more than the host has free (507) */
 #define HELPER_ERR_NO_SPACE  "no_space"
+
+static inline const char *helper_err_name(uint32_t code)
+{
+	static const char *const names[HELPER_E_COUNT] = {
+		[HELPER_E_OK] = "ok", [HELPER_E_INVALID] = HELPER_ERR_INVALID,
+		[HELPER_E_NOT_FOUND] = HELPER_ERR_NOT_FOUND, [HELPER_E_LIMIT] = HELPER_ERR_LIMIT,
+		[HELPER_E_DENIED] = HELPER_ERR_DENIED, [HELPER_E_FAILED] = HELPER_ERR_FAILED,
+		[HELPER_E_REFUSED] = HELPER_ERR_REFUSED, [HELPER_E_NO_SPACE] = HELPER_ERR_NO_SPACE,
+	};
+	return code < HELPER_E_COUNT ? names[code] : HELPER_ERR_FAILED;
+}
+
+/* An error's text is at most this long (its NUL included). */
+#define HELPER_ERROR_MAX 1024
 
 /* ---- limits ---- */
 /* A request carries at most one HTTP body (max_body: cmd, stdin, env) and
- * what roombox-fcgi adds around it (op, room, timeout_ms, encoding, JSON
- * quoting, which never grows a body json-c has parsed); the slack is
- * that addition, generously.  Both sides apply the same limit:
+ * what roombox-fcgi adds around it (records, NUL terminators); the slack
+ * is that addition, generously.  Both sides apply the same limit:
  * roombox-fcgi answers 413 before spawning, the helper refuses more. */
 #define HELPER_REQUEST_SLACK (64u << 10)
 
@@ -224,13 +334,13 @@ static inline uint64_t helper_request_max(uint64_t max_body)
 }
 
 /* Everything the helper may use (heap, code, stack), whatever the
- * request: its allocator refuses past HELPER_HEAP_BUDGET (see
- * sandbox-helper/alloc/bump_malloc.c), which leaves the rest for the
- * static binary, its stack and the kernel's view of both.  max_body is at
- * most MAX_BODY_LIMIT (common/config.c) so that a legitimate request of
- * that size (reading buffer, parsed document, answer) fits the budget. */
+ * request: a request is read whole into one buffer of at most
+ * helper_request_max(max_body) bytes, and nothing else grows with it (its
+ * strings are used where they lie; a command's output never passes
+ * through the helper).  max_body is at most MAX_BODY_LIMIT
+ * (common/config.c), so that no request takes the helper past
+ * HELPER_MEMORY_MAX (tests/security/test_helper_memory.py). */
 #define HELPER_MEMORY_MAX (64u << 20)
-#define HELPER_HEAP_BUDGET (HELPER_MEMORY_MAX - (8u << 20))
 #define MAX_BODY_LIMIT (8u << 20)
 /* output_limit: roombox-fcgi (never the helper: the output goes to its own
  * pipes) holds both streams of every running exec, each up to this. */

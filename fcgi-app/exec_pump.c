@@ -73,38 +73,12 @@ void exec_slot_give(struct app *app)
 		atomic_fetch_sub(&app->execs_running, 1);
 }
 
-json_object *exec_helper_request(const char *room, const struct exec_request *ex)
+struct helper_exec exec_helper_exec(const struct exec_request *ex)
 {
-	json_object *req = json_object_new_object();
-
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_EXEC));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	json_object_object_add(req, HK_CMD, json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
-	json_object_object_add(req, HK_IO, json_object_new_boolean(1));
-	if (ex->timeout_ms)
-		json_object_object_add(req, HK_TIMEOUT_MS, json_object_new_int64((int64_t)ex->timeout_ms));
-	if (ex->env)
-		json_object_object_add(req, HK_ENV, json_object_get(ex->env));
-	if (ex->cwd)
-		json_object_object_add(req, HK_CWD, json_object_new_string(ex->cwd));
-	if (ex->user)   /* else the helper's default, exec_user */
-		json_object_object_add(req, HK_USER, json_object_new_string(ex->user));
-	return req;
-}
-
-/* A tool in place of the command, and "never create the room". */
-static void request_extras(json_object *req, const struct exec_sink *sink)
-{
-	if (sink->tool) {
-		json_object *argv = json_object_new_array();
-
-		for (size_t i = 0; sink->tool[i]; i++)
-			json_object_array_add(argv, json_object_new_string(sink->tool[i]));
-		json_object_object_del(req, HK_CMD);
-		json_object_object_add(req, HK_TOOL, argv);
-	}
-	if (sink->existing)
-		json_object_object_add(req, HK_EXISTING, json_object_new_boolean(1));
+	return (struct helper_exec){
+		.cmd = ex->cmd, .cmd_len = ex->cmd_len, .cwd = ex->cwd, .env = ex->env,
+		.timeout_ms = ex->timeout_ms, .user = ex->user,   /* NULL: exec_user */
+	};
 }
 
 void exec_answer_error(struct response *rs, const struct helper_error *err)
@@ -313,7 +287,7 @@ static bool pump_setup(struct pump *p, const char *room, struct helper_error *er
 	uint64_t timeout = ex->timeout_ms ? ex->timeout_ms : p->app->cfg.exec_timeout_ms;
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	bool file_socket = sink->stdout_file != NULL;
-	json_object *req;
+	struct helper_exec x = exec_helper_exec(ex);
 
 	p->in = p->so.fd = p->se.fd = -1;
 	p->so = (struct out_stream){ .fd = -1, .name = "stdout", .limit = p->app->cfg.output_limit };
@@ -333,11 +307,10 @@ static bool pump_setup(struct pump *p, const char *room, struct helper_error *er
 	if (file_socket)   /* the room writes into it, roombox-fcgi only reads */
 		shutdown(out[0], SHUT_WR);
 	int pass[3] = { in[0], out[1], errp[1] };
-	req = exec_helper_request(room, ex);
-	request_extras(req, sink);
-	p->run = helper_start(&target, req, (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS,
-			      pass, err);
-	json_object_put(req);
+	x.tool = sink->tool;   /* a tool in place of the command */
+	x.existing = sink->existing;
+	p->run = helper_exec_start(&target, room, &x,
+				   (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, pass, err);
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);
@@ -451,19 +424,20 @@ static void pump_run(struct pump *p)
 /* The helper reaped and its answer made the result; NULL with err set. */
 static json_object *pump_finish(struct pump *p, struct helper_error *err)
 {
-	json_object *reply = helper_finish(p->run, err), *result = NULL;
+	struct helper_exec_ans ans;
+	json_object *result = NULL;
+	int rc = helper_exec_finish(p->run, &ans, err);
 
 	p->run = NULL;
-	if (reply) {
+	if (rc == 0) {
 		struct exec_output o = { p->so.buf, p->se.buf, p->so.len, p->se.len,
 					 p->so.cut, p->se.cut };
 
-		result = exec_result_make(reply, &o, p->ex, err->message, sizeof(err->message));
+		result = exec_result_make(&ans, &o, p->ex, err->message, sizeof(err->message));
 		if (!result) {
 			err->http_status = 500;
 			snprintf(err->code, sizeof(err->code), "reply");
 		}
-		json_object_put(reply);
 	}
 	return result;
 }
@@ -492,22 +466,16 @@ static bool free_room_at_limit(struct pump *p, const char *room, json_object *re
 		return false;
 
 	struct helper_target target = app_helper(p->app);
-	json_object *req = json_object_new_object(), *reply, *n;
+	uint32_t killed;
 
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_KILL_ALL));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	reply = helper_call(&target, req, HELPER_DEFAULT_DEADLINE_MS, &err);
-	json_object_put(req);
-	if (!reply) {
+	if (helper_kill_all(&target, room, &killed, &err) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: at its process limit (the shell could not fork), "
 			"kill-all failed: %s\n", room, err.message);
 		return false;
 	}
 	fprintf(stderr, "roombox-fcgi: room %s: at its process limit (pids_limit %d, the shell could "
 		"not fork): killed %d processes, running the exec again\n", room,
-		p->app->cfg.pids_limit,
-		json_object_object_get_ex(reply, HK_KILLED, &n) ? json_object_get_int(n) : -1);
-	json_object_put(reply);
+		p->app->cfg.pids_limit, (int)killed);
 	return true;
 }
 

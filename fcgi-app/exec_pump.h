@@ -57,9 +57,9 @@ json_object *exec_pump_in_room(struct app *app, const char *room, const struct e
  * yet (0 to 3): what a text event keeps back for the next piece. */
 size_t utf8_incomplete_tail(const unsigned char *p, size_t n);
 
-/* The helper's exec request for ex (common/protocol.h): the caller's pipes
- * are the helper's fds 3-5. */
-json_object *exec_helper_request(const char *room, const struct exec_request *ex);
+/* The helper's exec (helper_client.h) for ex: its command, env, cwd,
+ * timeout and user; the caller's pipes become the helper's fds 3-5. */
+struct helper_exec exec_helper_exec(const struct exec_request *ex);
 
 /* Slot accounting for max_concurrent_execs (processes.c too). */
 bool exec_slot_take(struct app *app);

@@ -44,51 +44,27 @@ json_object *exec_stream(const char *data, size_t len, bool base64)
 	return v;
 }
 
-static bool reply_int(json_object *reply, const char *key, int64_t *out)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_int))
-		return false;
-	*out = json_object_get_int64(v);
-	return true;
-}
-
-static bool reply_bool(json_object *reply, const char *key, bool *out)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_boolean))
-		return false;
-	*out = json_object_get_boolean(v);
-	return true;
-}
-
-json_object *exec_result_make(json_object *reply, const struct exec_output *o,
+json_object *exec_result_make(const struct helper_exec_ans *a, const struct exec_output *o,
 			      const struct exec_request *ex, char *why, size_t whylen)
 {
-	int64_t status, dur_us, started;
-	bool timed_out;
+	int status = a->wait_status;
+	int64_t dur_us = (int64_t)a->duration_us, started = a->started_ms;
+	bool timed_out = a->timed_out;
 	char sig[32] = "", stamp[40], dur[32];
 	int code;
 
-	if (!reply_int(reply, HK_WAIT_STATUS, &status) || !reply_bool(reply, HK_TIMED_OUT, &timed_out) ||
-	    !reply_int(reply, HK_DURATION_US, &dur_us) || !reply_int(reply, HK_STARTED_MS, &started)) {
-		snprintf(why, whylen, "roombox-helper: exec reply lacks a field");
-		return NULL;
-	}
 	if (dur_us < 0) {
-		snprintf(why, whylen, "roombox-helper: exec reply: negative duration");
+		snprintf(why, whylen, "roombox-helper: exec answer: a duration past 2^63 us");
 		return NULL;
 	}
 	if (timed_out) {
 		code = 124;
 		snprintf(sig, sizeof(sig), "SIGKILL");
-	} else if (WIFSIGNALED((int)status)) {
-		code = 128 + WTERMSIG((int)status);
-		signal_name(WTERMSIG((int)status), sig, sizeof(sig));
+	} else if (WIFSIGNALED(status)) {
+		code = 128 + WTERMSIG(status);
+		signal_name(WTERMSIG(status), sig, sizeof(sig));
 	} else {
-		code = WEXITSTATUS((int)status);
+		code = WEXITSTATUS(status);
 	}
 	bool base64 = ex->has_encoding && ex->encoding == EXEC_ENCODING_BASE64;
 	json_object *out = exec_stream(o->out ? o->out : "", o->out_len, base64);

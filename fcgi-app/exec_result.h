@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <json-c/json.h>
 
+#include "protocol.h"
 #include "validate.h"
 
 /* What a result carries of the command's output, as read from its pipes:
@@ -21,7 +22,7 @@ struct exec_output {
 /* The result (its key order) from the helper's exec answer
  * (common/protocol.h) and the output.  NULL with why set when the answer
  * does not hold together. */
-json_object *exec_result_make(json_object *reply, const struct exec_output *o,
+json_object *exec_result_make(const struct helper_exec_ans *a, const struct exec_output *o,
 			      const struct exec_request *ex, char *why, size_t whylen);
 
 /* One stream's bytes as a client asked for them: UTF-8 text with U+FFFD

@@ -1,4 +1,5 @@
-/* Spawn roombox-helper, talk JSON over two pipes: see helper_client.h.
+/* Spawn roombox-helper, a request record in, an answer record out: see
+ * helper_client.h.
  *
  * Why vfork: the child borrows this thread's memory and stack until it
  * execs, so spawning from a process with many threads and a large heap
@@ -40,7 +41,7 @@
 
 #include "clock.h"
 #include "helper_client.h"
-#include "http.h"
+#include "helper_rec.h"
 #include "metrics.h"
 #include "protocol.h"
 
@@ -339,106 +340,168 @@ static int child_wait(pid_t pid)
 	return status;
 }
 
-/* Turn exit status + stdout into the reply or an error.  The answer is the
- * first line (common/protocol.h). */
-static json_object *reply_decode(int status, const char *text, size_t len, size_t *header_len,
-				 struct helper_error *err)
+static int fail_reply(struct helper_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int fail_reply(struct helper_error *err, const char *fmt, ...)
 {
-	json_object *reply = NULL, *msg, *code;
-	char perr[128];
-	const char *nl = memchr(text, '\n', len);
+	va_list ap;
 
-	*header_len = nl ? (size_t)(nl - text) + 1 : len;
-	if (status == -1) {
-		set_error(err, 500, "spawn", "roombox-helper: waitpid: %s", strerror(errno));
-		return NULL;
-	}
-	if (WIFSIGNALED(status)) {
-		const char *name = sigdescr_np(WTERMSIG(status));  /* thread-safe */
-
-		set_error(err, 500, "reply", "roombox-helper: killed by signal %d (%s)",
-			  WTERMSIG(status), name ? name : "unknown");
-		return NULL;
-	}
-	if (json_parse_strict(text, *header_len, &reply, perr, sizeof(perr)) < 0 ||
-	    !json_object_is_type(reply, json_type_object)) {
-		json_object_put(reply);
-		if (len == 0)
-			set_error(err, 500, "reply", "roombox-helper: exited with status %d and no reply",
-				  WEXITSTATUS(status));
-		else
-			set_error(err, 500, "reply", "roombox-helper: exited with status %d, reply is not a JSON object%s%s",
-				  WEXITSTATUS(status), reply ? "" : ": ", reply ? "" : perr);
-		return NULL;
-	}
-	if (WEXITSTATUS(status) == 0 && !json_object_object_get_ex(reply, HK_ERROR, NULL))
-		return reply;
-	if (json_object_object_get_ex(reply, HK_ERROR, &msg) &&
-	    json_object_is_type(msg, json_type_string)) {
-		const char *c = NULL;
-
-		if (json_object_object_get_ex(reply, HK_CODE, &code) &&
-		    json_object_is_type(code, json_type_string))
-			c = json_object_get_string(code);
-		set_error(err, helper_code_status(c), c ? c : HELPER_ERR_FAILED, "%s",
-			  json_object_get_string(msg));
-	} else {
-		set_error(err, 500, "reply", "roombox-helper: exited with status %d without an \"error\"",
-			  WEXITSTATUS(status));
-	}
-	json_object_put(reply);
-	return NULL;
+	err->http_status = 500;
+	snprintf(err->code, sizeof(err->code), "reply");
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	return -1;
 }
 
-/* One call in flight: see helper_start. */
+/* The op's record: its exact size, counts included. */
+static int record_check(uint32_t op, const char *rec, size_t len, struct helper_error *err)
+{
+	const char *name = helper_op_name(op);
+	size_t want = 0;
+	uint64_t count, each;
+
+	switch (op) {
+	case HOP_EXEC:
+		want = sizeof(struct helper_exec_ans);
+		break;
+	case HOP_CREATE: case HOP_STATUS:
+		want = sizeof(struct helper_status);
+		break;
+	case HOP_LIST: case HOP_STOP_IDLE: case HOP_STOP_ALL:
+		want = sizeof(struct helper_list_ans);
+		if (len < want)
+			break;
+		count = ((const struct helper_list_ans *)rec)->count;   /* both: count first */
+		each = op == HOP_LIST ? sizeof(struct helper_status) : HELPER_ROOM_LEN;
+		if (count > (len - sizeof(struct helper_list_ans)) / each ||
+		    len != sizeof(struct helper_list_ans) + count * each)
+			return fail_reply(err, "roombox-helper: %s answer: %llu entries in %zu bytes",
+					  name, (unsigned long long)count, len);
+		return 0;
+	case HOP_KILL_ALL:
+		want = sizeof(struct helper_killed_ans);
+		break;
+	case HOP_INFO:
+		want = sizeof(struct helper_info_ans);
+		if (len == want && ((const struct helper_info_ans *)rec)->ndns > HELPER_DNS_MAX)
+			return fail_reply(err, "roombox-helper: info answer: too many name servers");
+		break;
+	default:   /* destroy, stop, restart, port-connect: nothing */
+		break;
+	}
+	if (len != want)
+		return fail_reply(err, "roombox-helper: %s answer is %zu bytes, not %zu",
+				  name ? name : "?", len, want);
+	return 0;
+}
+
+int helper_answer_decode(uint32_t op, int exit_status, const char *buf, size_t len,
+			 const char **rec, size_t *rec_len, struct helper_error *err)
+{
+	struct helper_ans h;
+
+	memset(err, 0, sizeof(*err));
+	*rec = NULL;
+	*rec_len = 0;
+	if (exit_status == -1) {
+		set_error(err, 500, "spawn", "roombox-helper: waitpid: %s", strerror(errno));
+		return -1;
+	}
+	if (WIFSIGNALED(exit_status)) {
+		const char *name = sigdescr_np(WTERMSIG(exit_status));  /* thread-safe */
+
+		return fail_reply(err, "roombox-helper: killed by signal %d (%s)",
+				  WTERMSIG(exit_status), name ? name : "unknown");
+	}
+	if (len < sizeof(h)) {
+		if (len == 0)
+			return fail_reply(err, "roombox-helper: exited with status %d and no answer",
+					  WEXITSTATUS(exit_status));
+		return fail_reply(err, "roombox-helper: exited with status %d, answer truncated (%zu bytes)",
+				  WEXITSTATUS(exit_status), len);
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != HELPER_MAGIC || h.version != HELPER_VERSION)
+		return fail_reply(err, "roombox-helper: exited with status %d, answer of another "
+				  "magic or version (0x%08x, %u)", WEXITSTATUS(exit_status), h.magic, h.version);
+	if (h.size < sizeof(h) || h.size > len)
+		return fail_reply(err, "roombox-helper: answer size %u, %zu bytes came", h.size, len);
+	if (h.status != HELPER_E_OK) {
+		const char *text = buf + sizeof(h);
+		size_t n = h.size - sizeof(h);
+		const char *code = helper_err_name(h.status);
+
+		if (h.size != len || n < 2 || text[n - 1] != '\0' || memchr(text, '\0', n) != text + n - 1)
+			return fail_reply(err, "roombox-helper: error answer (%s) without its text", code);
+		set_error(err, helper_code_status(code), code, "%s", text);
+		return -1;
+	}
+	if (WEXITSTATUS(exit_status) != 0)
+		return fail_reply(err, "roombox-helper: exited with status %d without an error",
+				  WEXITSTATUS(exit_status));
+	if (h.op != op)
+		return fail_reply(err, "roombox-helper: answer to op %u, asked %u", h.op, op);
+	if (h.size != len)
+		return fail_reply(err, "roombox-helper: %zu bytes after the answer", len - h.size);
+	if (record_check(op, buf + sizeof(h), len - sizeof(h), err) < 0)
+		return -1;
+	*rec = buf + sizeof(h);
+	*rec_len = h.size - sizeof(h);
+	return 0;
+}
+
+/* One call in flight: see helper_exec_start. */
 struct helper_run {
 	struct child c;
+	uint32_t op;
 	long deadline, deadline_ms;
 	int talk;
 	struct helper_error err;   /* a failure while sending, kept for finish */
-	json_object *request;      /* for the metrics: its op */
 	uint64_t start_ns;
 };
 
-struct helper_run *helper_start(const struct helper_target *target, json_object *request,
-				long deadline_ms, const int *pass, struct helper_error *err)
+/* Spawn the helper for the request (freed here) and send it. */
+static struct helper_run *call_start(const struct helper_target *target, uint32_t op, char *req,
+				     size_t req_len, long deadline_ms, const int *pass,
+				     struct helper_error *err)
 {
 	struct helper_run *run;
-	const char *req;
-	size_t req_len = 0;
 
 	memset(err, 0, sizeof(*err));
-	req = json_write(request, &req_len);
 	if (!req) {
-		set_error(err, 500, "spawn", "roombox-helper: cannot serialise the request");
+		set_error(err, 500, "spawn", "roombox-helper: cannot build the %s request",
+			  helper_op_name(op));
 		return NULL;
 	}
 	if (req_len > helper_request_max(target->max_body)) {
+		free(req);
 		set_error(err, 413, HELPER_ERR_INVALID, "request body too large");
 		return NULL;
 	}
 	run = calloc(1, sizeof(*run));
 	if (!run) {
+		free(req);
 		set_error(err, 500, "spawn", "roombox-helper: out of memory");
 		return NULL;
 	}
 	run->c = (struct child){ .pid = -1, .pidfd = -1, .to_child = -1, .reply = -1 };
-	run->request = json_object_get(request);
+	run->op = op;
 	run->start_ns = metrics_now_ns();
 	run->deadline_ms = deadline_ms;
 	run->deadline = monotonic_ms() + deadline_ms;
 	bool alone = atomic_fetch_add(&calls_running, 1) == 0;
 	if (child_spawn(target, &run->c, req, req_len, alone, pass, err) < 0) {
 		atomic_fetch_sub(&calls_running, 1);
-		metrics_helper_call_done(request, NULL, err->http_status,
-					 metrics_now_ns() - run->start_ns);
-		json_object_put(run->request);
+		metrics_helper_call_done(op, false, NULL, err->http_status, metrics_now_ns() - run->start_ns);
+		free(req);
 		free(run);
 		return NULL;
 	}
 	/* the request is whole before the caller's own loop starts: the
 	 * helper reads all of it before it runs anything */
 	run->talk = child_talk(&run->c, req, req_len, run->deadline, true, &run->err);
+	free(req);
 	return run;
 }
 
@@ -447,16 +510,20 @@ int helper_run_pidfd(const struct helper_run *run)
 	return run->c.pidfd;
 }
 
-json_object *helper_finish(struct helper_run *run, struct helper_error *err)
+/* Wait for the helper and decode its answer: 0 with the op's record copied
+ * into rec (rec_size bytes; or, with rec_size 0, *heap: the malloc'd
+ * answer and *rec_at into it), or -1. */
+static int call_finish(struct helper_run *run, void *rec, size_t rec_size, char **heap,
+		       const char **rec_at, size_t *rec_len, struct helper_error *err)
 {
 	struct child *c = &run->c;
-	size_t reply_len = 0, header_len = 0;
+	size_t reply_len = 0, n = 0;
 	char *reply = NULL;
-	int talk = run->talk, status;
-	json_object *out;
+	const char *at = NULL;
+	int talk = run->talk, status, rc = -1;
 
 	*err = run->err;
-	if (c->to_child >= 0) {   /* sent in helper_start, or the helper left */
+	if (c->to_child >= 0) {   /* sent in call_start, or the helper left */
 		close(c->to_child);
 		c->to_child = -1;
 	}
@@ -468,29 +535,294 @@ json_object *helper_finish(struct helper_run *run, struct helper_error *err)
 	if (talk == 0)
 		talk = reply_read(c->reply, &reply, &reply_len, err);
 	close(c->reply);
-	long deadline_ms = run->deadline_ms;
 	if (talk < 0) {
 		if (strcmp(err->code, "timeout") == 0)
 			snprintf(err->message, sizeof(err->message),
-				 "roombox-helper: no answer within %ld ms, killed", deadline_ms);
-		out = NULL;
+				 "roombox-helper: no answer within %ld ms, killed", run->deadline_ms);
 	} else {
-		out = reply_decode(status, reply, reply_len, &header_len, err);
+		rc = helper_answer_decode(run->op, status, reply, reply_len, &at, &n, err);
+		if (rc == 0 && rec_size && n != rec_size)
+			rc = fail_reply(err, "roombox-helper: %s answer is %zu bytes, not %zu",
+					helper_op_name(run->op), n, rec_size);
+		if (rc == 0 && rec_size)
+			memcpy(rec, at, rec_size);
 	}
 	/* every call is timed and counted (metrics.c): the request log's
 	 * helper time, helper errors by op, an exec's outcome */
-	metrics_helper_call_done(run->request, out, err->http_status,
-				 metrics_now_ns() - run->start_ns);
-	json_object_put(run->request);
+	metrics_helper_call_done(run->op, rc == 0, run->op == HOP_EXEC && rc == 0 ? rec : NULL,
+				 err->http_status, metrics_now_ns() - run->start_ns);
 	free(run);
+	if (rc == 0 && heap) {
+		*heap = reply;
+		*rec_at = at;
+		*rec_len = n;
+		return 0;
+	}
 	free(reply);
-	return out;
+	return rc;
 }
 
-json_object *helper_call(const struct helper_target *target, json_object *request,
-			 long deadline_ms, struct helper_error *err)
+/* A whole call of an op without passed descriptors. */
+static int call(const struct helper_target *t, uint32_t op, struct helper_rec *b, long deadline_ms,
+		void *rec, size_t rec_size, char **heap, const char **rec_at, size_t *rec_len,
+		struct helper_error *err)
 {
-	struct helper_run *run = helper_start(target, request, deadline_ms, NULL, err);
+	size_t len = 0;
+	char *req = helper_rec_end(b, &len);
+	struct helper_run *run = call_start(t, op, req, len, deadline_ms, NULL, err);
 
-	return run ? helper_finish(run, err) : NULL;
+	return run ? call_finish(run, rec, rec_size, heap, rec_at, rec_len, err) : -1;
+}
+
+/* An op on one room with no arguments, answering rec_size bytes. */
+static int room_op(const struct helper_target *t, uint32_t op, const char *room, void *rec,
+		   size_t rec_size, struct helper_error *err)
+{
+	struct helper_rec b;
+
+	helper_rec_begin(&b, op, room, NULL, 0);
+	return call(t, op, &b, HELPER_DEFAULT_DEADLINE_MS, rec, rec_size, NULL, NULL, NULL, err);
+}
+
+int helper_create(const struct helper_target *t, const char *room, struct helper_status *st,
+		  struct helper_error *err)
+{
+	return room_op(t, HOP_CREATE, room, st, sizeof(*st), err);
+}
+
+int helper_status(const struct helper_target *t, const char *room, struct helper_status *st,
+		  struct helper_error *err)
+{
+	return room_op(t, HOP_STATUS, room, st, sizeof(*st), err);
+}
+
+int helper_destroy(const struct helper_target *t, const char *room, struct helper_error *err)
+{
+	return room_op(t, HOP_DESTROY, room, NULL, 0, err);
+}
+
+int helper_stop(const struct helper_target *t, const char *room, struct helper_error *err)
+{
+	return room_op(t, HOP_STOP, room, NULL, 0, err);
+}
+
+int helper_restart(const struct helper_target *t, const char *room, struct helper_error *err)
+{
+	return room_op(t, HOP_RESTART, room, NULL, 0, err);
+}
+
+int helper_kill_all(const struct helper_target *t, const char *room, uint32_t *killed,
+		    struct helper_error *err)
+{
+	struct helper_killed_ans a;
+	int rc = room_op(t, HOP_KILL_ALL, room, &a, sizeof(a), err);
+
+	*killed = rc == 0 ? a.killed : 0;
+	return rc;
+}
+
+int helper_info(const struct helper_target *t, long deadline_ms, struct helper_info_ans *info,
+		struct helper_error *err)
+{
+	struct helper_rec b;
+
+	helper_rec_begin(&b, HOP_INFO, NULL, NULL, 0);
+	if (call(t, HOP_INFO, &b, deadline_ms, info, sizeof(*info), NULL, NULL, NULL, err) < 0)
+		return -1;
+	/* the helper's strings, NUL-terminated whatever came */
+	info->cgroup[sizeof(info->cgroup) - 1] = '\0';
+	info->version[sizeof(info->version) - 1] = '\0';
+	info->network[sizeof(info->network) - 1] = '\0';
+	return 0;
+}
+
+int helper_list(const struct helper_target *t, long deadline_ms, struct helper_status **rooms,
+		size_t *n, struct helper_error *err)
+{
+	struct helper_rec b;
+	char *heap = NULL;
+	const char *at;
+	size_t len;
+	struct helper_list_ans a;
+
+	*rooms = NULL;
+	*n = 0;
+	helper_rec_begin(&b, HOP_LIST, NULL, NULL, 0);
+	if (call(t, HOP_LIST, &b, deadline_ms, NULL, 0, &heap, &at, &len, err) < 0)
+		return -1;
+	memcpy(&a, at, sizeof(a));
+	if (a.count) {
+		*rooms = malloc(a.count * sizeof(**rooms));
+		if (!*rooms) {
+			free(heap);
+			set_error(err, 500, "reply", "roombox-helper: list of %u rooms: out of memory", a.count);
+			return -1;
+		}
+		memcpy(*rooms, at + sizeof(a), a.count * sizeof(**rooms));
+		for (size_t i = 0; i < a.count; i++) {
+			(*rooms)[i].room[sizeof((*rooms)[i].room) - 1] = '\0';
+			(*rooms)[i].created_at[sizeof((*rooms)[i].created_at) - 1] = '\0';
+		}
+	}
+	*n = a.count;
+	free(heap);
+	return 0;
+}
+
+static int stopped(const struct helper_target *t, uint32_t op, struct helper_rec *b, long deadline_ms,
+		   struct helper_stopped *out, struct helper_error *err)
+{
+	char *heap = NULL;
+	const char *at;
+	size_t len;
+	struct helper_stopped_ans a;
+
+	*out = (struct helper_stopped){ 0 };
+	if (call(t, op, b, deadline_ms, NULL, 0, &heap, &at, &len, err) < 0)
+		return -1;
+	memcpy(&a, at, sizeof(a));
+	if (a.count && !(out->ids = malloc((size_t)a.count * HELPER_ROOM_LEN))) {
+		free(heap);
+		set_error(err, 500, "reply", "roombox-helper: out of memory");
+		return -1;
+	}
+	if (a.count)
+		memcpy(out->ids, at + sizeof(a), (size_t)a.count * HELPER_ROOM_LEN);
+	for (size_t i = 0; i < a.count; i++)
+		out->ids[i][HELPER_ROOM_LEN - 1] = '\0';
+	out->count = a.count;
+	free(heap);
+	return 0;
+}
+
+int helper_stop_idle(const struct helper_target *t, long deadline_ms, const char *const *keep,
+		     size_t nkeep, struct helper_stopped *out, struct helper_error *err)
+{
+	struct helper_rec b;
+	struct helper_keep_args k = { .nkeep = (uint32_t)nkeep };
+
+	helper_rec_begin(&b, HOP_STOP_IDLE, NULL, &k, sizeof(k));
+	for (size_t i = 0; i < nkeep; i++)
+		helper_rec_string(&b, keep[i], strlen(keep[i]));
+	return stopped(t, HOP_STOP_IDLE, &b, deadline_ms, out, err);
+}
+
+int helper_stop_all(const struct helper_target *t, long deadline_ms, struct helper_stopped *out,
+		    struct helper_error *err)
+{
+	struct helper_rec b;
+
+	helper_rec_begin(&b, HOP_STOP_ALL, NULL, NULL, 0);
+	return stopped(t, HOP_STOP_ALL, &b, deadline_ms, out, err);
+}
+
+/* The exec request: cmd (or the tool's arguments), cwd, env pairs. */
+static char *exec_request(const char *room, const struct helper_exec *x, size_t *len)
+{
+	struct helper_exec_args a = { .timeout_ms = x->timeout_ms };
+	struct helper_rec b;
+	size_t ntool = 0;
+
+	while (x->tool && x->tool[ntool])
+		ntool++;
+	if (ntool) {
+		a.flags |= HX_TOOL;
+		a.ntool = (uint32_t)ntool;
+	}
+	if (x->cwd)
+		a.flags |= HX_CWD;
+	if (x->user) {
+		a.flags |= HX_USER_SET;
+		if (strcmp(x->user, HK_USER_USER) == 0)
+			a.flags |= HX_AS_USER;
+	}
+	if (x->existing)
+		a.flags |= HX_EXISTING;
+	if (x->detach)
+		a.flags |= HX_DETACH;
+	/* names a shell cannot take are dropped (the helper would drop them) */
+	if (x->env) {
+		json_object_object_foreach(x->env, key, val) {
+			(void)val;
+			if (*key && !strchr(key, '='))
+				a.nenv++;
+		}
+	}
+	helper_rec_begin(&b, HOP_EXEC, room, &a, sizeof(a));
+	if (ntool)
+		for (size_t i = 0; i < ntool; i++)
+			helper_rec_string(&b, x->tool[i], strlen(x->tool[i]));
+	else
+		helper_rec_string(&b, x->cmd, x->cmd_len);
+	if (x->cwd)
+		helper_rec_string(&b, x->cwd, strlen(x->cwd));
+	if (x->env) {
+		json_object_object_foreach(x->env, key2, val2) {
+			const char *v = json_object_get_string(val2);
+			size_t kl = strlen(key2), vl = v ? strlen(v) : 0;
+			char *pair;
+
+			if (!*key2 || strchr(key2, '='))
+				continue;
+			pair = malloc(kl + vl + 2);
+			if (!pair) {
+				b.failed = true;
+				break;
+			}
+			memcpy(pair, key2, kl);
+			pair[kl] = '=';
+			memcpy(pair + kl + 1, v ? v : "", vl);
+			helper_rec_string(&b, pair, kl + vl + 1);
+			free(pair);
+		}
+	}
+	return helper_rec_end(&b, len);
+}
+
+struct helper_run *helper_exec_start(const struct helper_target *t, const char *room,
+				     const struct helper_exec *x, long deadline_ms, const int pass[3],
+				     struct helper_error *err)
+{
+	size_t len = 0;
+	char *req = exec_request(room, x, &len);
+
+	return call_start(t, HOP_EXEC, req, len, deadline_ms, pass, err);
+}
+
+int helper_exec_finish(struct helper_run *run, struct helper_exec_ans *ans, struct helper_error *err)
+{
+	return call_finish(run, ans, sizeof(*ans), NULL, NULL, NULL, err);
+}
+
+static struct helper_run *port_start(const struct helper_target *t, const char *room, uint16_t port,
+				     bool serve, long deadline_ms, int sock, struct helper_error *err)
+{
+	struct helper_port_args a = { .port = port, .serve = serve };
+	struct helper_rec b;
+	int pass[3] = { sock, -1, -1 };
+	size_t len = 0;
+	char *req;
+
+	helper_rec_begin(&b, HOP_PORT_CONNECT, room, &a, sizeof(a));
+	req = helper_rec_end(&b, &len);
+	return call_start(t, HOP_PORT_CONNECT, req, len, deadline_ms, pass, err);
+}
+
+int helper_port_connect(const struct helper_target *t, const char *room, uint16_t port, int sock,
+			struct helper_error *err)
+{
+	struct helper_run *run = port_start(t, room, port, false, HELPER_DEFAULT_DEADLINE_MS, sock, err);
+
+	return run ? call_finish(run, NULL, 0, NULL, NULL, NULL, err) : -1;
+}
+
+struct helper_run *helper_port_serve_start(const struct helper_target *t, const char *room,
+					   long deadline_ms, int sock, struct helper_error *err)
+{
+	return port_start(t, room, 0, true, deadline_ms, sock, err);
+}
+
+int helper_port_serve_finish(struct helper_run *run, struct helper_error *err)
+{
+	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
 }

@@ -1,15 +1,21 @@
 /* The one way roombox-fcgi touches a sandbox: run roombox-helper once per
- * operation, JSON request on its stdin, JSON reply on its stdout (see
- * common/protocol.h).  Thread-safe: every call has its own pipes and child. */
+ * operation, a request record on its stdin, an answer record on its stdout
+ * (see common/protocol.h).  One typed function per operation: each encodes
+ * its request (common/helper_rec.c) and decodes and checks its answer
+ * here; no request is made anywhere else.  Thread-safe: every call has its
+ * own pipes and child. */
 #ifndef ROOMBOX_FCGI_HELPER_CLIENT_H
 #define ROOMBOX_FCGI_HELPER_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
 
-/* A reply bigger than this is cut off and the call fails (two streams of
- * output_limit bytes, raw, fit many times over). */
+#include "protocol.h"
+
+/* An answer bigger than this is cut off and the call fails (a list of
+ * every room fits many times over). */
 #define HELPER_REPLY_MAX (64u << 20)
 
 /* Wall-clock bound on operations other than exec (creating a room may have
@@ -20,7 +26,7 @@
 struct helper_error {
 	int http_status;     /* 400 invalid, 404 not_found, 429 limit, 500 else */
 	char code[16];       /* the helper's code, or "spawn"/"reply"/"timeout" */
-	char message[1024];  /* the helper's "error", or what went wrong here */
+	char message[1024];  /* the helper's error text, or what went wrong here */
 };
 
 struct helper_target {
@@ -29,24 +35,78 @@ struct helper_target {
 	uint64_t max_body;        /* requests over helper_request_max(max_body) are 413 */
 };
 
-/* Run one operation.  Returns the reply object (the caller puts it), or
- * NULL with *err filled.  deadline_ms bounds the whole call; past it the
- * helper is killed. */
-json_object *helper_call(const struct helper_target *target, json_object *request,
-			 long deadline_ms, struct helper_error *err);
+/* Each returns 0 with its answer filled in, or -1 with *err filled.
+ * Operations other than exec are bounded by deadline_ms (past it the
+ * helper is killed). */
+int helper_create(const struct helper_target *t, const char *room, struct helper_status *st,
+		  struct helper_error *err);
+int helper_status(const struct helper_target *t, const char *room, struct helper_status *st,
+		  struct helper_error *err);
+/* every room: *rooms malloc'd (free()), *n of them */
+int helper_list(const struct helper_target *t, long deadline_ms, struct helper_status **rooms,
+		size_t *n, struct helper_error *err);
+int helper_destroy(const struct helper_target *t, const char *room, struct helper_error *err);
+int helper_stop(const struct helper_target *t, const char *room, struct helper_error *err);
+int helper_kill_all(const struct helper_target *t, const char *room, uint32_t *killed,
+		    struct helper_error *err);
+int helper_restart(const struct helper_target *t, const char *room, struct helper_error *err);
+int helper_info(const struct helper_target *t, long deadline_ms, struct helper_info_ans *info,
+		struct helper_error *err);
 
-/* A call whose command I/O the caller handles itself (common/protocol.h's
- * passed I/O): helper_start spawns the helper with pass[0..2] on its fds
- * 3, 4, 5 (NULL: none) and returns once the whole request is written; the
- * caller then reads and writes its pipes, polling helper_run_pidfd (readable
- * once the helper has exited), and ends with helper_finish, which waits for
- * the exit (up to the deadline) and decodes the answer like helper_call.
- * The caller closes its copies of the passed descriptors. */
+/* The rooms stop-idle or stop-all stopped: ids, count of them (free ids). */
+struct helper_stopped {
+	char (*ids)[HELPER_ROOM_LEN];
+	size_t count;
+};
+int helper_stop_idle(const struct helper_target *t, long deadline_ms, const char *const *keep,
+		     size_t nkeep, struct helper_stopped *out, struct helper_error *err);
+int helper_stop_all(const struct helper_target *t, long deadline_ms, struct helper_stopped *out,
+		    struct helper_error *err);
+
+/* An exec as the helper takes it (common/protocol.h's exec op). */
+struct helper_exec {
+	const char *cmd;          /* NUL-free; or tool */
+	size_t cmd_len;
+	const char *const *tool;  /* a keeper tool's argv, NULL-terminated, or NULL */
+	const char *cwd;          /* NULL or absolute */
+	json_object *env;         /* NULL or an object of NUL-free strings */
+	uint64_t timeout_ms;      /* 0: exec_timeout */
+	const char *user;         /* NULL (exec_user), HK_USER_ROOT or HK_USER_USER */
+	bool existing;            /* never create the room */
+	bool detach;              /* a managed process: answer once started */
+};
+
+/* A call whose command I/O the caller handles itself (passed I/O):
+ * helper_exec_start spawns the helper with pass[0..2] on its fds 3, 4, 5
+ * and returns once the whole request is written; the caller then reads and
+ * writes its pipes, polling helper_run_pidfd (readable once the helper has
+ * exited), and ends with helper_exec_finish, which waits for the exit (up
+ * to the deadline) and decodes the answer.  The caller closes its copies
+ * of the passed descriptors. */
 struct helper_run;
-struct helper_run *helper_start(const struct helper_target *target, json_object *request,
-				long deadline_ms, const int *pass, struct helper_error *err);
+struct helper_run *helper_exec_start(const struct helper_target *t, const char *room,
+				     const struct helper_exec *x, long deadline_ms, const int pass[3],
+				     struct helper_error *err);
 int helper_run_pidfd(const struct helper_run *run);
-json_object *helper_finish(struct helper_run *run, struct helper_error *err);
+int helper_exec_finish(struct helper_run *run, struct helper_exec_ans *ans, struct helper_error *err);
+
+/* port-connect: one connection to the room's 127.0.0.1:port sent over sock
+ * (helper_port_connect), or many on request (helper_port_serve_start: the
+ * caller talks over sock, polls helper_run_pidfd, and ends with
+ * helper_port_serve_finish). */
+int helper_port_connect(const struct helper_target *t, const char *room, uint16_t port, int sock,
+			struct helper_error *err);
+struct helper_run *helper_port_serve_start(const struct helper_target *t, const char *room,
+					   long deadline_ms, int sock, struct helper_error *err);
+int helper_port_serve_finish(struct helper_run *run, struct helper_error *err);
+
+/* The answer to op in buf[0..len), the helper having exited with status
+ * exit_status (waitpid's): 0 with *rec (the op's record, *rec_len bytes,
+ * every count checked against its size), or -1 with err (the helper's
+ * error, or what is wrong with the answer).  For tests and the fuzz target
+ * too. */
+int helper_answer_decode(uint32_t op, int exit_status, const char *buf, size_t len,
+			 const char **rec, size_t *rec_len, struct helper_error *err);
 
 /* The HTTP status for a helper error code ("limit" -> 429, ...). */
 int helper_code_status(const char *code);

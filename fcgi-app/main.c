@@ -6,7 +6,7 @@
  * FastCGI to a web server (nginx or lighttpd) and never touches a namespace,
  * a cgroup or a room's files.  Everything a sandbox needs is done by the
  * setuid helper, which this process runs once per operation
- * (helper_client.c): a JSON request on the helper's stdin, a JSON reply on
+ * (helper_client.c): a request record on the helper's stdin, an answer record on
  * its stdout (common/protocol.h).  That pipe is the only thing between the
  * two programs.
  *
@@ -800,70 +800,64 @@ static void *worker_main(void *arg)
 
 /* ---- helper calls of the service itself ---- */
 
-static json_object *service_op(const char *op, long deadline_ms)
+/* Log the rooms a stop-idle / stop-all answer names. */
+static void log_stopped(const char *why, const struct helper_stopped *st)
+{
+	for (size_t i = 0; i < st->count; i++)
+		fprintf(stderr, "roombox-fcgi: room %s: stopped (%s)\n", st->ids[i], why);
+}
+
+/* stop-idle, sparing the rooms that run managed processes (they are not
+ * idle); the number of rooms stopped. */
+static unsigned stop_idle(void)
 {
 	struct helper_target target = app_helper(&app);
 	struct helper_error err;
-	json_object *req = json_object_new_object(), *reply;
+	struct helper_stopped st;
+	json_object *busy = procs_busy_rooms();
+	size_t n = busy ? json_object_array_length(busy) : 0;
+	const char **keep = calloc(n + 1, sizeof(*keep));
+	unsigned count = 0;
 
-	json_object_object_add(req, HK_OP, json_object_new_string(op));
-	/* a room running a managed process is not idle (SPEC §8.3) */
-	if (!strcmp(op, HELPER_OP_STOP_IDLE))
-		json_object_object_add(req, HK_KEEP, procs_busy_rooms());
-	reply = helper_call(&target, req, deadline_ms, &err);
-	json_object_put(req);
-	if (!reply)
-		fprintf(stderr, "roombox-fcgi: %s: %s\n", op, err.message);
-	return reply;
-}
-
-/* Log the rooms a stop-idle / stop-all reply names. */
-static void log_stopped(const char *why, json_object *reply)
-{
-	json_object *list;
-	size_t i, n;
-
-	if (!json_object_object_get_ex(reply, HK_STOPPED, &list) ||
-	    !json_object_is_type(list, json_type_array))
-		return;
-	n = json_object_array_length(list);
-	for (i = 0; i < n; i++)
-		fprintf(stderr, "roombox-fcgi: room %s: stopped (%s)\n",
-			json_object_get_string(json_object_array_get_idx(list, i)), why);
-}
-
-static unsigned count_stopped(json_object *reply)
-{
-	json_object *list;
-
-	if (!json_object_object_get_ex(reply, "stopped", &list) ||
-	    !json_object_is_type(list, json_type_array))
-		return 0;
-	return (unsigned)json_object_array_length(list);
+	for (size_t i = 0; keep && i < n; i++)
+		keep[i] = json_object_get_string(json_object_array_get_idx(busy, i));
+	if (!keep)
+		fprintf(stderr, "roombox-fcgi: %s: out of memory\n", HELPER_OP_STOP_IDLE);
+	else if (helper_stop_idle(&target, HELPER_DEFAULT_DEADLINE_MS, keep, n, &st, &err) < 0)
+		fprintf(stderr, "roombox-fcgi: %s: %s\n", HELPER_OP_STOP_IDLE, err.message);
+	else {
+		log_stopped("idle", &st);
+		count = (unsigned)st.count;
+		free(st.ids);
+	}
+	free(keep);
+	json_object_put(busy);
+	return count;
 }
 
 static void cache_cgroup_mode(void)
 {
-	json_object *reply = service_op(HELPER_OP_INFO, 30 * 1000), *mode;
+	struct helper_target target = app_helper(&app);
+	struct helper_error err;
+	struct helper_info_ans info;
+	bool ok = helper_info(&target, 30 * 1000, &info, &err) == 0;
 
-	snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "unknown");
-	if (reply && json_object_object_get_ex(reply, HK_CGROUP, &mode) &&
-	    json_object_is_type(mode, json_type_string))
-		snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "%s",
-			 json_object_get_string(mode));
+	if (!ok)
+		fprintf(stderr, "roombox-fcgi: %s: %s\n", HELPER_OP_INFO, err.message);
+	snprintf(app.cgroup_mode, sizeof(app.cgroup_mode), "%s", ok ? info.cgroup : "unknown");
 	/* network = egress with no name server a room can reach: say so now
 	 * (and in /api/health), not at the first failing pip install */
-	json_object *dns;
-	if (app.cfg.network == NETWORK_EGRESS && reply &&
-	    json_object_object_get_ex(reply, HK_DNS, &dns) && json_object_is_type(dns, json_type_array)) {
-		for (size_t i = 0; i < json_object_array_length(dns) && i < CONFIG_LIST_MAX; i++)
-			snprintf(app.dns[app.dns_count++], sizeof(app.dns[0]), "%s",
-				 json_object_get_string(json_object_array_get_idx(dns, i)));
+	if (app.cfg.network == NETWORK_EGRESS && ok) {
+		for (size_t i = 0; i < info.ndns && i < CONFIG_LIST_MAX; i++) {
+			uint32_t a = info.dns[i];
+
+			snprintf(app.dns[app.dns_count++], sizeof(app.dns[0]), "%u.%u.%u.%u",
+				 a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255);
+		}
 		if (app.dns_count == 0)
 			fprintf(stderr, "roombox-fcgi: warning: network = egress but no name server "
 				"is usable from a room (set dns in the configuration)\n");
 	}
-	json_object_put(reply);
 	if (strcmp(app.cgroup_mode, "none") == 0 || strcmp(app.cgroup_mode, "unknown") == 0)
 		fprintf(stderr, "roombox-fcgi: warning: cgroup mode %s: room limits "
 			"(memory, pids, cpu) are not enforced\n", app.cgroup_mode);
@@ -880,7 +874,6 @@ static void *idle_main(void *arg)
 	pthread_mutex_lock(&stop_lock);
 	while (!atomic_load(&stopping)) {
 		struct timespec at;
-		json_object *reply;
 
 		clock_gettime(CLOCK_MONOTONIC, &at);
 		at.tv_sec += (time_t)(period / 1000);
@@ -895,10 +888,7 @@ static void *idle_main(void *arg)
 		if (atomic_load(&stopping))
 			break;
 		pthread_mutex_unlock(&stop_lock);
-		reply = service_op(HELPER_OP_STOP_IDLE, HELPER_DEFAULT_DEADLINE_MS);
-		log_stopped("idle", reply);
-		metrics_idle_stops_add(count_stopped(reply));
-		json_object_put(reply);
+		metrics_idle_stops_add(stop_idle());
 		pthread_mutex_lock(&stop_lock);
 	}
 	pthread_mutex_unlock(&stop_lock);
@@ -1039,7 +1029,6 @@ int main(int argc, char **argv)
 	pthread_condattr_t ca;
 	bool idle_started = false;
 	sigset_t stop_set;
-	json_object *reply;
 	char err_text[512];
 	int opt, sig, i;
 
@@ -1142,9 +1131,15 @@ int main(int argc, char **argv)
 	pthread_cond_broadcast(&stop_cond);
 	pthread_mutex_unlock(&stop_lock);
 
-	reply = service_op(HELPER_OP_STOP_ALL, STOP_ALL_DEADLINE_MS);
-	log_stopped("service stopping", reply);
-	json_object_put(reply);
+	struct helper_target target = app_helper(&app);
+	struct helper_error herr;
+	struct helper_stopped stopped;
+	if (helper_stop_all(&target, STOP_ALL_DEADLINE_MS, &stopped, &herr) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s: %s\n", HELPER_OP_STOP_ALL, herr.message);
+	} else {
+		log_stopped("service stopping", &stopped);
+		free(stopped.ids);
+	}
 
 	join_workers(workers, app.cfg.workers);
 	if (idle_started)

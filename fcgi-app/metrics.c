@@ -178,37 +178,27 @@ void metrics_llm_request(enum llm_outcome outcome)
 		INC(llm_requests[outcome], 1);
 }
 
-enum exec_outcome metrics_exec_outcome(json_object *reply)
+enum exec_outcome metrics_exec_outcome(const struct helper_exec_ans *a)
 {
-	json_object *v;
-
-	if (json_object_object_get_ex(reply, HK_TIMED_OUT, &v) && json_object_get_boolean(v))
+	if (!a)
+		return EXEC_ERROR;
+	if (a->timed_out)
 		return EXEC_TIMEOUT;
-	if (json_object_object_get_ex(reply, HK_WAIT_STATUS, &v) &&
-	    json_object_is_type(v, json_type_int)) {
-		int status = json_object_get_int(v);
-
-		return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? EXEC_OK : EXEC_NONZERO;
-	}
-	return EXEC_ERROR;
+	return WIFEXITED(a->wait_status) && WEXITSTATUS(a->wait_status) == 0 ? EXEC_OK : EXEC_NONZERO;
 }
 
-void metrics_helper_call_done(json_object *request, json_object *reply,
+void metrics_helper_call_done(uint32_t op, bool ok, const struct helper_exec_ans *exec,
 			      int err_status, uint64_t ns)
 {
-	json_object *v;
-	const char *op = NULL;
-	bool failed = !reply && err_status >= 500;
+	bool failed = !ok && err_status >= 500;
 
 	thread_helper_ns += ns;
-	if (json_object_object_get_ex(request, HK_OP, &v))
-		op = json_object_get_string(v);
 	if (failed)
-		metrics_helper_error(op);
+		metrics_helper_error(helper_op_name(op));
 	/* an exec the helper refused as the client's doing (room limit,
 	 * request too large) never ran: it is only an HTTP answer */
-	if (op && strcmp(op, HELPER_OP_EXEC) == 0 && (reply || failed))
-		metrics_exec_done(reply ? metrics_exec_outcome(reply) : EXEC_ERROR, ns);
+	if (op == HOP_EXEC && (ok || failed))
+		metrics_exec_done(ok ? metrics_exec_outcome(exec) : EXEC_ERROR, ns);
 }
 
 uint64_t metrics_helper_time_take(void)

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
+#include "protocol.h"
+
 /* Route slots (router.c hands them out: one per pattern and method, one per
  * pattern for "a method it does not serve", one for "no such path"). */
 #define METRICS_ROUTE_SLOTS 128
@@ -52,11 +54,11 @@ void metrics_processes_running_add(int delta);
 /* One model call (§8.6), and how it ended. */
 void metrics_llm_request(enum llm_outcome outcome);
 
-/* Called by helper_call for every call: adds to this thread's helper time,
- * counts helper errors by op, and an exec's outcome and duration.  reply
- * is NULL for a failed call, err_status then its HTTP status (a
- * helper_error's http_status). */
-void metrics_helper_call_done(json_object *request, json_object *reply,
+/* Called by helper_client.c for every call: adds to this thread's helper
+ * time, counts helper errors by op (HOP_*), and an exec's outcome and
+ * duration.  ok false for a failed call, err_status then its HTTP status
+ * (a helper_error's http_status); exec: a successful exec's answer. */
+void metrics_helper_call_done(uint32_t op, bool ok, const struct helper_exec_ans *exec,
 			      int err_status, uint64_t ns);
 
 /* Time this thread spent in helper calls since the last take (the request
@@ -80,7 +82,7 @@ char *metrics_render(const struct metrics_rooms *rooms, metrics_slot_name_fn *sl
 /* Forget every count (unit tests only). */
 void metrics_reset(void);
 
-/* The exec outcome an exec reply of the helper stands for. */
-enum exec_outcome metrics_exec_outcome(json_object *reply);
+/* The exec outcome an exec answer of the helper stands for (NULL: error). */
+enum exec_outcome metrics_exec_outcome(const struct helper_exec_ans *a);
 
 #endif

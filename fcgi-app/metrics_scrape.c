@@ -8,6 +8,7 @@
  * calls the helper.  Kept apart, the counters stay below the helper client
  * and the route above both. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "helper_client.h"
 #include "http.h"
@@ -21,32 +22,21 @@ static struct metrics_rooms rooms_now(struct app *app)
 	struct helper_target target = app_helper(app);
 	struct metrics_rooms r = { 0 };
 	struct helper_error err;
-	json_object *req = json_object_new_object(), *reply, *list, *st;
-	size_t i, n;
+	struct helper_status *rooms;
+	size_t n;
 
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_LIST));
-	reply = helper_call(&target, req, 30 * 1000, &err);
-	json_object_put(req);
-	if (!reply) {
+	if (helper_list(&target, 30 * 1000, &rooms, &n, &err) < 0) {
 		fprintf(stderr, "roombox-fcgi: metrics: list rooms: %s\n", err.message);
 		return r;
 	}
-	if (json_object_object_get_ex(reply, HK_ROOMS, &list) &&
-	    json_object_is_type(list, json_type_array)) {
-		r.known = true;
-		n = json_object_array_length(list);
-		for (i = 0; i < n; i++) {
-			json_object *room = json_object_array_get_idx(list, i);
-			bool running = json_object_object_get_ex(room, HK_RUNNING, &st) &&
-				       json_object_get_boolean(st);
-
-			if (running)
-				r.running++;
-			else
-				r.stopped++;
-		}
+	r.known = true;
+	for (size_t i = 0; i < n; i++) {
+		if (rooms[i].running)
+			r.running++;
+		else
+			r.stopped++;
 	}
-	json_object_put(reply);
+	free(rooms);
 	return r;
 }
 

@@ -115,16 +115,11 @@ void api_ports_post(struct request *rq, struct response *rs)
 	}
 	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *req = json_object_new_object();
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_CREATE));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(rq->room));
-	json_object *reply = helper_call(&target, req, HELPER_DEFAULT_DEADLINE_MS, &err);
-	json_object_put(req);
-	if (!reply) {
+	struct helper_status st;
+	if (helper_create(&target, rq->room, &st, &err) < 0) {
 		room_start_failure(rs, rq->room, &err);
 		return;
 	}
-	json_object_put(reply);
 
 	struct preview_exposure e;
 	char why[128];

@@ -447,12 +447,10 @@ static void connector_end(struct connector *c, char *code, size_t codelen, char 
 	c->room[0] = '\0';
 	pthread_mutex_unlock(&table_lock);
 	if (c->run) {
-		json_object *reply = helper_finish(c->run, &err);
-		if (!reply && code) {
+		if (helper_port_serve_finish(c->run, &err) < 0 && code) {
 			snprintf(code, codelen, "%s", err.code);
 			snprintf(msg, msglen, "%s", err.message);
 		}
-		json_object_put(reply);
 	}
 	c->run = NULL;
 }
@@ -467,15 +465,10 @@ static int connector_start(struct connector *c, const char *room, char *msg, siz
 	}
 	struct helper_target target = app_helper(relay_app);
 	struct helper_error err;
-	json_object *req = json_object_new_object();
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_PORT_CONNECT));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	json_object_object_add(req, HK_SERVE, json_object_new_boolean(1));
-	int pass[3] = { sv[1], -1, -1 };
 	/* its life is bounded by the helper itself (idle, keeper, our end);
-	 * helper_finish waits for it only after we have closed our end */
-	c->run = helper_start(&target, req, 24L * 3600 * 1000, pass, &err);
-	json_object_put(req);
+	 * helper_port_serve_finish waits for it only after we have closed
+	 * our end */
+	c->run = helper_port_serve_start(&target, room, 24L * 3600 * 1000, sv[1], &err);
 	close(sv[1]);
 	if (!c->run) {
 		close(sv[0]);

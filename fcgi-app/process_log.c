@@ -328,20 +328,14 @@ static bool room_runs(const char *room)
 {
 	struct helper_target target = app_helper(helper_app);
 	struct helper_error err;
-	json_object *req = json_object_new_object(), *reply, *v;
-	bool runs;
+	struct helper_status st;
 
-	json_object_object_add(req, HK_OP, json_object_new_string(HELPER_OP_STATUS));
-	json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	reply = helper_call(&target, req, HELPER_DEFAULT_DEADLINE_MS, &err);
-	json_object_put(req);
-	if (!reply && err.http_status != 404)
+	if (helper_status(&target, room, &st, &err) == 0)
+		return st.running;
+	if (err.http_status != 404)
 		fprintf(stderr, "roombox-fcgi: room %s: processes: room status: %s\n", room,
 			err.message);
-	runs = reply && json_object_object_get_ex(reply, HK_RUNNING, &v) &&
-		json_object_get_boolean(v);
-	json_object_put(reply);
-	return runs;
+	return false;
 }
 
 /* The end of p (under lock, still running, its pipes ended with no exit

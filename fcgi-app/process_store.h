@@ -61,7 +61,7 @@ int proc_store_load(const char *state_dir, char *err, size_t errlen);
  * cleanup, rooms.c); each takes procs_lock itself. */
 
 /* The rooms with a running managed process, as a new JSON array of room
- * ids: the idle stop leaves them running (helper op stop-idle, HK_KEEP). */
+ * ids: the idle stop leaves them running (helper op stop-idle, its keep list). */
 json_object *procs_busy_rooms(void);
 
 /* The room's stop or restart is asked for (true, before the helper's

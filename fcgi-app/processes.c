@@ -243,8 +243,10 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	char *cmd = starter(p->nonce, req->cmd, req->cmd_len, req->cwd, cmd_err, sizeof(cmd_err));
 	/* the request's env, cwd and user; the starter as its command */
 	struct exec_request start = *req;
-	json_object *hreq, *reply = NULL, *v;
+	struct helper_exec x;
+	struct helper_exec_ans ans;
 	struct helper_run *run = NULL;
+	bool answered = false;
 	int status = -1;
 
 	memset(err, 0, sizeof(*err));
@@ -263,18 +265,16 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 	start.cmd_len = strlen(cmd);
 	start.cwd = NULL;   /* the starter's own cd */
 	start.timeout_ms = START_TIMEOUT_MS;
-	hreq = exec_helper_request(room, &start);
-	json_object_object_add(hreq, HK_DETACH, json_object_new_boolean(1));
+	x = exec_helper_exec(&start);
+	x.detach = true;
 	int pass[3] = { in[0], out[1], errp[1] };
 	if (!exec_slot_take(app)) {
 		err->http_status = 503;
 		snprintf(err->code, sizeof(err->code), "busy");
 		snprintf(err->message, sizeof(err->message), "too many concurrent execs");
-		json_object_put(hreq);
 		goto out;
 	}
-	run = helper_start(&target, hreq, START_TIMEOUT_MS + HELPER_EXEC_GRACE_MS, pass, err);
-	json_object_put(hreq);
+	run = helper_exec_start(&target, room, &x, START_TIMEOUT_MS + HELPER_EXEC_GRACE_MS, pass, err);
 	proc_close_fd(&in[0]);
 	proc_close_fd(&out[1]);
 	proc_close_fd(&errp[1]);
@@ -288,16 +288,12 @@ static int launch(struct app *app, const char *room, struct proc *p, const struc
 			fprintf(stderr, "roombox-fcgi: room %s: process %s: follow its output: %m\n",
 				room, p->id);
 		pthread_mutex_unlock(&procs_lock);
-		reply = helper_finish(run, err);
+		answered = helper_exec_finish(run, &ans, err) == 0;
 	}
 	exec_slot_give(app);
-	if (reply && json_object_object_get_ex(reply, HK_WAIT_STATUS, &v))
-		status = json_object_get_int(v);
-	else if (reply)
-		snprintf(err->message, sizeof(err->message), "room %s: process %s: the helper's "
-			 "answer has no wait status", room, p->id);
+	if (answered)
+		status = ans.wait_status;
 	*wait_status = status;
-	json_object_put(reply);
 out:
 	free(cmd);
 	proc_close_fd(&in[0]);

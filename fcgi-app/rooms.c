@@ -1,6 +1,7 @@
 /* The room resource (SPEC §2.3, §2.4): create, list, status, clean up;
  * and rooms that recover (§8.3 DELETE …/sandbox/processes, §8.4 restart). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uuid/uuid.h>
 
@@ -46,43 +47,21 @@ static void helper_failure(struct response *rs, const char *room, const char *op
 		response_error(rs, err->http_status, "%s", text);
 }
 
-static json_object *room_op(const char *op, const char *room)
-{
-	json_object *req = json_object_new_object();
-
-	json_object_object_add(req, HK_OP, json_object_new_string(op));
-	if (room)
-		json_object_object_add(req, HK_ROOM, json_object_new_string(room));
-	return req;
-}
-
-/* Run one helper op; the reply or NULL with err set. */
-static json_object *room_call(struct app *app, const char *op, const char *room,
-			      struct helper_error *err)
-{
-	struct helper_target target = app_helper(app);
-	json_object *req = room_op(op, room), *reply;
-
-	reply = helper_call(&target, req, HELPER_DEFAULT_DEADLINE_MS, err);
-	json_object_put(req);
-	return reply;
-}
-
 void api_rooms_create(struct request *rq, struct response *rs)
 {
+	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *reply, *answer;
+	struct helper_status st;
+	json_object *answer;
 	char id[37], name[SANDBOX_NAME_MAX + 1];
 	uuid_t uu;
 
 	uuid_generate_random(uu);
 	uuid_unparse_lower(uu, id);
-	reply = room_call(rq->app, HELPER_OP_CREATE, id, &err);
-	if (!reply) {
+	if (helper_create(&target, id, &st, &err) < 0) {
 		helper_failure(rs, id, HELPER_OP_CREATE, &err);
 		return;
 	}
-	json_object_put(reply);
 	room_sandbox_name(id, name, sizeof(name));
 	answer = json_object_new_object();
 	json_object_object_add(answer, "roomId", json_object_new_string(id));
@@ -91,107 +70,80 @@ void api_rooms_create(struct request *rq, struct response *rs)
 	response_json(rs, 201, answer);
 }
 
-/* SPEC §2.4's <status> from the helper's (common/protocol.h); NULL when
- * the helper's lacks a field. */
-static json_object *room_status_answer(json_object *facts)
+/* <status> of the HTTP API from the helper's (common/protocol.h). */
+static json_object *room_status_answer(const struct helper_status *f)
 {
-	json_object *id, *running, *created, *v, *usage, *st;
+	json_object *usage, *st;
 	char name[SANDBOX_NAME_MAX + 1], stamp[40];
-	static const char *const counts[][2] = {
-		{ HK_DISK_BYTES, "diskBytes" }, { HK_MEMORY_BYTES, "memoryBytes" },
-		{ HK_PROCESSES, "processes" },
-	};
 
-	if (!json_object_object_get_ex(facts, HK_ROOM, &id) || !json_object_is_type(id, json_type_string) ||
-	    !json_object_object_get_ex(facts, HK_RUNNING, &running) ||
-	    !json_object_object_get_ex(facts, HK_CREATED_AT, &created) ||
-	    !json_object_object_get_ex(facts, HK_LAST_ACTIVE_MS, &v) || !json_object_is_type(v, json_type_int))
-		return NULL;
-	room_sandbox_name(json_object_get_string(id), name, sizeof(name));
-	iso8601_utc_ms(json_object_get_int64(v), stamp, sizeof(stamp));
+	room_sandbox_name(f->room, name, sizeof(name));
+	iso8601_utc_ms(f->last_active_ms, stamp, sizeof(stamp));
 	st = json_object_new_object();
-	json_object_object_add(st, "roomId", json_object_get(id));
+	json_object_object_add(st, "roomId", json_object_new_string(f->room));
 	json_object_object_add(st, "sandboxName", json_object_new_string(name));
-	json_object_object_add(st, "state", json_object_new_string(
-		json_object_get_boolean(running) ? "running" : "stopped"));
-	json_object_object_add(st, "createdAt", json_object_get(created));
+	json_object_object_add(st, "state", json_object_new_string(f->running ? "running" : "stopped"));
+	json_object_object_add(st, "createdAt", json_object_new_string(f->created_at));
 	json_object_object_add(st, "lastActiveAt", json_object_new_string(stamp));
 	usage = json_object_new_object();
-	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
-		int64_t n = json_object_object_get_ex(facts, counts[i][0], &v) ? json_object_get_int64(v) : 0;
-
-		json_object_object_add(usage, counts[i][1], json_object_new_int64(n));
-	}
+	json_object_object_add(usage, "diskBytes", json_object_new_int64((int64_t)f->disk_bytes));
+	json_object_object_add(usage, "memoryBytes", json_object_new_int64((int64_t)f->memory_bytes));
+	json_object_object_add(usage, "processes", json_object_new_int64((int64_t)f->processes));
 	json_object_object_add(st, "usage", usage);
 	return st;
 }
 
+/* Every room the helper lists, however many. */
 void api_rooms_list(struct request *rq, struct response *rs)
 {
+	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *reply, *rooms, *list, *answer;
+	struct helper_status *rooms;
+	json_object *list, *answer;
+	size_t n;
 
-	reply = room_call(rq->app, HELPER_OP_LIST, NULL, &err);
-	if (!reply) {
+	if (helper_list(&target, HELPER_DEFAULT_DEADLINE_MS, &rooms, &n, &err) < 0) {
 		helper_failure(rs, NULL, HELPER_OP_LIST, &err);
 		return;
 	}
-	if (!json_object_object_get_ex(reply, HK_ROOMS, &rooms) ||
-	    !json_object_is_type(rooms, json_type_array)) {
-		json_object_put(reply);
-		fprintf(stderr, "roombox-fcgi: list: helper reply lacks \"%s\"\n", HK_ROOMS);
-		response_error(rs, 500, "roombox-helper: list reply lacks \"%s\"", HK_ROOMS);
-		return;
-	}
-	list = json_object_new_array();
-	for (size_t i = 0; i < json_object_array_length(rooms); i++) {
-		json_object *st = room_status_answer(json_object_array_get_idx(rooms, i));
-
-		if (st)
-			json_object_array_add(list, st);
-	}
-	json_object_put(reply);
+	list = json_object_new_array_ext((int)n);
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(list, room_status_answer(&rooms[i]));
+	free(rooms);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "rooms", list);
 	response_json(rs, 200, answer);
 }
 
-/* The helper's <status> of an existing room, or NULL with rs answered
- * (404 for a room that does not exist: never created by asking). */
-static json_object *room_status_or_answer(struct request *rq, struct response *rs)
+/* The helper's <status> of an existing room into *st: true, or false with
+ * rs answered (404 for a room that does not exist: never created by
+ * asking). */
+static bool room_status_or_answer(struct request *rq, struct response *rs, struct helper_status *st)
 {
+	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *reply = room_call(rq->app, HELPER_OP_STATUS, rq->room, &err);
 
-	if (!reply && err.http_status == 404)
+	if (helper_status(&target, rq->room, st, &err) == 0)
+		return true;
+	if (err.http_status == 404)
 		response_error(rs, 404, "room not found");
-	else if (!reply)
+	else
 		helper_failure(rs, rq->room, HELPER_OP_STATUS, &err);
-	return reply;
+	return false;
 }
 
 bool room_exists_or_answer(struct request *rq, struct response *rs)
 {
-	json_object *reply = room_status_or_answer(rq, rs);
+	struct helper_status st;
 
-	json_object_put(reply);
-	return reply != NULL;
+	return room_status_or_answer(rq, rs, &st);
 }
 
 void api_rooms_get(struct request *rq, struct response *rs)
 {
-	json_object *reply, *st;
+	struct helper_status st;
 
-	if (!(reply = room_status_or_answer(rq, rs)))
-		return;
-	st = room_status_answer(reply);
-	json_object_put(reply);
-	if (!st) {
-		fprintf(stderr, "roombox-fcgi: room %s: status: helper reply lacks a field\n", rq->room);
-		response_error(rs, 500, "roombox-helper: status reply lacks a field");
-		return;
-	}
-	response_json(rs, 200, st);
+	if (room_status_or_answer(rq, rs, &st))
+		response_json(rs, 200, room_status_answer(&st));
 }
 
 /* POST /api/rooms/{id}/sandbox/stop (roombox's own, for roomboxctl): the
@@ -200,20 +152,19 @@ void api_rooms_get(struct request *rq, struct response *rs)
  * again.  A room that does not exist is a 404, not created. */
 void api_rooms_stop(struct request *rq, struct response *rs)
 {
+	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *reply, *answer;
+	struct helper_status st;
+	json_object *answer;
 
-	if (!(reply = room_status_or_answer(rq, rs)))
+	if (!room_status_or_answer(rq, rs, &st))
 		return;
-	json_object_put(reply);
 	procs_room_stopping(rq->room, true);
-	reply = room_call(rq->app, HELPER_OP_STOP, rq->room, &err);
-	if (!reply) {
+	if (helper_stop(&target, rq->room, &err) < 0) {
 		procs_room_stopping(rq->room, false);
 		helper_failure(rs, rq->room, HELPER_OP_STOP, &err);
 		return;
 	}
-	json_object_put(reply);
 	fprintf(stderr, "roombox-fcgi: room %s: stopped (asked)\n", rq->room);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "stopped", json_object_new_boolean(1));
@@ -231,15 +182,14 @@ typedef int cleanup_part_fn(struct app *app, const char *room,
 
 static int cleanup_sandbox(struct app *app, const char *room, char *errbuf, size_t errlen)
 {
+	struct helper_target target = app_helper(app);
 	struct helper_error err;
-	json_object *reply = room_call(app, HELPER_OP_DESTROY, room, &err);
 
-	if (!reply) {
+	if (helper_destroy(&target, room, &err) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: destroy: %s\n", room, err.message);
 		strip_host_paths(errbuf, errlen, err.message);
 		return -1;
 	}
-	json_object_put(reply);
 	return 0;
 }
 
@@ -317,47 +267,36 @@ void api_rooms_cleanup(struct request *rq, struct response *rs)
 
 void api_processes_kill_all(struct request *rq, struct response *rs)
 {
+	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *reply = room_call(rq->app, HELPER_OP_KILL_ALL, rq->room, &err), *n;
+	uint32_t killed;
 
-	if (!reply && err.http_status == 404) {
-		response_error(rs, 404, "room not found");
-		return;
-	}
-	if (!reply) {
-		helper_failure(rs, rq->room, HELPER_OP_KILL_ALL, &err);
-		return;
-	}
-	if (!json_object_object_get_ex(reply, HK_KILLED, &n) || !json_object_is_type(n, json_type_int)) {
-		json_object_put(reply);
-		fprintf(stderr, "roombox-fcgi: room %s: kill-all: helper reply lacks \"killed\"\n", rq->room);
-		response_error(rs, 500, "roombox-helper: kill-all reply lacks \"killed\"");
+	if (helper_kill_all(&target, rq->room, &killed, &err) < 0) {
+		if (err.http_status == 404)
+			response_error(rs, 404, "room not found");
+		else
+			helper_failure(rs, rq->room, HELPER_OP_KILL_ALL, &err);
 		return;
 	}
 	json_object *answer = json_object_new_object();
-	json_object_object_add(answer, "killed", json_object_get(n));
-	json_object_put(reply);
+	json_object_object_add(answer, "killed", json_object_new_int64(killed));
 	response_json(rs, 200, answer);
 }
 
 void api_rooms_restart(struct request *rq, struct response *rs)
 {
+	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
-	json_object *reply;
 
 	procs_room_stopping(rq->room, true);   /* its managed processes are lost */
-	reply = room_call(rq->app, HELPER_OP_RESTART, rq->room, &err);
-	if (!reply)
+	if (helper_restart(&target, rq->room, &err) < 0) {
 		procs_room_stopping(rq->room, false);
-	if (!reply && err.http_status == 404) {
-		response_error(rs, 404, "room not found");
+		if (err.http_status == 404)
+			response_error(rs, 404, "room not found");
+		else
+			helper_failure(rs, rq->room, HELPER_OP_RESTART, &err);
 		return;
 	}
-	if (!reply) {
-		helper_failure(rs, rq->room, HELPER_OP_RESTART, &err);
-		return;
-	}
-	json_object_put(reply);
 	metrics_room_started(ROOM_START_RESTART);
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "restarted", json_object_new_boolean(1));

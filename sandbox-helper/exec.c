@@ -186,19 +186,25 @@ static int build_env(const struct room *r, const struct exec_order *q, bool save
 	append(&s, &len, &cap, old ? old : "");
 	ce->old_len = len - strlen("__RB_SESSION=");
 	free(old);
-	for (size_t i = 0; q->env && i < q->env->len; i++) {
-		const struct mj_member *m = &q->env->members[i];
+	const char *e = q->env;
+	for (uint32_t i = 0; i < q->nenv; i++, e += strlen(e) + 1) {
+		const char *eq = strchr(e, '=');
+		char name[256];
 		/* /bin/sh (dash) drops such names from the environment of
 		 * everything it runs, so they cannot be passed on */
-		if (!shell_name(m->key) || strlen(m->key) != m->key_len)
+		if (!eq || (size_t)(eq - e) >= sizeof(name))
+			continue;
+		memcpy(name, e, (size_t)(eq - e));
+		name[eq - e] = '\0';
+		if (!shell_name(name))
 			continue;
 		append(&s, &len, &cap, "\nexport ");
-		append(&s, &len, &cap, m->key);
+		append(&s, &len, &cap, name);
 		append(&s, &len, &cap, "=");
-		char qerr[128], *v = shquote_alloc(m->value.str, m->value.len, qerr, sizeof(qerr));
+		char qerr[128], *v = shquote_alloc(eq + 1, strlen(eq + 1), qerr, sizeof(qerr));
 		if (!v) {
 			free(s);
-			return ERR("room %s: env %s: %s", r->id, m->key, qerr);
+			return ERR("room %s: env %s: %s", r->id, name, qerr);
 		}
 		append(&s, &len, &cap, v);
 		free(v);

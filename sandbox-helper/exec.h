@@ -4,7 +4,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "minijson.h"
 #include "protocol.h"
 #include "room.h"
 #include "cgroup.h"
@@ -15,7 +14,8 @@
 struct exec_order {
 	const char *cmd;
 	uint64_t timeout_ms;
-	const struct mj_value *env;  /* object of string -> string, or NULL */
+	const char *env;         /* nenv consecutive "NAME=value" strings, or NULL */
+	uint32_t nenv;
 	const char *cwd;         /* absolute path, or NULL */
 	const int *io;           /* the caller's stdin, stdout and stderr pipes
 				  * (passed I/O: fds 3-5) */

@@ -1,27 +1,25 @@
 /* roombox-helper — the only privileged part of roombox.
  *
  * Theory of operation.  roombox-fcgi (user roombox) runs this setuid-root
- * program once per operation and writes one JSON request on its stdin (see
- * common/protocol.h).  Before reading a byte of it, the helper records who
+ * program once per operation and writes one request record on its stdin
+ * (common/protocol.h).  Before reading a byte of it, the helper records who
  * called it (real uid/gid, once), refuses callers that are neither root nor in
  * the service group, clears its environment, closes stray descriptors and
  * loads the configuration from the compiled-in path, refusing a file that is
- * not root's or is writable by others.  Then one verb runs:
- *
- *   exec     lock the room, create it if new, start its keeper if none runs
- *            (jail.c), unlock, and run the command (exec.c);
- *   create / status / list / destroy / stop / stop-idle / stop-all / info;
- *   kill-all / restart (rooms that recover: see verb_exec too).
- *   port-connect  join the running room's network namespace, connect to
- *            127.0.0.1:<port> there and send the socket back over the
- *            caller's unix socket on fd 3 (portconn.c; preview ports).
+ * not root's or is writable by others.  Then the request is read, bounded,
+ * and checked whole (request.c) before anything is done, and one operation
+ * of the table below (OPS) runs: the dispatcher opens, locks, creates the
+ * room as the table says, drops what root does not need for it, runs it, and
+ * unlocks.  No general parser and no allocator of its own run here: a
+ * request is fixed records and counted strings, used where they lie.
  *
  * A room's processes live in namespaces held by its keeper (PID 1 of the
  * room, keeper/keeper.c).  The helper enters none of them: it hands each
  * exec to the keeper over the room's root-only socket, and the keeper forks
  * the shell, already inside the room, which drops to the room's uid.  The
- * helper prints one JSON object and exits 0, or prints {"error","code"} and
- * exits 1.
+ * helper writes one answer record and exits 0, or an error record and exits
+ * 1.  With an operation on its command line (for scripts) it answers in
+ * text instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,10 +27,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <linux/capability.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,7 +42,7 @@
 #include "exec.h"
 #include "hostmask.h"
 #include "jail.h"
-#include "minijson.h"
+#include "helper_rec.h"
 #include "nsprocs.h"
 #include "portconn.h"
 #include "net.h"
@@ -60,8 +61,8 @@ struct helper {
 	struct config cfg;
 	struct cgroup_sys cg;     /* use cgroups(h): detected on first use */
 	bool cg_known;
-	char err[1024];
-	const char *code;        /* protocol error code */
+	char err[HELPER_ERROR_MAX];
+	uint32_t code;           /* protocol error code, HELPER_E_* */
 };
 
 /* A warm exec never touches a cgroup (the keeper's children inherit the
@@ -76,7 +77,7 @@ static const struct cgroup_sys *cgroups(struct helper *h)
 	return &h->cg;
 }
 
-static int fail(struct helper *h, const char *code)
+static int fail(struct helper *h, uint32_t code)
 {
 	h->code = code;
 	return -1;
@@ -84,9 +85,9 @@ static int fail(struct helper *h, const char *code)
 
 /* ---- start-up defences ------------------------------------------------- */
 
-/* fds 3, 4, 5 as the caller passed them for an exec's I/O (HK_IO): kept only
+/* fds 3, 4, 5 as the caller passed them for an exec's I/O (passed I/O): kept only
  * when each is a pipe open the right way (3 to read, 4 and 5 to write) or,
- * for stdout (4), a unix stream socket (a download's: HK_OPEN), and
+ * for stdout (4), a unix stream socket (a download's), and
  * close-on-exec, so no keeper or jail inherits them. */
 #define PASSED_IO 3
 static int passed_io[PASSED_IO] = { -1, -1, -1 };
@@ -174,13 +175,13 @@ static int load_config(struct helper *h, const char *path)
 	struct stat st;
 	if (fd < 0) {
 		snprintf(h->err, sizeof(h->err), "configuration %s: %s", path, strerror(errno));
-		return fail(h, HELPER_ERR_DENIED);
+		return fail(h, HELPER_E_DENIED);
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
 		close(fd);
 		snprintf(h->err, sizeof(h->err),
 			 "configuration %s: refusing a file that is not root's or is group/world-writable", path);
-		return fail(h, HELPER_ERR_DENIED);
+		return fail(h, HELPER_E_DENIED);
 	}
 	char *text = malloc((size_t)st.st_size + 1);
 	ssize_t n = text ? read(fd, text, (size_t)st.st_size) : -1;
@@ -188,29 +189,99 @@ static int load_config(struct helper *h, const char *path)
 	if (n < 0) {
 		free(text);
 		snprintf(h->err, sizeof(h->err), "configuration %s: read failed", path);
-		return fail(h, HELPER_ERR_DENIED);
+		return fail(h, HELPER_E_DENIED);
 	}
 	text[n] = '\0';
 	config_defaults(&h->cfg);
 	int rc = config_parse(&h->cfg, path, text, h->err, sizeof(h->err));
 	free(text);
-	return rc < 0 ? fail(h, HELPER_ERR_DENIED) : 0;
+	return rc < 0 ? fail(h, HELPER_E_DENIED) : 0;
 }
 
-/* ---- verbs ------------------------------------------------------------- */
+/* ---- answers ------------------------------------------------------------- */
 
-static int open_room(struct helper *h, const struct mj_value *req, struct room *r)
+/* The answer record being built: struct helper_ans, then the op's record
+ * (and, for list and the stops, its entries).  Its header is filled in by
+ * finish. */
+struct answer {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+static void *answer_put(struct answer *a, const void *p, size_t len)
 {
-	const char *id = mj_get_str(req, HK_ROOM);
-	if (!id || !room_id_valid(id)) {
-		snprintf(h->err, sizeof(h->err), "invalid room id");
-		return fail(h, HELPER_ERR_INVALID);
+	if (a->failed)
+		return NULL;
+	if (a->len + len > a->cap) {
+		size_t cap = a->cap ? a->cap : 4096;
+		while (cap < a->len + len)
+			cap *= 2;
+		char *n = realloc(a->buf, cap);
+		if (!n) {
+			a->failed = true;
+			return NULL;
+		}
+		a->buf = n;
+		a->cap = cap;
 	}
-	if (room_init(r, &h->cfg, id) < 0) {
-		snprintf(h->err, sizeof(h->err), "room %s: path too long", id);
-		return fail(h, HELPER_ERR_INVALID);
+	void *at = a->buf + a->len;
+	if (p)
+		memcpy(at, p, len);
+	else
+		memset(at, 0, len);
+	a->len += len;
+	return at;
+}
+
+/* ---- privilege ----------------------------------------------------------- */
+
+/* Only the capabilities in keep (a mask of CAP_*), from the effective,
+ * permitted and inheritable sets and the bounding set: for good, nothing
+ * this process runs can raise them again.  0, or -1 with err. */
+static int caps_keep_only(uint64_t keep, char *err, size_t errlen)
+{
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
+			snprintf(err, errlen, "drop capability %d: %s", cap, strerror(errno));
+			return -1;
+		}
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2] = { { 0 } };
+	data[0].effective = data[0].permitted = (uint32_t)keep;
+	data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
+	if (syscall(SYS_capset, &hdr, data) < 0) {
+		snprintf(err, errlen, "capset: %s", strerror(errno));
+		return -1;
 	}
 	return 0;
+}
+
+/* ---- rooms --------------------------------------------------------------- */
+
+/* One call: the decoded request, its room (opened, maybe locked, by the
+ * dispatcher), the answer. */
+struct call {
+	const struct request *rq;
+	struct room r;
+	bool locked;
+	struct answer *out;
+	struct exec_order exec;   /* exec: its values, checked before the room is touched */
+};
+
+static int call_lock(struct helper *h, struct call *c)
+{
+	if (room_lock(&c->r, true, h->err, sizeof(h->err)) < 0)
+		return fail(h, HELPER_E_FAILED);
+	c->locked = true;
+	return 0;
+}
+
+static void call_unlock(struct call *c)
+{
+	if (c->locked)
+		room_unlock(&c->r);
+	c->locked = false;
 }
 
 /* Room locked exclusively; make it exist and run.  Returns keeper pid. */
@@ -218,10 +289,10 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 {
 	int found = room_load(r, h->err, sizeof(h->err));
 	if (found < 0)
-		return fail(h, HELPER_ERR_FAILED);
+		return fail(h, HELPER_E_FAILED);
 	if (!found && !create) {
 		snprintf(h->err, sizeof(h->err), "room not found");
-		return fail(h, HELPER_ERR_NOT_FOUND);
+		return fail(h, HELPER_E_NOT_FOUND);
 	}
 	pid_t keeper = 0;
 	if (!found) {
@@ -229,8 +300,8 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 		 * before */
 		int rc = room_create(r, h->err, sizeof(h->err));
 		if (rc < 0)
-			return fail(h, rc == ROOM_ELIMIT ? HELPER_ERR_LIMIT
-				    : rc == ROOM_ENOSPACE ? HELPER_ERR_NO_SPACE : HELPER_ERR_FAILED);
+			return fail(h, rc == ROOM_ELIMIT ? HELPER_E_LIMIT
+				    : rc == ROOM_ENOSPACE ? HELPER_E_NO_SPACE : HELPER_E_FAILED);
 	} else {
 		keeper = room_keeper_pid(r);
 	}
@@ -238,229 +309,31 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 		return keeper;
 	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
 	room_create_abort(r);
-	return keeper < 0 ? fail(h, HELPER_ERR_FAILED) : keeper;
+	return keeper < 0 ? fail(h, HELPER_E_FAILED) : keeper;
 }
 
-/* <status> of common/protocol.h: facts only (roombox-fcgi names the
- * sandbox, formats the times and nests the usage). */
-static void room_status(struct helper *h, struct room *r, struct mj_writer *out)
+/* <status> of common/protocol.h: facts only. */
+static void room_status(struct helper *h, struct room *r, struct helper_status *st)
 {
 	bool running = room_keeper_pid(r) > 0;
 	uint64_t mem = 0, procs = 0;
 	if (running)
 		cgroup_room_usage(cgroups(h), r->id, &mem, &procs);
-	mjw_object_begin(out);
-	mjw_key(out, HK_ROOM);
-	mjw_cstring(out, r->id);
-	mjw_key(out, HK_RUNNING);
-	mjw_bool(out, running);
-	mjw_key(out, HK_CREATED_AT);
-	mjw_cstring(out, r->created_at);
-	mjw_key(out, HK_LAST_ACTIVE_MS);
-	mjw_int(out, room_last_active_ms(r));
-	mjw_key(out, HK_DISK_BYTES);
-	mjw_int(out, (int64_t)room_disk_usage(r));
-	mjw_key(out, HK_MEMORY_BYTES);
-	mjw_int(out, (int64_t)mem);
-	mjw_key(out, HK_PROCESSES);
-	mjw_int(out, (int64_t)procs);
-	mjw_object_end(out);
+	memset(st, 0, sizeof(*st));
+	snprintf(st->room, sizeof(st->room), "%s", r->id);
+	snprintf(st->created_at, sizeof(st->created_at), "%s", r->created_at);
+	st->running = running;
+	st->last_active_ms = room_last_active_ms(r);
+	st->disk_bytes = room_disk_usage(r);
+	st->memory_bytes = mem;
+	st->processes = procs;
 }
 
-static int stop_room(struct helper *h, struct room *r);
-
-/* Every verb writes its answer object to out and returns 0, or returns -1
- * with h->err and h->code set (whatever it wrote is then dropped). */
-
-/* A warm room is one whose keeper answers on its socket: then the exec
- * needs nothing else of the room's state (the keeper knows the room's uid),
- * so no meta, keeper record or /proc is read.  Otherwise the room is
- * loaded, created if new, and its keeper started.  0, -1 (error set) or
- * EXEC_AT_LIMIT (nothing written to out). */
-/* The exec answer of common/protocol.h: the facts (the output went to the
- * caller's own pipes). */
-static int answer_exec(struct mj_writer *out, const struct exec_outcome *o)
+static int answer_status(struct helper *h, struct call *c)
 {
-	mjw_object_begin(out);
-	mjw_key(out, HK_WAIT_STATUS);
-	mjw_int(out, o->wait_status);
-	mjw_key(out, HK_TIMED_OUT);
-	mjw_bool(out, o->timed_out);
-	mjw_key(out, HK_DURATION_US);
-	mjw_int(out, (int64_t)o->duration_us);
-	mjw_key(out, HK_STARTED_MS);
-	mjw_int(out, o->started_ms);
-	mjw_object_end(out);
-	return 0;
-}
-
-static int exec_attempts(struct helper *h, struct room *r, const struct exec_order *q,
-			 struct exec_outcome *o)
-{
-	struct exec_job *job = exec_prepare(r, q, h->err, sizeof(h->err));
-	if (!job)
-		return fail(h, HELPER_ERR_FAILED);
-	int rc = -1;
-	for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
-		if (room_lock(r, true, h->err, sizeof(h->err)) < 0)
-			break;
-		if (attempt == 0 && room_state_check(r, h->err, sizeof(h->err)) < 0) {
-			room_unlock(r);
-			break;
-		}
-		int conn = exec_connect(r);
-		/* a second attempt: the keeper died or hung under the first one.
-		 * If another exec has not replaced it meanwhile (it answers),
-		 * make sure it is gone before starting another. */
-		if (attempt > 0 && conn < 0)
-			stop_room(h, r);
-		if (conn < 0) {
-			if (ensure_running(h, r, !q->existing) <= 0) {
-				room_unlock(r);
-				exec_job_free(job);
-				return -1;
-			}
-			conn = exec_connect(r);
-		}
-		if (conn < 0) {
-			/* alive but not answering: the next attempt replaces it */
-			snprintf(h->err, sizeof(h->err), "room %s: its keeper does not answer", r->id);
-			room_unlock(r);
-			continue;
-		}
-		int busy = room_busy_enter(r);
-		room_unlock(r);
-		rc = exec_run(r, conn, job, q, o, h->err, sizeof(h->err));
-		room_touch_active(r);
-		if (busy >= 0)
-			close(busy);
-		if (rc != 0 && rc != EXEC_KEEPER_GONE)
-			break;
-	}
-	exec_job_free(job);
-	return rc == 0 || rc == EXEC_AT_LIMIT ? rc : fail(h, HELPER_ERR_FAILED);
-}
-
-static int kill_room_processes(struct helper *h, struct room *r, int *killed);
-
-/* A room held at pids_limit by its own processes (a fork bomb) recovers
- * by itself (SPEC §8.3): when the exec could not start for the limit,
- * every process of the room but its keeper is killed, the service log
- * says so, and the command runs again -- once. */
-static int verb_exec(struct helper *h, const struct mj_value *req, struct mj_writer *out)
-{
-	struct room r;
-	struct exec_order q;
-	if (open_room(h, req, &r) < 0)
-		return -1;
-	const char *code = request_exec_parse(req, &h->cfg, &q, h->err, sizeof(h->err));
-	if (code)
-		return fail(h, code);
-	/* a request that only reads: a room that does not exist is not made,
-	 * nor is anything of it (its run directory, its lock) */
-	if (q.existing) {
-		int found = room_load(&r, h->err, sizeof(h->err));
-		if (found == 0)
-			snprintf(h->err, sizeof(h->err), "room %s not found", r.id);
-		if (found <= 0)
-			return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
-	}
-	/* the command's I/O is always the caller's own: its output never
-	 * passes through this process */
-	const struct mj_value *v = mj_get(req, HK_IO);
-	if (!v || v->type != MJ_BOOL || !v->boolean || passed_io[0] < 0 || passed_io[1] < 0 ||
-	    passed_io[2] < 0) {
-		snprintf(h->err, sizeof(h->err), "io: true, and fds 3-5 the caller's stdin, stdout "
-			 "and stderr pipes (stdout may be a unix socket)");
-		return fail(h, HELPER_ERR_INVALID);
-	}
-	q.io = passed_io;
-	/* The last line of defence against waiting forever (the exec's own
-	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
-	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	q.limit_retry = h->cfg.pids_limit > 0;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	struct exec_outcome o;
-	int rc = exec_attempts(h, &r, &q, &o);
-	if (rc != EXEC_AT_LIMIT)
-		return rc == 0 ? answer_exec(out, &o) : rc;
-	/* the request's timeout is for the whole request: the second run gets
-	 * what the first left of it (a second at least) */
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	uint64_t spent = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
-	q.timeout_ms = spent + 1000 < q.timeout_ms ? q.timeout_ms - spent : 1000;
-	int killed = 0;
-	char why[64];
-	snprintf(why, sizeof(why), "%s", h->err);
-	/* locked: a restart meanwhile would make another keeper, which this
-	 * must not take for one of the room's processes */
-	if (room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-		return fail(h, HELPER_ERR_FAILED);
-	rc = kill_room_processes(h, &r, &killed);
-	room_unlock(&r);
-	if (rc < 0)
-		return -1;
-	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
-		"killed %d processes, running the exec again\n", r.id, h->cfg.pids_limit, why, killed);
-	q.limit_retry = false;
-	rc = exec_attempts(h, &r, &q, &o);
-	if (rc == EXEC_AT_LIMIT)
-		return fail(h, HELPER_ERR_FAILED);
-	return rc == 0 ? answer_exec(out, &o) : rc;
-}
-
-static int verb_create(struct helper *h, const struct mj_value *req, struct mj_writer *out)
-{
-	struct room r;
-	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-		return -1;
-	int rc = ensure_running(h, &r, true) > 0 ? 0 : -1;
-	if (rc == 0)
-		room_status(h, &r, out);
-	room_unlock(&r);
-	return rc;
-}
-
-static int verb_status(struct helper *h, const struct mj_value *req, struct mj_writer *out)
-{
-	struct room r;
-	if (open_room(h, req, &r) < 0)
-		return -1;
-	int found = room_load(&r, h->err, sizeof(h->err));
-	if (found <= 0) {
-		if (found == 0)
-			snprintf(h->err, sizeof(h->err), "room not found");
-		return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
-	}
-	room_status(h, &r, out);
-	return 0;
-}
-
-struct list_walk {
-	struct helper *h;
-	struct mj_writer *out;
-};
-
-static int add_status(const char *id, void *arg)
-{
-	struct list_walk *l = arg;
-	struct room r;
-	char err[256];
-	if (room_init(&r, &l->h->cfg, id) == 0 && room_load(&r, err, sizeof(err)) == 1)
-		room_status(l->h, &r, l->out);
-	return 0;
-}
-
-static int verb_list(struct helper *h, const struct mj_value *req, struct mj_writer *out)
-{
-	struct list_walk l = { h, out };
-	mjw_object_begin(out);
-	mjw_key(out, HK_ROOMS);
-	mjw_array_begin(out);
-	room_foreach(&h->cfg, add_status, &l);
-	mjw_array_end(out);
-	mjw_object_end(out);
+	struct helper_status *st = answer_put(c->out, NULL, sizeof(*st));
+	if (st)
+		room_status(h, &c->r, st);
 	return 0;
 }
 
@@ -473,25 +346,215 @@ static int stop_room(struct helper *h, struct room *r)
 	return jail_stop(r, cgroups(h), keeper, h->err, sizeof(h->err));
 }
 
-static void answer_flag(struct mj_writer *out, const char *key)
+/* Every process of the room but its keeper killed (the room locked by the
+ * caller, so the keeper is the one recorded); a stopped room has none.
+ * Frozen through its cgroup while they are signalled, so a fork bomb cannot
+ * outrun it, and the keeper (the room's PID 1) is spared; without cgroups,
+ * found by the keeper's pid namespace (nsprocs.c). */
+static int kill_room_processes(struct helper *h, struct room *r, int *killed)
 {
-	mjw_object_begin(out);
-	mjw_key(out, key);
-	mjw_bool(out, true);
-	mjw_object_end(out);
+	*killed = 0;
+	pid_t keeper = room_keeper_pid(r);
+	if (keeper <= 0)
+		return 0;
+	if (cgroups(h)->mode != CG_NONE)
+		return cgroup_kill_others(cgroups(h), r->id, keeper, killed, h->err, sizeof(h->err)) < 0
+			? fail(h, HELPER_E_FAILED) : 0;
+	char err[256];
+	if (nsprocs_kill_others(keeper, killed, err, sizeof(err)) < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: kill its processes: %s", r->id, err);
+		return fail(h, HELPER_E_FAILED);
+	}
+	return 0;
 }
 
-static int verb_stop(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+/* ---- operations ------------------------------------------------------------
+ * Each is called by dispatch with the request checked (request.c) and its
+ * room as the table says; it adds its answer record to c->out and returns
+ * 0, or returns -1 with h->err and h->code set (its record is then
+ * dropped). */
+
+/* The one place an operation unlocks its room in the middle: entered with
+ * the room locked, it unlocks once the keeper is reached and the room
+ * marked busy, waits for the command unlocked, and locks again only for
+ * another attempt or, returning EXEC_AT_LIMIT, for the caller's kill.
+ *
+ * A warm room is one whose keeper answers on its socket: then the exec
+ * needs nothing else of the room's state (the keeper knows the room's uid),
+ * so no meta, keeper record or /proc is read.  Otherwise the room is
+ * loaded, created if new, and its keeper started.  0, -1 (error set) or
+ * EXEC_AT_LIMIT. */
+static int exec_attempts(struct helper *h, struct call *c, const struct exec_order *q,
+			 struct exec_outcome *o)
 {
-	struct room r;
-	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
+	struct room *r = &c->r;
+	struct exec_job *job = exec_prepare(r, q, h->err, sizeof(h->err));
+	if (!job)
+		return fail(h, HELPER_E_FAILED);
+	int rc = -1;
+	for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
+		if (!c->locked && call_lock(h, c) < 0)
+			break;
+		if (attempt == 0 && room_state_check(r, h->err, sizeof(h->err)) < 0)
+			break;
+		int conn = exec_connect(r);
+		/* a second attempt: the keeper died or hung under the first one.
+		 * If another exec has not replaced it meanwhile (it answers),
+		 * make sure it is gone before starting another. */
+		if (attempt > 0 && conn < 0)
+			stop_room(h, r);
+		if (conn < 0) {
+			if (ensure_running(h, r, !q->existing) <= 0) {
+				exec_job_free(job);
+				return -1;
+			}
+			conn = exec_connect(r);
+		}
+		if (conn < 0) {
+			/* alive but not answering: the next attempt replaces it */
+			snprintf(h->err, sizeof(h->err), "room %s: its keeper does not answer", r->id);
+			continue;
+		}
+		int busy = room_busy_enter(r);
+		call_unlock(c);
+		rc = exec_run(r, conn, job, q, o, h->err, sizeof(h->err));
+		room_touch_active(r);
+		if (busy >= 0)
+			close(busy);
+		if (rc != 0 && rc != EXEC_KEEPER_GONE)
+			break;
+	}
+	exec_job_free(job);
+	/* locked: a restart meanwhile would make another keeper, which the
+	 * caller's kill must not take for one of the room's processes */
+	if (rc == EXEC_AT_LIMIT && call_lock(h, c) < 0)
 		return -1;
-	int rc = stop_room(h, &r);
-	room_unlock(&r);
-	if (rc < 0)
-		return fail(h, HELPER_ERR_FAILED);
-	answer_flag(out, HK_STOPPED);
+	return rc == 0 || rc == EXEC_AT_LIMIT ? rc : fail(h, HELPER_E_FAILED);
+}
+
+/* The exec answer: the facts (the output went to the caller's own pipes). */
+static int answer_exec(struct call *c, const struct exec_outcome *o)
+{
+	struct helper_exec_ans a = {
+		.wait_status = o->wait_status, .timed_out = o->timed_out,
+		.duration_us = o->duration_us, .started_ms = o->started_ms,
+	};
+	answer_put(c->out, &a, sizeof(a));
 	return 0;
+}
+
+/* The table's check of exec: its values against the configuration, and
+ * its descriptors, before anything of the room is made. */
+static int check_exec(struct helper *h, struct call *c)
+{
+	struct exec_order *q = &c->exec;
+	int code = request_exec_order(c->rq, &h->cfg, q, h->err, sizeof(h->err));
+	if (code)
+		return fail(h, (uint32_t)code);
+	/* the command's I/O is always the caller's own: its output never
+	 * passes through this process */
+	if (passed_io[0] < 0 || passed_io[1] < 0 || passed_io[2] < 0) {
+		snprintf(h->err, sizeof(h->err), "exec: fds 3-5 must be the caller's stdin, stdout "
+			 "and stderr pipes (stdout may be a unix socket)");
+		return fail(h, HELPER_E_INVALID);
+	}
+	q->io = passed_io;
+	return 0;
+}
+
+/* A room held at pids_limit by its own processes (a fork bomb) recovers
+ * by itself: when the exec could not start for the limit, every process
+ * of the room but its keeper is killed, the service log says so, and the
+ * command runs again -- once. */
+static int op_exec(struct helper *h, struct call *c)
+{
+	struct exec_order q = c->exec;
+	struct room *r = &c->r;
+	/* The last line of defence against waiting forever (the exec's own
+	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
+	alarm((unsigned)(q.timeout_ms / 1000) + 120);
+	q.limit_retry = h->cfg.pids_limit > 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct exec_outcome o;
+	int rc = exec_attempts(h, c, &q, &o);
+	if (rc != EXEC_AT_LIMIT)
+		return rc == 0 ? answer_exec(c, &o) : rc;
+	/* the request's timeout is for the whole request: the second run gets
+	 * what the first left of it (a second at least) */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	uint64_t spent = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	q.timeout_ms = spent + 1000 < q.timeout_ms ? q.timeout_ms - spent : 1000;
+	int killed = 0;
+	char why[64];
+	snprintf(why, sizeof(why), "%s", h->err);
+	if (kill_room_processes(h, r, &killed) < 0)
+		return -1;
+	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
+		"killed %d processes, running the exec again\n", r->id, h->cfg.pids_limit, why, killed);
+	q.limit_retry = false;
+	rc = exec_attempts(h, c, &q, &o);
+	if (rc == EXEC_AT_LIMIT)
+		return fail(h, HELPER_E_FAILED);
+	return rc == 0 ? answer_exec(c, &o) : rc;
+}
+
+static int op_status(struct helper *h, struct call *c)
+{
+	int found = room_load(&c->r, h->err, sizeof(h->err));
+	if (found <= 0) {
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room not found");
+		return fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
+	}
+	return answer_status(h, c);
+}
+
+struct list_walk {
+	struct helper *h;
+	struct answer *out;
+	uint32_t count;
+};
+
+/* Every room the state directory holds: no cap on their number (each
+ * record is ~150 bytes, and nothing is kept per room but its record). */
+static int add_status(const char *id, void *arg)
+{
+	struct list_walk *l = arg;
+	struct room r;
+	char err[256];
+	if (room_init(&r, &l->h->cfg, id) == 0 && room_load(&r, err, sizeof(err)) == 1) {
+		struct helper_status *st = answer_put(l->out, NULL, sizeof(*st));
+		if (st) {
+			room_status(l->h, &r, st);
+			l->count++;
+		}
+	}
+	return 0;
+}
+
+static int op_list(struct helper *h, struct call *c)
+{
+	size_t at = c->out->len;
+	struct list_walk l = { h, c->out, 0 };
+	answer_put(c->out, NULL, sizeof(struct helper_list_ans));
+	room_foreach(&h->cfg, add_status, &l);
+	if (c->out->failed) {
+		snprintf(h->err, sizeof(h->err), "list: out of memory after %u rooms", l.count);
+		return fail(h, HELPER_E_FAILED);
+	}
+	((struct helper_list_ans *)(c->out->buf + at))->count = l.count;
+	return 0;
+}
+
+static int op_create(struct helper *h, struct call *c)
+{
+	return answer_status(h, c);   /* the dispatcher made it run */
+}
+
+static int op_stop(struct helper *h, struct call *c)
+{
+	return stop_room(h, &c->r) < 0 ? fail(h, HELPER_E_FAILED) : 0;
 }
 
 /* Whatever still runs under the room's host ids once its keeper and cgroup
@@ -522,154 +585,103 @@ static int other_room(const char *id, void *arg)
 	return strcmp(id, arg) != 0;
 }
 
-static int verb_destroy(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+static int op_destroy(struct helper *h, struct call *c)
 {
-	struct room r;
-	if (open_room(h, req, &r) < 0 || room_lock(&r, true, h->err, sizeof(h->err)) < 0)
-		return -1;
+	struct room *r = &c->r;
 	char err[256];
-	room_load(&r, err, sizeof(err));   /* for its slot; absent is fine */
+	room_load(r, err, sizeof(err));   /* for its slot; absent is fine */
 	/* a keeper that died by itself left its network's firewall elements */
-	bool net_left = r.slot >= 0 && room_keeper_pid(&r) <= 0;
-	int rc = stop_room(h, &r);
+	bool net_left = r->slot >= 0 && room_keeper_pid(r) <= 0;
+	int rc = stop_room(h, r);
 	if (rc == 0 && net_left)
-		rc = net_room_down(&r, h->err, sizeof(h->err));
+		rc = net_room_down(r, h->err, sizeof(h->err));
 	if (rc == 0)
-		rc = kill_room_ids(h, &r);
+		rc = kill_room_ids(h, r);
 	/* Nothing of it runs any more: it stops being a room first, so a step
 	 * that fails below leaves leftovers for the next destroy, not a room
 	 * that is still listed. */
 	if (rc == 0)
-		rc = room_forget(&r, h->err, sizeof(h->err));
+		rc = room_forget(r, h->err, sizeof(h->err));
 	if (rc == 0) {
-		room_slot_release(&r);
-		rc = cgroup_room_remove(cgroups(h), r.id, h->err, sizeof(h->err));
+		room_slot_release(r);
+		rc = cgroup_room_remove(cgroups(h), r->id, h->err, sizeof(h->err));
 		int lock = room_state_lock(&h->cfg);
 		if (rc == 0)
 			cgroup_group_remove_if_empty(cgroups(h));
-		if (room_foreach(&h->cfg, other_room, r.id) == 0)
+		if (room_foreach(&h->cfg, other_room, r->id) == 0)
 			net_instance_remove(&h->cfg);
 		if (lock >= 0)
 			close(lock);
 		/* the files go even when the cgroup stays; the first error is told */
-		if (room_remove_files(&r, rc == 0 ? h->err : err, rc == 0 ? sizeof(h->err) : sizeof(err)) < 0)
+		if (room_remove_files(r, rc == 0 ? h->err : err, rc == 0 ? sizeof(h->err) : sizeof(err)) < 0)
 			rc = -1;
 	}
-	room_unlock(&r);
-	if (rc < 0)
-		return fail(h, HELPER_ERR_FAILED);
-	answer_flag(out, HK_DESTROYED);
-	return 0;
+	return rc < 0 ? fail(h, HELPER_E_FAILED) : 0;
 }
 
-/* Every process of the room but its keeper killed (the room locked by the
- * caller, so the keeper is the one recorded); a stopped room has none.
- * Frozen through its cgroup while they are signalled, so a fork bomb cannot
- * outrun it, and the keeper (the room's PID 1) is spared; without cgroups,
- * found by the keeper's pid namespace (nsprocs.c). */
-static int kill_room_processes(struct helper *h, struct room *r, int *killed)
+static int op_kill_all(struct helper *h, struct call *c)
 {
-	*killed = 0;
-	pid_t keeper = room_keeper_pid(r);
-	if (keeper <= 0)
-		return 0;
-	if (cgroups(h)->mode != CG_NONE)
-		return cgroup_kill_others(cgroups(h), r->id, keeper, killed, h->err, sizeof(h->err)) < 0
-			? fail(h, HELPER_ERR_FAILED) : 0;
-	char err[256];
-	if (nsprocs_kill_others(keeper, killed, err, sizeof(err)) < 0) {
-		snprintf(h->err, sizeof(h->err), "room %s: kill its processes: %s", r->id, err);
-		return fail(h, HELPER_ERR_FAILED);
-	}
-	return 0;
-}
-
-/* An existing room, locked: 0, or -1 with "not_found" (the room was never
- * made or was cleaned up) or another error. */
-static int lock_existing_room(struct helper *h, const struct mj_value *req, struct room *r)
-{
-	if (open_room(h, req, r) < 0 || room_lock(r, true, h->err, sizeof(h->err)) < 0)
-		return -1;
-	int found = room_load(r, h->err, sizeof(h->err));
-	if (found == 1)
-		return 0;
-	room_unlock(r);
-	if (found == 0)
-		snprintf(h->err, sizeof(h->err), "room not found");
-	return fail(h, found == 0 ? HELPER_ERR_NOT_FOUND : HELPER_ERR_FAILED);
-}
-
-static int verb_kill_all(struct helper *h, const struct mj_value *req, struct mj_writer *out)
-{
-	struct room r;
 	int killed;
-	if (lock_existing_room(h, req, &r) < 0)
+	if (kill_room_processes(h, &c->r, &killed) < 0)
 		return -1;
-	int rc = kill_room_processes(h, &r, &killed);
-	room_unlock(&r);
-	if (rc < 0)
-		return -1;
-	mjw_object_begin(out);
-	mjw_key(out, HK_KILLED);
-	mjw_int(out, killed);
-	mjw_object_end(out);
+	struct helper_killed_ans a = { .killed = (uint32_t)killed };
+	answer_put(c->out, &a, sizeof(a));
 	return 0;
 }
 
 /* Stop the jail (every process, the keeper too) and start a new one: files
  * and session are on disk and stay. */
-static int verb_restart(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+static int op_restart(struct helper *h, struct call *c)
 {
-	struct room r;
-	if (lock_existing_room(h, req, &r) < 0)
-		return -1;
-	int rc = stop_room(h, &r) < 0 ? fail(h, HELPER_ERR_FAILED) : 0;
-	if (rc == 0 && ensure_running(h, &r, false) <= 0)
-		rc = -1;
-	room_unlock(&r);
-	if (rc < 0)
-		return -1;
-	answer_flag(out, HK_RESTARTED);
-	return 0;
+	if (stop_room(h, &c->r) < 0)
+		return fail(h, HELPER_E_FAILED);
+	return ensure_running(h, &c->r, false) > 0 ? 0 : -1;
 }
 
 struct stop_many {
 	struct helper *h;
-	struct mj_writer *out;
+	struct answer *out;
+	uint32_t count;
 	bool idle_only;
-	const struct mj_value *keep;   /* stop-idle: room ids left running, or NULL */
+	const struct request *rq;   /* stop-idle: its keep list */
 };
 
-static bool in_keep(const struct mj_value *keep, const char *id)
+static bool in_keep(const struct request *rq, const char *id)
 {
-	for (size_t i = 0; keep && keep->type == MJ_ARRAY && i < keep->len; i++) {
-		const struct mj_value *v = &keep->members[i].value;
-		if (v->type == MJ_STRING && strlen(id) == v->len && !memcmp(v->str, id, v->len))
+	const char *k = rq->strings;
+	for (uint32_t i = 0; i < rq->nstrings; i++, k = request_next(k))
+		if (!strcmp(k, id))
 			return true;
-	}
 	return false;
 }
 
+/* The one place an operation over many rooms locks each: the dispatcher's
+ * lock, taken and given back around one room's stop. */
 static int stop_if_due(const char *id, void *arg)
 {
 	struct stop_many *s = arg;
-	struct room r;
+	struct call one = { .rq = s->rq };
 	char err[256];
-	if (room_init(&r, &s->h->cfg, id) < 0 || room_keeper_pid(&r) <= 0)
+	if (room_init(&one.r, &s->h->cfg, id) < 0 || room_keeper_pid(&one.r) <= 0)
 		return 0;
 	if (s->idle_only) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-		if (now_ms - room_last_active_ms(&r) < (int64_t)s->h->cfg.idle_timeout_ms || room_is_busy(&r) ||
-		    in_keep(s->keep, id))
+		if (now_ms - room_last_active_ms(&one.r) < (int64_t)s->h->cfg.idle_timeout_ms ||
+		    room_is_busy(&one.r) || in_keep(s->rq, id))
 			return 0;
 	}
-	if (room_lock(&r, true, err, sizeof(err)) < 0)
+	if (call_lock(s->h, &one) < 0)
 		return 0;
-	if (room_load(&r, err, sizeof(err)) == 1 && stop_room(s->h, &r) == 0)
-		mjw_cstring(s->out, id);
-	room_unlock(&r);
+	if (room_load(&one.r, err, sizeof(err)) == 1 && stop_room(s->h, &one.r) == 0) {
+		char *slot = answer_put(s->out, NULL, HELPER_ROOM_LEN);
+		if (slot) {
+			snprintf(slot, HELPER_ROOM_LEN, "%s", id);
+			s->count++;
+		}
+	}
+	call_unlock(&one);
 	return 0;
 }
 
@@ -688,13 +700,11 @@ static void lower_prepare(struct helper *h, const char *verb)
 		fprintf(stderr, "roombox-helper: %s: %s\n", verb, err);
 }
 
-static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idle_only,
-			  struct mj_writer *out)
+static int stop_many(struct helper *h, struct call *c, bool idle_only)
 {
-	struct stop_many s = { h, out, idle_only, idle_only ? mj_get(req, HK_KEEP) : NULL };
-	mjw_object_begin(out);
-	mjw_key(out, HK_STOPPED);
-	mjw_array_begin(out);
+	size_t at = c->out->len;
+	struct stop_many s = { h, c->out, 0, idle_only, c->rq };
+	answer_put(c->out, NULL, sizeof(struct helper_stopped_ans));
 	if (!idle_only || h->cfg.idle_timeout_ms > 0)
 		room_foreach(&h->cfg, stop_if_due, &s);
 	if (idle_only)
@@ -706,210 +716,431 @@ static int verb_stop_many(struct helper *h, const struct mj_value *req, bool idl
 		if (lock >= 0)
 			close(lock);
 	}
-	mjw_array_end(out);
-	mjw_object_end(out);
+	if (c->out->failed)
+		return fail(h, HELPER_E_FAILED);
+	((struct helper_stopped_ans *)(c->out->buf + at))->count = s.count;
 	return 0;
 }
 
-static int verb_info(struct helper *h, struct mj_writer *out)
+static int op_stop_idle(struct helper *h, struct call *c)
 {
+	return stop_many(h, c, true);
+}
+
+static int op_stop_all(struct helper *h, struct call *c)
+{
+	return stop_many(h, c, false);
+}
+
+static int op_info(struct helper *h, struct call *c)
+{
+	struct helper_info_ans a = { 0 };
 	lower_prepare(h, "info");
 	if (h->cfg.disk_limit)   /* for /api/health and creations, from the service's start */
 		room_disk_commit_count(&h->cfg);
-	mjw_object_begin(out);
-	mjw_key(out, HK_CGROUP);
-	mjw_cstring(out, cgroup_mode_name(cgroups(h)->mode));
-	mjw_key(out, HK_VERSION);
-	mjw_cstring(out, ROOMBOX_VERSION);
-	mjw_key(out, HK_NETWORK);
-	mjw_cstring(out, h->cfg.network == NETWORK_EGRESS ? "egress" : "none");
+	snprintf(a.cgroup, sizeof(a.cgroup), "%s", cgroup_mode_name(cgroups(h)->mode));
+	snprintf(a.version, sizeof(a.version), "%s", ROOMBOX_VERSION);
+	snprintf(a.network, sizeof(a.network), "%s", h->cfg.network == NETWORK_EGRESS ? "egress" : "none");
 	if (h->cfg.network == NETWORK_EGRESS) {
-		uint32_t dns[CONFIG_LIST_MAX];
 		int unusable;
-		int n = net_dns_servers(&h->cfg, dns, CONFIG_LIST_MAX, &unusable);
-		mjw_key(out, HK_DNS);
-		mjw_array_begin(out);
-		for (int i = 0; i < n; i++) {
-			char a[16];
-			snprintf(a, sizeof(a), "%u.%u.%u.%u", dns[i] >> 24, (dns[i] >> 16) & 255,
-				 (dns[i] >> 8) & 255, dns[i] & 255);
-			mjw_cstring(out, a);
-		}
-		mjw_array_end(out);
+		int n = net_dns_servers(&h->cfg, a.dns, HELPER_DNS_MAX, &unusable);
+		a.ndns = n > 0 ? (uint32_t)n : 0;
 	}
-	mjw_object_end(out);
+	answer_put(c->out, &a, sizeof(a));
 	return 0;
 }
 
-/* Preview ports (SPEC §8.5): a connection to the room's 127.0.0.1:port,
- * sent over the caller's unix socket on fd 3 (portconn.c).  A stopped room
- * is not started for it: nothing could be listening in a fresh one. */
-static int verb_port_connect(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+/* Every capability gone, for good (a long port-connect serve, once it has
+ * joined the room's network namespace). */
+static int drop_every_capability(char *err, size_t errlen)
 {
-	struct room r;
-	if (open_room(h, req, &r) < 0)
-		return -1;
+	return caps_keep_only(0, err, errlen);
+}
+
+/* Preview ports: a connection to the room's 127.0.0.1:port, sent over the
+ * caller's unix socket on fd 3 (portconn.c).  A stopped room is not
+ * started for it: nothing could be listening in a fresh one. */
+static int op_port_connect(struct helper *h, struct call *c)
+{
+	const struct helper_port_args *a = c->rq->args;
+	struct room *r = &c->r;
 	if (passed_sock < 0) {
-		snprintf(h->err, sizeof(h->err), "room %s: port-connect: fd 3 must be a unix stream socket", r.id);
-		return fail(h, HELPER_ERR_INVALID);
+		snprintf(h->err, sizeof(h->err), "room %s: port-connect: fd 3 must be a unix stream socket", r->id);
+		return fail(h, HELPER_E_INVALID);
 	}
-	const struct mj_value *serve = mj_get(req, HK_SERVE);
-	if (serve && serve->type == MJ_BOOL && serve->boolean) {
+	if (a->serve) {
 		/* bounded by its own idle time and the keeper's life, not alarm */
-		int rc = portconn_serve(&r, passed_sock, h->err, sizeof(h->err));
+		int rc = portconn_serve(r, passed_sock, drop_every_capability, h->err, sizeof(h->err));
 		if (rc < 0)
-			return fail(h, rc == PORTCONN_REFUSED ? HELPER_ERR_REFUSED : HELPER_ERR_FAILED);
-		answer_flag(out, HK_CONNECTED);
+			return fail(h, rc == PORTCONN_REFUSED ? HELPER_E_REFUSED : HELPER_E_FAILED);
 		return 0;
 	}
-	const struct mj_value *v = mj_get(req, HK_PORT);
-	if (!v || v->type != MJ_NUMBER || !v->is_int || v->integer < 1 || v->integer > 65535) {
-		snprintf(h->err, sizeof(h->err), "room %s: port must be a whole number from 1 to 65535", r.id);
-		return fail(h, HELPER_ERR_INVALID);
-	}
-	int port = (int)v->integer;
 	alarm(30);   /* connect is bounded by itself; this bounds the rest */
-	int fd = portconn_open(&r, port, h->err, sizeof(h->err));
+	int fd = portconn_open(r, (int)a->port, h->err, sizeof(h->err));
 	if (fd < 0)
-		return fail(h, fd == PORTCONN_REFUSED ? HELPER_ERR_REFUSED : HELPER_ERR_FAILED);
-	int rc = portconn_send(&r, passed_sock, fd, h->err, sizeof(h->err));
+		return fail(h, fd == PORTCONN_REFUSED ? HELPER_E_REFUSED : HELPER_E_FAILED);
+	int rc = portconn_send(r, passed_sock, fd, h->err, sizeof(h->err));
 	close(fd);
 	if (rc < 0)
-		return fail(h, HELPER_ERR_FAILED);
-	room_touch_active(&r);
-	answer_flag(out, HK_CONNECTED);
+		return fail(h, HELPER_E_FAILED);
+	room_touch_active(r);
 	return 0;
 }
 
-static int dispatch(struct helper *h, const struct mj_value *req, struct mj_writer *out)
+/* ---- the table of operations ---------------------------------------------
+ *
+ * What the dispatcher does for an op's room before calling it:
+ *   ROOM_NONE      the op names no room
+ *   ROOM_OPEN      the id checked and its paths made; no lock
+ *   ROOM_LOCK      locked exclusively (created nowhere)
+ *   ROOM_EXISTING  locked, and loaded: not_found if it was never made
+ *   ROOM_RUNNING   locked, created if new, its jail started
+ *   ROOM_EXEC      locked; with HX_EXISTING first loaded unlocked, so that
+ *                  a room that does not exist gets not_found and nothing
+ *                  of it is made (not even its lock): a request that only
+ *                  reads a room
+ * and unlocks after it (whatever it returns).
+ *
+ * What root keeps while it runs (drop_privileges, after the configuration
+ * and the request are read):
+ *   PRIV_ROOT      every capability: namespaces, mounts, cgroups, loop
+ *                  devices, firewall, signals to any room's processes
+ *   PRIV_READ      only what reading rooms' records, /proc and cgroup
+ *                  counters takes (CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE
+ *                  for root-only state files under a non-root umask of
+ *                  the past, CAP_SYS_PTRACE for a keeper's /proc entries);
+ *                  nothing that creates, mounts, kills or changes ids
+ *   PRIV_JOIN      every capability until it has joined the room's network
+ *                  namespace, none after (a serving port-connect lasts as
+ *                  long as a preview is used: hours, with nothing of root)
+ */
+enum room_mode { ROOM_NONE, ROOM_OPEN, ROOM_LOCK, ROOM_EXISTING, ROOM_RUNNING, ROOM_EXEC };
+enum priv { PRIV_ROOT, PRIV_READ, PRIV_JOIN };
+
+struct op {
+	uint32_t op;
+	uint32_t args_size;
+	enum room_mode room;
+	enum priv priv;
+	int (*run)(struct helper *h, struct call *c);
+	/* the op's own checks of its values, before its room is touched */
+	int (*check)(struct helper *h, struct call *c);
+};
+
+static const struct op OPS[] = {
+	/* runs the command through the room's keeper, which drops to the
+	 * room's ids inside its namespaces; unlocks (exec_attempts, the one
+	 * place) once the keeper has the job, so a long command holds no
+	 * lock; argv and env are strings the keeper passes, never parsed */
+	{ HOP_EXEC, sizeof(struct helper_exec_args), ROOM_EXEC, PRIV_ROOT, op_exec, check_exec },
+	/* makes the room from configuration only: nothing of the request
+	 * but its checked id reaches a path */
+	{ HOP_CREATE, 0, ROOM_RUNNING, PRIV_ROOT, op_create, NULL },
+	/* reads the room's records, opened without following symlinks */
+	{ HOP_STATUS, 0, ROOM_OPEN, PRIV_READ, op_status, NULL },
+	/* the same for every room of the state directory; no input */
+	{ HOP_LIST, 0, ROOM_NONE, PRIV_READ, op_list, NULL },
+	/* stops and removes one room under its lock, by its checked id */
+	{ HOP_DESTROY, 0, ROOM_LOCK, PRIV_ROOT, op_destroy, NULL },
+	/* stops one room's jail under its lock; files stay */
+	{ HOP_STOP, 0, ROOM_LOCK, PRIV_ROOT, op_stop, NULL },
+	/* stops rooms by the configuration's idle_timeout, each under its
+	 * lock; the request can only spare rooms (its keep list) */
+	{ HOP_STOP_IDLE, sizeof(struct helper_keep_args), ROOM_NONE, PRIV_ROOT, op_stop_idle, NULL },
+	/* stops every room, each under its lock; no input */
+	{ HOP_STOP_ALL, 0, ROOM_NONE, PRIV_ROOT, op_stop_all, NULL },
+	/* prepares the lower trees and reports fixed facts; no input */
+	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info, NULL },
+	/* signals only processes in the room's own cgroup or pid namespace,
+	 * never its keeper */
+	{ HOP_KILL_ALL, 0, ROOM_EXISTING, PRIV_ROOT, op_kill_all, NULL },
+	/* stops and starts an existing room's jail under its lock */
+	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart, NULL },
+	/* joins only the room's network namespace (setns), connects to its
+	 * loopback and hands the socket to the caller, who can reach the
+	 * room anyway; never starts a room; serving, it drops every
+	 * capability once joined (op_port_connect) */
+	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_JOIN, op_port_connect, NULL },
+};
+
+static const struct op *op_find(uint32_t op)
 {
-	const char *op = mj_get_str(req, HK_OP);
-	if (!op) {
-		snprintf(h->err, sizeof(h->err), "request has no op");
-		return fail(h, HELPER_ERR_INVALID);
-	}
-	if (!strcmp(op, HELPER_OP_EXEC))
-		return verb_exec(h, req, out);
-	if (!strcmp(op, HELPER_OP_CREATE))
-		return verb_create(h, req, out);
-	if (!strcmp(op, HELPER_OP_STATUS))
-		return verb_status(h, req, out);
-	if (!strcmp(op, HELPER_OP_LIST))
-		return verb_list(h, req, out);
-	if (!strcmp(op, HELPER_OP_DESTROY))
-		return verb_destroy(h, req, out);
-	if (!strcmp(op, HELPER_OP_STOP))
-		return verb_stop(h, req, out);
-	if (!strcmp(op, HELPER_OP_STOP_IDLE))
-		return verb_stop_many(h, req, true, out);
-	if (!strcmp(op, HELPER_OP_STOP_ALL))
-		return verb_stop_many(h, req, false, out);
-	if (!strcmp(op, HELPER_OP_INFO))
-		return verb_info(h, out);
-	if (!strcmp(op, HELPER_OP_KILL_ALL))
-		return verb_kill_all(h, req, out);
-	if (!strcmp(op, HELPER_OP_RESTART))
-		return verb_restart(h, req, out);
-	if (!strcmp(op, HELPER_OP_PORT_CONNECT))
-		return verb_port_connect(h, req, out);
-	snprintf(h->err, sizeof(h->err), "unknown op '%.40s'", op);
-	return fail(h, HELPER_ERR_INVALID);
+	for (size_t i = 0; i < sizeof(OPS) / sizeof(OPS[0]); i++)
+		if (OPS[i].op == op)
+			return &OPS[i];
+	return NULL;
 }
 
-/* The answer and its newline in one write where the pipe takes it: the
- * caller wakes once for the whole reply. */
-static void emit(const char *s, size_t len)
+/* The decoder's view of the table: each op's record size and room. */
+static void request_shapes(struct request_shape shapes[HOP_COUNT])
 {
-	struct iovec iov[2] = { { (void *)s, len }, { "\n", 1 } };
+	memset(shapes, 0, sizeof(struct request_shape) * HOP_COUNT);
+	for (size_t i = 0; i < sizeof(OPS) / sizeof(OPS[0]); i++)
+		shapes[OPS[i].op] = (struct request_shape){ OPS[i].args_size, OPS[i].room != ROOM_NONE, true };
+}
+
+/* Root as PRIV_READ: every capability but the reading ones gone, before
+ * the op sees a room.  The ids stay 0 (the state files are root's). */
+static int drop_privileges(struct helper *h, enum priv priv)
+{
+	if (priv != PRIV_READ)
+		return 0;   /* PRIV_JOIN: the op drops them itself, once joined */
+	uint64_t keep = (1ull << CAP_DAC_READ_SEARCH) | (1ull << CAP_DAC_OVERRIDE) |
+		(1ull << CAP_SYS_PTRACE);
+	return caps_keep_only(keep, h->err, sizeof(h->err)) < 0 ? fail(h, HELPER_E_DENIED) : 0;
+}
+
+/* One request: checked, its room made ready as the table says, the op run,
+ * the room unlocked. */
+static int dispatch(struct helper *h, const struct request *rq, struct answer *out)
+{
+	const struct op *op = op_find(rq->op);
+	struct call c = { .rq = rq, .out = out };
+	if (!op)   /* request_decode knows only the table's ops */
+		return fail(h, HELPER_E_INVALID);
+	if (op->room != ROOM_NONE && room_init(&c.r, &h->cfg, rq->room) < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: path too long", rq->room);
+		return fail(h, HELPER_E_INVALID);
+	}
+	if (op->check && op->check(h, &c) < 0)
+		return -1;
+	if (drop_privileges(h, op->priv) < 0)
+		return -1;
+	int rc = 0;
+	if (op->room == ROOM_EXEC && (((const struct helper_exec_args *)rq->args)->flags & HX_EXISTING)) {
+		int found = room_load(&c.r, h->err, sizeof(h->err));
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room %s not found", c.r.id);
+		if (found <= 0)
+			rc = fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
+	}
+	if (rc == 0 && op->room >= ROOM_LOCK)
+		rc = call_lock(h, &c);
+	if (rc == 0 && op->room == ROOM_EXISTING) {
+		int found = room_load(&c.r, h->err, sizeof(h->err));
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room not found");
+		if (found <= 0)
+			rc = fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
+	}
+	if (rc == 0 && op->room == ROOM_RUNNING && ensure_running(h, &c.r, true) <= 0)
+		rc = -1;
+	if (rc == 0)
+		rc = op->run(h, &c);
+	call_unlock(&c);
+	return rc;
+}
+
+/* ---- the answer ------------------------------------------------------------ */
+
+static void write_all(int fd, const struct iovec *iov_in, int n)
+{
+	struct iovec iov[2];
+	memcpy(iov, iov_in, sizeof(*iov) * (size_t)n);
 	int i = 0;
-	while (i < 2) {
-		ssize_t n = writev(1, iov + i, 2 - i);
-		if (n < 0 && errno == EINTR)
+	while (i < n) {
+		ssize_t k = writev(fd, iov + i, n - i);
+		if (k < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (k <= 0)
 			break;
-		for (; i < 2 && (size_t)n >= iov[i].iov_len; i++)
-			n -= (ssize_t)iov[i].iov_len;
-		if (i < 2) {
-			iov[i].iov_base = (char *)iov[i].iov_base + n;
-			iov[i].iov_len -= (size_t)n;
+		for (; i < n && (size_t)k >= iov[i].iov_len; i++)
+			k -= (ssize_t)iov[i].iov_len;
+		if (i < n) {
+			iov[i].iov_base = (char *)iov[i].iov_base + k;
+			iov[i].iov_len -= (size_t)k;
 		}
 	}
 }
 
-/* Print the answer (rc 0) or the error object; the exit status. */
-static int finish(struct helper *h, struct mj_writer *out, int rc)
+/* The answer record (rc 0) or the error record on stdout, in one write
+ * where the pipe takes it; the exit status. */
+static int finish(struct helper *h, uint32_t op, struct answer *out, int rc)
 {
-	size_t len = 0;
-	char *text = rc == 0 ? mjw_finish(out, &len) : NULL;
-	if (rc == 0 && !text) {
+	if (rc == 0 && out->failed) {
 		snprintf(h->err, sizeof(h->err), "answer could not be built (out of memory)");
-		fail(h, HELPER_ERR_FAILED);
+		rc = fail(h, HELPER_E_FAILED);
 	}
-	mjw_free(out);
-	if (!text) {
-		mjw_object_begin(out);
-		mjw_key(out, HK_ERROR);
-		mjw_cstring(out, h->err[0] ? h->err : "unknown failure");
-		mjw_key(out, HK_CODE);
-		mjw_cstring(out, h->code ? h->code : HELPER_ERR_FAILED);
-		mjw_object_end(out);
-		text = mjw_finish(out, &len);
-		rc = -1;
+	struct helper_ans ans = { .magic = HELPER_MAGIC, .version = HELPER_VERSION, .op = op };
+	struct iovec iov[2];
+	int n = 0;
+	if (rc == 0) {
+		ans.size = (uint32_t)(sizeof(ans) + out->len);
+		iov[n++] = (struct iovec){ &ans, sizeof(ans) };
+		iov[n++] = (struct iovec){ out->buf, out->len };
+	} else {
+		if (!h->err[0])
+			snprintf(h->err, sizeof(h->err), "unknown failure");
+		size_t len = strlen(h->err) + 1;
+		ans.status = h->code ? h->code : HELPER_E_FAILED;
+		ans.size = (uint32_t)(sizeof(ans) + len);
+		iov[n++] = (struct iovec){ &ans, sizeof(ans) };
+		iov[n++] = (struct iovec){ h->err, len };
 	}
-	if (text)
-		emit(text, len);
-	free(text);
+	write_all(1, iov, n);
+	free(out->buf);
 	return rc == 0 ? 0 : 1;
 }
+
+/* ---- the command line ------------------------------------------------------
+ *
+ * `roombox-helper [-c CONFIG] OP [ROOM | CMD...]`: the operations scripts
+ * need (service stop, package removal, benchmarks), with the same caller
+ * checks as a request on stdin.  The request is made with the client's
+ * encoder and read back by the same decoder as any other; the answer is
+ * printed as text. */
+static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
+{
+	struct helper_rec b;
+	const char *name = argv[0];
+	*is_exec = false;
+	for (uint32_t op = 1; op < HOP_COUNT; op++) {
+		if (strcmp(name, helper_op_name(op)) != 0)
+			continue;
+		const struct op *o = op_find(op);
+		if (op == HOP_PORT_CONNECT)
+			return NULL;
+		if (op == HOP_EXEC) {
+			/* exec ROOM CMD: the command's stdin, stdout and stderr
+			 * are the helper's own */
+			if (argc != 3)
+				return NULL;
+			struct helper_exec_args a = { 0 };
+			helper_rec_begin(&b, op, argv[1], &a, sizeof(a));
+			helper_rec_string(&b, argv[2], strlen(argv[2]));
+			*is_exec = true;
+			return helper_rec_end(&b, len);
+		}
+		if (argc != (o->room != ROOM_NONE ? 2 : 1))
+			return NULL;
+		struct helper_keep_args k = { 0 };
+		helper_rec_begin(&b, op, o->room != ROOM_NONE ? argv[1] : NULL, &k, o->args_size);
+		return helper_rec_end(&b, len);
+	}
+	return NULL;
+}
+
+/* The answer on stdout as text: the op's facts, one room per line. */
+static void cli_print(uint32_t op, const char *rec, size_t len)
+{
+	const struct helper_status *st;
+	switch (op) {
+	case HOP_STATUS: case HOP_CREATE: case HOP_LIST: {
+		uint32_t n = 1;
+		st = (const void *)rec;
+		if (op == HOP_LIST) {
+			n = ((const struct helper_list_ans *)rec)->count;
+			st = (const void *)(rec + sizeof(struct helper_list_ans));
+		}
+		for (uint32_t i = 0; i < n; i++, st++)
+			printf("%s running=%u created_at=%s last_active_ms=%lld disk_bytes=%llu "
+			       "memory_bytes=%llu processes=%llu\n", st->room, st->running, st->created_at,
+			       (long long)st->last_active_ms, (unsigned long long)st->disk_bytes,
+			       (unsigned long long)st->memory_bytes, (unsigned long long)st->processes);
+		break;
+	}
+	case HOP_STOP_IDLE: case HOP_STOP_ALL: {
+		uint32_t n = ((const struct helper_stopped_ans *)rec)->count;
+		for (uint32_t i = 0; i < n; i++)
+			printf("stopped %s\n", rec + sizeof(struct helper_stopped_ans) + i * HELPER_ROOM_LEN);
+		break;
+	}
+	case HOP_KILL_ALL:
+		printf("killed %u\n", ((const struct helper_killed_ans *)rec)->killed);
+		break;
+	case HOP_INFO: {
+		const struct helper_info_ans *a = (const void *)rec;
+		printf("cgroup=%s version=%s network=%s\n", a->cgroup, a->version, a->network);
+		break;
+	}
+	default:
+		printf("ok\n");
+	}
+	(void)len;
+}
+
+/* The command line's errors: words on stderr. */
+static bool cli_mode;
 
 int main(int argc, char **argv)
 {
 	static struct helper h;
-	static struct mj_writer out;
-	mjw_init(&out);
+	static struct answer out;
 	h.caller.uid = getuid();
 	h.caller.gid = getgid();
 	sanitize_process();
 
+	/* what is asked: nothing is acted on before the caller checks */
+	const char *conf = ROOMBOX_CONF;
+	int i = 1;
+	if (i + 1 < argc && !strcmp(argv[i], "-c")) {
+		conf = argv[i + 1];
+		i += 2;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	bool cli_exec = false;
+	cli_mode = i < argc;
+	if (cli_mode && (argv[i][0] == '-' || !(buf = cli_request(argc - i, argv + i, &len, &cli_exec)))) {
+		fprintf(stderr, "usage: roombox-helper [-c CONFIG] [OP [ROOM] | exec ROOM CMD] "
+			"(no OP: one request record on stdin)\n");
+		return 2;
+	}
+	int rc = 0;
 	if (geteuid() != 0) {
 		snprintf(h.err, sizeof(h.err), "roombox-helper must be setuid root (effective uid is %u)",
 			 (unsigned)geteuid());
-		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
-	}
-	if (!caller_in_service_group(&h.caller)) {
+		rc = fail(&h, HELPER_E_DENIED);
+	} else if (!caller_in_service_group(&h.caller)) {
 		snprintf(h.err, sizeof(h.err), "caller uid %u is neither root nor in the service group "
 			 "(the group that owns roombox-helper)", (unsigned)h.caller.uid);
-		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
-	}
-	const char *conf = ROOMBOX_CONF;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-c") && i + 1 < argc) {
-			conf = argv[++i];
-			continue;
-		}
-		snprintf(h.err, sizeof(h.err), "usage: roombox-helper [-c CONFIG] < request.json");
-		return finish(&h, &out, fail(&h, HELPER_ERR_INVALID));
-	}
-	if (strcmp(conf, ROOMBOX_CONF) != 0 && h.caller.uid != 0) {
+		rc = fail(&h, HELPER_E_DENIED);
+	} else if (strcmp(conf, ROOMBOX_CONF) != 0 && h.caller.uid != 0) {
 		snprintf(h.err, sizeof(h.err), "-c %s: only root may name another configuration", conf);
-		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
+		rc = fail(&h, HELPER_E_DENIED);
 	}
 	/* Everything below runs with real uid 0 so the kernel treats the
 	 * helper's children as root's, not the caller's. */
 	/* raw calls: libc's wrappers would first synchronise threads we do
 	 * not have (six extra system calls each) */
-	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
+	else if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
 		snprintf(h.err, sizeof(h.err), "setresuid: %s", strerror(errno));
-		return finish(&h, &out, fail(&h, HELPER_ERR_DENIED));
+		rc = fail(&h, HELPER_E_DENIED);
+	} else if (load_config(&h, conf) < 0) {
+		rc = -1;
 	}
-	if (load_config(&h, conf) < 0)
-		return finish(&h, &out, -1);
-	struct mj_doc *doc;
-	const struct mj_value *req = request_read_parse(0, h.cfg.max_body, &doc, h.err, sizeof(h.err));
-	int rc = !req ? fail(&h, HELPER_ERR_INVALID)
-		: room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, HELPER_ERR_FAILED)
-		: dispatch(&h, req, &out);
-	mj_free(doc);
-	return finish(&h, &out, rc);
+	struct request_shape shapes[HOP_COUNT];
+	struct request rq = { 0 };
+	request_shapes(shapes);
+	if (rc == 0 && !cli_mode && request_read(0, h.cfg.max_body, &buf, &len, h.err, sizeof(h.err)) < 0)
+		rc = fail(&h, HELPER_E_INVALID);
+	if (rc == 0 && request_decode(buf, len, shapes, &rq, h.err, sizeof(h.err)) < 0)
+		rc = fail(&h, HELPER_E_INVALID);
+	if (rc == 0 && cli_exec)
+		for (int fd = 0; fd < 3; fd++)
+			passed_io[fd] = fd;   /* the command's I/O is the helper's own */
+	if (rc == 0)
+		rc = room_dirs_prepare(&h.cfg, h.err, sizeof(h.err)) < 0 ? fail(&h, HELPER_E_FAILED)
+			: dispatch(&h, &rq, &out);
+	if (!cli_mode) {
+		rc = finish(&h, rq.op, &out, rc);
+		free(buf);
+		return rc;
+	}
+	/* the command line: text, and an exec's own exit status */
+	free(buf);
+	if (rc < 0) {
+		fprintf(stderr, "roombox-helper: %s: %s\n", helper_err_name(h.code ? h.code : HELPER_E_FAILED),
+			h.err[0] ? h.err : "unknown failure");
+		return 1;
+	}
+	if (cli_exec) {
+		const struct helper_exec_ans *a = (const void *)out.buf;
+		int st = a->wait_status;
+		rc = a->timed_out ? 124 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	} else {
+		cli_print(rq.op, out.buf, out.len);
+	}
+	free(out.buf);
+	return rc;
 }

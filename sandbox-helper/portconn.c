@@ -161,12 +161,20 @@ static int serve_one(const struct room *r, int via)
 	return rc < 0 ? 1 : 0;
 }
 
-int portconn_serve(const struct room *r, int via, char *err, size_t errlen)
+int portconn_serve(const struct room *r, int via, int (*joined)(char *err, size_t errlen),
+		   char *err, size_t errlen)
 {
 	int keeper = -1;
 	int rc = join_room_net(r, 0, &keeper, err, errlen);
 	if (rc < 0)
 		return rc;
+	/* what follows (sockets in the room's namespace, its loopback, our
+	 * caller's socket, the room's activity stamp, root's own file) needs
+	 * no capability */
+	if (joined && joined(err, errlen) != 0) {
+		close(keeper);
+		return -1;
+	}
 	struct timespec last = { 0, 0 };
 	for (;;) {
 		struct pollfd p[2] = { { via, POLLIN, 0 }, { keeper, POLLIN, 0 } };

@@ -16,10 +16,13 @@
 int portconn_open(const struct room *r, int port, char *err, size_t errlen);
 
 /* port-connect serve (common/protocol.h): join the room's network
- * namespace once, then answer requests from `via` until it closes, the
- * keeper exits or PORT_SERVE_IDLE_MS pass without one.  0 then, or
- * PORTCONN_REFUSED / -1 with err when the namespace cannot be joined. */
-int portconn_serve(const struct room *r, int via, char *err, size_t errlen);
+ * namespace once, call joined() (the caller drops the privilege the join
+ * took; non-zero: stop there), then answer requests from `via` until it
+ * closes, the keeper exits or PORT_SERVE_IDLE_MS pass without one.  0
+ * then, or PORTCONN_REFUSED / -1 with err when the namespace cannot be
+ * joined. */
+int portconn_serve(const struct room *r, int via, int (*joined)(char *err, size_t errlen),
+		   char *err, size_t errlen);
 
 /* Send fd over the unix socket `via` (SCM_RIGHTS).  0, or -1 with err. */
 int portconn_send(const struct room *r, int via, int fd, char *err, size_t errlen);

@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "disk.h"
-#include "minijson.h"
 #include "errbuf.h"
 #include "fnv.h"
 #include "timefmt.h"
@@ -269,6 +268,23 @@ int room_state_check(const struct room *r, char *err, size_t errlen)
 	return room_dir_check(r, r->state, err, errlen);
 }
 
+/* The value of "name" in meta's text (after its colon and any spaces), or
+ * NULL. */
+static const char *meta_field(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = text; (p = strchr(p, '"')); p++) {
+		if (strncmp(p + 1, name, n) != 0 || p[n + 1] != '"')
+			continue;
+		p += n + 2;
+		p += strspn(p, " ");
+		if (*p != ':')
+			continue;
+		return p + 1 + strspn(p + 1, " ");
+	}
+	return NULL;
+}
+
 int room_load(struct room *r, char *err, size_t errlen)
 {
 	if (room_dir_check(r, r->state, err, errlen) < 0)
@@ -279,26 +295,30 @@ int room_load(struct room *r, char *err, size_t errlen)
 			return 0;
 		return ERR("room %s: read meta: %s", r->id, strerror(errno));
 	}
-	char why[128];
-	struct mj_doc *d = mj_parse(text, strlen(text), why, sizeof(why));
-	free(text);
-	const struct mj_value *v = d ? mj_get(mj_root(d), "slot") : NULL;
-	if (!v || v->type != MJ_NUMBER || !v->is_int) {
-		mj_free(d);
+	/* meta is the helper's own file, one line in meta_write's form: its
+	 * fields are found by name (spaces around the colon allowed) */
+	const char *v = meta_field(text, "slot");
+	char *end = NULL;
+	long slot = v ? strtol(v, &end, 10) : -1;
+	if (!v || end == v || (*end != ',' && *end != '}' && *end != ' ')) {
+		free(text);
 		return ERR("room %s: meta is damaged", r->id);
 	}
-	if (v->integer < 0 || v->integer >= r->cfg->max_rooms) {
-		int64_t slot = v->integer;
-		mj_free(d);
-		return ERR("room %s: meta: slot %lld out of range", r->id, (long long)slot);
+	if (slot < 0 || slot >= r->cfg->max_rooms) {
+		free(text);
+		return ERR("room %s: meta: slot %ld out of range", r->id, slot);
 	}
-	room_set_slot(r, (int)v->integer);
-	const char *ids = mj_get_str(mj_root(d), "ids");
-	r->ids_room = ids && strcmp(ids, "room") == 0;
-	const char *created = mj_get_str(mj_root(d), "createdAt");
-	if (created)
-		snprintf(r->created_at, sizeof(r->created_at), "%s", created);
-	mj_free(d);
+	room_set_slot(r, (int)slot);
+	const char *ids = meta_field(text, "ids");
+	r->ids_room = ids && strncmp(ids, "\"room\"", 6) == 0;
+	const char *created = meta_field(text, "createdAt");
+	if (created && *created == '"') {
+		created++;
+		size_t n = strcspn(created, "\"\n");
+		if (n < sizeof(r->created_at) && created[n] == '"')
+			snprintf(r->created_at, sizeof(r->created_at), "%.*s", (int)n, created);
+	}
+	free(text);
 	return 1;
 }
 

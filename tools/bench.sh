@@ -151,10 +151,9 @@ destroy_left() {
 helper_destroy_left() {
 	local dir=$1
 	[ -s "$dir/roombox.conf" ] || return 0
-	echo '{"op":"stop-all"}' | timeout 120 "$helper" -c "$dir/roombox.conf" >/dev/null 2>&1
-	rooms_left "$dir" | xargs -r -P 8 -I{} sh -c \
-		'printf "{\"op\":\"destroy\",\"room\":\"%s\"}" "$1" | timeout 60 "$2" -c "$3" >/dev/null 2>&1' \
-		_ {} "$helper" "$dir/roombox.conf"
+	timeout 120 "$helper" -c "$dir/roombox.conf" stop-all >/dev/null 2>&1 </dev/null
+	rooms_left "$dir" | xargs -r -P 8 -I{} \
+		timeout 60 "$helper" -c "$dir/roombox.conf" destroy {} >/dev/null 2>&1 </dev/null
 }
 
 # The egress figures' test host: a network namespace with nginx, joined by
@@ -486,8 +485,8 @@ echo "figure 4's reference: bare p50 $bare_p50_before ms before, $bare_p50_after
 echo "where the time goes (context only, not SPEC figures):"
 hl=$(hb -m GET -n 1000 -w 50 /api/health)
 echo "  GET /api/health through nginx (HTTP + FastCGI, no helper): $hl"
-printf '{"op":"exec","room":"%sw","cmd":"true","io":true}' "$prefix" > "$tmp/exec.json"
-hx=$("$tmp/bin/spawnbench" lat -f -i "$tmp/exec.json" 300 20 -- "$helper" -c "$conf")
+# the helper's own command line: the command's I/O is the helper's (/dev/null)
+hx=$("$tmp/bin/spawnbench" lat -f -i /dev/null 300 20 -- "$helper" -c "$conf" exec "${prefix}w" true)
 echo "  roombox-helper exec run directly (no HTTP, no fcgi):        $hx"
 health_p50=$(kv "$hl" p50_ms) helper_p50=$(kv "$hx" p50_ms)
 

@@ -91,8 +91,7 @@ stop_all() {
 	stop_pids 100 $nginx_pid $fcgi_pid
 	# The rooms' keepers outlive roombox-fcgi by design: stop them (their
 	# files and sessions stay in $run/state for the next make run).
-	echo '{"op":"stop-all"}' |
-		timeout 60 "$repo/build/roombox-helper" -c "$conf" >/dev/null 2>&1 || true
+	timeout 60 "$repo/build/roombox-helper" -c "$conf" stop-all >/dev/null 2>&1 </dev/null || true
 }
 on_signal() { stop_all; exit 0; }
 trap on_signal INT TERM HUP

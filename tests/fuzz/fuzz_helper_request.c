@@ -1,42 +1,57 @@
-/* Fuzz target: the setuid helper's request reader (sandbox-helper/request.c
- * and the minijson reader under it), on any bytes.
+/* Fuzz target: the setuid helper's request reader (sandbox-helper/request.c)
+ * on any bytes.
  *
- * Input: what a caller writes on the helper's stdin.
+ * Input: what a caller writes on the helper's stdin (a request record of
+ * common/protocol.h, or anything else).
  *
  * Invariants:
- *   - request_read from a descriptor holding the input takes it whole when
- *     it is at most helper_request_max(max_body) bytes (NUL-terminated
- *     after it), and refuses it with "request larger than N bytes" when
- *     it is longer;
- *   - request_parse answers a root object or NULL with a message that says
- *     why ("request is not a JSON object...", "request too complex: ...");
- *   - a parsed request written back with the minijson writer parses again
- *     to the same document (types, strings byte for byte with their
- *     lengths, integers, member order), so what the helper acts on is what
- *     the caller sent;
- *   - request_exec_parse answers NULL or "invalid"/"failed" with a message;
- *     when it accepts, every field it hands on is what the document holds
- *     and within its bounds (cmd non-empty, timeout in 1..exec_timeout_max,
- *     env all strings with non-empty names, cwd absolute).
+ *   - request_read from a descriptor holding the input takes it whole only
+ *     when its header's size is the input's exact length and at most
+ *     helper_request_max(max_body); else it refuses with a message;
+ *   - request_decode accepts only what holds together: a known op, a valid
+ *     room exactly where the op takes one, and nstrings NUL-terminated
+ *     strings inside the request; an accepted request built again with the
+ *     client's encoder (common/helper_rec.c) from what was decoded is the
+ *     input byte for byte, so what the helper acts on is what was sent;
+ *   - request_exec_order answers 0, "invalid" or "failed" with a message;
+ *     when it accepts, cmd is non-empty, cwd absolute, every env string
+ *     "NAME=value" with a name, the timeout within exec_timeout_max, and a
+ *     tool 1..TOOL_ARGS_MAX arguments.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "fuzz.h"
+#include "helper_rec.h"
 #include "protocol.h"
 #include "request.h"
 #include "roomid.h"
 
 #define FUZZ_MAX_BODY 4096   /* small, so that inputs cross the limit */
 
+static struct request_shape shapes[HOP_COUNT];
+
+static void shapes_init(void)
+{
+	for (uint32_t op = 1; op < HOP_COUNT; op++)
+		shapes[op] = (struct request_shape){ 0, true, true };
+	shapes[HOP_EXEC].args_size = sizeof(struct helper_exec_args);
+	shapes[HOP_STOP_IDLE].args_size = sizeof(struct helper_keep_args);
+	shapes[HOP_PORT_CONNECT].args_size = sizeof(struct helper_port_args);
+	shapes[HOP_LIST].room = shapes[HOP_STOP_IDLE].room = shapes[HOP_STOP_ALL].room =
+		shapes[HOP_INFO].room = false;
+}
+
 static void check_read(const uint8_t *data, size_t size)
 {
 	static int fd = -1;
-	char err[256] = "", *buf;
-	size_t len, limit = (size_t)helper_request_max(FUZZ_MAX_BODY);
+	char err[256] = "", *buf = NULL;
+	size_t len = 0;
+	uint64_t limit = helper_request_max(FUZZ_MAX_BODY);
 
 	if (fd < 0)
 		fd = memfd_create("fuzz-request", 0);
@@ -44,146 +59,86 @@ static void check_read(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == (ssize_t)size, "memfd write");
 	FUZZ_ASSERT(lseek(fd, 0, SEEK_SET) == 0, "lseek");
 	int rc = request_read(fd, FUZZ_MAX_BODY, &buf, &len, err, sizeof(err));
-	if (size > limit) {
-		char want[64];
-		snprintf(want, sizeof(want), "request larger than %zu bytes", limit);
-		FUZZ_ASSERT(rc == -1 && strcmp(err, want) == 0, "%zu bytes: rc %d, '%s'", size, rc, err);
-		return;
+	if (rc == 0) {
+		const struct helper_req *h = (const void *)data;
+		FUZZ_ASSERT(size >= sizeof(*h) && h->size == size && size <= limit &&
+			    h->magic == HELPER_MAGIC && h->version == HELPER_VERSION,
+			    "accepted %zu bytes", size);
+		FUZZ_ASSERT(len == size && memcmp(buf, data, size) == 0, "read back differs");
+	} else {
+		FUZZ_ASSERT(rc == -1 && err[0] && !buf, "refused without a message");
 	}
-	FUZZ_ASSERT(rc == 0, "%zu bytes refused: %s", size, err);
-	FUZZ_ASSERT(len == size && memcmp(buf, data, size) == 0 && buf[len] == '\0',
-		    "read back %zu of %zu bytes", len, size);
 	free(buf);
 }
 
-/* The writer's view of a parsed value (numbers that are not exact
- * integers are left out: their text is not kept). */
-static void write_value(struct mj_writer *w, const struct mj_value *v)
-{
-	switch (v->type) {
-	case MJ_NULL: mjw_null(w); break;
-	case MJ_BOOL: mjw_bool(w, v->boolean); break;
-	case MJ_NUMBER:
-		if (v->is_int)
-			mjw_int(w, v->integer);
-		else
-			mjw_null(w);
-		break;
-	case MJ_STRING: mjw_string(w, v->str, v->len); break;
-	case MJ_ARRAY:
-	case MJ_OBJECT:
-		v->type == MJ_ARRAY ? mjw_array_begin(w) : mjw_object_begin(w);
-		for (size_t i = 0; i < v->len; i++) {
-			if (v->type == MJ_OBJECT)
-				mjw_key(w, v->members[i].key);
-			write_value(w, &v->members[i].value);
-		}
-		v->type == MJ_ARRAY ? mjw_array_end(w) : mjw_object_end(w);
-		break;
-	}
-}
-
-/* Keys are written as C strings (mjw_key): compare up to a NUL in them. */
-static void same_value(const struct mj_value *a, const struct mj_value *b)
-{
-	if (a->type == MJ_NUMBER && !a->is_int) {
-		FUZZ_ASSERT(b->type == MJ_NULL, "number became %d", b->type);
-		return;
-	}
-	FUZZ_ASSERT(a->type == b->type, "type %d became %d", a->type, b->type);
-	switch (a->type) {
-	case MJ_BOOL: FUZZ_ASSERT(a->boolean == b->boolean, "bool"); break;
-	case MJ_NUMBER: FUZZ_ASSERT(b->is_int && a->integer == b->integer, "integer"); break;
-	case MJ_STRING:
-		FUZZ_ASSERT(a->len == b->len && memcmp(a->str, b->str, a->len) == 0 &&
-			    a->str[a->len] == '\0', "string of %zu bytes", a->len);
-		break;
-	case MJ_ARRAY:
-	case MJ_OBJECT:
-		FUZZ_ASSERT(a->len == b->len, "%zu members became %zu", a->len, b->len);
-		for (size_t i = 0; i < a->len; i++) {
-			if (a->type == MJ_OBJECT)
-				FUZZ_ASSERT(strcmp(a->members[i].key, b->members[i].key) == 0 &&
-					    strlen(a->members[i].key) <= a->members[i].key_len,
-					    "key %zu", i);
-			else
-				FUZZ_ASSERT(!a->members[i].key && !b->members[i].key, "array key");
-			same_value(&a->members[i].value, &b->members[i].value);
-		}
-		break;
-	default:
-		break;
-	}
-}
-
-static void check_round_trip(const struct mj_value *req)
-{
-	struct mj_writer w;
-	struct mj_doc *again;
-	char err[256];
-	size_t len;
-
-	mjw_init(&w);
-	write_value(&w, req);
-	char *text = mjw_finish(&w, &len);
-	FUZZ_ASSERT(text, "a parsed request could not be written back");
-	const struct mj_value *back = request_parse(text, len, &again, err, sizeof(err));
-	FUZZ_ASSERT(back, "written back, it does not parse: %s: %.200s", err, text);
-	same_value(req, back);
-	mj_free(again);
-	free(text);
-	mjw_free(&w);
-}
-
-static void check_exec(const struct mj_value *req)
+static void check_exec(const struct request *rq)
 {
 	struct config cfg;
 	struct exec_order q;
-	char err[512] = "";
+	char err[256] = "";
 
 	config_defaults(&cfg);
-	const char *code = request_exec_parse(req, &cfg, &q, err, sizeof(err));
-	if (code) {
-		FUZZ_ASSERT((!strcmp(code, "invalid") || !strcmp(code, "failed")) && err[0],
-			    "refused with code '%s', message '%s'", code, err);
+	int code = request_exec_order(rq, &cfg, &q, err, sizeof(err));
+	FUZZ_ASSERT(code == 0 || ((code == HELPER_E_INVALID || code == HELPER_E_FAILED) && err[0]),
+		    "code %d '%s'", code, err);
+	if (code)
 		return;
+	FUZZ_ASSERT(q.cmd && q.cmd[0], "empty cmd");
+	FUZZ_ASSERT(!q.cwd || q.cwd[0] == '/', "relative cwd");
+	FUZZ_ASSERT(q.timeout_ms > 0 && q.timeout_ms <= cfg.exec_timeout_max_ms, "timeout %llu",
+		    (unsigned long long)q.timeout_ms);
+	const char *e = q.env;
+	for (uint32_t i = 0; i < q.nenv; i++, e = request_next(e))
+		FUZZ_ASSERT(strchr(e, '=') && e[0] != '=', "env '%s'", e);
+	if (q.is_tool) {
+		size_t n = 0;
+		while (n <= TOOL_ARGS_MAX && q.tool[n])
+			n++;
+		FUZZ_ASSERT(n >= 1 && n <= TOOL_ARGS_MAX && !q.env && !q.cwd && !q.detach, "tool");
 	}
-	FUZZ_ASSERT(q.cmd && *q.cmd && q.cmd == mj_get_str(req, "cmd"), "cmd");
-	FUZZ_ASSERT(q.timeout_ms >= 1 && q.timeout_ms <= cfg.exec_timeout_max_ms,
-		    "timeout %llu", (unsigned long long)q.timeout_ms);
-	FUZZ_ASSERT(!q.cwd || q.cwd[0] == '/', "cwd '%s'", q.cwd);
-	if (q.env) {
-		FUZZ_ASSERT(q.env->type == MJ_OBJECT, "env type");
-		for (size_t i = 0; i < q.env->len; i++)
-			FUZZ_ASSERT(q.env->members[i].value.type == MJ_STRING &&
-				    q.env->members[i].key_len > 0, "env member %zu", i);
-	}
+}
+
+/* Built again from what was decoded: the same bytes. */
+static void check_round_trip(const struct request *rq, const uint8_t *data, size_t size)
+{
+	struct helper_rec b;
+	size_t len = 0;
+	const char *s = rq->strings;
+
+	helper_rec_begin(&b, rq->op, rq->room, rq->args, shapes[rq->op].args_size);
+	for (uint32_t i = 0; i < rq->nstrings; i++, s = request_next(s))
+		helper_rec_string(&b, s, strlen(s));
+	char *again = helper_rec_end(&b, &len);
+	FUZZ_ASSERT(again && len == size && memcmp(again, data, size) == 0, "round trip differs");
+	free(again);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char err[256];
-	struct mj_doc *doc;
+	struct request rq;
+	char err[256] = "";
 
+	if (!shapes[HOP_EXEC].known)
+		shapes_init();
 	check_read(data, size);
-	memset(err, 'x', sizeof(err));
-	const struct mj_value *req = request_parse((const char *)data, size, &doc, err, sizeof(err));
-	if (!req) {
-		FUZZ_ASSERT(!doc, "a document with no request");
-		FUZZ_ASSERT(memchr(err, '\0', sizeof(err)), "error text not terminated");
-		FUZZ_ASSERT(!strncmp(err, "request is not a JSON object", 28) ||
-			    !strncmp(err, "request too complex: ", 21), "refused with '%s'", err);
+	/* a copy of its exact size, so ASan sees any read past it */
+	char *buf = malloc(size ? size : 1);
+	memcpy(buf, data, size);
+	int rc = request_decode(buf, size, shapes, &rq, err, sizeof(err));
+	if (rc < 0) {
+		FUZZ_ASSERT(rc == -1 && err[0], "refused without a message");
+		free(buf);
 		return 0;
 	}
-	FUZZ_ASSERT(req->type == MJ_OBJECT, "root of type %d", req->type);
-	check_round_trip(req);
-	/* what main.c looks at before a verb runs; an exec's fields are
-	 * checked whatever "op" says (they are read the same way) */
-	const char *room = mj_get_str(req, "room");
-	if (room)
-		FUZZ_ASSERT(!room_id_valid(room) || (strlen(room) <= ROOM_ID_MAX && room[0] != '.'),
-			    "room id '%s' accepted", room);
-	check_exec(req);
-	mj_free(doc);
+	FUZZ_ASSERT(rq.op > 0 && rq.op < HOP_COUNT, "op %u", rq.op);
+	FUZZ_ASSERT(shapes[rq.op].room ? rq.room && room_id_valid(rq.room) : !rq.room, "room");
+	const char *s = rq.strings;
+	for (uint32_t i = 0; i < rq.nstrings; i++)
+		s = request_next(s);
+	FUZZ_ASSERT(s == buf + size, "strings end %td before the request's end", buf + size - s);
+	if (rq.op == HOP_EXEC)
+		check_exec(&rq);
+	check_round_trip(&rq, data, size);
+	free(buf);
 	return 0;
 }

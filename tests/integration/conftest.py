@@ -40,9 +40,13 @@ import subprocess
 import tempfile
 import time
 import uuid
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # helper_records, for security/ too
+from helper_records import decode_answer, encode_request, record  # noqa: E402  (re-exported)
 
 REPO = Path(__file__).resolve().parents[2]
 FCGI = REPO / "build" / "roombox-fcgi"
@@ -635,12 +639,14 @@ class Stack:
     # -- helper, for the safety net and for white-box views
 
     def helper(self, request):
+        """One request (a dict, see helper_records.py) to the helper run
+        directly: (exit status, the answer as a dict)."""
         r = subprocess.run([str(HELPER), "-c", str(self.conf_path)],
-                           input=json.dumps(request).encode(),
+                           input=encode_request(request),
                            capture_output=True, timeout=60)
         try:
-            return r.returncode, json.loads(r.stdout or b"{}")
-        except ValueError:
+            return r.returncode, decode_answer(r.stdout)
+        except AssertionError:
             return r.returncode, {"error": r.stdout.decode(errors="replace")}
 
     def keeper_pid(self, room):

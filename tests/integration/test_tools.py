@@ -119,8 +119,7 @@ def test_make_run_prints_a_working_curl_line_and_stops_on_ctrl_c():
         # remove the room for good, then the directory
         conf = f"{rundir}/roombox.conf"
         if os.path.exists(conf):
-            subprocess.run([str(HELPER), "-c", conf],
-                           input=json.dumps({"op": "destroy", "room": room}).encode(),
+            subprocess.run([str(HELPER), "-c", conf, "destroy", room],
                            capture_output=True, timeout=60)
         shutil.rmtree(rundir, ignore_errors=True)
 

@@ -3,6 +3,8 @@ from tests/integration/conftest.py, through tests/security/conftest.py)."""
 
 import hashlib
 import json
+
+from helper_records import decode_answer, encode_request
 import os
 import re
 import shlex
@@ -162,13 +164,13 @@ class Background:
 
 
 def helper_answer(r):
-    """The answer object of common/protocol.h: one JSON line."""
-    head, _, _ = r.stdout.partition(b"\n")
+    """The answer record of common/protocol.h as a dict (helper_records.py);
+    an error as "error"/"code"."""
     try:
-        return json.loads(head)
-    except ValueError:
-        raise AssertionError(f"the helper did not print JSON: rc {r.returncode}, "
-                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r}")
+        return decode_answer(r.stdout)
+    except AssertionError as e:
+        raise AssertionError(f"the helper did not answer with a record: rc {r.returncode}, "
+                             f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r} ({e})")
 
 
 def run_with_io(argv, request, stdin=b"", *, env=None, pass_fds=(), timeout=60):
@@ -177,7 +179,7 @@ def run_with_io(argv, request, stdin=b"", *, env=None, pass_fds=(), timeout=60):
     its fds 3, 4, 5: `stdin` written into the first, the other two read to
     their ends.  (the CompletedProcess, the command's stdout bytes, its
     stderr bytes)."""
-    data = request if isinstance(request, bytes) else json.dumps(request).encode()
+    data = request if isinstance(request, bytes) else encode_request(request)
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -232,7 +234,7 @@ def helper_exec(argv, request, stdin=b"", **kw):
     """An exec through the helper as roombox-fcgi runs it (run_with_io, io:
     true): (exit status, the answer with the command's output added as
     "stdout"/"stderr" text)."""
-    r, out, err = run_with_io(argv, dict(request, io=True), stdin, **kw)
+    r, out, err = run_with_io(argv, request, stdin, **kw)
     answer = helper_answer(r)
     answer["stdout"] = out.decode("utf-8", "replace")
     answer["stderr"] = err.decode("utf-8", "replace")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HELPER, REPO, ROOM_ID, pid_alive, unique_room
+from conftest import HELPER, REPO, ROOM_ID, encode_request, pid_alive, record, unique_room
 from security_helpers import file_fingerprint, helper_answer, helper_exec
 
 SERVERS = ("nginx",)
@@ -31,13 +31,14 @@ SERVICE_GROUP = "roombox"
 
 
 def run_helper(argv, request, *, user=None, env=None, pass_fds=(), timeout=60):
-    """Run a helper binary with one request on stdin; (exit status, JSON)."""
+    """Run a helper binary with one request on stdin (a dict, see
+    helper_records.py, or raw bytes); (exit status, the answer as a dict)."""
     prefix = []
     if user == "nobody":
         prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
     elif user:
         prefix = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--init-groups"]
-    data = request if isinstance(request, bytes) else json.dumps(request).encode()
+    data = request if isinstance(request, bytes) else encode_request(request)
     r = subprocess.run(prefix + [str(a) for a in argv], input=data, capture_output=True,
                        timeout=timeout, env=env if env is not None else {"PATH": "/usr/bin:/bin"},
                        pass_fds=pass_fds, cwd="/")
@@ -130,6 +131,22 @@ def test_service_group_member_cannot_name_another_configuration(suid_helper, sta
     assert rc == 0 or ("group" not in out["error"] and "-c" not in out["error"]), out
 
 
+def test_command_line_has_the_caller_checks(suid_helper, stack, group_member):
+    """The scripts' command line (roombox-helper stop-all, destroy ROOM)
+    is refused to the same callers, before anything is done."""
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        str(suid_helper), "stop-all"], capture_output=True, timeout=60, cwd="/")
+    assert r.returncode == 1 and b"denied" in r.stderr and b"group" in r.stderr, r
+    r = subprocess.run(["setpriv", f"--reuid={group_member}", "--regid=nogroup", "--init-groups",
+                        str(suid_helper), "-c", str(stack.conf_path), "stop-all"],
+                       capture_output=True, timeout=60, cwd="/")
+    assert r.returncode == 1 and b"denied" in r.stderr and b"-c" in r.stderr, r
+    # control: root may
+    r = subprocess.run([str(suid_helper), "-c", str(stack.conf_path), "info"], capture_output=True,
+                       timeout=60, cwd="/")
+    assert r.returncode == 0 and r.stdout.startswith(b"cgroup="), r
+
+
 # ---------------------------------------------------------------- configuration
 
 @pytest.mark.parametrize("mode,owner", [(0o664, "root"), (0o646, "root"), (0o666, "root"),
@@ -158,26 +175,28 @@ def test_unsafe_configuration_file_is_refused(stack, mode, owner):
 def test_oversized_request_is_invalid(stack):
     # the stacks' max_body is 64K: the helper reads at most 64K + 64 KiB
     assert stack.config["max_body"] == "64K"
-    big = b'{"op":"info","pad":"' + b"x" * (8 << 20) + b'"}'
+    room = unique_room("big")
+    big = record(3, room, b"", [b"x" * 1023] * (8 << 10))
     rc, out = run_helper([HELPER, "-c", stack.conf_path], big)
-    assert rc != 0 and out == {"error": f"request larger than {128 << 10} bytes", "code": "invalid"}, out
-    # control: a large request under the bound is read and answered
-    ok = b'{"op":"info","pad":"' + b"x" * (127 << 10) + b'"}'
+    assert rc != 0 and out["code"] == "invalid" and "out of range" in out["error"], out
+    assert f"to {128 << 10} bytes" in out["error"], out
+    assert not (stack.state_dir / "rooms" / room).exists()
+    # control: a large request under the bound is read whole (and refused
+    # for what it holds, a status taking no strings)
+    ok = record(3, room, b"", [b"x" * 1023] * 127)
     rc, out = run_helper([HELPER, "-c", stack.conf_path], ok)
-    assert rc == 0 and "cgroup" in out, out
+    assert rc != 0 and out["error"] == "status takes no strings", out
 
 
 def test_exec_output_never_passes_through_the_helper(stack, client):
-    """An exec runs only on the caller's own descriptors (io: true, fds 3-5):
-    one that would have the helper collect the output, or pass bytes for
-    stdin in the request, is refused and runs nothing."""
+    """An exec runs only on the caller's own descriptors (fds 3-5): one
+    without them is refused and runs nothing (a record has no room for
+    input bytes, nor an answer for output)."""
     room = unique_room("io")
     client.touch(room)
-    for request in ({"op": "exec", "room": room, "cmd": "touch /workspace/ran"},
-                    {"op": "exec", "room": room, "cmd": "touch /workspace/ran", "stdin": "x"}):
-        rc, out = run_helper([HELPER, "-c", stack.conf_path], request)
-        assert rc != 0 and out.get("code") == "invalid" and "io" in out.get("error", ""), out
-        assert "stdout_bytes" not in out, out
+    rc, out = run_helper([HELPER, "-c", stack.conf_path],
+                         {"op": "exec", "room": room, "cmd": "touch /workspace/ran"})
+    assert rc != 0 and out.get("code") == "invalid" and "fds 3-5" in out.get("error", ""), out
     assert client.sh(room, "ls /workspace/ran 2>&1 || echo none").endswith("none\n")
     # control: the same exec with the caller's pipes runs, its output comes
     # on them and the answer holds the facts alone
@@ -410,16 +429,17 @@ def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client)
 
 def test_env_value_with_a_nul_byte_is_refused_by_name(stack, client):
     """roombox-fcgi refuses a NUL byte in an env value; the helper, trusting
-    no caller, refuses it too (no shell word can hold one) rather than cut
-    the quoted value there, and the room keeps working."""
+    no caller, refuses it too: in a record a NUL ends the string, so the
+    rest counts as a string more than the request declares, and the whole
+    request is refused (nothing cut, nothing run); the room keeps working."""
     room = unique_room("envnul")
     client.touch(room)
-    rc, out = run_helper([HELPER, "-c", stack.conf_path],
-                         {"op": "exec", "room": room, "cmd": "echo \"$A\"",
-                          "env": {"A": "ab\u0000'; echo injected; '"}})
-    assert rc != 0, out
-    assert room in out.get("error", "") and "env A" in out["error"], out
-    assert "NUL byte" in out["error"], out
+    rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "echo \"$A\"",
+                           "env": {"A": "ab\u0000'; echo injected; '"}})
+    assert rc != 0 and out.get("code") == "invalid", out
+    assert "after its 2 strings" in out["error"], out
+    assert "injected" not in out["stdout"], out
     assert client.sh(room, "echo ok") == "ok\n"
 
 

@@ -1,12 +1,13 @@
-/* Unit tests for fcgi-app/helper_client.c: the one process spawner.
+/* Unit tests for fcgi-app/helper_client.c: the one process spawner, the
+ * request encoder and the answer decoder.
  *
  * The program spawned is /bin/sh: helper_client runs `<helper> -c <config>`,
  * so with helper = /bin/sh the "config" is a shell script, which lets each
- * test choose what the child does (echo the request, exit badly, hang, leave
- * a child behind, report its descriptors and signals).  These tests cover
- * the request pipe, the reply memfd, the deadline and the decoding of what
- * comes back; the real helper's protocol is covered by the integration
- * tests. */
+ * test choose what the child does (keep the request, answer with a record
+ * the test wrote, exit badly, hang, leave a child behind, report its
+ * descriptors and signals).  Requests a typed call sends are read back with
+ * the helper's own decoder (sandbox-helper/request.c): both sides of the
+ * protocol, checked against each other. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,25 +23,100 @@
 #include <cmocka.h>
 
 #include "helper_client.h"
-#include "http.h"
+#include "request.h"
 #include "protocol.h"
 
-/* The largest max_body a configuration accepts: the 6 MiB round trip fits. */
+/* The largest max_body a configuration accepts. */
 #define TEST_MAX_BODY MAX_BODY_LIMIT
 
-static json_object *run(const char *script, json_object *req, long deadline_ms,
-			struct helper_error *err)
-{
-	struct helper_target t = { "/bin/sh", script, TEST_MAX_BODY };
-	json_object *own = NULL, *reply;
+static char dir[] = "/tmp/test_helper_client.XXXXXX";
+static char req_path[64], ans_path[64];
 
-	if (!req) {
-		own = req = json_object_new_object();
-		json_object_object_add(req, "op", json_object_new_string("info"));
-	}
-	reply = helper_call(&t, req, deadline_ms, err);
-	json_object_put(own);
-	return reply;
+static int setup(void **state)
+{
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(req_path, sizeof(req_path), "%s/req", dir);
+	snprintf(ans_path, sizeof(ans_path), "%s/ans", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(req_path);
+	unlink(ans_path);
+	rmdir(dir);
+	return 0;
+}
+
+static void file_put(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+static char *file_get(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *b = malloc(*n + 1);
+	assert_int_equal(fread(b, 1, *n, f), *n);
+	fclose(f);
+	return b;
+}
+
+/* The answer the scripted helper gives: header, record, then extra bytes
+ * (counted in size only when in_size). */
+static void answer(uint32_t op, uint32_t status, const void *rec, size_t len, const void *extra,
+		   size_t extra_len)
+{
+	struct helper_ans h = { HELPER_MAGIC, HELPER_VERSION, op, (uint32_t)(sizeof(h) + len), status, 0 };
+	char *b = malloc(sizeof(h) + len + extra_len + 1);
+	memcpy(b, &h, sizeof(h));
+	memcpy(b + sizeof(h), rec, len);
+	if (extra_len)
+		memcpy(b + sizeof(h) + len, extra, extra_len);
+	file_put(ans_path, b, sizeof(h) + len + extra_len);
+	free(b);
+}
+
+static void error_answer(uint32_t op, uint32_t code, const char *text)
+{
+	answer(op, code, text, strlen(text) + 1, NULL, 0);
+}
+
+/* A helper that keeps its request and gives the prepared answer (exiting
+ * with status). */
+static struct helper_target scripted(int status)
+{
+	static char script[256];
+	snprintf(script, sizeof(script), "cat > %s; cat %s; exit %d", req_path, ans_path, status);
+	return (struct helper_target){ "/bin/sh", script, TEST_MAX_BODY };
+}
+
+static struct request_shape shapes[HOP_COUNT];
+
+/* The request the scripted helper got, decoded as the helper does. */
+static char *sent(struct request *rq)
+{
+	size_t n;
+	char *b = file_get(req_path, &n), why[256];
+	for (uint32_t op = 1; op < HOP_COUNT; op++)
+		shapes[op] = (struct request_shape){ 0, true, true };
+	shapes[HOP_EXEC].args_size = sizeof(struct helper_exec_args);
+	shapes[HOP_STOP_IDLE].args_size = sizeof(struct helper_keep_args);
+	shapes[HOP_PORT_CONNECT].args_size = sizeof(struct helper_port_args);
+	shapes[HOP_LIST].room = shapes[HOP_STOP_IDLE].room = shapes[HOP_STOP_ALL].room =
+		shapes[HOP_INFO].room = false;
+	if (request_decode(b, n, shapes, rq, why, sizeof(why)) < 0)
+		fail_msg("%s", why);
+	return b;
 }
 
 static double now_s(void)
@@ -51,45 +127,240 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A request of several MiB comes back whole: writing and reading overlap,
- * or cat would block on a full pipe and so would we. */
-static void test_round_trip_large(void **state)
+static void test_status_round_trip(void **state)
 {
-	size_t n = 6u << 20;
-	char *big = malloc(n);
-	json_object *req = json_object_new_object(), *reply, *v;
+	struct helper_status st = { .room = "r1", .created_at = "2026-01-01T00:00:00.000Z",
+				    .running = 1, .last_active_ms = 42, .disk_bytes = 7 }, got;
+	struct helper_target t = scripted(0);
 	struct helper_error err;
+	struct request rq;
 
 	(void)state;
-	memset(big, 'a', n);
-	big[17] = '\0';                  /* NUL bytes travel as \u0000 */
-	json_object_object_add(req, "op", json_object_new_string("exec"));
-	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n));
-	reply = run("cat", req, 30000, &err);
-	if (!reply)
+	answer(HOP_STATUS, 0, &st, sizeof(st), NULL, 0);
+	if (helper_status(&t, "r1", &got, &err) < 0)
 		fail_msg("%s", err.message);
-	assert_true(json_object_object_get_ex(reply, "stdin", &v));
-	assert_int_equal(json_object_get_string_len(v), n);
-	assert_memory_equal(json_object_get_string(v), big, n);
-	json_object_put(reply);
-	json_object_put(req);
-	free(big);
+	assert_memory_equal(&got, &st, sizeof(st));
+	char *b = sent(&rq);
+	assert_int_equal(rq.op, HOP_STATUS);
+	assert_string_equal(rq.room, "r1");
+	free(b);
+	/* the answer to another op is refused */
+	answer(HOP_CREATE, 0, &st, sizeof(st), NULL, 0);
+	assert_int_equal(helper_status(&t, "r1", &got, &err), -1);
+	assert_string_equal(err.code, "reply");
 }
 
-static void test_request_too_large(void **state)
+/* An exec, as helper_exec_start and helper_exec_finish make it. */
+static int exec_call(const struct helper_target *t, const struct helper_exec *x,
+		     struct helper_exec_ans *got, struct helper_error *err)
 {
-	size_t n = helper_request_max(TEST_MAX_BODY) + 1;
-	char *big = malloc(n);
-	json_object *req = json_object_new_object();
+	struct helper_run *run = helper_exec_start(t, "r1", x, 10000, NULL, err);
+
+	return run ? helper_exec_finish(run, got, err) : -1;
+}
+
+/* An exec's request carries what was asked, in the helper's terms. */
+static void test_exec_request_encoding(void **state)
+{
+	struct helper_exec_ans a = { .wait_status = 3 << 8, .duration_us = 5 };
+	struct helper_target t = scripted(0);
+	json_object *env = json_object_new_object();
+	struct helper_exec x = { .cmd = "echo hi", .cmd_len = 7, .cwd = "/tmp", .env = env,
+				 .timeout_ms = 5000, .user = HK_USER_USER };
+	struct helper_exec_ans got;
+	struct helper_error err;
+	struct request rq;
+	struct exec_order q;
+	struct config cfg;
+
+	(void)state;
+	json_object_object_add(env, "A", json_object_new_string("1"));
+	json_object_object_add(env, "B", json_object_new_string("x y"));
+	json_object_object_add(env, "C=D", json_object_new_string("dropped"));
+	answer(HOP_EXEC, 0, &a, sizeof(a), NULL, 0);
+	if (exec_call(&t, &x, &got, &err) < 0)
+		fail_msg("%s", err.message);
+	assert_memory_equal(&got, &a, sizeof(a));
+	char *b = sent(&rq);
+	config_defaults(&cfg);
+	cfg.exec_timeout_max_ms = 60000;
+	char why[256];
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, why, sizeof(why)), 0);
+	assert_string_equal(q.cmd, "echo hi");
+	assert_string_equal(q.cwd, "/tmp");
+	assert_int_equal(q.timeout_ms, 5000);
+	assert_true(q.as_user);
+	assert_int_equal(q.nenv, 2);
+	assert_string_equal(q.env, "A=1");
+	assert_string_equal(request_next(q.env), "B=x y");
+	free(b);
+	/* a tool, never creating the room */
+	const char *tool[] = { "get", "/workspace", "1", NULL };
+	x = (struct helper_exec){ .cmd = "get", .cmd_len = 3, .tool = tool, .existing = true };
+	answer(HOP_EXEC, 0, &a, sizeof(a), NULL, 0);
+	if (exec_call(&t, &x, &got, &err) < 0)
+		fail_msg("%s", err.message);
+	b = sent(&rq);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, why, sizeof(why)), 0);
+	assert_true(q.is_tool);
+	assert_true(q.existing);
+	assert_string_equal(q.tool[1], "/workspace");
+	free(b);
+	json_object_put(env);
+}
+
+/* Every room comes back, however many: far more than the 6,145 the old
+ * helper's memory budget let a list hold. */
+static void test_list_every_room(void **state)
+{
+	enum { N = 10000 };
+	size_t len = sizeof(struct helper_list_ans) + N * sizeof(struct helper_status);
+	char *rec = calloc(1, len);
+	struct helper_status *rooms;
+	struct helper_target t = scripted(0);
+	struct helper_error err;
+	size_t n;
+
+	(void)state;
+	((struct helper_list_ans *)rec)->count = N;
+	for (int i = 0; i < N; i++) {
+		struct helper_status *st = (void *)(rec + sizeof(struct helper_list_ans) + i * sizeof(*st));
+		snprintf(st->room, sizeof(st->room), "room-%d", i);
+		st->running = i % 2;
+	}
+	answer(HOP_LIST, 0, rec, len, NULL, 0);
+	if (helper_list(&t, 30000, &rooms, &n, &err) < 0)
+		fail_msg("%s", err.message);
+	assert_int_equal(n, N);
+	assert_string_equal(rooms[N - 1].room, "room-9999");
+	assert_int_equal(rooms[N - 1].running, 1);
+	free(rooms);
+	/* a count the bytes do not hold, or one too small for them */
+	((struct helper_list_ans *)rec)->count = N + 1;
+	answer(HOP_LIST, 0, rec, len, NULL, 0);
+	assert_int_equal(helper_list(&t, 30000, &rooms, &n, &err), -1);
+	assert_string_equal(err.code, "reply");
+	((struct helper_list_ans *)rec)->count = 0xffffffffu;
+	answer(HOP_LIST, 0, rec, len, NULL, 0);
+	assert_int_equal(helper_list(&t, 30000, &rooms, &n, &err), -1);
+	((struct helper_list_ans *)rec)->count = N - 1;
+	answer(HOP_LIST, 0, rec, len, NULL, 0);
+	assert_int_equal(helper_list(&t, 30000, &rooms, &n, &err), -1);
+	free(rec);
+}
+
+static void test_stop_idle_keep_list(void **state)
+{
+	char rec[sizeof(struct helper_stopped_ans) + 2 * HELPER_ROOM_LEN] = { 0 };
+	const char *keep[] = { "busy-1", "busy-2" };
+	struct helper_target t = scripted(0);
+	struct helper_stopped st;
+	struct helper_error err;
+	struct request rq;
+
+	(void)state;
+	((struct helper_stopped_ans *)rec)->count = 2;
+	strcpy(rec + sizeof(struct helper_stopped_ans), "idle-1");
+	strcpy(rec + sizeof(struct helper_stopped_ans) + HELPER_ROOM_LEN, "idle-2");
+	answer(HOP_STOP_IDLE, 0, rec, sizeof(rec), NULL, 0);
+	if (helper_stop_idle(&t, 10000, keep, 2, &st, &err) < 0)
+		fail_msg("%s", err.message);
+	assert_int_equal(st.count, 2);
+	assert_string_equal(st.ids[1], "idle-2");
+	free(st.ids);
+	char *b = sent(&rq);
+	assert_int_equal(rq.nstrings, 2);
+	assert_string_equal(rq.strings, "busy-1");
+	free(b);
+}
+
+static void test_error_codes(void **state)
+{
+	static const struct { uint32_t code; const char *name; int status; } codes[] = {
+		{ HELPER_E_INVALID, "invalid", 400 }, { HELPER_E_NOT_FOUND, "not_found", 404 },
+		{ HELPER_E_LIMIT, "limit", 429 }, { HELPER_E_DENIED, "denied", 500 },
+		{ HELPER_E_FAILED, "failed", 500 }, { HELPER_E_NO_SPACE, "no_space", 507 },
+		{ 999, "failed", 500 },
+	};
+	struct helper_target t = scripted(1);
 	struct helper_error err;
 
 	(void)state;
-	memset(big, 'a', n);
-	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n));
-	assert_null(run("cat", req, 30000, &err));
-	assert_int_equal(err.http_status, 413);
-	json_object_put(req);
-	free(big);
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		error_answer(HOP_DESTROY, codes[i].code, "room r1: step: reason");
+		assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+		assert_int_equal(err.http_status, codes[i].status);
+		assert_string_equal(err.code, codes[i].name);
+		assert_string_equal(err.message, "room r1: step: reason");
+	}
+	/* an error even with exit status 0 is an error */
+	t = scripted(0);
+	error_answer(HOP_DESTROY, HELPER_E_NOT_FOUND, "odd");
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+	assert_int_equal(err.http_status, 404);
+}
+
+static void test_bad_answers(void **state)
+{
+	struct helper_target t;
+	struct helper_error err;
+	uint32_t killed;
+	struct helper_killed_ans k = { 3, 0 };
+
+	(void)state;
+	t = (struct helper_target){ "/bin/sh", "exit 0", TEST_MAX_BODY };
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+	assert_string_equal(err.message, "roombox-helper: exited with status 0 and no answer");
+	t = (struct helper_target){ "/bin/sh", "echo 'Segmentation fault'; exit 3", TEST_MAX_BODY };
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+	assert_non_null(strstr(err.message, "exited with status 3, answer truncated"));
+	t = (struct helper_target){ "/bin/sh", "echo 'a line of text from a crashed helper'; exit 3", TEST_MAX_BODY };
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+	assert_non_null(strstr(err.message, "exited with status 3, answer of another magic"));
+	t = (struct helper_target){ "/bin/sh", "kill -SEGV $$", TEST_MAX_BODY };
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+	assert_string_equal(err.message, "roombox-helper: killed by signal 11 (Segmentation fault)");
+	t = (struct helper_target){ "/bin/sh", "head -c 70000000 /dev/zero", TEST_MAX_BODY };
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
+	assert_string_equal(err.code, "reply");
+	t = scripted(0);
+	/* a record cut short, one too long, bytes after it */
+	answer(HOP_KILL_ALL, 0, &k, sizeof(k) - 1, NULL, 0);
+	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_string_equal(err.code, "reply");
+	answer(HOP_KILL_ALL, 0, &k, sizeof(k), "x", 1);
+	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_non_null(strstr(err.message, "after the answer"));
+	answer(HOP_KILL_ALL, 0, &k, sizeof(k), NULL, 0);
+	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), 0);
+	assert_int_equal(killed, 3);
+	/* a list without even its count; an error without words */
+	struct helper_status *rooms;
+	size_t n;
+	answer(HOP_LIST, 0, NULL, 0, NULL, 0);
+	assert_int_equal(helper_list(&t, 10000, &rooms, &n, &err), -1);
+	assert_string_equal(err.code, "reply");
+	t = scripted(1);
+	answer(HOP_LIST, HELPER_E_FAILED, "", 1, NULL, 0);
+	assert_int_equal(helper_list(&t, 10000, &rooms, &n, &err), -1);
+	assert_string_equal(err.code, "reply");
+	/* success with a failing exit status */
+	answer(HOP_KILL_ALL, 0, &k, sizeof(k), NULL, 0);
+	t = scripted(1);
+	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_non_null(strstr(err.message, "without an error"));
+	/* an error without its NUL-terminated text */
+	t = scripted(1);
+	answer(HOP_KILL_ALL, HELPER_E_FAILED, "abc", 3, NULL, 0);
+	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_string_equal(err.code, "reply");
+	/* an exec answer followed by output: none may follow it */
+	struct helper_exec_ans a = { 0 };
+	struct helper_exec x = { .cmd = "x", .cmd_len = 1 };
+	t = scripted(0);
+	answer(HOP_EXEC, 0, &a, sizeof(a), "abc", 3);
+	assert_int_equal(exec_call(&t, &x, &a, &err), -1);
+	assert_non_null(strstr(err.message, "after the answer"));
 }
 
 /* The bound is the configuration's max_body plus the protocol's slack,
@@ -97,99 +368,52 @@ static void test_request_too_large(void **state)
  * through, one byte more is 413 and no helper runs. */
 static void test_request_limit_follows_max_body(void **state)
 {
-	struct helper_target t = { "/bin/sh", "cat", 1000 };
-	size_t limit = helper_request_max(1000);
-	size_t n = limit - strlen("{\"stdin\":\"\"}");
-	char *big = malloc(n + 1);
+	struct helper_target t = scripted(0);
+	struct helper_exec_ans a = { 0 }, got;
 	struct helper_error err;
-	json_object *req = json_object_new_object(), *reply;
+	size_t over = sizeof(struct helper_req) + sizeof(struct helper_exec_args) + 1;
+	size_t n = helper_request_max(1000) - over;
+	char *big = malloc(n + 2);
 
 	(void)state;
-	memset(big, 'a', n + 1);
-	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n));
-	reply = helper_call(&t, req, 30000, &err);
-	assert_non_null(reply);
-	json_object_put(reply);
-	json_object_object_add(req, "stdin", json_object_new_string_len(big, (int)n + 1));
-	assert_null(helper_call(&t, req, 30000, &err));
+	memset(big, 'x', n + 1);
+	big[n] = '\0';
+	struct helper_exec x = { .cmd = big, .cmd_len = n };
+	t.max_body = 1000;
+	answer(HOP_EXEC, 0, &a, sizeof(a), NULL, 0);
+	if (exec_call(&t, &x, &got, &err) < 0)
+		fail_msg("%s", err.message);
+	unlink(req_path);
+	big[n] = 'x';
+	big[n + 1] = '\0';
+	x.cmd_len = n + 1;
+	assert_int_equal(exec_call(&t, &x, &got, &err), -1);
 	assert_int_equal(err.http_status, 413);
-	json_object_put(req);
+	assert_int_equal(access(req_path, F_OK), -1);   /* no helper ran */
 	free(big);
-}
-
-static void test_error_codes(void **state)
-{
-	static const struct { const char *code; int status; } codes[] = {
-		{ "invalid", 400 }, { "not_found", 404 }, { "limit", 429 },
-		{ "denied", 500 }, { "failed", 500 }, { "something-new", 500 },
-	};
-	struct helper_error err;
-	char script[256];
-	size_t i;
-
-	(void)state;
-	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-		snprintf(script, sizeof(script),
-			 "cat >/dev/null; echo '{\"error\":\"room r1: step: reason\",\"code\":\"%s\"}'; exit 1",
-			 codes[i].code);
-		assert_null(run(script, NULL, 10000, &err));
-		assert_int_equal(err.http_status, codes[i].status);
-		assert_string_equal(err.code, codes[i].code);
-		assert_string_equal(err.message, "room r1: step: reason");
-	}
-	/* no code: a failure */
-	assert_null(run("echo '{\"error\":\"boom\"}'; exit 2", NULL, 10000, &err));
-	assert_int_equal(err.http_status, 500);
-	assert_string_equal(err.message, "boom");
-	/* an "error" even with exit status 0 is an error */
-	assert_null(run("echo '{\"error\":\"odd\",\"code\":\"not_found\"}'", NULL, 10000, &err));
-	assert_int_equal(err.http_status, 404);
-}
-
-static void test_bad_replies(void **state)
-{
-	struct helper_error err;
-
-	(void)state;
-	assert_null(run("exit 0", NULL, 10000, &err));
-	assert_int_equal(err.http_status, 500);
-	assert_string_equal(err.message, "roombox-helper: exited with status 0 and no reply");
-	assert_null(run("echo 'Segmentation fault'; exit 3", NULL, 10000, &err));
-	assert_string_equal(err.message,
-			    "roombox-helper: exited with status 3, reply is not a JSON object: unexpected character");
-	assert_null(run("echo '[1,2]'", NULL, 10000, &err));
-	assert_string_equal(err.message, "roombox-helper: exited with status 0, reply is not a JSON object");
-	assert_null(run("echo '{\"a\":1} {\"b\":2}'", NULL, 10000, &err));
-	assert_int_equal(err.http_status, 500);
-	assert_null(run("echo '{}'; exit 1", NULL, 10000, &err));
-	assert_string_equal(err.message, "roombox-helper: exited with status 1 without an \"error\"");
-	assert_null(run("kill -SEGV $$", NULL, 10000, &err));
-	assert_string_equal(err.message, "roombox-helper: killed by signal 11 (Segmentation fault)");
-	assert_null(run("head -c 70000000 /dev/zero", NULL, 30000, &err));
-	assert_string_equal(err.code, "reply");
 }
 
 static void test_spawn_failure(void **state)
 {
-	struct helper_target t = { "/nonexistent/helper", "/etc/roombox/roombox.conf" };
-	json_object *req = json_object_new_object();
+	struct helper_target t = { "/nonexistent/helper", "/etc/roombox/roombox.conf", TEST_MAX_BODY };
 	struct helper_error err;
 
 	(void)state;
-	assert_null(helper_call(&t, req, 1000, &err));
+	assert_int_equal(helper_destroy(&t, "r1", &err), -1);
 	assert_int_equal(err.http_status, 500);
 	assert_string_equal(err.message,
 			    "roombox-helper: spawn /nonexistent/helper: No such file or directory");
-	json_object_put(req);
 }
 
 static void test_deadline(void **state)
 {
+	struct helper_target t = { "/bin/sh", "exec sleep 30", TEST_MAX_BODY };
+	struct helper_info_ans info;
 	struct helper_error err;
 	double t0 = now_s();
 
 	(void)state;
-	assert_null(run("exec sleep 30", NULL, 300, &err));
+	assert_int_equal(helper_info(&t, 300, &info, &err), -1);
 	assert_true(now_s() - t0 < 5);
 	assert_string_equal(err.code, "timeout");
 	assert_string_equal(err.message, "roombox-helper: no answer within 300 ms, killed");
@@ -199,27 +423,29 @@ static void test_deadline(void **state)
  * reply: the helper's exit ends the call. */
 static void test_leftover_child_holding_stdout(void **state)
 {
+	struct helper_target t = { "/bin/sh", NULL, TEST_MAX_BODY };
 	struct helper_error err;
-	json_object *reply;
+	char script[256];
 	double t0 = now_s();
 
 	(void)state;
-	reply = run("sleep 3 & echo '{\"ok\":true}'", NULL, 20000, &err);
-	if (!reply)
+	snprintf(script, sizeof(script), "sleep 3 & cat %s", ans_path);
+	t.config_path = script;
+	answer(HOP_STOP, 0, NULL, 0, NULL, 0);
+	if (helper_stop(&t, "r1", &err) < 0)
 		fail_msg("%s", err.message);
 	assert_true(now_s() - t0 < 2);
-	json_object_put(reply);
 }
 
 /* Only fds 0, 1, 2 reach the helper; signals come back to their defaults,
  * unblocked; the environment is not passed on. */
 static void test_child_environment(void **state)
 {
+	struct helper_target t = { "/bin/sh", NULL, TEST_MAX_BODY };
 	struct helper_error err;
-	json_object *reply, *v;
 	sigset_t block, old;
-	char script[512];
-	int leak;
+	char script[1024];
+	int leak, rc;
 
 	(void)state;
 	leak = open("/dev/null", O_RDONLY);     /* no O_CLOEXEC on purpose */
@@ -231,54 +457,27 @@ static void test_child_environment(void **state)
 	sigaddset(&block, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 
+	/* glibc's posix_spawn leaves its two internal signals (32, 33: bits
+	 * 0x180000000) ignored; every real signal is at its default */
 	snprintf(script, sizeof(script),
 		 "cat >/dev/null; "
-		 "if [ -e /proc/$$/fd/%d ]; then l=true; else l=false; fi; "
+		 "if [ -e /proc/$$/fd/%d ]; then echo leak; exit 1; fi; "
 		 "b=$(sed -n 's/^SigBlk:[[:space:]]*//p' /proc/$$/status); "
+		 "[ \"$b\" = 0000000000000000 ] || { echo blocked $b; exit 1; }; "
 		 "i=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status); "
-		 "if [ -n \"${ROOMBOX_TEST_SECRET:-}\" ]; then e=true; else e=false; fi; "
-		 "printf '{\"leak\":%%s,\"blk\":\"%%s\",\"ign\":\"%%s\",\"env\":%%s,\"path\":\"%%s\"}' "
-		 "$l $b $i $e \"$PATH\"", leak);
-	reply = run(script, NULL, 10000, &err);
+		 "[ $(( 0x$i & ~0x180000000 )) = 0 ] || { echo ignored $i; exit 1; }; "
+		 "[ -z \"${ROOMBOX_TEST_SECRET:-}\" ] || { echo env; exit 1; }; "
+		 "[ \"$PATH\" = /usr/sbin:/usr/bin:/sbin:/bin ] || { echo path; exit 1; }; "
+		 "cat %s", leak, ans_path);
+	t.config_path = script;
+	answer(HOP_STOP, 0, NULL, 0, NULL, 0);
+	rc = helper_stop(&t, "r1", &err);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	unsetenv("ROOMBOX_TEST_SECRET");
 	close(leak);
-	if (!reply)
+	if (rc < 0)
 		fail_msg("%s", err.message);
-	assert_true(json_object_object_get_ex(reply, "leak", &v));
-	assert_false(json_object_get_boolean(v));
-	assert_true(json_object_object_get_ex(reply, "blk", &v));
-	assert_string_equal(json_object_get_string(v), "0000000000000000");
-	/* glibc's posix_spawn leaves its two internal signals (32, 33: bits
-	 * 0x180000000) ignored; every real signal is at its default */
-	assert_true(json_object_object_get_ex(reply, "ign", &v));
-	assert_int_equal(strtoull(json_object_get_string(v), NULL, 16) & ~0x180000000ull, 0);
-	assert_true(json_object_object_get_ex(reply, "env", &v));
-	assert_false(json_object_get_boolean(v));
-	assert_true(json_object_object_get_ex(reply, "path", &v));
-	assert_string_equal(json_object_get_string(v), "/usr/sbin:/usr/bin:/sbin:/bin");
-	json_object_put(reply);
-}
-
-/* The helper's stdin is closed after the request: a helper that reads to
- * end-of-file gets exactly the request. */
-static void test_request_on_stdin(void **state)
-{
-	struct helper_error err;
-	json_object *req = json_object_new_object(), *reply, *v;
-
-	(void)state;
-	json_object_object_add(req, "op", json_object_new_string("status"));
-	json_object_object_add(req, "room", json_object_new_string("a/b"));
-	reply = run("printf '{\"got\":\"%s\"}' \"$(cat | sed 's/\"/_/g')\"", req, 10000, &err);
-	if (!reply)
-		fail_msg("%s", err.message);
-	assert_true(json_object_object_get_ex(reply, "got", &v));
-	/* compact, "/" not escaped */
-	assert_string_equal(json_object_get_string(v), "{_op_:_status_,_room_:_a/b_}");
-	json_object_put(reply);
-	json_object_put(req);
 }
 
 static void *spawn_many(void *arg)
@@ -287,11 +486,13 @@ static void *spawn_many(void *arg)
 
 	(void)arg;
 	for (i = 0; i < 25; i++) {
+		struct helper_target t = { "/bin/sh", NULL, TEST_MAX_BODY };
 		struct helper_error err;
-		json_object *reply = run("cat", NULL, 20000, &err);
+		char script[256];
 
-		ok += reply != NULL;
-		json_object_put(reply);
+		snprintf(script, sizeof(script), "cat >/dev/null; cat %s", ans_path);
+		t.config_path = script;
+		ok += helper_stop(&t, "r1", &err) == 0;
 	}
 	return (void *)ok;
 }
@@ -303,6 +504,7 @@ static void test_threads(void **state)
 	int i;
 
 	(void)state;
+	answer(HOP_STOP, 0, NULL, 0, NULL, 0);
 	for (i = 0; i < 8; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, spawn_many, NULL), 0);
 	for (i = 0; i < 8; i++) {
@@ -325,19 +527,19 @@ static void test_code_status(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip_large),
-		cmocka_unit_test(test_request_too_large),
-		cmocka_unit_test(test_request_limit_follows_max_body),
+		cmocka_unit_test(test_status_round_trip),
+		cmocka_unit_test(test_exec_request_encoding),
+		cmocka_unit_test(test_list_every_room),
+		cmocka_unit_test(test_stop_idle_keep_list),
 		cmocka_unit_test(test_error_codes),
-		cmocka_unit_test(test_bad_replies),
+		cmocka_unit_test(test_bad_answers),
+		cmocka_unit_test(test_request_limit_follows_max_body),
 		cmocka_unit_test(test_spawn_failure),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_leftover_child_holding_stdout),
 		cmocka_unit_test(test_child_environment),
-		cmocka_unit_test(test_request_on_stdin),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_code_status),
 	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, setup, teardown);
 }

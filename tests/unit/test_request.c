@@ -1,5 +1,7 @@
 /* Unit tests for sandbox-helper/request.c: the setuid helper's request
- * reader (bounded read, parse, exec fields). */
+ * reader (bounded read, the record's shape, an exec's values), fed records
+ * made by the client's encoder (common/helper_rec.c), so both sides of the
+ * protocol are checked against each other. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -14,229 +16,385 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "helper_rec.h"
 #include "protocol.h"
 #include "request.h"
 
-/* A descriptor that reads back n bytes of text (repeated). */
-static int input_fd(const char *text, size_t n)
+/* The shapes of sandbox-helper/main.c's table of operations. */
+static struct request_shape shapes[HOP_COUNT];
+
+static int setup(void **state)
+{
+	(void)state;
+	for (uint32_t op = 1; op < HOP_COUNT; op++)
+		shapes[op] = (struct request_shape){ 0, true, true };
+	shapes[HOP_EXEC].args_size = sizeof(struct helper_exec_args);
+	shapes[HOP_STOP_IDLE].args_size = sizeof(struct helper_keep_args);
+	shapes[HOP_PORT_CONNECT].args_size = sizeof(struct helper_port_args);
+	shapes[HOP_LIST].room = shapes[HOP_STOP_IDLE].room = shapes[HOP_STOP_ALL].room =
+		shapes[HOP_INFO].room = false;
+	return 0;
+}
+
+static char err[512];
+
+static int decode(const char *buf, size_t len, struct request *rq)
+{
+	err[0] = '\0';
+	return request_decode(buf, len, shapes, rq, err, sizeof(err));
+}
+
+/* A descriptor that reads back buf[0..n). */
+static int input_fd(const void *buf, size_t n)
 {
 	int fd = memfd_create("request", 0);
-	size_t tlen = strlen(text);
 	assert_true(fd >= 0);
-	for (size_t off = 0; off < n;) {
-		size_t k = n - off < tlen ? n - off : tlen;
-		assert_int_equal(write(fd, text, k), (ssize_t)k);
-		off += k;
-	}
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
 	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
 	return fd;
 }
 
-static void test_read_takes_up_to_the_limit_and_no_more(void **state)
+static char *room_req(uint32_t op, const char *room, size_t *len)
 {
-	size_t limit = (size_t)helper_request_max(100);
-	char err[256] = "", *buf;
-	size_t len;
-	int fd;
+	struct helper_rec b;
+	helper_rec_begin(&b, op, room, NULL, 0);
+	return helper_rec_end(&b, len);
+}
 
+static void test_every_room_op_decodes(void **state)
+{
+	static const uint32_t ops[] = { HOP_CREATE, HOP_STATUS, HOP_DESTROY, HOP_STOP,
+					HOP_KILL_ALL, HOP_RESTART };
+	struct request rq;
+	size_t len;
 	(void)state;
-	assert_int_equal(limit, 100 + 65536);
-	fd = input_fd("abcdefg", limit);
-	assert_int_equal(request_read(fd, 100, &buf, &len, err, sizeof(err)), 0);
-	assert_int_equal(len, limit);
-	assert_int_equal(buf[len], '\0');
-	assert_memory_equal(buf + 7, "abcdefg", 7);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		char *b = room_req(ops[i], "room-1", &len);
+		assert_int_equal(len, sizeof(struct helper_req));
+		assert_int_equal(decode(b, len, &rq), 0);
+		assert_int_equal(rq.op, ops[i]);
+		assert_string_equal(rq.room, "room-1");
+		assert_int_equal(rq.nstrings, 0);
+		free(b);
+	}
+	char *b = room_req(HOP_LIST, NULL, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_null(rq.room);
+	free(b);
+}
+
+static void test_read_exact_size(void **state)
+{
+	size_t len, got;
+	char *b = room_req(HOP_STATUS, "r1", &len), *buf;
+	(void)state;
+	int fd = input_fd(b, len);
+	assert_int_equal(request_read(fd, 100, &buf, &got, err, sizeof(err)), 0);
+	assert_int_equal(got, len);
+	assert_memory_equal(buf, b, len);
 	free(buf);
 	close(fd);
-
-	fd = input_fd("abcdefg", limit + 1);
-	assert_int_equal(request_read(fd, 100, &buf, &len, err, sizeof(err)), -1);
-	assert_null(buf);
-	assert_string_equal(err, "request larger than 65636 bytes");
+	/* truncated */
+	fd = input_fd(b, len - 1);
+	assert_int_equal(request_read(fd, 100, &buf, &got, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "truncated"));
 	close(fd);
+	/* longer than declared */
+	char *more = calloc(1, len + 1);
+	memcpy(more, b, len);
+	fd = input_fd(more, len + 1);
+	assert_int_equal(request_read(fd, 100, &buf, &got, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "longer than its declared"));
+	close(fd);
+	free(more);
+	/* empty */
+	fd = input_fd("", 0);
+	assert_int_equal(request_read(fd, 100, &buf, &got, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "truncated"));
+	close(fd);
+	free(b);
+}
 
-	/* far more: refused just the same, after reading only the limit */
-	fd = input_fd("x", 4u << 20);
-	assert_int_equal(request_read(fd, 100, &buf, &len, err, sizeof(err)), -1);
-	assert_string_equal(err, "request larger than 65636 bytes");
-	assert_true(lseek(fd, 0, SEEK_CUR) <= (off_t)limit + 1);
+/* The declared size is checked before anything is allocated for it. */
+static void test_read_refuses_oversized_before_reading(void **state)
+{
+	struct helper_req h = { HELPER_MAGIC, HELPER_VERSION, HOP_EXEC, 0, 0, 0, "r" };
+	char *buf;
+	size_t got;
+	(void)state;
+	h.size = (uint32_t)helper_request_max(100) + 1;
+	int fd = input_fd(&h, sizeof(h));
+	assert_int_equal(request_read(fd, 100, &buf, &got, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "out of range"));
+	close(fd);
+	h.size = UINT32_MAX;
+	fd = input_fd(&h, sizeof(h));
+	assert_int_equal(request_read(fd, MAX_BODY_LIMIT, &buf, &got, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "out of range"));
+	close(fd);
+	h.size = 8;   /* smaller than its own header */
+	fd = input_fd(&h, sizeof(h));
+	assert_int_equal(request_read(fd, 100, &buf, &got, err, sizeof(err)), -1);
 	close(fd);
 }
 
-static void test_read_of_empty_and_failing_input(void **state)
+static void test_header_checks(void **state)
 {
-	char err[256] = "", *buf;
+	struct request rq;
 	size_t len;
-	int fd = input_fd("", 0);
-
 	(void)state;
-	assert_int_equal(request_read(fd, 1 << 20, &buf, &len, err, sizeof(err)), 0);
-	assert_int_equal(len, 0);
-	assert_string_equal(buf, "");
-	free(buf);
-	close(fd);
-	fd = open("/", O_RDONLY | O_DIRECTORY);
-	assert_int_equal(request_read(fd, 1 << 20, &buf, &len, err, sizeof(err)), -1);
-	assert_string_equal(err, "request could not be read: Is a directory");
-	close(fd);
+	char *b = room_req(HOP_STATUS, "r1", &len);
+	struct helper_req *h = (void *)b;
+
+	h->magic ^= 1;
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "magic"));
+	h->magic ^= 1;
+	h->version = 2;
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "version"));
+	h->version = HELPER_VERSION;
+	h->op = 0;
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_string_equal(err, "unknown op 0");
+	h->op = HOP_COUNT;
+	assert_int_equal(decode(b, len, &rq), -1);
+	h->op = 0xffffffffu;
+	assert_int_equal(decode(b, len, &rq), -1);
+	h->op = HOP_STATUS;
+	h->size = (uint32_t)len + 1;
+	assert_int_equal(decode(b, len, &rq), -1);
+	h->size = (uint32_t)len;
+	assert_int_equal(decode(b, len - 1, &rq), -1);
+	h->reserved = 1;
+	assert_int_equal(decode(b, len, &rq), -1);
+	h->reserved = 0;
+	assert_int_equal(decode(b, len, &rq), 0);
+	free(b);
 }
 
-static void expect_parse_error(const char *text, const char *want)
+static void test_room_checks(void **state)
 {
-	char err[256] = "";
-	struct mj_doc *doc = (struct mj_doc *)1;
-	assert_null(request_parse(text, strlen(text), &doc, err, sizeof(err)));
-	assert_null(doc);
-	assert_string_equal(err, want);
+	struct request rq;
+	size_t len;
+	(void)state;
+	char *b = room_req(HOP_STATUS, "../etc", &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_string_equal(err, "status: invalid room id");
+	free(b);
+	b = room_req(HOP_STATUS, "", &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	free(b);
+	b = room_req(HOP_STATUS, "r1", &len);
+	struct helper_req *h = (void *)b;
+	memset(h->room, 'a', sizeof(h->room));     /* unterminated */
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "not NUL-terminated"));
+	memset(h->room, 0, sizeof(h->room));
+	strcpy(h->room, "r1");
+	h->room[10] = 'x';                          /* garbage after the NUL */
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "NUL-padded"));
+	free(b);
+	b = room_req(HOP_LIST, "r1", &len);          /* a room where none is taken */
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_string_equal(err, "list takes no room");
+	free(b);
 }
 
-static void test_parse_wants_one_object(void **state)
+static char *exec_req(struct helper_exec_args a, const char *const *s, size_t n,
+		      const char *input, size_t input_len, size_t *len)
 {
-	char err[256] = "";
-	struct mj_doc *doc;
-	const struct mj_value *req;
-
-	(void)state;
-	req = request_parse("{\"op\":\"info\"} ", 14, &doc, err, sizeof(err));
-	assert_non_null(req);
-	assert_string_equal(mj_get_str(req, "op"), "info");
-	mj_free(doc);
-	expect_parse_error("[1]", "request is not a JSON object");
-	expect_parse_error("", "request is not a JSON object: at byte 0: expected a value");
-	expect_parse_error("{\"op\":}", "request is not a JSON object: at byte 6: bad number");
-	expect_parse_error("{} {}", "request is not a JSON object: at byte 3: text after the value");
-}
-
-static void test_parse_refuses_too_many_values(void **state)
-{
-	size_t n = MJ_MAX_VALUES + 10;
-	char *text = malloc(3 * n + 16), *q = text;
-
-	(void)state;
-	q += sprintf(q, "{\"x\":[");
+	struct helper_rec b;
+	helper_rec_begin(&b, HOP_EXEC, "r1", &a, sizeof(a));
 	for (size_t i = 0; i < n; i++)
-		q += sprintf(q, "%s\"\"", i ? "," : "");
-	strcpy(q, "]}");
-	expect_parse_error(text, "request too complex: at byte 300000: more than 100000 values");
-	free(text);
+		helper_rec_string(&b, s[i], strlen(s[i]));
+	if (input_len)
+		helper_rec_bytes(&b, input, input_len);
+	return helper_rec_end(&b, len);
 }
 
-static const char *exec_parse(const char *text, struct exec_order *q, char *err, size_t errlen)
+static void test_exec_strings_and_counts(void **state)
 {
-	static struct mj_doc *doc;
+	struct request rq;
+	struct exec_order q;
 	struct config cfg;
-	const struct mj_value *req;
-
+	size_t len;
+	(void)state;
 	config_defaults(&cfg);
-	mj_free(doc);
-	req = request_parse(text, strlen(text), &doc, err, errlen);
-	assert_non_null(req);
-	return request_exec_parse(req, &cfg, q, err, errlen);
-}
-
-static void expect_exec_error(const char *text, const char *code, const char *want)
-{
-	struct exec_order q;
-	char err[512] = "";
-	const char *got = exec_parse(text, &q, err, sizeof(err));
-	assert_non_null(got);
-	assert_string_equal(got, code);
-	assert_string_equal(err, want);
-}
-
-static void test_exec_fields(void **state)
-{
-	struct exec_order q;
-	char err[256] = "";
-
-	(void)state;
-	assert_null(exec_parse("{\"cmd\":\"ls\"}", &q, err, sizeof(err)));
-	assert_string_equal(q.cmd, "ls");
-	assert_int_equal(q.timeout_ms, 30000);      /* exec_timeout's default */
-	assert_null(q.env);
-	assert_null(q.cwd);
-	assert_false(q.is_tool || q.existing || q.detach);
-	assert_null(exec_parse("{\"cmd\":\"ls\",\"existing\":true,\"detach\":true}", &q, err, sizeof(err)));
-	assert_true(q.existing && q.detach);
-	assert_null(exec_parse("{\"cmd\":\"cat\",\"timeout_ms\":600000,\"env\":{\"A\":\"1\"},"
-			       "\"cwd\":\"/tmp\"}",
-			       &q, err, sizeof(err)));
-	assert_int_equal(q.timeout_ms, 600000);
-	assert_int_equal(q.env->len, 1);
+	const char *s[] = { "echo hi", "/tmp", "A=1", "B=x y" };
+	char *b = exec_req((struct helper_exec_args){ .flags = HX_CWD | HX_USER_SET | HX_AS_USER, .nenv = 2 },
+			   s, 4, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), 0);
+	assert_string_equal(q.cmd, "echo hi");
 	assert_string_equal(q.cwd, "/tmp");
-
-	expect_exec_error("{}", "invalid", "cmd missing");
-	expect_exec_error("{\"cmd\":\"\"}", "invalid", "cmd missing");
-	expect_exec_error("{\"cmd\":1}", "invalid", "cmd missing");
-	expect_exec_error("{\"cmd\":\"ls\",\"timeout_ms\":600001}", "invalid", "timeout_ms out of range");
-	expect_exec_error("{\"cmd\":\"ls\",\"timeout_ms\":0}", "invalid", "timeout_ms out of range");
-	expect_exec_error("{\"cmd\":\"ls\",\"timeout_ms\":1.5}", "invalid", "timeout_ms out of range");
-	expect_exec_error("{\"cmd\":\"ls\",\"env\":{\"A\":1}}", "invalid", "env values must be strings");
-	expect_exec_error("{\"cmd\":\"ls\",\"env\":{\"\":\"x\"}}", "invalid", "env values must be strings");
-	expect_exec_error("{\"cmd\":\"ls\",\"cwd\":\"tmp\"}", "invalid", "cwd must be absolute");
+	assert_int_equal(q.nenv, 2);
+	assert_string_equal(q.env, "A=1");
+	assert_string_equal(request_next(q.env), "B=x y");
+	assert_true(q.as_user);
+	assert_int_equal(q.timeout_ms, cfg.exec_timeout_ms);
+	free(b);
+	/* one string too many for the counts, one too few */
+	b = exec_req((struct helper_exec_args){ .flags = HX_CWD, .nenv = 1 }, s, 4, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "strings expected"));
+	free(b);
+	b = exec_req((struct helper_exec_args){ .flags = HX_CWD, .nenv = 3 }, s, 4, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	free(b);
+	/* a count that overflows: nstrings claims more than the bytes hold */
+	b = exec_req((struct helper_exec_args){ .nenv = 0xffffffffu }, s, 1, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	free(b);
+	b = exec_req((struct helper_exec_args){ .nenv = 2 }, s, 1, NULL, 0, &len);
+	((struct helper_req *)b)->nstrings = 3;
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "not NUL-terminated"));
+	free(b);
+	/* unterminated last string */
+	b = exec_req((struct helper_exec_args){ 0 }, s, 1, NULL, 0, &len);
+	b[len - 1] = 'x';
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "not NUL-terminated"));
+	free(b);
+	/* bytes after the strings */
+	b = exec_req((struct helper_exec_args){ 0 }, s, 2, NULL, 0, &len);
+	((struct helper_req *)b)->nstrings = 1;
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "bytes after"));
+	free(b);
+	/* unknown flags */
+	b = exec_req((struct helper_exec_args){ .flags = 1u << 20 }, s, 1, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_non_null(strstr(err, "unknown flags"));
+	free(b);
+	/* the reserved field */
+	b = exec_req((struct helper_exec_args){ .reserved = 1 }, s, 1, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	free(b);
 }
 
-/* An env whose pairs alone are more than one environment string can hold
- * is refused before the helper quotes it (as exec.c would answer later). */
-static void test_exec_env_no_shell_can_take(void **state)
+static void test_exec_values(void **state)
 {
-	size_t n = 32 * 4096;
-	char *text = malloc(n + 100), *q = text;
-	struct exec_order r;
-	char err[256];
-
-	(void)state;
-	q += sprintf(q, "{\"room\":\"r1\",\"cmd\":\"ls\",\"env\":{\"A\":\"");
-	memset(q, 'y', n - 3);
-	q += n - 3;
-	strcpy(q, "\"}}");
-	assert_null(exec_parse(text, &r, err, sizeof(err)));    /* 1 + (n - 3) + 1 fits */
-	q[-1] = 'y';
-	strcpy(q, "y\"}}");
-	expect_exec_error(text, "failed", "room r1: the environment (session and env) is larger "
-			  "than a shell can take (131071 bytes in one variable)");
-	free(text);
-}
-
-/* tool: the keeper's operation in place of cmd, its strings checked */
-static void test_exec_tool(void **state)
-{
+	struct request rq;
 	struct exec_order q;
-	char err[256] = "";
-
+	struct config cfg;
+	size_t len;
 	(void)state;
-	assert_null(exec_parse("{\"tool\":[\"get\",\"/workspace/a b\",\"1\"],\"existing\":true}",
-			       &q, err, sizeof(err)));
-	assert_true(q.is_tool && q.existing);
-	assert_string_equal(q.cmd, "get");
-	assert_string_equal(q.tool[0], "get");
-	assert_string_equal(q.tool[1], "/workspace/a b");
-	assert_string_equal(q.tool[2], "1");
+	config_defaults(&cfg);
+	const char *rel[] = { "true", "tmp" };
+	char *b = exec_req((struct helper_exec_args){ .flags = HX_CWD }, rel, 2, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), HELPER_E_INVALID);
+	assert_string_equal(err, "cwd must be absolute");
+	free(b);
+	const char *one[] = { "true" };
+	b = exec_req((struct helper_exec_args){ .timeout_ms = cfg.exec_timeout_max_ms + 1 }, one, 1, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), HELPER_E_INVALID);
+	free(b);
+	const char *empty[] = { "" };
+	b = exec_req((struct helper_exec_args){ 0 }, empty, 1, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), HELPER_E_INVALID);
+	free(b);
+	const char *noeq[] = { "true", "NOEQUALS" };
+	b = exec_req((struct helper_exec_args){ .nenv = 1 }, noeq, 2, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), HELPER_E_INVALID);
+	free(b);
+	/* an environment no shell can take: the sandbox's failure */
+	char *huge = malloc(200000);
+	memset(huge, 'v', 199999);
+	memcpy(huge, "X=", 2);
+	huge[199999] = '\0';
+	const char *big[] = { "true", huge };
+	b = exec_req((struct helper_exec_args){ .nenv = 1 }, big, 2, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), HELPER_E_FAILED);
+	free(b);
+	free(huge);
+	/* a tool: 1..TOOL_ARGS_MAX arguments, no cwd or env */
+	const char *tool[] = { "get", "/workspace/a", "0" };
+	b = exec_req((struct helper_exec_args){ .flags = HX_TOOL, .ntool = 3 }, tool, 3, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), 0);
+	assert_true(q.is_tool);
+	assert_string_equal(q.tool[1], "/workspace/a");
 	assert_null(q.tool[3]);
-	expect_exec_error("{\"tool\":[]}", "invalid", "tool must be 1 to 4 strings");
-	expect_exec_error("{\"tool\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "invalid",
-			  "tool must be 1 to 4 strings");
-	expect_exec_error("{\"tool\":\"get\"}", "invalid", "tool must be 1 to 4 strings");
-	expect_exec_error("{\"tool\":[\"get\",1]}", "invalid",
-			  "tool: argument 1 is not a path-sized string");
-	expect_exec_error("{\"tool\":[\"get\",\"a\\u0000b\"]}", "invalid",
-			  "tool: argument 1 is not a path-sized string");
-	expect_exec_error("{\"tool\":[\"get\"],\"cwd\":\"/tmp\"}", "invalid",
-			  "a tool takes no detach, env or cwd");
-	expect_exec_error("{\"tool\":[\"get\"],\"detach\":true}", "invalid",
-			  "a tool takes no detach, env or cwd");
+	free(b);
+	b = exec_req((struct helper_exec_args){ .flags = HX_TOOL, .ntool = TOOL_ARGS_MAX + 1 }, tool, 3,
+		     NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	free(b);
+	b = exec_req((struct helper_exec_args){ .flags = HX_TOOL | HX_CWD, .ntool = 2 }, tool, 3, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), -1);
+	assert_string_equal(err, "exec: a tool takes no detach, env or cwd");
+	free(b);
+}
+
+static void test_keep_list_and_port(void **state)
+{
+	struct request rq;
+	struct helper_rec b;
+	size_t len;
+	char *buf;
+	(void)state;
+	struct helper_keep_args k = { .nkeep = 2 };
+	helper_rec_begin(&b, HOP_STOP_IDLE, NULL, &k, sizeof(k));
+	helper_rec_string(&b, "r1", 2);
+	helper_rec_string(&b, "r2", 2);
+	buf = helper_rec_end(&b, &len);
+	assert_int_equal(decode(buf, len, &rq), 0);
+	assert_int_equal(rq.nstrings, 2);
+	((struct helper_keep_args *)(buf + sizeof(struct helper_req)))->nkeep = 3;
+	assert_int_equal(decode(buf, len, &rq), -1);
+	free(buf);
+	helper_rec_begin(&b, HOP_STOP_IDLE, NULL, &k, sizeof(k));
+	helper_rec_string(&b, "r1", 2);
+	helper_rec_string(&b, "../x", 4);
+	buf = helper_rec_end(&b, &len);
+	assert_int_equal(decode(buf, len, &rq), -1);
+	assert_non_null(strstr(err, "invalid room id in keep"));
+	free(buf);
+	/* strings where an op takes none */
+	helper_rec_begin(&b, HOP_STATUS, "r1", NULL, 0);
+	helper_rec_string(&b, "x", 1);
+	buf = helper_rec_end(&b, &len);
+	assert_int_equal(decode(buf, len, &rq), -1);
+	assert_string_equal(err, "status takes no strings");
+	free(buf);
+	static const struct { uint32_t port, serve; int ok; } ports[] = {
+		{ 1, 0, 0 }, { 65535, 0, 0 }, { 0, 1, 0 }, { 0, 0, -1 }, { 65536, 0, -1 },
+		{ 80, 1, -1 }, { 0, 2, -1 },
+	};
+	for (size_t i = 0; i < sizeof(ports) / sizeof(ports[0]); i++) {
+		struct helper_port_args pa = { ports[i].port, ports[i].serve };
+		helper_rec_begin(&b, HOP_PORT_CONNECT, "r1", &pa, sizeof(pa));
+		buf = helper_rec_end(&b, &len);
+		assert_int_equal(decode(buf, len, &rq), ports[i].ok);
+		free(buf);
+	}
+	/* an argument record cut short */
+	helper_rec_begin(&b, HOP_PORT_CONNECT, "r1", &k, 4);
+	buf = helper_rec_end(&b, &len);
+	assert_int_equal(decode(buf, len, &rq), -1);
+	assert_non_null(strstr(err, "truncated"));
+	free(buf);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_read_takes_up_to_the_limit_and_no_more),
-		cmocka_unit_test(test_read_of_empty_and_failing_input),
-		cmocka_unit_test(test_parse_wants_one_object),
-		cmocka_unit_test(test_parse_refuses_too_many_values),
-		cmocka_unit_test(test_exec_fields),
-		cmocka_unit_test(test_exec_tool),
-		cmocka_unit_test(test_exec_env_no_shell_can_take),
+		cmocka_unit_test(test_every_room_op_decodes),
+		cmocka_unit_test(test_read_exact_size),
+		cmocka_unit_test(test_read_refuses_oversized_before_reading),
+		cmocka_unit_test(test_header_checks),
+		cmocka_unit_test(test_room_checks),
+		cmocka_unit_test(test_exec_strings_and_counts),
+		cmocka_unit_test(test_exec_values),
+		cmocka_unit_test(test_keep_list_and_port),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, setup, NULL);
 }
