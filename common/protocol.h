@@ -105,8 +105,11 @@
  *            [HELPER_ROOM_LEN] each): the rooms idle longer than
  *            idle_timeout it stopped
  *   stop-all no args        -> struct helper_stopped_ans, as stop-idle
- *   kill-all room, no args  -> struct helper_killed_ans: every process of
- *            the room but its keeper; files, session, jail stay
+ *   kill-all room, struct helper_kill_args -> struct helper_killed_ans:
+ *            every process of the room but its keeper; files, session, jail
+ *            stay.  With HELPER_KILL_AT_LIMIT, only if the room's pids
+ *            cgroup shows a fork refused for its limit (else 0, nothing
+ *            done): what a room's output says never decides it alone.
  *   restart  room, no args  -> nothing: the jail stopped and started again
  *     (both: not_found for a room that does not exist)
  *
@@ -114,7 +117,9 @@
  *   keeper cannot fork the shell) kills the room's processes as kill-all
  *   does, logs one line on the helper's stderr, and runs once more.  A
  *   shell that started but could not fork is seen by roombox-fcgi, which
- *   has its output: it asks kill-all and runs the command again.
+ *   has its output: it asks kill-all with HELPER_KILL_AT_LIMIT and, when
+ *   the helper found the room at its limit and killed, runs the command
+ *   again.
  *   port-connect room, struct helper_port_args -> nothing  (preview ports)
  *            port: the helper's fd 3 is a unix socket the caller made; the
  *            helper joins the network namespace of the room's keeper,
@@ -236,6 +241,15 @@ struct helper_keep_args {      /* stop-idle */
 	uint32_t nkeep;            /* room ids (strings) left running */
 	uint32_t reserved;
 };
+
+struct helper_kill_args {      /* kill-all */
+	uint32_t flags;            /* HELPER_KILL_* */
+	uint32_t reserved;         /* 0 */
+};
+/* only when the room's pids cgroup has refused a fork for its limit (the
+ * caller saw its shell fail to fork); otherwise nothing is killed and the
+ * answer's count is 0 */
+#define HELPER_KILL_AT_LIMIT 1u
 
 struct helper_port_args {      /* port-connect */
 	uint32_t port;             /* 1..65535, or 0 with serve */

@@ -468,11 +468,15 @@ static bool free_room_at_limit(struct pump *p, const char *room, json_object *re
 	struct helper_target target = app_helper(p->app);
 	uint32_t killed;
 
-	if (helper_kill_all(&target, room, &killed, &err) < 0) {
+	/* the words are the room's own output: the helper kills only if the
+	 * room's pids cgroup agrees it hit its limit */
+	if (helper_kill_all(&target, room, HELPER_KILL_AT_LIMIT, &killed, &err) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: at its process limit (the shell could not fork), "
 			"kill-all failed: %s\n", room, err.message);
 		return false;
 	}
+	if (killed == 0)
+		return false;     /* not the limit (or nothing left to kill): the answer stands */
 	fprintf(stderr, "roombox-fcgi: room %s: at its process limit (pids_limit %d, the shell could "
 		"not fork): killed %d processes, running the exec again\n", room,
 		p->app->cfg.pids_limit, (int)killed);

@@ -611,12 +611,16 @@ int helper_restart(const struct helper_target *t, const char *room, struct helpe
 	return room_op(t, HOP_RESTART, room, NULL, 0, err);
 }
 
-int helper_kill_all(const struct helper_target *t, const char *room, uint32_t *killed,
-		    struct helper_error *err)
+int helper_kill_all(const struct helper_target *t, const char *room, uint32_t flags,
+		    uint32_t *killed, struct helper_error *err)
 {
+	struct helper_kill_args args = { .flags = flags };
 	struct helper_killed_ans a;
-	int rc = room_op(t, HOP_KILL_ALL, room, &a, sizeof(a), err);
+	struct helper_rec b;
 
+	helper_rec_begin(&b, HOP_KILL_ALL, room, &args, sizeof(args));
+	int rc = call(t, HOP_KILL_ALL, &b, HELPER_DEFAULT_DEADLINE_MS, &a, sizeof(a), NULL, NULL, NULL,
+		      err);
 	*killed = rc == 0 ? a.killed : 0;
 	return rc;
 }

@@ -271,7 +271,7 @@ void api_processes_kill_all(struct request *rq, struct response *rs)
 	struct helper_error err;
 	uint32_t killed;
 
-	if (helper_kill_all(&target, rq->room, &killed, &err) < 0) {
+	if (helper_kill_all(&target, rq->room, 0, &killed, &err) < 0) {
 		if (err.http_status == 404)
 			response_error(rs, 404, "room not found");
 		else

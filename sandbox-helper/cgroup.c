@@ -1001,3 +1001,44 @@ void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 	    read_u64(path, processes) < 0)
 		*processes = 0;
 }
+
+/* "max N" of pids.events: forks refused for this cgroup's limit. */
+static int pids_refused(const char *dir, uint64_t *n)
+{
+	char path[PATH_MAX], events[256];
+	if (path_fmt(path, sizeof(path), "%s/pids.events", dir) < 0 ||
+	    read_file(path, events, sizeof(events)) < 0)
+		return -1;
+	const char *m = strstr(events, "max ");
+	*n = m ? strtoull(m + 4, NULL, 10) : 0;
+	return m ? 0 : -1;
+}
+
+/* A fork bomb keeps pids.current moving (its processes die as fast as
+ * they are made), so "at the limit" is: the shell said it could not fork,
+ * or full now, or forks being refused right now (the count grows within
+ * PIDS_WATCH_MS) -- and in any case some fork refused for the limit. */
+#define PIDS_WATCH_MS 100
+bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit,
+				bool evidence)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *root = sys->mode == CG_V2 ? sys->v2_root : sys->pids_root;
+	uint64_t current = 0, refused = 0, later = 0;
+
+	if (sys->mode == CG_NONE || limit <= 0 || !component_ok(room) ||
+	    room_path(dir, sizeof(dir), sys, root, room, NULL) < 0 ||
+	    pids_refused(dir, &refused) < 0 || refused == 0)
+		return false;
+	if (evidence)
+		return true;
+	if (path_fmt(path, sizeof(path), "%s/pids.current", dir) == 0 &&
+	    read_u64(path, &current) == 0 && current + 2 >= (uint64_t)limit)
+		return true;
+	for (int ms = 0; ms < PIDS_WATCH_MS; ms += 5) {
+		sleep_ms(5);
+		if (pids_refused(dir, &later) < 0 || later != refused)
+			return later > refused;
+	}
+	return false;
+}

@@ -91,4 +91,12 @@ void cgroup_group_remove_if_empty(const struct cgroup_sys *sys);
 void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 		       uint64_t *memory_bytes, uint64_t *processes);
 
+/* Did the room's process limit make a fork fail: some fork refused for it
+ * (pids.events) and either `evidence` (the caller saw the failure), or
+ * pids.current within 2 of `limit`, or forks being refused right now
+ * (watched up to 100 ms)?  False when unknown (no pids controller, no
+ * limit). */
+bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit,
+				bool evidence);
+
 #endif

@@ -619,11 +619,27 @@ static int op_destroy(struct helper *h, struct call *c)
 	return rc < 0 ? fail(h, HELPER_E_FAILED) : 0;
 }
 
+static int check_kill_all(struct helper *h, struct call *c)
+{
+	const struct helper_kill_args *a = c->rq->args;
+	if ((a->flags & ~HELPER_KILL_AT_LIMIT) || a->reserved) {
+		snprintf(h->err, sizeof(h->err), "kill-all: unknown flags %#x", (unsigned)a->flags);
+		return fail(h, HELPER_E_INVALID);
+	}
+	return 0;
+}
+
 static int op_kill_all(struct helper *h, struct call *c)
 {
-	int killed;
-	if (kill_room_processes(h, &c->r, &killed) < 0)
-		return -1;
+	const struct helper_kill_args *args = c->rq->args;
+	int killed = 0;
+	/* the caller's evidence is a room's output, which the room writes:
+	 * only the room's own cgroup can say the limit was hit */
+	if (!(args->flags & HELPER_KILL_AT_LIMIT) ||
+	    cgroup_room_pids_exhausted(cgroups(h), c->r.id, h->cfg.pids_limit, true)) {
+		if (kill_room_processes(h, &c->r, &killed) < 0)
+			return -1;
+	}
 	struct helper_killed_ans a = { .killed = (uint32_t)killed };
 	answer_put(c->out, &a, sizeof(a));
 	return 0;
@@ -852,8 +868,9 @@ static const struct op OPS[] = {
 	/* prepares the lower trees and reports fixed facts; no input */
 	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info, NULL },
 	/* signals only processes in the room's own cgroup or pid namespace,
-	 * never its keeper */
-	{ HOP_KILL_ALL, 0, ROOM_EXISTING, PRIV_ROOT, op_kill_all, NULL },
+	 * never its keeper; at-limit only on the room's cgroup's word */
+	{ HOP_KILL_ALL, sizeof(struct helper_kill_args), ROOM_EXISTING, PRIV_ROOT, op_kill_all,
+	  check_kill_all },
 	/* stops and starts an existing room's jail under its lock */
 	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart, NULL },
 	/* joins only the room's network namespace (setns), connects to its

@@ -80,6 +80,8 @@ def encode_request(req):
     if name == "stop-idle":
         keep = req.get("keep", [])
         return record(op, room, PAIR.pack(len(keep), 0), keep)
+    if name == "kill-all":
+        return record(op, room, PAIR.pack(1 if req.get("at_limit") else 0, 0))
     if name == "port-connect":
         serve = bool(req.get("serve"))
         return record(op, room, PAIR.pack(0 if serve else req.get("port", 0), int(serve)))

@@ -134,6 +134,21 @@ def test_port_connect_argument_values(stack):
         assert r.returncode != 0 and out["code"] == "invalid" and "port" in out["error"], out
 
 
+def test_kill_all_flags(stack, client):
+    """kill-all's only flag is "at the limit"; anything else is refused, and
+    with it a room far from its limit loses nothing."""
+    room = unique_room("rec")
+    client.sh(room, "sleep 3600 >/dev/null 2>&1 &")
+    for flags, reserved in ((2, 0), (1 << 31, 0), (0, 1)):
+        r = run(stack, record(OPS["kill-all"], room, PAIR.pack(flags, reserved)))
+        out = decode_answer(r.stdout)
+        assert r.returncode != 0 and out["code"] == "invalid" and "flags" in out["error"], out
+    r = run(stack, encode_request({"op": "kill-all", "room": room, "at_limit": True}))
+    assert r.returncode == 0 and decode_answer(r.stdout) == {"killed": 0}, r
+    r = run(stack, encode_request({"op": "kill-all", "room": room}))
+    assert r.returncode == 0 and decode_answer(r.stdout) == {"killed": 1}, r
+
+
 # ---------------------------------------------------------------- every room listed
 
 MANY = 7000   # more than the 6,145 rooms the old helper's allocator could list

@@ -225,6 +225,20 @@ def test_shell_that_cannot_fork_under_2_to_1_answers_without_the_error(client, s
     assert_room_holds_only_keeper_and_this_exec(client, a)
 
 
+def test_a_command_that_only_says_cannot_fork_kills_nothing_and_runs_once(client, stack):
+    """The words "Cannot fork" and exit status 2 are the room's own output:
+    a command can print them with the room far from its limit.  Its
+    background processes live on, it runs once, and its answer is its own."""
+    a = unique_room("a")
+    client.sh(a, "sleep 3600 >/dev/null 2>&1 &")
+    res = client.exec(a, "echo run >> /workspace/runs; echo 'sh: 1: Cannot fork' >&2; exit 2")
+    assert (res["exitCode"], res["stderr"]) == (2, "sh: 1: Cannot fork\n"), res
+    assert client.sh(a, "cat /workspace/runs") == "run\n", "the command ran again"
+    comms = [row[3] for row in room_ps(client, a)]
+    assert comms.count("sleep") == 1, f"the room's processes were killed: {comms}"
+    assert recovery_logged(stack, a) == []
+
+
 def test_delete_processes_kills_all_but_the_keeper_and_keeps_files(client, stack):
     a = unique_room("a")
     client.sh(a, "cd /tmp && echo kept > /workspace/f && "

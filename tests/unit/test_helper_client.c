@@ -326,13 +326,13 @@ static void test_bad_answers(void **state)
 	t = scripted(0);
 	/* a record cut short, one too long, bytes after it */
 	answer(HOP_KILL_ALL, 0, &k, sizeof(k) - 1, NULL, 0);
-	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_int_equal(helper_kill_all(&t, "r1", 0, &killed, &err), -1);
 	assert_string_equal(err.code, "reply");
 	answer(HOP_KILL_ALL, 0, &k, sizeof(k), "x", 1);
-	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_int_equal(helper_kill_all(&t, "r1", 0, &killed, &err), -1);
 	assert_non_null(strstr(err.message, "after the answer"));
 	answer(HOP_KILL_ALL, 0, &k, sizeof(k), NULL, 0);
-	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), 0);
+	assert_int_equal(helper_kill_all(&t, "r1", 0, &killed, &err), 0);
 	assert_int_equal(killed, 3);
 	/* a list without even its count; an error without words */
 	struct helper_status *rooms;
@@ -347,12 +347,12 @@ static void test_bad_answers(void **state)
 	/* success with a failing exit status */
 	answer(HOP_KILL_ALL, 0, &k, sizeof(k), NULL, 0);
 	t = scripted(1);
-	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_int_equal(helper_kill_all(&t, "r1", 0, &killed, &err), -1);
 	assert_non_null(strstr(err.message, "without an error"));
 	/* an error without its NUL-terminated text */
 	t = scripted(1);
 	answer(HOP_KILL_ALL, HELPER_E_FAILED, "abc", 3, NULL, 0);
-	assert_int_equal(helper_kill_all(&t, "r1", &killed, &err), -1);
+	assert_int_equal(helper_kill_all(&t, "r1", 0, &killed, &err), -1);
 	assert_string_equal(err.code, "reply");
 	/* an exec answer followed by output: none may follow it */
 	struct helper_exec_ans a = { 0 };
