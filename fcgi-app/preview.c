@@ -1,8 +1,7 @@
-/* Preview ports (SPEC §8.5): expose, list, unexpose, and a room's
- * previews ended at its cleanup.  The exposures are kept by
- * preview_store.c; the relays that carry a browser's bytes through them
- * run in preview_relay.c, and ending an exposure closes its relays. */
-#include "preview.h"
+/* Preview ports, the API: expose, list, unexpose.  The exposures are kept
+ * by preview_store.c; the relays that carry a browser's bytes through them
+ * run in preview_relay.c, and ending an exposure closes its relays (a
+ * room's cleanup ends them all: preview_room_forget, preview_relay.c). */
 
 #include <math.h>
 #include <stdio.h>
@@ -14,14 +13,6 @@
 #include "preview_store.h"
 #include "protocol.h"
 #include "validate.h"
-
-int preview_room_forget(const char *room, char *err, size_t errlen)
-{
-	int found, rc = preview_unexpose(room, 0, preview_relay_revoke, &found, err, errlen);
-
-	preview_connector_forget(room);
-	return rc;
-}
 
 /* ---- the API ---- */
 

@@ -1253,3 +1253,14 @@ void preview_relay_stop(void)
 	if (relay_socket_created)
 		unlink(relay_path);
 }
+
+/* A room's cleanup: every exposure of it ended, their relays and its
+ * connector with them.  Here, below the API modules, so that rooms.c
+ * (cleanup) and preview.c (the ports API) both sit above it. */
+int preview_room_forget(const char *room, char *err, size_t errlen)
+{
+	int found, rc = preview_unexpose(room, 0, preview_relay_revoke, &found, err, errlen);
+
+	preview_connector_forget(room);
+	return rc;
+}

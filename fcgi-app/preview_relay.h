@@ -34,4 +34,8 @@ void preview_connector_forget(const char *room);
 /* Close every running relay of a token (the exposure has ended). */
 void preview_relay_revoke(const char *token);
 
+/* End every exposure of a room, its relays and its connector (cleanup);
+ * 0 or -1 with err. */
+int preview_room_forget(const char *room, char *err, size_t errlen);
+
 #endif

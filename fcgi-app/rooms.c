@@ -6,7 +6,7 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
-#include "preview.h"
+#include "preview_relay.h"
 #include "protocol.h"
 #include "roomid.h"
 #include "process_store.h"
