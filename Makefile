@@ -4,7 +4,7 @@
 #   make check    install missing Debian packages, then every test
 #   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
-#   make bench    SPEC §7 figures (make bench-scale: the 10,000-room one)
+#   make bench    speed figures beside their references (make bench-scale: 10,000 rooms)
 #   make install  DESTDIR-aware install (used by debian/rules)
 
 VERSION  := $(shell sed -n '1s/.*(\(.*\)).*/\1/p' debian/changelog 2>/dev/null || echo 0.0.0)

@@ -1,4 +1,4 @@
-/* The agent: a user message answered by the model (SPEC §8.6).
+/* The agent: a user message answered by the model.
  *
  * The flow of one user message:
  *

@@ -1,4 +1,4 @@
-/* The agent (SPEC §8.6): with llm_url and llm_model set, a user message
+/* The agent: with llm_url and llm_model set, a user message
  * posted to /api/rooms/{id}/messages is answered by the model, whose
  * <run> tags run in the room through the same executeCommands as an
  * assistant message's (runtags.c, messages.c). */

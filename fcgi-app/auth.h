@@ -1,4 +1,4 @@
-/* Bearer tokens (SPEC §2.5).
+/* Bearer tokens.
  *
  * tokens_file holds one token a line; blank lines and surrounding whitespace
  * (CR included) are ignored.  The file is stat()ed on every check and read

@@ -1,7 +1,6 @@
 /* Output pipes that background processes of a room still hold after an
  * exec has been answered: read and dropped until they close, so those
- * processes never block on a full pipe nor die of SIGPIPE (SPEC §3,
- * "Background output"). */
+ * processes never block on a full pipe nor die of SIGPIPE. */
 #ifndef ROOMBOX_FCGI_DRAIN_H
 #define ROOMBOX_FCGI_DRAIN_H
 

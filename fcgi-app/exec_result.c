@@ -1,4 +1,4 @@
-/* The client's exec `result` (README, "Run a command") from raw facts.
+/* The client's exec `result` (docs/api.md, "Run a command") from raw facts.
  *
  * The helper answers with facts only (a wait status, times as integers:
  * common/protocol.h), and the output's bytes were read by roombox-fcgi from
@@ -86,7 +86,7 @@ json_object *exec_result_make(const struct helper_exec_ans *a, const struct exec
 	json_object_object_add(cut, "stderr", json_object_new_boolean(o->err_cut));
 	json_object_object_add(result, "truncated", cut);
 	json_object_object_add(result, "command", json_object_new_string_len(ex->cmd, (int)ex->cmd_len));
-	/* milliseconds with three decimals, as the seed's performance.now()
+	/* milliseconds with three decimals, as the original service's performance.now()
 	 * difference prints them */
 	snprintf(dur, sizeof(dur), "%lld.%03lld", (long long)(dur_us / 1000), (long long)(dur_us % 1000));
 	json_object_object_add(result, "duration", json_object_new_double_s((double)dur_us / 1000.0, dur));

@@ -1,4 +1,4 @@
-/* The seed's exec `result` (README, "Run a command"), made from the
+/* The original service's exec `result` (docs/api.md, "Run a command"), made from the
  * helper's facts and the output roombox-fcgi read itself: see
  * exec_result.c. */
 #ifndef ROOMBOX_FCGI_EXEC_RESULT_H

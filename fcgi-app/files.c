@@ -1,4 +1,4 @@
-/* /api/rooms/{id}/sandbox/files/{path} (SPEC §8.2): files in and out of a
+/* /api/rooms/{id}/sandbox/files/{path}: files in and out of a
  * room, streamed both ways.
  *
  * Every operation is one of the keeper's own tools (keeper/tools.c; the
@@ -136,7 +136,7 @@ static int ignore_event(void *ctx, json_object *ev)
 	return 0;
 }
 
-/* ?user=root|user: who does it (SPEC §8.2: the request's user, default
+/* ?user=root|user: who does it (the request's user, default
  * exec_user); NULL for the default, or "" for a bad value. */
 static const char *files_user(const struct request *rq)
 {

@@ -52,7 +52,7 @@ struct http_output {
 /* Set the answer; both take ownership of / replace any previous body. */
 void response_json(struct response *rs, int status, json_object *body);
 /* 400 {"error":"invalid request","details":details}: a body that failed its
- * schema (zod's shape, SPEC §2); takes details. */
+ * schema (zod's shape); takes details. */
 void response_invalid(struct response *rs, json_object *details);
 void response_error(struct response *rs, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

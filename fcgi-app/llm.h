@@ -1,4 +1,4 @@
-/* One call to the model (SPEC §8.6): POST {llm_url}/chat/completions of any
+/* One call to the model: POST {llm_url}/chat/completions of any
  * OpenAI-compatible server (Ollama, llama.cpp's llama-server, vLLM,
  * OpenAI), through libcurl, the answer read by llm_stream.c.
  *

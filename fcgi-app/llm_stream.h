@@ -1,4 +1,4 @@
-/* The model's answer, read as untrusted bytes (SPEC §8.6).
+/* The model's answer, read as untrusted bytes.
  *
  * An OpenAI-compatible /chat/completions answers either one JSON object
  *   {"choices":[{"message":{"content":"..."}}], ...}

@@ -70,7 +70,7 @@
  * SIGTERM/SIGINT are blocked in every thread and taken by main with
  * sigwait(): it stops accepting (the listening socket is shut down, which
  * wakes every worker blocked in accept), runs helper op "stop-all" (rooms
- * stop with the service, SPEC §3), gives running requests a few seconds,
+ * stop with the service), gives running requests a few seconds,
  * and exits 0.  The helper gets every signal back at its default, unblocked.
  */
 #include <errno.h>
@@ -339,7 +339,7 @@ static int accept_connection(FCGX_Request *req)
  * fresh one and goes back to accepting at once. */
 
 /* libfcgi's stream sends STDOUT records of 8 KiB (its buffer); a record may
- * carry 65535 bytes.  A large write (a file's bytes, SPEC §8.2) goes out,
+ * carry 65535 bytes.  A large write (a file's bytes) goes out,
  * after what the stream holds, in records of its own of up to 64 KiB: an
  * eighth of the system calls here and of the web server's reads. */
 #define RECORD_MAX 65528          /* a multiple of 8: no padding needed */
@@ -399,7 +399,7 @@ static int send_records(FCGX_Request *req, const char *buf, size_t n)
 
 /* A file's bytes as STDOUT records whose contents the kernel moves from
  * the file's pages to the web server's socket: no copy passes through
- * this process (SPEC §8.2's downloads).  Each piece is first spliced into
+ * this process (the files API's downloads).  Each piece is first spliced into
  * a pipe (page references, not bytes), and only what the pipe then holds
  * is announced in a record's header: a file that shrank meanwhile ends
  * the stream between two records, never inside one.  The request then
@@ -974,7 +974,7 @@ static void setup_auth(void)
 	/* otherwise auth.c has said why every request will be refused */
 }
 
-/* The model's key and system prompt, read once (SPEC §8.6). */
+/* The model's key and system prompt, read once. */
 static int setup_agent(void)
 {
 	char err[512];

@@ -1,8 +1,8 @@
-/* GET and POST /api/rooms/{id}/messages (SPEC §2.2).
+/* GET and POST /api/rooms/{id}/messages.
  *
  * A user message is stored as it came (with a model configured, the agent
  * answers it: agent.c).  An assistant message first goes
- * through the seed's executeCommands (runtags.c), whose commands run in the
+ * through the original service's executeCommands (runtags.c), whose commands run in the
  * room's sandbox one after another like POST .../sandbox/exec with default
  * limits; then it is stored (store.c, fsync'd) and only then answered 201. */
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include "store.h"
 
 /* One <run> command: the sandbox's stdout and stderr (already valid UTF-8),
- * or the bare reason it could not run, which the seed appends as is.  The
+ * or the bare reason it could not run, which the original service appends as is.  The
  * agent runs the model's commands through it too (handed to agent_post). */
 static int run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_exec_result *res)
 {
@@ -75,7 +75,7 @@ void api_messages_post(struct request *rq, struct response *rs)
 		return;
 	}
 	if (strcmp(m.role, "user") == 0 && agent_enabled(rq->app)) {
-		agent_post(rq, rs, m.content, m.content_len, run_tag);   /* SPEC §8.6 */
+		agent_post(rq, rs, m.content, m.content_len, run_tag);   /* the agent */
 		return;
 	}
 	const char *content = m.content;

@@ -1,4 +1,4 @@
-/* Counters for GET /metrics (SPEC §8.7), in the Prometheus text format.
+/* Counters for GET /metrics, in the Prometheus text format.
  *
  * Every counter is a relaxed atomic in static storage: counting on the
  * request path is a few uncontended atomic adds, no lock, no allocation.

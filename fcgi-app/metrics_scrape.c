@@ -1,4 +1,4 @@
-/* GET /metrics (SPEC §8.7): the counters of metrics.c, with the rooms
+/* GET /metrics: the counters of metrics.c, with the rooms
  * gauge asked of the helper (op "list") at each scrape and the route
  * slots named by router.c.
  *

@@ -50,7 +50,7 @@ static json_object *port_field(json_object *body, int *port)
 	json_object *details = json_object_new_object(), *v = NULL;
 	char msg[96];
 	if (!json_object_is_type(body, json_type_object))
-		return details;   /* zod's formErrors, which the seed drops */
+		return details;   /* zod's formErrors, which the original service drops */
 	bool present = json_object_object_get_ex(body, "port", &v);
 	if (!present || !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))) {
 		snprintf(msg, sizeof(msg), "Invalid input: expected number, received %s",

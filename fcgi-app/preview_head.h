@@ -1,4 +1,4 @@
-/* The request head a preview connection starts with (SPEC §8.5): which
+/* The request head a preview connection starts with: which
  * exposure it names, and the head to send on into the room.
  *
  * Two forms name an exposure:

@@ -1,5 +1,5 @@
 /* The preview relay: HTTP and WebSocket bytes between a web server and a
- * server listening inside a room (SPEC §8.5).
+ * server listening inside a room.
  *
  * Why it is built this way:
  *

@@ -1,4 +1,4 @@
-/* The preview relay (SPEC §8.5): carries a browser's HTTP and WebSocket
+/* The preview relay: carries a browser's HTTP and WebSocket
  * bytes from the web servers' preview.sock into a server in the room; see
  * preview_relay.c.  It looks exposures up in preview_store.c; the API
  * (preview.c) ends its relays when an exposure ends. */

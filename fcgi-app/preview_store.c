@@ -1,4 +1,4 @@
-/* The exposures of preview ports (SPEC §8.5): which token opens which port
+/* The exposures of preview ports: which token opens which port
  * of which room.  The API (preview.c) makes and ends them, the relay
  * (preview_relay.c) looks them up; this file alone knows how they are kept.
  *

@@ -1,4 +1,4 @@
-/* The exposures of preview ports (SPEC §8.5), on disk:
+/* The exposures of preview ports, on disk:
  * <state_dir>/previews/<token> = "<room> <port>\n".  Used by the API
  * (preview.c), which makes and ends them, and by the relay
  * (preview_relay.c), which looks them up.  Thread-safe. */

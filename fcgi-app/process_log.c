@@ -1,4 +1,4 @@
-/* Following managed processes (SPEC §8.3): what comes on their pipes,
+/* Following managed processes: what comes on their pipes,
  * and their end.
  *
  * One logger thread (epoll) reads the stdout and stderr pipes of every

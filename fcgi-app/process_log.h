@@ -1,4 +1,4 @@
-/* Following managed processes (SPEC §8.3): the logger thread, their logs
+/* Following managed processes: the logger thread, their logs
  * on disk, live log readers, their end.  See process_log.c. */
 #ifndef ROOMBOX_FCGI_PROCESS_LOG_H
 #define ROOMBOX_FCGI_PROCESS_LOG_H

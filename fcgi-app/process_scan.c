@@ -1,5 +1,4 @@
-/* The wrapper's control lines out of a managed process's stderr (SPEC
- * §8.3): one pass over untrusted bytes, bounded by PROC_MARK_MAX held
+/* The wrapper's control lines out of a managed process's stderr: one pass over untrusted bytes, bounded by PROC_MARK_MAX held
  * between pieces and one 64 KiB slice at a time.  The logger
  * (process_log.c) feeds it; the unit tests and a fuzz target check that
  * how the stream is cut changes nothing of what comes out. */

@@ -1,5 +1,5 @@
 /* The control lines a managed process's wrapper writes on its stderr,
- * taken out of the stream (SPEC §8.3; see processes.c for who writes
+ * taken out of the stream (see processes.c for who writes
  * them).  Untrusted bytes: bounded, fuzzed (tests/fuzz/fuzz_proc_stderr.c). */
 #ifndef ROOMBOX_FCGI_PROCESS_SCAN_H
 #define ROOMBOX_FCGI_PROCESS_SCAN_H

@@ -1,4 +1,4 @@
-/* Managed processes' records (SPEC §8.3): the one list of this
+/* Managed processes' records: the one list of this
  * roombox-fcgi's processes, and what of them is on disk.
  *
  * Every process (running ones and the records of ended ones, at most

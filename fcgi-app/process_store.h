@@ -1,4 +1,4 @@
-/* Managed processes' shared state (SPEC §8.3): every process of this
+/* Managed processes' shared state: every process of this
  * roombox-fcgi in one list behind procs_lock, and its record on disk.
  * processes.c starts and signals them, process_log.c follows their output
  * and their end; both find them here.  See process_store.c. */
@@ -95,7 +95,7 @@ void procs_prune_ended(const char *room);
 /* The end as a status: code is $? of the command (128+signo: killed). */
 void proc_set_exit(struct proc *p, int code);
 
-/* P of SPEC §8.3. */
+/* The process object of the API (docs/api.md, "Managed processes"). */
 json_object *proc_json(const struct proc *p);
 
 /* Write the record durably (temporary file, fsync, rename, directory

@@ -1,4 +1,4 @@
-/* /api/rooms/{id}/sandbox/processes (SPEC §8.3): managed processes -- the
+/* /api/rooms/{id}/sandbox/processes: managed processes -- the
  * routes, and starting and signalling them.
  *
  * Theory of operation

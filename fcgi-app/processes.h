@@ -1,4 +1,4 @@
-/* Managed processes (SPEC §8.3): long-running commands of a room that
+/* Managed processes: long-running commands of a room that
  * outlive any request, their logs on disk, their stdin, their end.  Their
  * start for the rest of roombox-fcgi (the routes are in app.h; what a
  * room's stop, restart and cleanup ask of them is in process_store.h, the

@@ -1,6 +1,6 @@
 /* The request log: one line per answered request on stderr (the service
  * log), in the format `log_format` names, and the request id that ties the
- * line to the answer's X-Request-Id header (SPEC §8.7).
+ * line to the answer's X-Request-Id header.
  *
  * text:  roombox-fcgi: request id=<id> method=<m> route=<pattern> room=<r|->
  *        status=<n> duration_ms=<f> helper_ms=<f> path=<path>

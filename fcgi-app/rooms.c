@@ -1,4 +1,4 @@
-/* The room resource (SPEC §2.3, §2.4): create, list, status, clean up;
+/* The room resource: create, list, status, clean up;
  * and rooms that recover (§8.3 DELETE …/sandbox/processes, §8.4 restart). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +174,7 @@ void api_rooms_stop(struct request *rq, struct response *rs)
 
 /* ---- cleanup ----
  * Cleanup is a list of independent parts; each that fails adds
- * "<part>: <reason>" to `errors` and the rest still run (the seed's
+ * "<part>: <reason>" to `errors` and the rest still run (the original service's
  * handleCleanup): the conversation first, then the sandbox. */
 
 typedef int cleanup_part_fn(struct app *app, const char *room,

@@ -8,7 +8,7 @@
  *   -> read and parse the body for routes that take one (413, 400) ->
  *   handler.
  *
- * 404/405 come first because the table is public knowledge (SPEC §2);
+ * 404/405 come first because the table is public knowledge;
  * authentication comes before anything that looks at client input. */
 #ifndef ROOMBOX_FCGI_ROUTER_H
 #define ROOMBOX_FCGI_ROUTER_H

@@ -1,8 +1,8 @@
-/* Run tags (SPEC §2.2): the seed's executeCommands, in C.
+/* Run tags: the original service's executeCommands, in C.
  *
  * Why it is written this way:
  *
- * - The seed is JavaScript, so "the same answer" means JavaScript string
+ * - The original service is JavaScript, so "the same answer" means JavaScript string
  *   semantics on our UTF-8 bytes.  The regex /<run>([\s\S]*?)<\/run>/g only
  *   contains ASCII and [\s\S] matches anything, so a byte search finds the
  *   same matches: at each "<run>", the nearest "</run>" after it (non-greedy,
@@ -12,13 +12,13 @@
  * - trim() is JavaScript's, whose whitespace set is wider than isspace().
  * - slice(0, 500) counts UTF-16 code units (textenc.h does the counting).
  *   When the 500th unit is the first half of a surrogate pair, JavaScript
- *   keeps a lone high surrogate, which the seed's JSON.stringify would send
+ *   keeps a lone high surrogate, which the original service's JSON.stringify would send
  *   as "\ud83d".  UTF-8 (and so json-c, and our answer) cannot carry a lone
  *   surrogate; we write U+FFFD in its place, which is also what JavaScript
  *   itself produces when it encodes that string as UTF-8 (TextEncoder,
  *   Buffer.from).  The summary is then still 500 units long.
  * - The outputs are appended to a copy of the text and the tags are removed
- *   afterwards over the whole result, outputs included, exactly as the seed
+ *   afterwards over the whole result, outputs included, exactly as the original service
  *   does: a command printing "<run>x</run>" has that stripped, but it is
  *   never run, because the commands were all taken from the original text.
  * - Commands run one after another, in order: a later one may depend on the
@@ -296,7 +296,7 @@ char *runtags_process(const char *text, size_t len, runtags_exec_fn *exec,
 
 	textbuf_add(&result, text, len);
 	/* `text` is never modified, so walking it here finds exactly the
-	 * matches the seed collects up front. */
+	 * matches the original service collects up front. */
 	while (!result.failed && run_tag_find(text, len, pos, &tag)) {
 		size_t start, n;
 

@@ -1,4 +1,4 @@
-/* Run tags: the seed's executeCommands (SPEC §2.2), reproduced to the
+/* Run tags: the original service's executeCommands, reproduced to the
  * character, with the sandbox behind a callback.
  *
  *   matches = every /<run>([\s\S]*?)<\/run>/g in the ORIGINAL text, in order
@@ -32,12 +32,12 @@ struct runtags_exec_result {
  * cmd_len, which a shell cannot take: the callback decides, e.g. by failing)
  * in the room's sandbox.  Return 0 when the command ran, whatever its exit
  * status, with out/err set; or -1 when the sandbox could not run it, with
- * error set (NULL gives "unknown error", as the seed's String(e) fallback
+ * error set (NULL gives "unknown error", as the original service's String(e) fallback
  * would give something). */
 typedef int runtags_exec_fn(void *ctx, const char *cmd, size_t cmd_len,
 			    struct runtags_exec_result *res);
 
-/* How many UTF-16 code units of output the seed keeps (stdout.slice(0, 500)). */
+/* How many UTF-16 code units of output the original service keeps (stdout.slice(0, 500)). */
 #define RUNTAGS_SUMMARY_UNITS 500
 
 /* Process `text` (len bytes of UTF-8, may hold NUL bytes): run every tag's

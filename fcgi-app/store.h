@@ -1,4 +1,4 @@
-/* The message store (SPEC §2.2, §2.3): each room's messages, oldest first,
+/* The message store: each room's messages, oldest first,
  * in one append-only file per room, durable before an append returns.
  *
  * A message is {"id":<uuid v4>,"role":...,"content":...,"createdAt":<ISO>}.

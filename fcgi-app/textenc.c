@@ -1,7 +1,7 @@
 /* Bytes to JSON-safe text.
  *
  * Command output is arbitrary bytes, but a JSON answer must be valid UTF-8.
- * The seed's clients decode output the way JavaScript does (TextDecoder,
+ * The original service's clients decode output the way JavaScript does (TextDecoder,
  * Buffer.toString), so invalid input is replaced exactly as the WHATWG
  * decoder replaces it: one U+FFFD per "maximal subpart" (Unicode §3.9,
  * table 3-7). Clients comparing our text with theirs then see the same

@@ -1,6 +1,6 @@
 /* Field errors in zod v4's words: see validate.h.
  *
- * The schemas, as the seed would write them in zod:
+ * The schemas, as the original service would write them in zod:
  *
  *   exec:    z.object({
  *              cmd:      z.string().min(1, "Command cannot be empty"),
@@ -11,8 +11,7 @@
  *              stdin:    z.string().optional(),
  *              user:     z.enum(["root", "user"]).optional() })
  *
- * (key order = the order of SPEC §2.1's validation table, which is the
- * order several bad fields must come back in)
+ * (key order = the order several bad fields must come back in)
  *   message: z.object({
  *              role:     z.enum(["user", "assistant"]),
  *              content:  z.string().min(1, "Content cannot be empty") })

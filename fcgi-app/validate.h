@@ -1,6 +1,6 @@
-/* Request validation in zod's words (SPEC §2.1).
+/* Request validation in zod's words.
  *
- * The seed validates with zod v4 and answers
+ * The original service validates with zod v4 and answers
  *   400 {"error":"invalid request","details":z.flattenError(e).fieldErrors}
  * so `details` maps each failing field, in schema order, to the messages zod
  * would give, in the order zod's checks run.  The checks below are zod's
@@ -11,7 +11,7 @@
  * Each validate_* returns NULL when the body is valid (and fills *out with
  * pointers into body, valid while body lives), or a new `details` object
  * (the caller owns it).  A body that is not an object gives `{}`: zod puts
- * that in formErrors, which the seed drops. */
+ * that in formErrors, which the original service drops. */
 #ifndef ROOMBOX_FCGI_VALIDATE_H
 #define ROOMBOX_FCGI_VALIDATE_H
 

@@ -1,4 +1,4 @@
-/* Preview ports (SPEC §8.5): a TCP connection to a port on a room's own
+/* Preview ports: a TCP connection to a port on a room's own
  * loopback, made inside the room's network namespace and handed to the
  * caller, who relays an HTTP client's bytes over it. */
 #ifndef ROOMBOX_PORTCONN_H

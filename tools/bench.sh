@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: the SPEC §7 figures, each beside its reference measured in the
+# make bench: the speed figures, each beside its reference measured in the
 # same run.
 #
 # A benchmark, not a test: it exits 0 whether targets are met or missed, and
@@ -482,7 +482,7 @@ echo "bare fork+execve again, right after: $bare_after"
 bare_p50_after=$(kv "$bare_after" p50_ms)
 bare_p50=$(calc "($bare_p50_before + $bare_p50_after) / 2")
 echo "figure 4's reference: bare p50 $bare_p50_before ms before, $bare_p50_after ms after, mean $bare_p50 ms"
-echo "where the time goes (context only, not SPEC figures):"
+echo "where the time goes (context only, not judged figures):"
 hl=$(hb -m GET -n 1000 -w 50 /api/health)
 echo "  GET /api/health through nginx (HTTP + FastCGI, no helper): $hl"
 # the helper's own command line: the command's I/O is the helper's (/dev/null)
@@ -637,7 +637,7 @@ ngx_pids() { echo "$nginx_pid" $(pgrep -P "$nginx_pid"); }
 auth=(-H "Authorization: Bearer $(head -n1 "$tokens")")
 if want 9; then
 FILE_REPS=5
-section "9. upload then download of a 64 MiB file through nginx (SPEC §8.2), $FILE_REPS rounds, median MB/s"
+section "9. upload then download of a 64 MiB file through nginx, $FILE_REPS rounds, median MB/s"
 echo "measured: curl -T to PUT /api/rooms/${prefix}x/sandbox/files/big.bin, curl GET of it (room ${prefix}x, as root)"
 echo "reference: the same nginx storing the same bytes as a request body (its dav module's PUT: the body into a"
 echo "  temporary file, renamed into place, on the same file system as the rooms' state) and serving them as a static file (sendfile on)"
@@ -691,7 +691,7 @@ if want 10; then
 # ---------------------------------------------------------------- 10: streamed output
 
 SSE_LINES=50
-section "10. streamed output (SPEC §8.1): command's timestamp to the client, $SSE_LINES lines 100 ms apart"
+section "10. streamed output: command's timestamp to the client, $SSE_LINES lines 100 ms apart"
 echo "client: tools/bench/sselat.py (a plain socket through nginx, Accept: text/event-stream); the command prints"
 echo "  \`date +%s%N\` (CLOCK_REALTIME, ns) every 100 ms; latency = arrival (CLOCK_REALTIME) - printed; room ${prefix}s"
 echo "first exec (creates room ${prefix}s): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path s)")"
@@ -707,7 +707,7 @@ fi
 if want 11; then
 # ---------------------------------------------------------------- 11: preview URL
 
-section "11. requests through a preview URL (SPEC §8.5): wrk -t16 -c16 -d${WRK_SECONDS}s, a 1 KiB page"
+section "11. requests through a preview URL: wrk -t16 -c16 -d${WRK_SECONDS}s, a 1 KiB page"
 echo "server: tools/bench/pageserver.c (epoll, one thread), uploaded into room ${prefix}p as /workspace/pageserver"
 echo "  and run there as a managed process on 127.0.0.1:8000; the same binary on the host's 127.0.0.1:$page_port"
 echo "reference: nginx proxying straight to the host's copy (a location with the preview location's settings);"

@@ -39,7 +39,7 @@ def test_many_env_variables_all_arrive(client):
     room = unique_room()
     env = {f"V{i}": str(i) for i in range(300)}
     # names that are not shell identifiers cannot pass through /bin/sh:
-    # they are left out, and the others still arrive (README)
+    # they are left out, and the others still arrive (docs/choices.md)
     env.update({f"odd-{i}": str(i) for i in range(100)})
     out = client.sh(room, "env | grep -c '^V[0-9]*='; env | grep -c '^odd-' || true", env=env)
     assert out == "300\n0\n"

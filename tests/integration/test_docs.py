@@ -70,3 +70,26 @@ def test_the_packaged_configuration_shows_every_key():
     keys = parser_keys()
     assert keys <= shown, f"keys conf/roombox.conf does not show: {sorted(keys - shown)}"
     assert shown <= keys, f"conf/roombox.conf shows keys the parser refuses: {sorted(shown - keys)}"
+
+
+def test_nothing_cites_a_document_outside_the_repository():
+    """Comments and documents say what they mean in their own words: no
+    section numbers of a specification, no "seed" document, that a reader
+    of this repository does not have."""
+    import subprocess
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    cited = []
+    for name in files:
+        path = REPO / name
+        if name.startswith("tests/fuzz/corpus/") or name.startswith("tests/fuzz/regress/") \
+                or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if re.search(r"\bSPEC\b|\bthe seed\b|\bseed's\b", line) and "AF_UNSPEC" not in line:
+                cited.append(f"{name}:{n}: {line.strip()[:80]}")
+    assert not cited, cited

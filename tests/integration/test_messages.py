@@ -158,7 +158,7 @@ def test_a_tag_runs_in_this_rooms_sandbox_and_keeps_the_session(client, room):
     # 300 emoji = 600 UTF-16 units: the first 500 are exactly 250 emoji
     ("<run>python3 -c \"print('\\U0001F600' * 300)\"</run>",
      "Output (python3 -c \"print('\\U0001F600' * 300)\"):\n" + EMOJI * 250),
-    # unit 500 is the first half of a pair: U+FFFD in its place (README)
+    # unit 500 is the first half of a pair: U+FFFD in its place (docs/api.md)
     ("<run>python3 -c \"print('a' + '\\U0001F600' * 300)\"</run>",
      "Output (python3 -c \"print('a' + '\\U0001F600' * 300)\"):\na" + EMOJI * 249 + "\uFFFD"),
     # the same limits on stderr
@@ -219,7 +219,7 @@ def test_a_tag_that_cannot_reach_the_sandbox_appends_an_error(client, stack):
         client.destroy(holder)      # ends the holding exec
         t.join(30)
     assert not t.is_alive()
-    # a NUL byte cannot go into a command (README): also an Error section,
+    # a NUL byte cannot go into a command (docs/choices.md): also an Error section,
     # and a NUL in the stored content survives the round trip
     assert assistant(client, room, "<run>echo a\u0000b</run>") == \
         "Error (echo a\u0000b):\nCommand cannot contain NUL bytes"

@@ -1,4 +1,4 @@
-"""roombox-helper trusts nothing from its caller (SPEC §4): callers outside
+"""roombox-helper trusts nothing from its caller: callers outside
 the service group, -c from anyone but root, unsafe configuration files,
 oversized requests, symlinks planted in the state and run directories,
 descriptors passed by the caller.
