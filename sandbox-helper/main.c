@@ -1079,6 +1079,17 @@ static void cli_print(uint32_t op, const char *rec, size_t len)
 /* The command line's errors: words on stderr. */
 static bool cli_mode;
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: roombox-helper [-c CONFIG] [OP [ROOM] | exec ROOM CMD]\n"
+		"roombox's privileged helper (setuid root): run by roombox-fcgi once per operation,\n"
+		"with one request record on stdin when no OP is given (see roombox-helper(8)).\n"
+		"  OP      stop-all, stop-idle, list, info (no ROOM); create, status, destroy, stop,\n"
+		"          kill-all, restart ROOM; exec ROOM CMD\n"
+		"  -c CONFIG  configuration file (root only; default %s)\n"
+		"  -h, --help this text\n", ROOMBOX_CONF);
+}
+
 int main(int argc, char **argv)
 {
 	static struct helper h;
@@ -1088,6 +1099,10 @@ int main(int argc, char **argv)
 	sanitize_process();
 
 	/* what is asked: nothing is acted on before the caller checks */
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		usage(stdout);
+		return 0;
+	}
 	const char *conf = ROOMBOX_CONF;
 	int i = 1;
 	if (i + 1 < argc && !strcmp(argv[i], "-c")) {
@@ -1099,8 +1114,7 @@ int main(int argc, char **argv)
 	bool cli_exec = false;
 	cli_mode = i < argc;
 	if (cli_mode && (argv[i][0] == '-' || !(buf = cli_request(argc - i, argv + i, &len, &cli_exec)))) {
-		fprintf(stderr, "usage: roombox-helper [-c CONFIG] [OP [ROOM] | exec ROOM CMD] "
-			"(no OP: one request record on stdin)\n");
+		usage(stderr);
 		return 2;
 	}
 	int rc = 0;

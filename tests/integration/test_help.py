@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 BUILD = Path(__file__).resolve().parents[2] / "build"
-PROGRAMS = ["roomboxctl", "roombox-fcgi", "roombox-keeper"]
+PROGRAMS = ["roomboxctl", "roombox-fcgi", "roombox-keeper", "roombox-helper"]
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
