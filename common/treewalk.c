@@ -251,9 +251,8 @@ static int send_entry(struct walk *k, int dfd, const char *name, size_t plen, un
 	if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
 		const char *first = inode_seen(k, &sb, k->path);
 		if (first) {
-			rec.type = TS_HARDLINK;
-			rec.link = first;
-			rec.mode = 0;
+			/* a name, nothing more: the inode's fields went with the file */
+			rec = (struct ts_record){ .type = TS_HARDLINK, .path = k->path, .link = first };
 			k->st->entries++;
 			return ts_write_record(k->w, &rec, k->err, k->errlen);
 		}
