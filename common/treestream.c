@@ -384,12 +384,7 @@ int ts_validator_init(struct ts_validator *v, const struct ts_limits *lim)
 	memset(v, 0, sizeof *v);
 	v->lim = *lim;
 	v->seen = calloc(1, sizeof *v->seen);
-	v->map = malloc(TS_MAP_MAX * sizeof *v->map);
-	if (!v->seen || !v->map) {
-		ts_validator_free(v);
-		return -1;
-	}
-	return 0;
+	return v->seen ? 0 : -1;
 }
 
 void ts_validator_free(struct ts_validator *v)
@@ -528,6 +523,13 @@ int ts_validate_record(struct ts_validator *v, const struct ts_record *rec, char
 		v->last_block = 0;
 		v->map_count = rec->has_map ? rec->map_count : 0;
 		v->map_at = rec->has_map ? 0 : UINT32_MAX;
+		if (v->map_count > v->map_cap) {
+			struct ts_extent *m = realloc(v->map, v->map_count * sizeof *m);
+			if (!m)
+				return errorf(err, errlen, "%s: out of memory", rec->path);
+			v->map = m;
+			v->map_cap = v->map_count;
+		}
 		if (v->map_count)
 			memcpy(v->map, rec->map, v->map_count * sizeof *v->map);
 	}
@@ -598,9 +600,7 @@ int ts_reader_init(struct ts_reader *r, int fd, const struct ts_limits *lim)
 	r->buf = malloc(r->cap);
 	r->path = malloc(TS_PATH_MAX + 1);
 	r->link = malloc(TS_LINK_MAX + 1);
-	r->xbuf = malloc(TS_XATTRS_MAX * (TS_XATTR_NAME_MAX + 1 + TS_XATTR_VALUE_MAX));
-	r->map = malloc(TS_MAP_MAX * sizeof *r->map);
-	if (!r->buf || !r->path || !r->link || !r->xbuf || !r->map || ts_validator_init(&r->v, lim) < 0) {
+	if (!r->buf || !r->path || !r->link || ts_validator_init(&r->v, lim) < 0) {
 		ts_reader_free(r);
 		return -1;
 	}
@@ -753,11 +753,26 @@ int ts_read_record(struct ts_reader *r, char *err, size_t errlen)
 		return errorf(err, errlen, "%s: link target holds a NUL byte", r->path);
 	if (xcount > TS_XATTRS_MAX || xbytes > TS_XATTRS_MAX * (8u + TS_XATTR_NAME_MAX + TS_XATTR_VALUE_MAX))
 		return errorf(err, errlen, "%s: too many xattrs", r->path);
+	/* room for the xattrs and a NUL after each name */
+	if (xbytes + xcount > r->xcap) {
+		unsigned char *x = realloc(r->xbuf, xbytes + xcount);
+		if (!x)
+			return errorf(err, errlen, "%s: out of memory", r->path);
+		r->xbuf = x;
+		r->xcap = xbytes + xcount;
+	}
 	if (read_xattrs(r, xcount, xbytes, err, errlen) < 0)
 		return -1;
 	uint32_t mcount = get32(h + 56);
 	if (mcount > TS_MAP_MAX)
 		return errorf(err, errlen, "%s: more than %d extents", r->path, TS_MAP_MAX);
+	if (mcount > r->map_cap) {
+		struct ts_extent *m = realloc(r->map, mcount * sizeof *m);
+		if (!m)
+			return errorf(err, errlen, "%s: out of memory", r->path);
+		r->map = m;
+		r->map_cap = mcount;
+	}
 	for (uint32_t i = 0; i < mcount; i++) {
 		unsigned char e[16];
 		if (get_bytes(r, e, sizeof e, r->path, err, errlen) < 0)

@@ -149,7 +149,7 @@ struct ts_validator {
 	bool in_file, ended;
 	uint64_t file_size, file_pos, last_block;
 	struct ts_extent *map;     /* the current file's, copied */
-	unsigned map_count, map_at;
+	unsigned map_count, map_at, map_cap;
 	char path[TS_PATH_MAX + 1];
 };
 
@@ -172,8 +172,10 @@ struct ts_reader {
 	struct ts_record rec;
 	char *path, *link;
 	unsigned char *xbuf;
+	size_t xcap;
 	struct ts_xattr xattrs[TS_XATTRS_MAX];
 	struct ts_extent *map;
+	unsigned map_cap;
 	bool in_extent;
 	uint64_t extent_left;
 };
