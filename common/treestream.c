@@ -150,6 +150,21 @@ int ts_writer_flush(struct ts_writer *w, char *err, size_t errlen)
 static int put_bytes(struct ts_writer *w, const void *p, size_t n, char *err, size_t errlen)
 {
 	const unsigned char *s = p;
+	if (n >= w->cap) {
+		/* a large extent goes out as it is, not through the buffer */
+		if (ts_writer_flush(w, err, errlen) < 0)
+			return -1;
+		while (n > 0) {
+			ssize_t k = write(w->fd, s, n);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				return errorf(err, errlen, "tree stream: write: %s", strerror(k < 0 ? errno : EIO));
+			s += k;
+			n -= (size_t)k;
+		}
+		return 0;
+	}
 	while (n > 0) {
 		if (w->len == w->cap && ts_writer_flush(w, err, errlen) < 0)
 			return -1;
@@ -818,6 +833,26 @@ int ts_read_extent(struct ts_reader *r, uint64_t *offset, uint64_t *len, char *e
 	*offset = o;
 	*len = l;
 	return l > 0;
+}
+
+ssize_t ts_read_data_ptr(struct ts_reader *r, const void **p, char *err, size_t errlen)
+{
+	if (!r->in_extent || r->extent_left == 0) {
+		r->in_extent = false;
+		return 0;
+	}
+	int f = fill(r, err, errlen);
+	if (f < 0)
+		return -1;
+	if (f == 0)
+		return errorf(err, errlen, "tree stream truncated in %s", r->path);
+	size_t k = r->len - r->pos;
+	if (k > r->extent_left)
+		k = (size_t)r->extent_left;
+	*p = r->buf + r->pos;
+	r->pos += k;
+	r->extent_left -= k;
+	return (ssize_t)k;
 }
 
 ssize_t ts_read_data(struct ts_reader *r, void *buf, size_t n, char *err, size_t errlen)

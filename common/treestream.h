@@ -190,6 +190,9 @@ int ts_read_record(struct ts_reader *r, char *err, size_t errlen);
 int ts_read_extent(struct ts_reader *r, uint64_t *offset, uint64_t *len, char *err, size_t errlen);
 /* Up to n bytes of the current frame; 0 when it is all read. */
 ssize_t ts_read_data(struct ts_reader *r, void *buf, size_t n, char *err, size_t errlen);
+/* The same without a copy: *p points into the reader's buffer, valid
+ * until its next call. */
+ssize_t ts_read_data_ptr(struct ts_reader *r, const void **p, char *err, size_t errlen);
 void ts_reader_free(struct ts_reader *r);
 
 #endif

@@ -52,7 +52,7 @@
 #define SEAL_HEAD     "roombox-seal 1\n"
 #define SEAL_PAYLOAD  (sizeof SEAL_HEAD - 1 + 64 + 1)
 #define SEAL_LEN      (8 + SEAL_PAYLOAD)
-#define SOURCE_BUF    (1u << 16)
+#define SOURCE_BUF    (1u << 20)
 
 /* ---- parts ---- */
 
@@ -417,10 +417,11 @@ static int export_entry(struct exporter *x, const struct ts_record *rec)
 				return -1;
 			pos = off;
 			ssize_t n;
-			while ((n = ts_read_data(&x->r, x->chunk, ZERO_CHUNK, x->err, x->errlen)) > 0) {
-				if (write_all_data(x, x->chunk, (size_t)n) < 0)
+			const void *p;
+			while ((n = ts_read_data_ptr(&x->r, &p, x->err, x->errlen)) > 0) {
+				if (write_all_data(x, p, (size_t)n) < 0)
 					return -1;
-				digest_data(&x->d, pos, x->chunk, (size_t)n);
+				digest_data(&x->d, pos, p, (size_t)n);
 				pos += (uint64_t)n;
 			}
 			if (n < 0)
@@ -482,6 +483,7 @@ int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, si
 	if (archive_write_add_filter_zstd(x.a) != ARCHIVE_OK ||
 	    archive_write_set_filter_option(x.a, "zstd", "compression-level", "1") != ARCHIVE_OK ||
 	    archive_write_set_format_pax(x.a) != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(x.a, 1 << 20) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(x.a, 1) != ARCHIVE_OK ||
 	    archive_write_open(x.a, &x, NULL, sink_write, NULL) != ARCHIVE_OK) {
 		ar_fail(&x, "open");
