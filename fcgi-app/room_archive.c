@@ -483,6 +483,9 @@ int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, si
 	if (archive_write_add_filter_zstd(x.a) != ARCHIVE_OK ||
 	    archive_write_set_filter_option(x.a, "zstd", "compression-level", "1") != ARCHIVE_OK ||
 	    archive_write_set_format_pax(x.a) != ARCHIVE_OK ||
+	    /* names are bytes, as the kernel keeps them: no translation
+	     * through a locale that may not hold them */
+	    archive_write_set_format_option(x.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
 	    archive_write_set_bytes_per_block(x.a, 1 << 20) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(x.a, 1) != ARCHIVE_OK ||
 	    archive_write_open(x.a, &x, NULL, sink_write, NULL) != ARCHIVE_OK) {

@@ -52,6 +52,8 @@ static void make_tree(const char *root)
 	put_file(d, "home/user/empty", "", 0640);
 	put_file(d, "suid-root", "#!/bin/sh\necho hi\n", 04755);
 	put_file(d, "name with\nnewline", "odd\n", 0644);
+	put_file(d, "caf\xe9 latin-1", "bytes, not UTF-8\n", 0644);
+	put_file(d, "caf\xc3\xa9 utf-8", "UTF-8\n", 0644);
 
 	int fd = openat(d, "sparse.img", O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	assert_true(fd >= 0);
