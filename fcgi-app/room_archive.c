@@ -940,6 +940,9 @@ static int import_member(struct importer *m, struct archive_entry *e)
 	case ST_VERSION: {
 		unsigned char *p;
 		size_t len;
+		/* checked before a byte of the room's files is passed on */
+		if (archive_filter_code(m->a, 0) != ARCHIVE_FILTER_ZSTD)
+			return errorf(m->err, m->errlen, "import: not a zstd-compressed archive");
 		if (strcmp(name, "roombox/version") != 0)
 			return errorf(m->err, m->errlen, "import: %.200s: the archive must start with roombox/version", name);
 		if (read_blob(m, e, name, 64, &p, &len) < 0)
@@ -1023,10 +1026,6 @@ int archive_to_tree(int in_fd, int tree_fd, uint64_t budget, const struct room_k
 		}
 		if (import_member(m, e) < 0)
 			goto out;
-	}
-	if (archive_filter_code(m->a, 0) != ARCHIVE_FILTER_ZSTD) {
-		errorf(err, errlen, "import: not a zstd-compressed archive");
-		goto out;
 	}
 	if (m->stage < ST_HMAC) {
 		errorf(err, errlen, "import: the archive ends before its manifest (truncated?)");

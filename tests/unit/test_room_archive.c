@@ -329,6 +329,15 @@ static void test_devices_and_order(void **state)
 		   ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION));
 	hand_entry(&h, "state/x", AE_IFREG, 0644, NULL, 0, NULL, 0);
 	refuse_hand(&h, GIB, "import: state/x: the root directory");
+	/* a bare tar, though all else were right */
+	h.fd = memfd_create("hand", 0);
+	h.a = archive_write_new();
+	h.e = archive_entry_new();
+	assert_int_equal(archive_write_set_format_pax(h.a), ARCHIVE_OK);
+	assert_int_equal(archive_write_open_fd(h.a, h.fd), ARCHIVE_OK);
+	hand_entry(&h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION),
+		   ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION));
+	refuse_hand(&h, GIB, "import: not a zstd-compressed archive");
 	/* no manifest at all */
 	hand_start(&h);
 	hand_entry(&h, "state/x", AE_IFREG, 0644, NULL, 0, NULL, 0);
