@@ -33,7 +33,8 @@
  * the allowed names, frames out of order or past the size, more entries or
  * bytes than its limits, and a stream that ends before TS_END (or goes on
  * after it).  An applier that stops at the first error and saw no TS_END
- * has been handed a refused stream. */
+ * has been handed a refused stream.  An applier sets owners, then mode,
+ * then xattrs: a chown drops file capabilities and setuid bits. */
 #ifndef ROOMBOX_TREESTREAM_H
 #define ROOMBOX_TREESTREAM_H
 

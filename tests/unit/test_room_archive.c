@@ -127,6 +127,15 @@ static void test_round_trip(void **state)
 	assert_int_equal(stat(p, &sb), 0);
 	assert_int_equal(sb.st_size, GIB);
 	assert_true(sb.st_blocks * 512 < 1 << 20);
+	if (fixture_caps_ok) {
+		unsigned char cap[32];
+		snprintf(p, sizeof p, "%s/cap-bin", dst);
+		assert_int_equal(getxattr(p, "security.capability", cap, sizeof cap), 20);
+		assert_int_equal(cap[3], 0x02);
+		assert_int_equal(cap[5], 0x04);
+	} else {
+		printf("note: no file capability in this run (not root, or the file system refused it)\n");
+	}
 	/* the export itself stays small: the holes are not in it */
 	assert_int_equal(fstat(a, &sb), 0);
 	assert_true(sb.st_size < 1 << 20);

@@ -23,6 +23,7 @@
 
 static bool fixture_xattrs_ok;   /* the tmp file system took a user.* xattr */
 static bool fixture_owners_ok;   /* running as root: owners set */
+static bool fixture_caps_ok;     /* a file capability was set (root, and the file system took it) */
 
 static void put_file(int dfd, const char *path, const char *text, mode_t mode)
 {
@@ -37,7 +38,7 @@ static void put_file(int dfd, const char *path, const char *text, mode_t mode)
  * both ends and in the middle, an all-hole file, symlinks (one dangling,
  * one absolute), a hard link, a fifo, a setuid file, an empty file, owners
  * across 0-65535 (as root), user.* xattrs (where the file system takes
- * them). */
+ * them), a file capability (as root), names that are not UTF-8. */
 static void make_tree(const char *root)
 {
 	int d = open(root, O_RDONLY | O_DIRECTORY);
@@ -82,6 +83,12 @@ static void make_tree(const char *root)
 	fixture_xattrs_ok = fsetxattr(fd, "user.roombox.test", "value", 5, 0) == 0;
 	if (fixture_xattrs_ok)
 		assert_int_equal(fsetxattr(fd, "user.another", "x\0y", 3, 0), 0);
+	close(fd);
+	/* a file capability (cap_net_bind_service+ep, VFS_CAP_REVISION_2) */
+	static const unsigned char cap[20] = { 0x01, 0, 0, 0x02, 0x00, 0x04, 0, 0 };
+	put_file(d, "cap-bin", "#!/bin/sh\n", 0755);
+	fd = openat(d, "cap-bin", O_RDONLY);
+	fixture_caps_ok = fixture_owners_ok && fsetxattr(fd, "security.capability", cap, sizeof cap, 0) == 0;
 	close(fd);
 	/* a known time, nanoseconds included, on a file and a directory */
 	struct timespec ts[2] = { { 1700000000, 123456789 }, { 1700000000, 123456789 } };
@@ -182,11 +189,13 @@ static int apply_stream(int fd, const char *dir, const struct ts_limits *lim, ch
 		if (f >= 0) {
 			char proc[64];
 			snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
+			/* owners, mode, then xattrs: a chown drops file
+			 * capabilities and the setuid bits */
+			assert_int_equal(fchownat(d, p, rec->uid, rec->gid, AT_SYMLINK_NOFOLLOW), 0);
+			assert_int_equal(fchmodat(d, p, rec->mode, 0), 0);
 			for (unsigned i = 0; i < rec->xattr_count; i++)
 				assert_int_equal(setxattr(proc, rec->xattrs[i].name, rec->xattrs[i].value,
 							   rec->xattrs[i].len, 0), 0);
-			assert_int_equal(fchownat(d, p, rec->uid, rec->gid, AT_SYMLINK_NOFOLLOW), 0);
-			assert_int_equal(fchmodat(d, p, rec->mode, 0), 0);
 			close(f);
 		}
 		if (rec->type != TS_HARDLINK) {
