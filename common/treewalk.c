@@ -261,6 +261,15 @@ static int send_entry(struct walk *k, int dfd, const char *name, size_t plen, un
 				       (S_ISDIR(sb.st_mode) ? O_DIRECTORY : 0));
 	if (fd < 0)
 		return errno == ENOENT ? 0 : errorf(k->err, k->errlen, "%s: open: %s", k->path, strerror(errno));
+	/* the name may have been given to something else since the stat: what
+	 * was opened is sent only if it is what was looked at */
+	struct stat now;
+	if (fstat(fd, &now) < 0 || now.st_ino != sb.st_ino || now.st_dev != sb.st_dev ||
+	    (now.st_mode & S_IFMT) != (sb.st_mode & S_IFMT)) {
+		close(fd);
+		k->st->skipped++;
+		return 0;
+	}
 	if (read_xattrs(k, fd, x, &rec.xattr_count, &store) < 0)
 		goto out;
 	rec.xattrs = x;
