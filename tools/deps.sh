@@ -9,6 +9,7 @@ packages=(
 	clang libclang-rt-dev
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
 	libcurl4-openssl-dev
+	libarchive-dev libssl-dev zstd  # the export archive (room_archive.c); zstd: tests
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests python3-pip  # pip in rooms with rootfs = host (test_pip.py)
 	python3-jsonschema  # answers checked against docs/openapi.json (test_openapi.py)

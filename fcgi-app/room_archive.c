@@ -1,0 +1,1060 @@
+/* The export archive's two codecs (room_archive.h), over libarchive (pax
+ * tar, zstd) and OpenSSL's libcrypto (SHA-256, HMAC-SHA256).
+ *
+ * Why it is built this way:
+ *
+ * - The archive is a standard one, so a user can open an export with tar;
+ *   libarchive reads and writes it, so no tar or zstd parser of our own
+ *   stands between an attacker and the importer.  Only the tar reader and
+ *   the zstd filter are enabled on import: nothing else is parsed.
+ * - Every member's digest covers what the member means to a room, not its
+ *   tar bytes: the entry's type, mode, owners, mtime, size, name, link
+ *   target and xattrs, a SHA-256 of its data bytes and one of its data map
+ *   (the extents holding data, adjacent ones joined).  Both codecs compute
+ *   it from the tree stream record, so a digest does not depend on how
+ *   libarchive cut the data into blocks.  A part's digest is its content's.
+ * - The manifest is the list of "<digest> <member>" lines in archive
+ *   order.  The importer builds the list it expects from what it read and
+ *   requires the manifest to be exactly that text: a member missing,
+ *   added, moved or changed makes a line differ, and the first differing
+ *   line names the member.  The HMAC covers the manifest's bytes, hence
+ *   every member.
+ * - Import streams: a room's files go to the tree stream as they are read
+ *   (a room may be larger than memory), and only the end record, written
+ *   last, says the stream was vouched for.  Parts are held in memory
+ *   (bounded by ROOM_PART_MAX and ROOM_PARTS_MAX) and handed over only on
+ *   success. */
+#include "room_archive.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errbuf.h"
+#include "treestream.h"
+
+#define MANIFEST_HEAD "roombox-manifest 1\n"
+#define STATE_PREFIX  "state/"
+#define ZERO_CHUNK    (1u << 20)
+#define HMAC_HEX      64
+/* The seal: a zstd skippable frame closing the archive (zstd and tar pass
+ * over it) holding the SHA-256 of every byte before it. */
+#define SEAL_MAGIC    0x184D2A5Eu
+#define SEAL_HEAD     "roombox-seal 1\n"
+#define SEAL_PAYLOAD  (sizeof SEAL_HEAD - 1 + 64 + 1)
+#define SEAL_LEN      (8 + SEAL_PAYLOAD)
+#define SOURCE_BUF    (1u << 20)
+
+/* ---- parts ---- */
+
+void room_parts_free(struct room_parts *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->v[i].name);
+		free(p->v[i].data);
+	}
+	free(p->v);
+	p->v = NULL;
+	p->n = 0;
+}
+
+/* The rank of a part's kind (the order kinds come in), or -1. */
+static int part_rank(const char *name)
+{
+	static const char *const fixed[] = { "session/root", "session/user", "exposures" };
+	for (int i = 0; i < 3; i++)
+		if (strcmp(name, fixed[i]) == 0)
+			return i;
+	const char *f;
+	int rank;
+	if (strncmp(name, "processes/", 10) == 0) {
+		f = name + 10;
+		rank = 3;
+	} else if (strncmp(name, "messages/", 9) == 0) {
+		f = name + 9;
+		rank = 4;
+	} else {
+		return -1;
+	}
+	size_t n = strlen(f);
+	if (n == 0 || n > 128 || f[0] == '.' || strspn(f, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						     "abcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+		return -1;
+	return rank;
+}
+
+int room_part_name_ok(const char *name)
+{
+	return part_rank(name) < 0 ? -1 : 0;
+}
+
+/* ---- digests and the manifest ---- */
+
+struct digest {
+	EVP_MD_CTX *meta, *data, *map;
+	bool in_extent;
+	uint64_t ext_off, ext_end;
+};
+
+static int digest_init(struct digest *d)
+{
+	memset(d, 0, sizeof *d);
+	d->meta = EVP_MD_CTX_new();
+	d->data = EVP_MD_CTX_new();
+	d->map = EVP_MD_CTX_new();
+	return d->meta && d->data && d->map ? 0 : -1;
+}
+
+static void digest_free(struct digest *d)
+{
+	EVP_MD_CTX_free(d->meta);
+	EVP_MD_CTX_free(d->data);
+	EVP_MD_CTX_free(d->map);
+}
+
+/* Starts a member's digest with what its record says. */
+static void digest_record(struct digest *d, const struct ts_record *rec)
+{
+	char line[160];
+	EVP_DigestInit_ex(d->meta, EVP_sha256(), NULL);
+	EVP_DigestInit_ex(d->data, EVP_sha256(), NULL);
+	EVP_DigestInit_ex(d->map, EVP_sha256(), NULL);
+	d->in_extent = false;
+	int n = snprintf(line, sizeof line, "%d %o %u %u %lld.%09u %llu\n", (int)rec->type, rec->mode,
+			 rec->uid, rec->gid, (long long)rec->mtime_sec, rec->mtime_nsec,
+			 (unsigned long long)rec->size);
+	EVP_DigestUpdate(d->meta, line, (size_t)n);
+	EVP_DigestUpdate(d->meta, rec->path, strlen(rec->path) + 1);
+	EVP_DigestUpdate(d->meta, rec->link, strlen(rec->link) + 1);
+	for (unsigned i = 0; i < rec->xattr_count; i++) {
+		n = snprintf(line, sizeof line, "%u\n", rec->xattrs[i].len);
+		EVP_DigestUpdate(d->meta, rec->xattrs[i].name, strlen(rec->xattrs[i].name) + 1);
+		EVP_DigestUpdate(d->meta, line, (size_t)n);
+		EVP_DigestUpdate(d->meta, rec->xattrs[i].value, rec->xattrs[i].len);
+	}
+}
+
+static void digest_close_extent(struct digest *d)
+{
+	char line[48];
+	if (!d->in_extent)
+		return;
+	int n = snprintf(line, sizeof line, "%llu %llu\n", (unsigned long long)d->ext_off,
+			 (unsigned long long)(d->ext_end - d->ext_off));
+	EVP_DigestUpdate(d->map, line, (size_t)n);
+	d->in_extent = false;
+}
+
+static void digest_data(struct digest *d, uint64_t off, const void *p, size_t len)
+{
+	if (len == 0)
+		return;
+	if (d->in_extent && off != d->ext_end)
+		digest_close_extent(d);
+	if (!d->in_extent) {
+		d->in_extent = true;
+		d->ext_off = off;
+	}
+	d->ext_end = off + len;
+	EVP_DigestUpdate(d->data, p, len);
+}
+
+static void digest_final(struct digest *d, unsigned char out[32])
+{
+	unsigned char h[32];
+	unsigned n;
+	digest_close_extent(d);
+	EVP_DigestFinal_ex(d->data, h, &n);
+	EVP_DigestUpdate(d->meta, h, sizeof h);
+	EVP_DigestFinal_ex(d->map, h, &n);
+	EVP_DigestUpdate(d->meta, h, sizeof h);
+	EVP_DigestFinal_ex(d->meta, out, &n);
+}
+
+static void sha256(const void *p, size_t len, unsigned char out[32])
+{
+	unsigned n;
+	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
+}
+
+static void hexify(const unsigned char *p, size_t n, char *out)
+{
+	static const char hx[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hx[p[i] >> 4];
+		out[2 * i + 1] = hx[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static int buf_add(struct buf *b, const void *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t c = b->cap ? b->cap : 65536;
+		while (c < b->len + n)
+			c *= 2;
+		char *q = realloc(b->p, c);
+		if (!q)
+			return -1;
+		b->p = q;
+		b->cap = c;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+/* "<hex> <name>\n", the name's control bytes and backslashes as \xHH so a
+ * line is a line whatever a file is called. */
+static int manifest_add(struct buf *m, const unsigned char dg[32], const char *name)
+{
+	char hex[65], esc[8];
+	hexify(dg, 32, hex);
+	if (buf_add(m, hex, 64) < 0 || buf_add(m, " ", 1) < 0)
+		return -1;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+		int r;
+		if (*c < 0x20 || *c == 0x7f || *c == '\\') {
+			snprintf(esc, sizeof esc, "\\x%02x", *c);
+			r = buf_add(m, esc, 4);
+		} else {
+			r = buf_add(m, c, 1);
+		}
+		if (r < 0)
+			return -1;
+	}
+	return buf_add(m, "\n", 1);
+}
+
+/* The seal frame for the digest of the bytes before it. */
+static void seal_bytes(const unsigned char dg[32], unsigned char out[SEAL_LEN])
+{
+	char hex[65];
+	for (int i = 0; i < 4; i++) {
+		out[i] = (unsigned char)(SEAL_MAGIC >> (8 * i));
+		out[4 + i] = (unsigned char)((uint32_t)SEAL_PAYLOAD >> (8 * i));
+	}
+	hexify(dg, 32, hex);
+	memcpy(out + 8, SEAL_HEAD, sizeof SEAL_HEAD - 1);
+	memcpy(out + 8 + sizeof SEAL_HEAD - 1, hex, 64);
+	out[SEAL_LEN - 1] = '\n';
+}
+
+/* The member name of a tree path. */
+static void state_name(char *out, size_t n, const char *path)
+{
+	snprintf(out, n, STATE_PREFIX "%s", strcmp(path, ".") == 0 ? "" : path);
+}
+
+/* ---- export ---- */
+
+struct exporter {
+	int out_fd;
+	EVP_MD_CTX *whole;          /* every byte written, for the seal */
+	struct archive *a;
+	struct archive_entry *e;
+	struct ts_reader r;
+	struct digest d;
+	struct buf manifest;
+	unsigned char *chunk, *zeros;
+	char name[TS_PATH_MAX + 16], link[TS_PATH_MAX + 16];
+	char *err;
+	size_t errlen;
+};
+
+static int write_fd(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static la_ssize_t sink_write(struct archive *a, void *client, const void *p, size_t n)
+{
+	struct exporter *x = client;
+	if (write_fd(x->out_fd, p, n) < 0) {
+		archive_set_error(a, errno, "write: %s", strerror(errno));
+		return -1;
+	}
+	EVP_DigestUpdate(x->whole, p, n);
+	return (la_ssize_t)n;
+}
+
+static int ar_fail(struct exporter *x, const char *what)
+{
+	return errorf(x->err, x->errlen, "export: %s: %s", what, archive_error_string(x->a)
+			      ? archive_error_string(x->a) : "archive error");
+}
+
+static int write_all_data(struct exporter *x, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		la_ssize_t w = archive_write_data(x->a, c, n);
+		if (w <= 0)
+			return ar_fail(x, x->name);
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* A whole-file member (the version, a part, the manifest) and its line. */
+static int export_blob(struct exporter *x, const char *name, const void *p, size_t n, bool listed)
+{
+	archive_entry_clear(x->e);
+	archive_entry_set_pathname(x->e, name);
+	archive_entry_set_filetype(x->e, AE_IFREG);
+	archive_entry_set_perm(x->e, 0600);
+	archive_entry_set_size(x->e, (la_int64_t)n);
+	archive_entry_set_mtime(x->e, time(NULL), 0);
+	snprintf(x->name, sizeof x->name, "%s", name);
+	if (archive_write_header(x->a, x->e) != ARCHIVE_OK || write_all_data(x, p, n) < 0)
+		return ar_fail(x, name);
+	if (listed) {
+		unsigned char dg[32];
+		sha256(p, n, dg);
+		if (manifest_add(&x->manifest, dg, name) < 0)
+			return errorf(x->err, x->errlen, "export: out of memory");
+	}
+	return 0;
+}
+
+/* Holes: bytes the pax writer counts off and never writes. */
+static int skip_hole(struct exporter *x, uint64_t n)
+{
+	while (n > 0) {
+		size_t k = n < ZERO_CHUNK ? (size_t)n : ZERO_CHUNK;
+		if (write_all_data(x, x->zeros, k) < 0)
+			return -1;
+		n -= k;
+	}
+	return 0;
+}
+
+static int export_entry(struct exporter *x, const struct ts_record *rec)
+{
+	struct archive_entry *e = x->e;
+	state_name(x->name, sizeof x->name, rec->path);
+	archive_entry_clear(e);
+	archive_entry_set_pathname(e, x->name);
+	archive_entry_set_perm(e, rec->mode);
+	archive_entry_set_uid(e, rec->uid);
+	archive_entry_set_gid(e, rec->gid);
+	archive_entry_set_mtime(e, (time_t)rec->mtime_sec, rec->mtime_nsec);
+	for (unsigned i = 0; i < rec->xattr_count; i++)
+		archive_entry_xattr_add_entry(e, rec->xattrs[i].name, rec->xattrs[i].value, rec->xattrs[i].len);
+	switch (rec->type) {
+	case TS_DIR:
+		archive_entry_set_filetype(e, AE_IFDIR);
+		break;
+	case TS_SYMLINK:
+		archive_entry_set_filetype(e, AE_IFLNK);
+		archive_entry_set_symlink(e, rec->link);
+		break;
+	case TS_HARDLINK:
+		archive_entry_set_filetype(e, AE_IFREG);
+		state_name(x->link, sizeof x->link, rec->link);
+		archive_entry_set_hardlink(e, x->link);
+		archive_entry_set_size(e, 0);
+		break;
+	case TS_FIFO:
+		archive_entry_set_filetype(e, AE_IFIFO);
+		break;
+	case TS_FILE:
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_size(e, (la_int64_t)rec->size);
+		if (rec->has_map) {
+			uint64_t end = 0;
+			for (unsigned i = 0; i < rec->map_count; i++) {
+				archive_entry_sparse_add_entry(e, (la_int64_t)rec->map[i].offset,
+							       (la_int64_t)rec->map[i].len);
+				end = rec->map[i].offset + rec->map[i].len;
+			}
+			/* libarchive (as GNU tar) writes no sparse member without
+			 * data: a file all hole ends in one zero byte of data,
+			 * which the importer leaves a hole again */
+			if (rec->map_count == 0 && rec->size > 0)
+				archive_entry_sparse_add_entry(e, (la_int64_t)rec->size - 1, 1);
+			/* a file ending in a hole says where it ends */
+			else if (end < rec->size)
+				archive_entry_sparse_add_entry(e, (la_int64_t)rec->size, 0);
+		}
+		break;
+	case TS_END:
+		break;
+	}
+	if (archive_write_header(x->a, e) != ARCHIVE_OK)
+		return ar_fail(x, x->name);
+	digest_record(&x->d, rec);
+	if (rec->type == TS_FILE) {
+		uint64_t off, len, pos = 0;
+		int rc;
+		while ((rc = ts_read_extent(&x->r, &off, &len, x->err, x->errlen)) > 0) {
+			if (off > pos && skip_hole(x, off - pos) < 0)
+				return -1;
+			pos = off;
+			ssize_t n;
+			const void *p;
+			while ((n = ts_read_data_ptr(&x->r, &p, x->err, x->errlen)) > 0) {
+				if (write_all_data(x, p, (size_t)n) < 0)
+					return -1;
+				digest_data(&x->d, pos, p, (size_t)n);
+				pos += (uint64_t)n;
+			}
+			if (n < 0)
+				return -1;
+		}
+		if (rc < 0)
+			return -1;
+		if (rec->has_map && rec->map_count == 0 && rec->size > 0) {
+			if (skip_hole(x, rec->size - 1) < 0 || write_all_data(x, x->zeros, 1) < 0)
+				return -1;
+			digest_data(&x->d, rec->size - 1, x->zeros, 1);
+		}
+	}
+	unsigned char dg[32];
+	digest_final(&x->d, dg);
+	if (manifest_add(&x->manifest, dg, x->name) < 0)
+		return errorf(x->err, x->errlen, "export: out of memory");
+	return 0;
+}
+
+static int hmac_hex(const struct room_key *key, const void *p, size_t n, char out[HMAC_HEX + 1])
+{
+	unsigned char mac[32];
+	unsigned len = 0;
+	if (!HMAC(EVP_sha256(), key->bytes, (int)key->len, p, n, mac, &len) || len != 32)
+		return -1;
+	hexify(mac, 32, out);
+	return 0;
+}
+
+int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, size_t nparts,
+		      const struct room_key *key, char *err, size_t errlen)
+{
+	struct exporter x = { .out_fd = out_fd, .err = err, .errlen = errlen };
+	/* the keeper's stream is checked as any other, without a budget:
+	 * the room's disk already bounds it */
+	struct ts_limits lim = { UINT64_MAX, UINT64_MAX };
+	int rc = -1, last_rank = -1;
+
+	for (size_t i = 0; i < nparts; i++) {
+		int rank = part_rank(parts[i].name);
+		if (rank < 0 || rank < last_rank || parts[i].len > ROOM_PART_MAX)
+			return errorf(err, errlen, "export: part %.200s: bad name, order or size", parts[i].name);
+		if (rank <= 2 && rank == last_rank)
+			return errorf(err, errlen, "export: part %s twice", parts[i].name);
+		last_rank = rank;
+	}
+	x.chunk = malloc(ZERO_CHUNK);
+	x.zeros = calloc(1, ZERO_CHUNK);
+	x.a = archive_write_new();
+	x.e = archive_entry_new();
+	x.whole = EVP_MD_CTX_new();
+	if (!x.chunk || !x.zeros || !x.a || !x.e || !x.whole ||
+	    !EVP_DigestInit_ex(x.whole, EVP_sha256(), NULL) || digest_init(&x.d) < 0 ||
+	    ts_reader_init(&x.r, tree_fd, &lim) < 0) {
+		errorf(err, errlen, "export: out of memory");
+		goto out;
+	}
+	if (archive_write_add_filter_zstd(x.a) != ARCHIVE_OK ||
+	    archive_write_set_filter_option(x.a, "zstd", "compression-level", "1") != ARCHIVE_OK ||
+	    archive_write_set_format_pax(x.a) != ARCHIVE_OK ||
+	    /* names are bytes, as the kernel keeps them: no translation
+	     * through a locale that may not hold them */
+	    archive_write_set_format_option(x.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(x.a, 1 << 20) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(x.a, 1) != ARCHIVE_OK ||
+	    archive_write_open(x.a, &x, NULL, sink_write, NULL) != ARCHIVE_OK) {
+		ar_fail(&x, "open");
+		goto out;
+	}
+	if (buf_add(&x.manifest, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) < 0) {
+		errorf(err, errlen, "export: out of memory");
+		goto out;
+	}
+	if (export_blob(&x, "roombox/version", ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION), true) < 0)
+		goto out;
+	for (;;) {
+		int r = ts_read_record(&x.r, err, errlen);
+		if (r < 0)
+			goto out;
+		if (r == 0)
+			break;
+		if (export_entry(&x, &x.r.rec) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < nparts; i++)
+		if (export_blob(&x, parts[i].name, parts[i].data, parts[i].len, true) < 0)
+			goto out;
+	if (export_blob(&x, "roombox/manifest", x.manifest.p, x.manifest.len, false) < 0)
+		goto out;
+	if (key && key->len) {
+		char mac[HMAC_HEX + 2];
+		if (hmac_hex(key, x.manifest.p, x.manifest.len, mac) < 0) {
+			errorf(err, errlen, "export: HMAC failed");
+			goto out;
+		}
+		strcat(mac, "\n");
+		if (export_blob(&x, "roombox/manifest.hmac", mac, HMAC_HEX + 1, false) < 0)
+			goto out;
+	}
+	if (archive_write_close(x.a) != ARCHIVE_OK) {
+		ar_fail(&x, "close");
+		goto out;
+	}
+	unsigned char dg[32], seal[SEAL_LEN];
+	unsigned dn;
+	EVP_DigestFinal_ex(x.whole, dg, &dn);
+	seal_bytes(dg, seal);
+	if (write_fd(out_fd, seal, sizeof seal) < 0) {
+		errorf(err, errlen, "export: write: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (x.a)
+		archive_write_free(x.a);
+	if (x.e)
+		archive_entry_free(x.e);
+	ts_reader_free(&x.r);
+	digest_free(&x.d);
+	EVP_MD_CTX_free(x.whole);
+	free(x.manifest.p);
+	free(x.chunk);
+	free(x.zeros);
+	return rc;
+}
+
+/* ---- import ---- */
+
+enum stage { ST_VERSION, ST_STATE, ST_PARTS, ST_HMAC, ST_DONE };
+
+/* The archive's bytes on their way to libarchive: all but the last
+ * SEAL_LEN are hashed (those may be the seal). */
+struct source {
+	int fd;
+	EVP_MD_CTX *whole;
+	unsigned char buf[SOURCE_BUF];
+	unsigned char tail[SEAL_LEN];
+	size_t tail_len;
+	bool eof;
+	int read_errno;
+};
+
+struct importer {
+	struct source src;
+	struct archive *a;
+	struct ts_validator v;
+	struct ts_writer w;
+	struct digest d;
+	struct buf manifest;        /* the manifest expected */
+	struct room_parts *parts;
+	size_t parts_bytes;
+	int last_rank;
+	const struct room_key *key;
+	enum stage stage;
+	bool have_root;
+	char path[TS_PATH_MAX + 1], link[TS_PATH_MAX + 1];
+	struct ts_xattr xattrs[TS_XATTRS_MAX];
+	char *err;
+	size_t errlen;
+};
+
+static la_ssize_t source_read(struct archive *a, void *client, const void **out)
+{
+	struct source *s = client;
+	ssize_t n;
+	if (s->eof)
+		return 0;
+	do
+		n = read(s->fd, s->buf, sizeof s->buf);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		s->read_errno = errno;
+		archive_set_error(a, errno, "read: %s", strerror(errno));
+		return -1;
+	}
+	if (n == 0) {
+		s->eof = true;
+		return 0;
+	}
+	/* (tail, new bytes): hash all but the last SEAL_LEN, keep those */
+	size_t total = s->tail_len + (size_t)n;
+	size_t hashable = total > SEAL_LEN ? total - SEAL_LEN : 0;
+	size_t from_tail = hashable < s->tail_len ? hashable : s->tail_len;
+	EVP_DigestUpdate(s->whole, s->tail, from_tail);
+	EVP_DigestUpdate(s->whole, s->buf, hashable - from_tail);
+	unsigned char keep[SEAL_LEN];
+	size_t k = total - hashable, kt = s->tail_len - from_tail;
+	memcpy(keep, s->tail + from_tail, kt);
+	memcpy(keep + kt, s->buf + (hashable - from_tail), k - kt);
+	memcpy(s->tail, keep, k);
+	s->tail_len = k;
+	*out = s->buf;
+	return n;
+}
+
+/* Reads what libarchive left (the seal, at least) and checks the seal. */
+static int check_seal(struct importer *m)
+{
+	const void *p;
+	la_ssize_t n;
+	while ((n = source_read(m->a, &m->src, &p)) > 0)
+		;
+	if (n < 0)
+		return errorf(m->err, m->errlen, "import: read: %s", strerror(m->src.read_errno));
+	unsigned char dg[32], want[SEAL_LEN];
+	unsigned dn;
+	EVP_DigestFinal_ex(m->src.whole, dg, &dn);
+	seal_bytes(dg, want);
+	if (m->src.tail_len != SEAL_LEN || memcmp(m->src.tail, want, 8) != 0)
+		return errorf(m->err, m->errlen, "import: the archive has no seal at its end (truncated?)");
+	if (CRYPTO_memcmp(m->src.tail, want, SEAL_LEN) != 0)
+		return errorf(m->err, m->errlen, "import: the seal does not match the archive's bytes (corrupted)");
+	return 0;
+}
+
+static int in_fail(struct importer *m, const char *member)
+{
+	const char *e = archive_error_string(m->a);
+	return errorf(m->err, m->errlen, "import: %.200s: %s", member, e ? e : "unreadable archive");
+}
+
+/* A whole-file member's bytes (at most max). */
+static int read_blob(struct importer *m, struct archive_entry *e, const char *name, size_t max,
+		     unsigned char **out, size_t *len)
+{
+	la_int64_t size = archive_entry_size(e);
+	if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
+		return errorf(m->err, m->errlen, "import: %s: not a regular file", name);
+	if (size < 0 || (uint64_t)size > max)
+		return errorf(m->err, m->errlen, "import: %s: larger than %zu bytes", name, max);
+	unsigned char *p = malloc((size_t)size + 1);
+	if (!p)
+		return errorf(m->err, m->errlen, "import: %s: out of memory", name);
+	size_t got = 0;
+	while (got < (size_t)size) {
+		la_ssize_t n = archive_read_data(m->a, p + got, (size_t)size - got);
+		if (n < 0) {
+			free(p);
+			return in_fail(m, name);
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != (size_t)size) {
+		free(p);
+		return errorf(m->err, m->errlen, "import: %s: truncated", name);
+	}
+	p[got] = '\0';
+	*out = p;
+	*len = got;
+	return 0;
+}
+
+static int xattr_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ts_xattr *)a)->name, ((const struct ts_xattr *)b)->name);
+}
+
+/* The entry's xattrs, sorted; the same one twice (pax has two spellings)
+ * counts once, two values for one name refuse. */
+static int entry_xattrs(struct importer *m, struct archive_entry *e, const char *name, unsigned *count)
+{
+	const char *xn;
+	const void *xv;
+	size_t xl;
+	unsigned n = 0;
+	archive_entry_xattr_reset(e);
+	while (archive_entry_xattr_next(e, &xn, &xv, &xl) == ARCHIVE_OK) {
+		if (n == TS_XATTRS_MAX)
+			return errorf(m->err, m->errlen, "import: %s: more than %d xattrs", name, TS_XATTRS_MAX);
+		if (xl > TS_XATTR_VALUE_MAX)
+			return errorf(m->err, m->errlen, "import: %s: xattr %.255s too long", name, xn);
+		m->xattrs[n].name = xn;
+		m->xattrs[n].value = xv;
+		m->xattrs[n].len = (uint32_t)xl;
+		n++;
+	}
+	qsort(m->xattrs, n, sizeof *m->xattrs, xattr_cmp);
+	unsigned k = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (k > 0 && strcmp(m->xattrs[k - 1].name, m->xattrs[i].name) == 0) {
+			if (m->xattrs[k - 1].len != m->xattrs[i].len ||
+			    memcmp(m->xattrs[k - 1].value, m->xattrs[i].value, m->xattrs[i].len) != 0)
+				return errorf(m->err, m->errlen, "import: %s: xattr %.255s given twice", name,
+					      m->xattrs[i].name);
+			continue;
+		}
+		m->xattrs[k++] = m->xattrs[i];
+	}
+	*count = k;
+	return 0;
+}
+
+/* The tree path of member `name` ("state/..."), a directory's trailing
+ * slash taken off. */
+static int tree_path(struct importer *m, const char *name, bool dir, char *out)
+{
+	size_t n = strlen(name + strlen(STATE_PREFIX));
+	const char *p = name + strlen(STATE_PREFIX);
+	if (dir && n > 0 && p[n - 1] == '/')
+		n--;
+	if (n > TS_PATH_MAX)
+		return errorf(m->err, m->errlen, "import: %.200s...: path too long", name);
+	if (n == 0) {
+		strcpy(out, ".");
+		return 0;
+	}
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 0;
+}
+
+/* The validator's reason without the path it starts with. */
+static const char *reason(const char *why, const char *path)
+{
+	size_t n = strlen(path);
+	return strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0 ? why + n + 2 : why;
+}
+
+static int import_state(struct importer *m, struct archive_entry *e, const char *name)
+{
+	char why[512], mname[TS_PATH_MAX + 16];
+	struct ts_record rec = { .link = "" };
+	mode_t ft = archive_entry_filetype(e);
+	const char *hl = archive_entry_hardlink(e);
+
+	if (hl)
+		rec.type = TS_HARDLINK;
+	else if (ft == AE_IFREG)
+		rec.type = TS_FILE;
+	else if (ft == AE_IFDIR)
+		rec.type = TS_DIR;
+	else if (ft == AE_IFLNK)
+		rec.type = TS_SYMLINK;
+	else if (ft == AE_IFIFO)
+		rec.type = TS_FIFO;
+	else if (ft == AE_IFCHR || ft == AE_IFBLK)
+		return errorf(m->err, m->errlen, "import: %.200s: a device node is not allowed", name);
+	else
+		return errorf(m->err, m->errlen, "import: %.200s: type %o is not allowed", name, (unsigned)ft);
+	if (tree_path(m, name, rec.type == TS_DIR, m->path) < 0)
+		return -1;
+	rec.path = m->path;
+	state_name(mname, sizeof mname, m->path);
+
+	la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+	if (uid < 0 || gid < 0 || uid > TS_ID_MAX || gid > TS_ID_MAX)
+		return errorf(m->err, m->errlen, "import: %s: owner %lld:%lld beyond 65535", mname,
+			      (long long)uid, (long long)gid);
+	la_int64_t size = archive_entry_size(e);
+	if (size < 0)
+		return errorf(m->err, m->errlen, "import: %s: negative size", mname);
+	if (rec.type == TS_HARDLINK) {
+		if (strncmp(hl, STATE_PREFIX, strlen(STATE_PREFIX)) != 0 || strlen(hl) > TS_PATH_MAX)
+			return errorf(m->err, m->errlen, "import: %s: hard link to %.200s, outside the room",
+				      mname, hl);
+		if (tree_path(m, hl, false, m->link) < 0)
+			return -1;
+		rec.link = m->link;
+	} else {
+		rec.mode = archive_entry_perm(e);
+		rec.uid = (uint32_t)uid;
+		rec.gid = (uint32_t)gid;
+		rec.mtime_sec = archive_entry_mtime(e);
+		rec.mtime_nsec = (uint32_t)archive_entry_mtime_nsec(e);
+		if (rec.type == TS_FILE)
+			rec.size = (uint64_t)size;
+		if (rec.type == TS_SYMLINK) {
+			const char *t = archive_entry_symlink(e);
+			if (!t || strlen(t) > TS_LINK_MAX)
+				return errorf(m->err, m->errlen, "import: %s: bad symlink target", mname);
+			rec.link = t;
+		}
+		if (entry_xattrs(m, e, mname, &rec.xattr_count) < 0)
+			return -1;
+		rec.xattrs = m->xattrs;
+	}
+	if (ts_validate_record(&m->v, &rec, why, sizeof why) < 0)
+		return errorf(m->err, m->errlen, "import: %s: %s", mname, reason(why, rec.path));
+	if (ts_write_record(&m->w, &rec, m->err, m->errlen) < 0)
+		return -1;
+	digest_record(&m->d, &rec);
+
+	const void *buf;
+	size_t len;
+	la_int64_t off;
+	int r;
+	while ((r = archive_read_data_block(m->a, &buf, &len, &off)) == ARCHIVE_OK) {
+		if (len == 0)
+			continue;
+		if (rec.type != TS_FILE)
+			return errorf(m->err, m->errlen, "import: %s: a %s with data", mname,
+				      rec.type == TS_HARDLINK ? "hard link" : "non-file");
+		digest_data(&m->d, (uint64_t)off, buf, len);
+		if (off >= 0 && (uint64_t)off == rec.size - 1 && len == 1 && *(const char *)buf == 0)
+			continue;  /* an all-hole file's last byte (export_entry) */
+		if (off < 0 || ts_validate_extent(&m->v, (uint64_t)off, len, why, sizeof why) < 0)
+			return errorf(m->err, m->errlen, "import: %s: %s", mname,
+				      off < 0 ? "negative offset" : reason(why, rec.path));
+		if (ts_write_extent(&m->w, (uint64_t)off, buf, len, m->err, m->errlen) < 0)
+			return -1;
+	}
+	if (r != ARCHIVE_EOF)
+		return in_fail(m, mname);
+	if (rec.type == TS_FILE) {
+		if (ts_validate_extent(&m->v, rec.size, 0, why, sizeof why) < 0)
+			return errorf(m->err, m->errlen, "import: %s: %s", mname, reason(why, rec.path));
+		if (ts_write_file_end(&m->w, m->err, m->errlen) < 0)
+			return -1;
+	}
+	unsigned char dg[32];
+	digest_final(&m->d, dg);
+	if (manifest_add(&m->manifest, dg, mname) < 0)
+		return errorf(m->err, m->errlen, "import: out of memory");
+	return 0;
+}
+
+static int import_part(struct importer *m, struct archive_entry *e, const char *name)
+{
+	int rank = part_rank(name);
+	if (rank < 0)
+		return errorf(m->err, m->errlen, "import: %.200s: not a member of a room archive", name);
+	if (rank < m->last_rank || (rank <= 2 && rank == m->last_rank))
+		return errorf(m->err, m->errlen, "import: %s: out of order", name);
+	for (size_t i = 0; i < m->parts->n; i++)
+		if (strcmp(m->parts->v[i].name, name) == 0)
+			return errorf(m->err, m->errlen, "import: %s: appears twice", name);
+	if (m->parts->n == ROOM_PARTS_COUNT)
+		return errorf(m->err, m->errlen, "import: %s: more than %d parts", name, ROOM_PARTS_COUNT);
+	m->last_rank = rank;
+	unsigned char *p;
+	size_t len;
+	size_t left = ROOM_PARTS_MAX - m->parts_bytes;
+	if (read_blob(m, e, name, left < ROOM_PART_MAX ? left : ROOM_PART_MAX, &p, &len) < 0)
+		return -1;
+	struct room_part *v = realloc(m->parts->v, (m->parts->n + 1) * sizeof *v);
+	char *n = strdup(name);
+	if (!v || !n) {
+		if (v)
+			m->parts->v = v;
+		free(p);
+		free(n);
+		return errorf(m->err, m->errlen, "import: out of memory");
+	}
+	m->parts->v = v;
+	v[m->parts->n++] = (struct room_part){ n, p, len };
+	m->parts_bytes += len;
+	unsigned char dg[32];
+	sha256(p, len, dg);
+	if (manifest_add(&m->manifest, dg, name) < 0)
+		return errorf(m->err, m->errlen, "import: out of memory");
+	return 0;
+}
+
+/* The manifest read against the one expected; the first line that
+ * differs names the member. */
+static int check_manifest(struct importer *m, const unsigned char *got, size_t len)
+{
+	const char *exp = m->manifest.p;
+	size_t elen = m->manifest.len, i = 0, line = 0;
+	if (len == elen && memcmp(got, exp, len) == 0)
+		return 0;
+	while (i < elen && i < len && exp[i] == (char)got[i]) {
+		if (exp[i] == '\n')
+			line = i + 1;
+		i++;
+	}
+	if (line >= elen)
+		return errorf(m->err, m->errlen, "import: roombox/manifest lists a member the archive lacks");
+	const char *nl = memchr(exp + line, '\n', elen - line);
+	int n = (int)(nl - exp - line);
+	if (n > 65)
+		return errorf(m->err, m->errlen, "import: roombox/manifest: member %.*s does not match",
+			      n - 65 > 300 ? 300 : n - 65, exp + line + 65);
+	return errorf(m->err, m->errlen, "import: roombox/manifest does not match the archive");
+}
+
+static int import_manifest(struct importer *m, struct archive_entry *e)
+{
+	unsigned char *p;
+	size_t len;
+	if (read_blob(m, e, "roombox/manifest", m->manifest.len + 1, &p, &len) < 0)
+		return -1;
+	int rc = check_manifest(m, p, len);
+	free(p);
+	return rc;
+}
+
+static int import_hmac(struct importer *m, struct archive_entry *e)
+{
+	unsigned char *p;
+	size_t len;
+	char want[HMAC_HEX + 1];
+	if (read_blob(m, e, "roombox/manifest.hmac", HMAC_HEX + 1, &p, &len) < 0)
+		return -1;
+	int rc = 0;
+	if (m->key && m->key->len) {
+		if (hmac_hex(m->key, m->manifest.p, m->manifest.len, want) < 0)
+			rc = errorf(m->err, m->errlen, "import: HMAC failed");
+		else if (len != HMAC_HEX + 1 || p[HMAC_HEX] != '\n' || CRYPTO_memcmp(p, want, HMAC_HEX) != 0)
+			rc = errorf(m->err, m->errlen, "import: roombox/manifest.hmac: wrong HMAC");
+	}
+	free(p);
+	return rc;
+}
+
+static int import_member(struct importer *m, struct archive_entry *e)
+{
+	const char *name = archive_entry_pathname(e);
+	if (!name)
+		return errorf(m->err, m->errlen, "import: a member without a name");
+	bool is_state = strncmp(name, STATE_PREFIX, strlen(STATE_PREFIX)) == 0;
+	switch (m->stage) {
+	case ST_VERSION: {
+		unsigned char *p;
+		size_t len;
+		/* checked before a byte of the room's files is passed on */
+		if (archive_filter_code(m->a, 0) != ARCHIVE_FILTER_ZSTD)
+			return errorf(m->err, m->errlen, "import: not a zstd-compressed archive");
+		if (strcmp(name, "roombox/version") != 0)
+			return errorf(m->err, m->errlen, "import: %.200s: the archive must start with roombox/version", name);
+		if (read_blob(m, e, name, 64, &p, &len) < 0)
+			return -1;
+		bool ok = len == strlen(ROOM_ARCHIVE_VERSION) && memcmp(p, ROOM_ARCHIVE_VERSION, len) == 0;
+		unsigned char dg[32];
+		sha256(p, len, dg);
+		free(p);
+		if (!ok)
+			return errorf(m->err, m->errlen, "import: roombox/version: not a version this reads");
+		if (manifest_add(&m->manifest, dg, name) < 0)
+			return errorf(m->err, m->errlen, "import: out of memory");
+		m->stage = ST_STATE;
+		return 0;
+	}
+	case ST_STATE:
+		if (is_state)
+			return import_state(m, e, name);
+		m->stage = ST_PARTS;
+		/* fall through */
+	case ST_PARTS:
+		if (is_state)
+			return errorf(m->err, m->errlen, "import: %.200s: after the room's other parts", name);
+		if (strcmp(name, "roombox/manifest") == 0) {
+			if (import_manifest(m, e) < 0)
+				return -1;
+			m->stage = ST_HMAC;
+			return 0;
+		}
+		return import_part(m, e, name);
+	case ST_HMAC:
+		if (strcmp(name, "roombox/manifest.hmac") != 0)
+			return errorf(m->err, m->errlen, "import: %.200s: after the manifest", name);
+		if (import_hmac(m, e) < 0)
+			return -1;
+		m->stage = ST_DONE;
+		return 0;
+	case ST_DONE:
+		break;
+	}
+	return errorf(m->err, m->errlen, "import: %.200s: after the manifest", name);
+}
+
+int archive_to_tree(int in_fd, int tree_fd, uint64_t budget, const struct room_key *key,
+		    struct room_parts *parts, char *err, size_t errlen)
+{
+	/* on the heap: the source's buffer is large */
+	struct importer *m = calloc(1, sizeof *m);
+	if (!m)
+		return errorf(err, errlen, "import: out of memory");
+	*m = (struct importer){ .parts = parts, .key = key, .last_rank = -1, .err = err, .errlen = errlen };
+	struct ts_limits lim = ts_limits_for_disk(budget);
+	struct archive_entry *e;
+	int rc = -1;
+
+	parts->v = NULL;
+	parts->n = 0;
+	m->src.fd = in_fd;
+	m->src.whole = EVP_MD_CTX_new();
+	m->a = archive_read_new();
+	if (!m->a || !m->src.whole || !EVP_DigestInit_ex(m->src.whole, EVP_sha256(), NULL) ||
+	    digest_init(&m->d) < 0 || ts_validator_init(&m->v, &lim) < 0 ||
+	    ts_writer_init(&m->w, tree_fd) < 0 || buf_add(&m->manifest, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) < 0) {
+		errorf(err, errlen, "import: out of memory");
+		goto out;
+	}
+	if (archive_read_support_filter_zstd(m->a) != ARCHIVE_OK ||
+	    archive_read_support_format_tar(m->a) != ARCHIVE_OK ||
+	    archive_read_open(m->a, &m->src, NULL, source_read, NULL) != ARCHIVE_OK) {
+		in_fail(m, "(start)");
+		goto out;
+	}
+	for (;;) {
+		int r = archive_read_next_header(m->a, &e);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			/* a warning is as bad: it means libarchive guessed */
+			in_fail(m, m->stage == ST_VERSION ? "(start)" : "after the last good member");
+			goto out;
+		}
+		if (import_member(m, e) < 0)
+			goto out;
+	}
+	if (m->stage < ST_HMAC) {
+		errorf(err, errlen, "import: the archive ends before its manifest (truncated?)");
+		goto out;
+	}
+	if (m->stage == ST_HMAC && key && key->len) {
+		errorf(err, errlen, "import: roombox/manifest.hmac: missing, and a key is set");
+		goto out;
+	}
+	if (check_seal(m) < 0)
+		goto out;
+	char why[512];
+	if (ts_validate_end(&m->v, why, sizeof why) < 0) {
+		errorf(err, errlen, "import: %s", why);
+		goto out;
+	}
+	if (ts_write_end(&m->w, err, errlen) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc < 0)
+		room_parts_free(parts);
+	if (m->a)
+		archive_read_free(m->a);
+	ts_writer_free(&m->w);
+	ts_validator_free(&m->v);
+	digest_free(&m->d);
+	EVP_MD_CTX_free(m->src.whole);
+	free(m->manifest.p);
+	free(m);
+	return rc;
+}

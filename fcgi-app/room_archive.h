@@ -1,0 +1,64 @@
+/* A room's export archive (docs/export-format.md): pax tar compressed with
+ * zstd, its members' SHA-256 in a closing manifest, the manifest under an
+ * HMAC-SHA256 when a key is set.
+ *
+ * roombox-fcgi is the only place the archive is parsed: it runs
+ * unprivileged and never touches a room's files.  The room's files cross to
+ * and from the keeper as a tree stream (common/treestream.h); the other
+ * parts (session, exposures, process records, messages) are whole files
+ * that roombox-fcgi keeps itself. */
+#ifndef ROOMBOX_FCGI_ROOM_ARCHIVE_H
+#define ROOMBOX_FCGI_ROOM_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ROOM_ARCHIVE_VERSION "roombox-room 1\n"
+#define ROOM_PART_MAX     (64u << 20)   /* one part's bytes */
+#define ROOM_PARTS_MAX    (256u << 20)  /* all parts' bytes */
+#define ROOM_PARTS_COUNT  4096          /* parts in one archive */
+
+/* A part beside the room's files: name is "session/root",
+ * "session/user", "exposures", "processes/<file>" or "messages/<file>"
+ * (<file>: 1-128 of [A-Za-z0-9._-], not starting with '.'); in an archive
+ * the parts come in that order of kinds. */
+struct room_part {
+	char *name;
+	unsigned char *data;
+	size_t len;
+};
+
+struct room_parts {
+	struct room_part *v;
+	size_t n;
+};
+
+void room_parts_free(struct room_parts *p);
+
+/* 0 when name may be a part's name; else -1. */
+int room_part_name_ok(const char *name);
+
+/* The HMAC key (export_key_file's bytes); len 0: none. */
+struct room_key {
+	const unsigned char *bytes;
+	size_t len;
+};
+
+/* Reads a tree stream from tree_fd (checked as it is read) and writes the
+ * archive to out_fd: the version, the room's files, the parts (in the
+ * order above; refused otherwise), the manifest and, with a key, its HMAC.
+ * 0, or -1 with err; what was written is then to be thrown away. */
+int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, size_t nparts,
+		      const struct room_key *key, char *err, size_t errlen);
+
+/* Reads an archive from in_fd and writes the room's files to tree_fd as a
+ * tree stream, each entry checked (treestream.h) against a room disk of
+ * budget bytes; the parts go to *parts.  The tree stream's end record is
+ * written only once the whole archive has been read and its manifest (and,
+ * with a key, the manifest's HMAC, then required) found right: a refused
+ * archive leaves a stream without one, which its reader refuses.
+ * 0, or -1 with err naming the member and the reason (*parts then empty). */
+int archive_to_tree(int in_fd, int tree_fd, uint64_t budget, const struct room_key *key,
+		    struct room_parts *parts, char *err, size_t errlen);
+
+#endif
