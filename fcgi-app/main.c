@@ -109,6 +109,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "preview_relay.h"
+#include "label_store.h"
 #include "preview_store.h"
 #include "router.h"
 
@@ -1016,6 +1017,12 @@ static int open_message_store(void)
 	/* preview exposures (preview_store.c) live beside the messages */
 	snprintf(dir, sizeof(dir), "%s/previews", app.cfg.state_dir);
 	if (preview_store_init(dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
+	/* and rooms' labels (label_store.c) */
+	snprintf(dir, sizeof(dir), "%s/labels", app.cfg.state_dir);
+	if (label_store_init(dir, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		return -1;
 	}

@@ -815,7 +815,8 @@ static void *jail_thread(void *arg)
 	struct jail_job *j = arg;
 	struct room *r = &j->room;
 	char err[512] = "";
-	struct cgroup_limits lim = { r->cfg->memory_limit, r->cfg->pids_limit, r->cfg->cpu_limit };
+	struct config_room_limits own = room_limits_effective(r);   /* PATCH'd, or the configuration's */
+	struct cgroup_limits lim = { own.memory, own.pids, own.cpu };
 	/* under the state lock: the last destroy may be removing the
 	 * instance's cgroup directory now */
 	int lock = j->lock >= 0 ? j->lock : room_state_lock(r->cfg);
