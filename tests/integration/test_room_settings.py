@@ -6,9 +6,10 @@ Through nginx."""
 import json
 
 SERVERS = ("nginx",)
-# memory may go up to 768M (the configuration's is 512M); pids and cpu are
+# memory may go up to 768M (the configuration's is 512M), disk to 2G (1G);
+# pids and cpu are
 # named nowhere here, so their maximum is the configuration's own
-ROOMBOX_CONFIG = {"room_limits_max": "memory=768M"}
+ROOMBOX_CONFIG = {"room_limits_max": "memory=768M,disk=2G"}
 
 ALLOC_100M = "python3 -c \"b = b'x' * (100 << 20); print(len(b))\""
 SPAWN_30 = ("python3 -c \"import subprocess\n"
@@ -144,3 +145,21 @@ def test_patch_of_a_room_that_does_not_exist(client, room):
     r = patch(client, room, {"labels": {"a": "b"}})
     assert r.status == 404, r.json
     assert client.get(f"/api/rooms/{room}").status == 404
+
+
+DISK_SIZE = "python3 -c \"import os; s = os.statvfs('/workspace'); print(s.f_blocks * s.f_frsize)\""
+
+
+def test_disk_limit_raised_grows_the_disk_at_the_next_start(client, room):
+    before = int(client.sh(room, DISK_SIZE))
+    assert before <= 1 << 30, before
+    r = patch(client, room, {"limits": {"disk": 3 << 29}})
+    assert r.status == 200 and r.json["limits"]["disk"] == 3 << 29, r.json
+    assert int(client.sh(room, DISK_SIZE)) == before      # not while it runs
+    assert client.post(f"/api/rooms/{room}/sandbox/restart").status == 200
+    after = int(client.sh(room, DISK_SIZE))
+    assert after > before + (400 << 20), (before, after)
+    # lower again: the disk does not shrink (its files may need it)
+    assert patch(client, room, {"limits": {"disk": 1 << 29}}).status == 200
+    assert client.post(f"/api/rooms/{room}/sandbox/restart").status == 200
+    assert int(client.sh(room, DISK_SIZE)) == after
