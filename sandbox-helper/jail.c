@@ -872,13 +872,10 @@ static int host_side(struct room *r, bool creating, int disk_sock, char *err, si
 		int grown = disk_image_extend(img, want, err, errlen);
 		if (grown < 0)
 			return room_error_relative(r, "grow its disk image", err, errlen);
-		if (grown && disk_image_grow_fs(img, err, errlen) < 0) {
-			/* its old size again, so the next start tries once more */
-			if (truncate(img, st.st_size) < 0)
-				fprintf(stderr, "roombox-helper: room %s: disk image back to its size: %s\n",
-					r->id, strerror(errno));
+		/* (a failed resize leaves the file longer than its file
+		 * system, which is harmless: the room keeps its old size) */
+		if (grown && disk_image_grow_fs(img, err, errlen) < 0)
 			return room_error_relative(r, "grow its disk image", err, errlen);
-		}
 		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
 		if (loop < 0)
 			return room_error_relative(r, "attach its disk image", err, errlen);
