@@ -223,8 +223,8 @@ def test_unknown_path_is_404_json(client, path):
     ("POST", "/api/health", {"GET"}),
     ("PUT", "/api/rooms", {"GET", "POST"}),
     ("DELETE", "/api/rooms", {"GET", "POST"}),
-    ("POST", "/api/rooms/{room}", {"GET", "DELETE"}),
-    ("PATCH", "/api/rooms/{room}", {"GET", "DELETE"}),
+    ("POST", "/api/rooms/{room}", {"GET", "PATCH", "DELETE"}),
+    ("PUT", "/api/rooms/{room}", {"GET", "PATCH", "DELETE"}),
     ("GET", "/api/rooms/{room}/cleanup", {"POST"}),
 ])
 def test_wrong_method_is_405_with_allow(client, room, method, path, allowed):
