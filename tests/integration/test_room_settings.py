@@ -3,7 +3,7 @@ roombox-fcgi, listed and filtered) and limits (the helper's: the room's
 cgroup at once, kept across a restart, never above room_limits_max).
 Through nginx."""
 
-import json
+from conftest import Client, started_stack, wait_until
 
 SERVERS = ("nginx",)
 # memory may go up to 768M (the configuration's is 512M), disk to 2G (1G);
@@ -163,3 +163,26 @@ def test_disk_limit_raised_grows_the_disk_at_the_next_start(client, room):
     assert patch(client, room, {"limits": {"disk": 1 << 29}}).status == 200
     assert client.post(f"/api/rooms/{room}/sandbox/restart").status == 200
     assert int(client.sh(room, DISK_SIZE)) == after
+
+
+def test_a_rooms_idle_timeout_is_its_own():
+    """idleTimeout: a room stopped after its own (1 s), while another,
+    under the configuration's (20 s), keeps running."""
+    s = started_stack({"idle_timeout": "20s"})
+    c = Client(s)
+    try:
+        a, b = "idle-" + s.token[:6], "busy-" + s.token[:6]
+        c.sh(a, "true")
+        r = patch(c, a, {"limits": {"idleTimeout": 1000}})
+        assert r.status == 200 and r.json["limits"]["idleTimeout"] == 1000, r.json
+        c.sh(b, "true")
+        wait_until(lambda: c.get(f"/api/rooms/{a}").json["state"] == "stopped", 15,
+                   f"room {a} to be stopped after its own idle timeout")
+        assert c.get(f"/api/rooms/{b}").json["state"] == "running"
+        # a stopped room keeps its settings
+        assert c.get(f"/api/rooms/{a}").json["limits"]["idleTimeout"] == 1000
+    finally:
+        for room in c.rooms:
+            c.destroy(room)
+        problems = s.stop()
+        assert not problems, problems
