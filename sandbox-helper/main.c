@@ -471,21 +471,22 @@ static int op_exec(struct helper *h, struct call *c)
 {
 	struct exec_order q = c->exec;
 	struct room *r = &c->r;
+	q.limit_retry = h->cfg.pids_limit > 0;
+	/* a command's timeout and the room's execTimeoutMax (its own, or the
+	 * configuration's): the default (exec_timeout) is cut down to it, a
+	 * timeout asked for above it refused.  Not the keeper's tools (files)
+	 * nor a managed process's start: their deadlines are the service's. */
+	uint64_t max = q.is_tool || q.detach ? UINT64_MAX : room_limits_effective(r).exec_timeout_max_ms;
+	bool asked = ((const struct helper_exec_args *)c->rq->args)->timeout_ms != 0;
+	if (q.timeout_ms > max && !asked)
+		q.timeout_ms = max;
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	q.limit_retry = h->cfg.pids_limit > 0;
-	struct helper_limits own;
-	room_limits_read(r, &own);
-	/* the default (exec_timeout) is cut to the room's maximum; a timeout
-	 * asked for above it is refused */
-	bool asked = ((const struct helper_exec_args *)c->rq->args)->timeout_ms != 0;
-	if (own.exec_timeout_max_ms && q.timeout_ms > own.exec_timeout_max_ms && !asked)
-		q.timeout_ms = own.exec_timeout_max_ms;
-	if (own.exec_timeout_max_ms && q.timeout_ms > own.exec_timeout_max_ms) {
+	if (q.timeout_ms > max) {
 		snprintf(h->err, sizeof(h->err), "room %s: timeout %llu ms is above the room's "
 			 "execTimeoutMax (%llu ms)", r->id, (unsigned long long)q.timeout_ms,
-			 (unsigned long long)own.exec_timeout_max_ms);
+			 (unsigned long long)max);
 		return fail(h, HELPER_E_INVALID);
 	}
 	struct timespec t0, t1;

@@ -111,7 +111,10 @@ def test_create_room_then_status_and_list(client):
     st = client.get(f"/api/rooms/{rid}")
     assert st.status == 200, st.json
     j = st.json
-    assert set(j) == {"roomId", "sandboxName", "state", "createdAt", "lastActiveAt", "usage"}
+    assert set(j) == {"roomId", "sandboxName", "state", "createdAt", "lastActiveAt", "usage",
+                      "labels", "limits"}
+    assert j["labels"] == {}
+    assert set(j["limits"]) == {"memory", "pids", "cpu", "disk", "idleTimeout", "execTimeoutMax"}
     assert j["roomId"] == rid and j["sandboxName"] == f"sandbox-{rid}"
     assert j["state"] == "running"
     assert ISO_MS.match(j["createdAt"]) and ISO_MS.match(j["lastActiveAt"])

@@ -6,10 +6,11 @@ Through nginx."""
 from conftest import Client, started_stack, wait_until
 
 SERVERS = ("nginx",)
-# memory may go up to 768M (the configuration's is 512M), disk to 2G (1G);
+# memory may go up to 768M (the configuration's is 512M), disk to 2G (1G),
+# execTimeoutMax to 20 minutes (10);
 # pids and cpu are
 # named nowhere here, so their maximum is the configuration's own
-ROOMBOX_CONFIG = {"room_limits_max": "memory=768M,disk=2G"}
+ROOMBOX_CONFIG = {"room_limits_max": "memory=768M,disk=2G,exec_timeout_max=20m"}
 
 ALLOC_100M = "python3 -c \"b = b'x' * (100 << 20); print(len(b))\""
 SPAWN_30 = ("python3 -c \"import subprocess\n"
@@ -131,7 +132,11 @@ def test_limits_survive_a_restart_and_settings_go_with_the_room(client, room):
     assert client.exec(room, ALLOC_100M)["exitCode"] != 0
     # the room's execTimeoutMax bounds its execs
     r = client.exec_raw(room, {"cmd": "true", "timeout": 10000})
-    assert r.status == 400, r.json
+    assert r.status == 400 and "execTimeoutMax" in r.json["error"], r.json
+    assert client.sh(room, "echo fine", timeout=4000) == "fine\n"
+    # (files are not commands: their deadlines are the service's)
+    r = client.request("PUT", f"/api/rooms/{room}/sandbox/files/tmp/x", data=b"x")
+    assert r.status == 201, r.json
     assert client.delete(f"/api/rooms/{room}").status == 200
     assert client.get(f"/api/rooms/{room}").status == 404
     assert room not in listed(client, "keep=me")
@@ -139,6 +144,17 @@ def test_limits_survive_a_restart_and_settings_go_with_the_room(client, room):
     client.sh(room, "true")
     st = client.get(f"/api/rooms/{room}").json
     assert st["labels"] == {} and st["limits"]["memory"] == 512 << 20, st
+
+
+def test_exec_timeout_max_raised_above_the_configurations(client, room):
+    client.sh(room, "true")
+    r = client.exec_raw(room, {"cmd": "true", "timeout": 700000})
+    assert r.status == 400, r.json                   # above the room's (the configuration's 10m)
+    r = patch(client, room, {"limits": {"execTimeoutMax": 900000}})
+    assert r.status == 200 and r.json["limits"]["execTimeoutMax"] == 900000, r.json
+    assert client.sh(room, "echo long", timeout=700000) == "long\n"
+    r = patch(client, room, {"limits": {"execTimeoutMax": 1200001}})
+    assert r.status == 400 and "1200000" in r.json["error"], r.json
 
 
 def test_patch_of_a_room_that_does_not_exist(client, room):
