@@ -471,12 +471,14 @@ static int op_exec(struct helper *h, struct call *c)
 {
 	struct exec_order q = c->exec;
 	struct room *r = &c->r;
-	q.limit_retry = h->cfg.pids_limit > 0;
+	struct config_room_limits lim = room_limits_effective(r);
+	q.pids_limit = lim.pids;
+	q.limit_retry = lim.pids > 0;
 	/* a command's timeout and the room's execTimeoutMax (its own, or the
 	 * configuration's): the default (exec_timeout) is cut down to it, a
 	 * timeout asked for above it refused.  Not the keeper's tools (files)
 	 * nor a managed process's start: their deadlines are the service's. */
-	uint64_t max = q.is_tool || q.detach ? UINT64_MAX : room_limits_effective(r).exec_timeout_max_ms;
+	uint64_t max = q.is_tool || q.detach ? UINT64_MAX : lim.exec_timeout_max_ms;
 	bool asked = ((const struct helper_exec_args *)c->rq->args)->timeout_ms != 0;
 	if (q.timeout_ms > max && !asked)
 		q.timeout_ms = max;
@@ -505,8 +507,8 @@ static int op_exec(struct helper *h, struct call *c)
 	snprintf(why, sizeof(why), "%s", h->err);
 	if (kill_room_processes(h, r, &killed) < 0)
 		return -1;
-	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
-		"killed %d processes, running the exec again\n", r->id, h->cfg.pids_limit, why, killed);
+	fprintf(stderr, "roombox-helper: room %s: at its process limit (%d, %s): "
+		"killed %d processes, running the exec again\n", r->id, lim.pids, why, killed);
 	q.limit_retry = false;
 	rc = exec_attempts(h, c, &q, &o);
 	if (rc == EXEC_AT_LIMIT)

@@ -3,6 +3,8 @@ roombox-fcgi, listed and filtered) and limits (the helper's: the room's
 cgroup at once, kept across a restart, never above room_limits_max).
 Through nginx."""
 
+import os
+
 from conftest import Client, started_stack, wait_until
 
 SERVERS = ("nginx",)
@@ -115,6 +117,35 @@ def test_pids_limit_lowered_takes_effect(client, room):
     out = client.sh(room, SPAWN_30)
     assert out.startswith("refused ") and out.endswith("done\n"), out
     assert int(out.split()[1]) < 12, out
+
+
+FILL = (
+    "import os, subprocess, time\n"
+    "os.setsid()\n"
+    "held = []\n"
+    "while True:\n"
+    "    try:\n"
+    "        held.append(subprocess.Popen(['sleep', '3712'], stdin=subprocess.DEVNULL,\n"
+    "                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))\n"
+    "    except OSError:\n"
+    "        open('/tmp/rb-filled', 'w').close()\n"
+    "        time.sleep(0.05)\n")
+
+
+def test_a_room_at_its_own_pids_limit_recovers(client, room):
+    """The recovery of a room at its process limit (its processes killed,
+    the exec run again) goes by the room's own limit."""
+    client.sh(room, "true")
+    assert patch(client, room, {"limits": {"pids": 24}}).status == 200
+    r = client.exec_raw(room, {"cmd": 'python3 -c "$RB_FILL" >/dev/null 2>&1 &',
+                               "env": {"RB_FILL": FILL}})
+    assert r.status == 200, r.json
+    keeper = client.stack.keeper_pid(room)
+    wait_until(lambda: os.path.exists(f"/proc/{keeper}/root/tmp/rb-filled"), 20,
+               "the room to fill up to its 24 processes")
+    r = client.exec_raw(room, {"cmd": "echo in", "timeout": 5000})
+    assert r.status == 200 and r.json["result"]["stdout"] == "in\n", r.json
+    assert client.sh(room, "echo works again") == "works again\n"
 
 
 def test_limits_survive_a_restart_and_settings_go_with_the_room(client, room):
