@@ -150,9 +150,10 @@
  *            the configuration's), kept in its state directory; each at
  *            most room_limits_max's (or the configuration's when that is
  *            not set), else invalid.  memory, pids and cpu reach a running
- *            room's cgroup at once; disk is the size of an image made
- *            from then on (an existing image is not resized); the
- *            timeouts are read by exec (execTimeoutMax) and stop-idle.
+ *            room's cgroup at once; a disk raised grows the room's image
+ *            at its next start (jail.c; it never shrinks); the timeouts
+ *            are read by exec (exec_timeout_max: a command's, not a tool's
+ *            nor a detached start's) and stop-idle.
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
  *
