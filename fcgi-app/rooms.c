@@ -252,17 +252,8 @@ void api_rooms_patch(struct request *rq, struct response *rs)
 	}
 	if (!room_status_or_answer(rq, rs, &st))
 		return;
-	if (limits_in && limits.set) {
-		struct helper_target target = app_helper(rq->app);
-		struct helper_error herr;
-		if (helper_set_limits(&target, rq->room, &limits, &st, &herr) < 0) {
-			if (herr.http_status == 404)
-				response_error(rs, 404, "room not found");
-			else
-				helper_failure(rs, rq->room, HELPER_OP_SET_LIMITS, &herr);
-			return;
-		}
-	}
+	/* labels first: their count (at most LABELS_MAX after the merge) is
+	 * the one check left, and a refusal must change nothing */
 	if (labels_in) {
 		bool too_many;
 		labels = labels_patch(rq->room, labels_in, &too_many, err, sizeof(err));
@@ -270,6 +261,23 @@ void api_rooms_patch(struct request *rq, struct response *rs)
 			if (!too_many)
 				fprintf(stderr, "roombox-fcgi: %s\n", err);
 			response_error(rs, too_many ? 400 : 500, "%s", err);
+			return;
+		}
+	}
+	if (limits_in && limits.set) {
+		struct helper_target target = app_helper(rq->app);
+		struct helper_error herr;
+		if (helper_set_limits(&target, rq->room, &limits, &st, &herr) < 0) {
+			json_object_put(labels);
+			if (herr.http_status == 404) {
+				/* cleaned up meanwhile: no labels for a room made
+				 * again under its id */
+				if (labels_in && labels_forget(rq->room, err, sizeof(err)) < 0)
+					fprintf(stderr, "roombox-fcgi: %s\n", err);
+				response_error(rs, 404, "room not found");
+			} else {
+				helper_failure(rs, rq->room, HELPER_OP_SET_LIMITS, &herr);
+			}
 			return;
 		}
 	}
