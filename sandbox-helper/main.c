@@ -690,11 +690,27 @@ static int check_set_limits(struct helper *h, struct call *c)
 /* The room's own limits: kept, then given to its cgroup if it runs (the
  * kernel applies memory, pids and cpu at once; a memory limit below what
  * the room holds makes the kernel reclaim, then kill in the room). */
+/* The room's effective memory, pids and cpu limits written to its cgroup
+ * (under the state lock, as a start's): 0, or -1 with errno and h->err. */
+static int cgroup_limits_apply(struct helper *h, struct room *r)
+{
+	struct config_room_limits e = room_limits_effective(r);
+	struct cgroup_limits lim = { e.memory, e.pids, e.cpu };
+	int lock = room_state_lock(&h->cfg);
+	int rc = cgroup_room_setup(cgroups(h), r->id, &lim, h->err, sizeof(h->err));
+	int saved = errno;
+	if (lock >= 0)
+		close(lock);
+	errno = saved;
+	return rc;
+}
+
 static int op_set_limits(struct helper *h, struct call *c)
 {
 	const struct helper_limits_args *a = c->rq->args;
-	struct helper_limits l;
-	room_limits_read(&c->r, &l);
+	struct helper_limits l, old;
+	room_limits_read(&c->r, &old);
+	l = old;
 	if (a->set & HL_MEMORY) l.memory = a->limits.memory;
 	if (a->set & HL_PIDS) l.pids = a->limits.pids;
 	if (a->set & HL_CPU) l.cpu_milli = a->limits.cpu_milli;
@@ -703,15 +719,28 @@ static int op_set_limits(struct helper *h, struct call *c)
 	if (a->set & HL_EXECMAX) l.exec_timeout_max_ms = a->limits.exec_timeout_max_ms;
 	if (room_limits_write(&c->r, &l, h->err, sizeof(h->err)) < 0)
 		return fail(h, HELPER_E_FAILED);
-	if (room_keeper_pid(&c->r) > 0 && (a->set & (HL_MEMORY | HL_PIDS | HL_CPU))) {
-		struct config_room_limits e = room_limits_effective(&c->r);
-		struct cgroup_limits lim = { e.memory, e.pids, e.cpu };
-		int lock = room_state_lock(&h->cfg);
-		int rc = cgroup_room_setup(cgroups(h), c->r.id, &lim, h->err, sizeof(h->err));
-		if (lock >= 0)
-			close(lock);
-		if (rc < 0)
+	if (room_keeper_pid(&c->r) > 0 && (a->set & (HL_MEMORY | HL_PIDS | HL_CPU)) &&
+	    cgroup_limits_apply(h, &c->r) < 0) {
+		/* cgroup v1 refuses a memory limit below what the room holds
+		 * and cannot give back (v2 reclaims, then kills in the room):
+		 * the room's client is told, and nothing changes */
+		bool busy = errno == EBUSY;
+		char why[512];
+		snprintf(why, sizeof(why), "%s", h->err);
+		if (room_limits_write(&c->r, &old, h->err, sizeof(h->err)) < 0 ||
+		    cgroup_limits_apply(h, &c->r) < 0)
+			fprintf(stderr, "roombox-helper: room %s: set-limits: the old limits back: %s\n",
+				c->r.id, h->err);
+		if (!busy) {
+			snprintf(h->err, sizeof(h->err), "%s", why);
 			return fail(h, HELPER_E_FAILED);
+		}
+		/* the limit asked for, not the old one the room has again */
+		snprintf(h->err, sizeof(h->err), "room %s: memory: the room holds more than %llu bytes "
+			 "now and the kernel cannot take it back; nothing changed (free some, or "
+			 "restart the room, and try again)", c->r.id,
+			 (unsigned long long)(l.memory ? l.memory : h->cfg.memory_limit));
+		return fail(h, HELPER_E_INVALID);
 	}
 	return answer_status(h, c);
 }

@@ -233,3 +233,30 @@ def test_a_rooms_idle_timeout_is_its_own():
             c.destroy(room)
         problems = s.stop()
         assert not problems, problems
+
+
+def test_memory_limit_below_what_a_running_room_holds(client, room):
+    """A process holding more than the new limit: the kernel either
+    reclaims and kills in the room (v2: the limit holds at once), or refuses
+    (v1, when nothing can be reclaimed): then the PATCH is a 400 that says
+    so, and nothing changes."""
+    r = client.exec_raw(room, {"cmd": "python3 -c \"import time; b = b'x' * (100 << 20); "
+                                      "open('/tmp/held', 'w').close(); time.sleep(600)\" "
+                                      ">/dev/null 2>&1 &"})
+    assert r.status == 200, r.json
+    wait_until(lambda: client.sh(room, "test -e /tmp/held && echo y || echo n") == "y\n", 20,
+               "the memory to be held")
+    r = patch(client, room, {"limits": {"memory": 48 << 20}})
+    if r.status == 200:                  # reclaimed: what held it was killed
+        assert r.json["limits"]["memory"] == 48 << 20
+        assert client.exec(room, ALLOC_100M)["exitCode"] != 0
+        return
+    assert r.status == 400, r.json
+    assert "memory" in r.json["error"] and "nothing changed" in r.json["error"], r.json
+    st = client.get(f"/api/rooms/{room}").json
+    assert st["limits"]["memory"] == 512 << 20 and st["state"] == "running", st
+    assert client.exec(room, ALLOC_100M)["exitCode"] == 0   # the old limit still holds
+    # freed, the same PATCH holds
+    assert client.delete(f"/api/rooms/{room}/sandbox/processes").status == 200
+    r = patch(client, room, {"limits": {"memory": 48 << 20}})
+    assert r.status == 200, r.json
