@@ -110,11 +110,12 @@ static json_object *room_status_answer(const struct app *app, const struct helpe
  * as "k%3Dv" from most clients). */
 static void query_decode(char *s)
 {
+	static const char hex[] = "0123456789abcdef0123456789ABCDEF";
 	char *o = s;
 	for (; *s; s++) {
-		unsigned v;
-		if (*s == '%' && sscanf(s + 1, "%2x", &v) == 1 && s[1] && s[2]) {
-			*o++ = (char)v;
+		const char *hi, *lo;
+		if (*s == '%' && s[1] && s[2] && (hi = strchr(hex, s[1])) && (lo = strchr(hex, s[2]))) {
+			*o++ = (char)(((hi - hex) % 16) << 4 | (lo - hex) % 16);
 			s += 2;
 		} else {
 			*o++ = *s == '+' ? ' ' : *s;
