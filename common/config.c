@@ -67,6 +67,7 @@ enum value_kind {
 	V_DOMAIN,	/* a DNS name: labels of [a-z0-9-] joined by dots */
 	V_ADDRS,	/* list of IPv4 addresses */
 	V_CIDRS,	/* list of IPv4 CIDR[:port] */
+	V_LIMITS,	/* name=value list of struct config_room_limits */
 };
 
 struct key_desc {
@@ -125,6 +126,7 @@ static const struct key_desc key_table[] = {
 	{ "egress_allow",         V_CIDRS,    FIELD(egress_allow),         0, 0 },
 	{ "egress_deny",          V_CIDRS,    FIELD(egress_deny),          0, 0 },
 	{ "egress_conns",         V_INT,      FIELD(egress_conns),         1, 0 },
+	{ "room_limits_max",      V_LIMITS,   FIELD(room_limits_max),      0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -467,6 +469,8 @@ static const char *expected_text(const struct key_desc *k)
 		return k->min ? "expected a duration like 30s, greater than 0"
 			      : "expected a duration like 30s";
 	case V_MILLIS:   return "expected milliseconds like 50, or a duration like 50ms";
+	case V_LIMITS:   return "expected name=value pairs separated by commas, like memory=2G,pids=1024,"
+				"cpu=2,disk=10G,idle_timeout=1h,exec_timeout_max=30m";
 	case V_CPU:      return "expected a positive number of CPUs like 1.5";
 	case V_RATIO:    return "expected a positive number like 1.5";
 	case V_URL:      return "expected an http:// or https:// URL like http://127.0.0.1:11434/v1";
@@ -588,6 +592,73 @@ static int set_list(struct parse_state *st, unsigned line,
 	return 0;
 }
 
+/* room_limits_max: name=value pairs, each name at most once; the value
+ * parsed as its configuration key's (memory_limit's size, cpu_limit's
+ * CPUs...).  The field is replaced whole. */
+static int set_limits(struct config_room_limits *out, const char *value)
+{
+	struct config_room_limits l = { 0 };
+	const char *p = value;
+	unsigned seen = 0;
+
+	for (;;) {
+		while (*p == ',' || is_blank(*p))
+			p++;
+		if (!*p)
+			break;
+		size_t len = strcspn(p, ", \t\r\v\f");
+		char item[64], *eq;
+		uint64_t v;
+		unsigned bit;
+		if (len >= sizeof(item))
+			return -1;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		p += len;
+		if (!(eq = strchr(item, '=')))
+			return -1;
+		*eq++ = '\0';
+		if (!strcmp(item, "memory") && config_parse_size(eq, &v) == 0 && v > 0)
+			l.memory = v, bit = 1;
+		else if (!strcmp(item, "pids") && parse_digits(eq, &v) && !*parse_digits(eq, &v) &&
+			 v > 0 && v <= INT_MAX)
+			l.pids = (int)v, bit = 2;
+		else if (!strcmp(item, "cpu") && parse_cpus(eq, &l.cpu) == 0)
+			bit = 4;
+		else if (!strcmp(item, "disk") && config_parse_size(eq, &v) == 0 && v > 0)
+			l.disk = v, bit = 8;
+		else if (!strcmp(item, "idle_timeout") && config_parse_duration_ms(eq, &v) == 0 && v > 0)
+			l.idle_timeout_ms = v, bit = 16;
+		else if (!strcmp(item, "exec_timeout_max") && config_parse_duration_ms(eq, &v) == 0 && v > 0)
+			l.exec_timeout_max_ms = v, bit = 32;
+		else
+			return -1;
+		if (seen & bit)
+			return -1;
+		seen |= bit;
+	}
+	*out = l;
+	return 0;
+}
+
+struct config_room_limits config_room_limits_max(const struct config *c)
+{
+	struct config_room_limits m = c->room_limits_max;
+	if (!m.memory)
+		m.memory = c->memory_limit;
+	if (!m.pids)
+		m.pids = c->pids_limit;
+	if (!(m.cpu > 0))
+		m.cpu = c->cpu_limit;
+	if (!m.disk)
+		m.disk = c->disk_limit;
+	if (!m.idle_timeout_ms)
+		m.idle_timeout_ms = c->idle_timeout_ms;
+	if (!m.exec_timeout_max_ms)
+		m.exec_timeout_max_ms = c->exec_timeout_max_ms;
+	return m;
+}
+
 static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		     const struct key_desc *k, const char *value)
 {
@@ -636,6 +707,10 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 	case V_ADDRS:
 	case V_CIDRS:
 		return set_list(st, line, k, field, value);
+	case V_LIMITS:
+		if (set_limits(field, value) < 0)
+			return bad_value(st, line, k, value);
+		return 0;
 	case V_CPU:
 	case V_RATIO:
 		if (parse_cpus(value, field) < 0)

@@ -47,6 +47,17 @@ struct config_addr_list {
 	uint32_t items[CONFIG_LIST_MAX];   /* IPv4, host byte order */
 };
 
+/* room_limits_max: how far a room's own limits (PATCH /api/rooms/{id}) may
+ * go; a field left 0 is the configuration's own value for that limit. */
+struct config_room_limits {
+	uint64_t memory;         /* bytes */
+	int pids;
+	double cpu;              /* CPUs */
+	uint64_t disk;           /* bytes */
+	uint64_t idle_timeout_ms;
+	uint64_t exec_timeout_max_ms;
+};
+
 struct config {
 	char state_dir[256];     /* /var/lib/roombox */
 	char run_dir[256];       /* /run/roombox */
@@ -90,7 +101,12 @@ struct config {
 	struct config_cidr_list egress_allow; /* empty */
 	struct config_cidr_list egress_deny;  /* empty */
 	int egress_conns;        /* 256 concurrent connections per room */
+	struct config_room_limits room_limits_max; /* all 0: the limits above */
 };
+
+/* The most a room's own limits may be: room_limits_max's, or the
+ * configuration's limit where it names none. */
+struct config_room_limits config_room_limits_max(const struct config *c);
 
 /* Fill every key with its default. */
 void config_defaults(struct config *c);

@@ -145,6 +145,15 @@
  *            closed, when the room's keeper exits (a restarted room has a
  *            new namespace), or after PORT_SERVE_IDLE_MS without a
  *            request; a room not running ends it at once (refused).
+ *   set-limits room, struct helper_limits_args -> struct helper_status:
+ *            the limits named in set become the room's own (0: back to
+ *            the configuration's), kept in its state directory; each at
+ *            most room_limits_max's (or the configuration's when that is
+ *            not set), else invalid.  memory, pids and cpu reach a running
+ *            room's cgroup at once; a disk raised grows the room's image
+ *            at its next start (jail.c; it never shrinks); the timeouts
+ *            are read by exec (exec_timeout_max: a command's, not a tool's
+ *            nor a detached start's) and stop-idle.
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
  *
@@ -170,7 +179,7 @@
 enum helper_op {
 	HOP_EXEC = 1, HOP_CREATE, HOP_STATUS, HOP_LIST, HOP_DESTROY, HOP_STOP,
 	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
-	HOP_PORT_CONNECT,
+	HOP_PORT_CONNECT, HOP_SET_LIMITS,
 	HOP_COUNT   /* one past the last */
 };
 /* their names: the helper's command line, roombox-fcgi's metrics and logs */
@@ -186,6 +195,7 @@ enum helper_op {
 #define HELPER_OP_KILL_ALL  "kill-all"   /* DELETE …/sandbox/processes */
 #define HELPER_OP_RESTART   "restart"    /* POST …/sandbox/restart */
 #define HELPER_OP_PORT_CONNECT "port-connect"
+#define HELPER_OP_SET_LIMITS "set-limits" /* PATCH /api/rooms/{id} */
 
 static inline const char *helper_op_name(uint32_t op)
 {
@@ -196,6 +206,7 @@ static inline const char *helper_op_name(uint32_t op)
 		[HOP_STOP_IDLE] = HELPER_OP_STOP_IDLE, [HOP_STOP_ALL] = HELPER_OP_STOP_ALL,
 		[HOP_INFO] = HELPER_OP_INFO, [HOP_KILL_ALL] = HELPER_OP_KILL_ALL,
 		[HOP_RESTART] = HELPER_OP_RESTART, [HOP_PORT_CONNECT] = HELPER_OP_PORT_CONNECT,
+		[HOP_SET_LIMITS] = HELPER_OP_SET_LIMITS,
 	};
 	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
 }
@@ -256,6 +267,30 @@ struct helper_port_args {      /* port-connect */
 	uint32_t serve;            /* 1: many connections over fd 3 */
 };
 
+/* A room's own limits: each 0 = the configuration's.  memory and disk in
+ * bytes, cpu in thousandths of a CPU, the timeouts in ms. */
+struct helper_limits {
+	uint64_t memory;
+	uint64_t pids;
+	uint64_t cpu_milli;
+	uint64_t disk;
+	uint64_t idle_timeout_ms;
+	uint64_t exec_timeout_max_ms;
+};
+
+struct helper_limits_args {    /* set-limits */
+	struct helper_limits limits;  /* the fields named in set */
+	uint32_t set;              /* HL_* */
+	uint32_t reserved;         /* 0 */
+};
+#define HL_MEMORY   1u
+#define HL_PIDS     2u
+#define HL_CPU      4u
+#define HL_DISK     8u
+#define HL_IDLE    16u
+#define HL_EXECMAX 32u
+#define HL_ALL     63u
+
 struct helper_ans {
 	uint32_t magic;
 	uint32_t version;
@@ -281,6 +316,7 @@ struct helper_status {
 	uint32_t reserved;
 	int64_t last_active_ms;
 	uint64_t disk_bytes, memory_bytes, processes;
+	struct helper_limits limits;   /* the room's own (0: the configuration's) */
 };
 
 struct helper_list_ans {

@@ -97,7 +97,7 @@ typedef void route_handler(struct request *rq, struct response *rs);
 /* health.c */
 route_handler api_health_get;
 /* rooms.c */
-route_handler api_rooms_list, api_rooms_create, api_rooms_get, api_rooms_cleanup;
+route_handler api_rooms_list, api_rooms_create, api_rooms_get, api_rooms_cleanup, api_rooms_patch;
 route_handler api_processes_kill_all, api_rooms_restart;
 /* exec.c */
 route_handler api_exec_post;

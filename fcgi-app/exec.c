@@ -27,7 +27,10 @@ void api_exec_post(struct request *rq, struct response *rs)
 	json_object *details, *result, *answer;
 	char name[SANDBOX_NAME_MAX + 1];
 
-	details = validate_exec_request(rq->body, rq->app->cfg.exec_timeout_max_ms, &ex);
+	/* up to the most any room may have: the helper holds each room to
+	 * its own execTimeoutMax */
+	details = validate_exec_request(rq->body, config_room_limits_max(&rq->app->cfg).exec_timeout_max_ms,
+					&ex);
 	if (details) {
 		response_invalid(rs, details);
 		return;

@@ -365,7 +365,7 @@ static int record_check(uint32_t op, const char *rec, size_t len, struct helper_
 	case HOP_EXEC:
 		want = sizeof(struct helper_exec_ans);
 		break;
-	case HOP_CREATE: case HOP_STATUS:
+	case HOP_CREATE: case HOP_STATUS: case HOP_SET_LIMITS:
 		want = sizeof(struct helper_status);
 		break;
 	case HOP_LIST: case HOP_STOP_IDLE: case HOP_STOP_ALL:
@@ -623,6 +623,17 @@ int helper_kill_all(const struct helper_target *t, const char *room, uint32_t fl
 		      err);
 	*killed = rc == 0 ? a.killed : 0;
 	return rc;
+}
+
+int helper_set_limits(const struct helper_target *t, const char *room,
+		      const struct helper_limits_args *args, struct helper_status *st,
+		      struct helper_error *err)
+{
+	struct helper_rec b;
+
+	helper_rec_begin(&b, HOP_SET_LIMITS, room, args, sizeof(*args));
+	return call(t, HOP_SET_LIMITS, &b, HELPER_DEFAULT_DEADLINE_MS, st, sizeof(*st), NULL, NULL, NULL,
+		    err);
 }
 
 int helper_info(const struct helper_target *t, long deadline_ms, struct helper_info_ans *info,

@@ -47,6 +47,10 @@ int helper_list(const struct helper_target *t, long deadline_ms, struct helper_s
 		size_t *n, struct helper_error *err);
 int helper_destroy(const struct helper_target *t, const char *room, struct helper_error *err);
 int helper_stop(const struct helper_target *t, const char *room, struct helper_error *err);
+/* the room's own limits (those named in args->set): its status after */
+int helper_set_limits(const struct helper_target *t, const char *room,
+		      const struct helper_limits_args *args, struct helper_status *st,
+		      struct helper_error *err);
 int helper_kill_all(const struct helper_target *t, const char *room, uint32_t flags,
 		    uint32_t *killed, struct helper_error *err);
 int helper_restart(const struct helper_target *t, const char *room, struct helper_error *err);

@@ -36,8 +36,9 @@
  *             its own once a share is free, or answers them 503 itself
  *             when their room has not moved for PARK_MS (see "requests
  *             waiting" below);
- *   idle      when idle_timeout > 0, runs helper op "stop-idle" every
- *             min(idle_timeout / 4, 30 s), so idle rooms release their
+ *   idle      when idle_timeout > 0 (or room_limits_max lets a room have
+ *             one), runs helper op "stop-idle" every min(idle_timeout / 4,
+ *             30 s), so idle rooms (each by its own idleTimeout) release their
  *             processes and mounts (files are kept); rooms running a
  *             managed process are named in its keep list and stay;
  *   logger    (process_log.c) reads the pipes of every managed process into
@@ -109,6 +110,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "preview_relay.h"
+#include "label_store.h"
 #include "preview_store.h"
 #include "router.h"
 
@@ -865,7 +867,9 @@ static void cache_cgroup_mode(void)
 
 static void *idle_main(void *arg)
 {
-	uint64_t period = app.cfg.idle_timeout_ms / 4;
+	/* a room's own idleTimeout (PATCH) may be shorter than the
+	 * configuration's, or set where the configuration has none */
+	uint64_t period = app.cfg.idle_timeout_ms ? app.cfg.idle_timeout_ms / 4 : 30000;
 
 	if (period > 30000)
 		period = 30000;
@@ -1019,6 +1023,12 @@ static int open_message_store(void)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		return -1;
 	}
+	/* and rooms' labels (label_store.c) */
+	snprintf(dir, sizeof(dir), "%s/labels", app.cfg.state_dir);
+	if (label_store_init(dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -1109,7 +1119,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (app.cfg.idle_timeout_ms > 0)
+	if (app.cfg.idle_timeout_ms > 0 || app.cfg.room_limits_max.idle_timeout_ms > 0)
 		idle_started = pthread_create(&idle, NULL, idle_main, NULL) == 0;
 	if (pthread_create(&parker, NULL, park_main, NULL) != 0) {
 		fprintf(stderr, "roombox-fcgi: start the park thread\n");

@@ -33,13 +33,16 @@ extern const char openapi_doc_end[] __attribute__((visibility("hidden")));
 void api_openapi_get(struct request *rq, struct response *rs)
 {
 	size_t len = (size_t)(openapi_doc_end - openapi_doc_start);
-	char *text = malloc(len);   /* rs->text is owned: freed once sent */
+	/* rs->text is owned (freed once sent) and, like every answer's text,
+	 * NUL-terminated past its length */
+	char *text = malloc(len + 1);
 
 	if (!text) {
 		response_error(rs, 500, "out of memory");
 		return;
 	}
 	memcpy(text, openapi_doc_start, len);
+	text[len] = '\0';
 	rs->status = 200;
 	rs->text = text;
 	rs->text_len = len;

@@ -6,8 +6,10 @@
 #include <uuid/uuid.h>
 
 #include "http.h"
+#include "label_store.h"
 #include "preview_relay.h"
 #include "protocol.h"
+#include "room_settings.h"
 #include "roomid.h"
 #include "process_store.h"
 #include "store.h"
@@ -70,8 +72,10 @@ void api_rooms_create(struct request *rq, struct response *rs)
 	response_json(rs, 201, answer);
 }
 
-/* <status> of the HTTP API from the helper's (common/protocol.h). */
-static json_object *room_status_answer(const struct helper_status *f)
+/* <status> of the HTTP API from the helper's (common/protocol.h), with
+ * the room's labels (labels: taken; NULL: read from the store) and limits. */
+static json_object *room_status_answer(const struct app *app, const struct helper_status *f,
+				       json_object *labels)
 {
 	json_object *usage, *st;
 	char name[SANDBOX_NAME_MAX + 1], stamp[40];
@@ -89,26 +93,110 @@ static json_object *room_status_answer(const struct helper_status *f)
 	json_object_object_add(usage, "memoryBytes", json_object_new_int64((int64_t)f->memory_bytes));
 	json_object_object_add(usage, "processes", json_object_new_int64((int64_t)f->processes));
 	json_object_object_add(st, "usage", usage);
+	if (!labels) {
+		char err[256];
+		labels = labels_get(f->room, err, sizeof(err));
+		if (!labels) {
+			fprintf(stderr, "roombox-fcgi: %s\n", err);
+			labels = json_object_new_object();
+		}
+	}
+	json_object_object_add(st, "labels", labels);
+	json_object_object_add(st, "limits", room_limits_json(&app->cfg, &f->limits));
 	return st;
 }
 
-/* Every room the helper lists, however many. */
+/* "%XX" and '+' of a query's value decoded in place (a label's "k=v" comes
+ * as "k%3Dv" from most clients). */
+static void query_decode(char *s)
+{
+	static const char hex[] = "0123456789abcdef0123456789ABCDEF";
+	char *o = s;
+	for (; *s; s++) {
+		const char *hi, *lo;
+		if (*s == '%' && s[1] && s[2] && (hi = strchr(hex, s[1])) && (lo = strchr(hex, s[2]))) {
+			*o++ = (char)(((hi - hex) % 16) << 4 | (lo - hex) % 16);
+			s += 2;
+		} else {
+			*o++ = *s == '+' ? ' ' : *s;
+		}
+	}
+	*o = '\0';
+}
+
+#define LABEL_FILTERS_MAX 16
+#define LABEL_FILTER_LEN (2 * LABEL_KEY_MAX + 2)
+struct label_filters {
+	char text[LABEL_FILTERS_MAX][LABEL_FILTER_LEN * 3 + 1];
+	const char *want[LABEL_FILTERS_MAX];
+	size_t n;
+};
+
+/* Every label=k=v of the query: -1 with rs answered for too many. */
+static int label_filters(struct request *rq, struct response *rs, struct label_filters *f)
+{
+	const char *q = rq->in ? rq->in->param(rq->in->ctx, "QUERY_STRING") : NULL;
+	f->n = 0;
+	for (; q && *q; q += strcspn(q, "&"), q += *q == '&') {
+		if (strncmp(q, "label=", 6) != 0)
+			continue;
+		if (f->n == LABEL_FILTERS_MAX) {
+			response_error(rs, 400, "at most %d label= filters", LABEL_FILTERS_MAX);
+			return -1;
+		}
+		size_t len = strcspn(q + 6, "&");
+		snprintf(f->text[f->n], sizeof(f->text[0]), "%.*s",
+			 (int)(len < sizeof(f->text[0]) ? len : sizeof(f->text[0]) - 1), q + 6);
+		query_decode(f->text[f->n]);
+		if (!strchr(f->text[f->n], '=')) {
+			response_error(rs, 400, "label filter \"%.80s\": expected label=NAME=VALUE",
+				       f->text[f->n]);
+			return -1;
+		}
+		f->want[f->n] = f->text[f->n];
+		f->n++;
+	}
+	return 0;
+}
+
+/* Every room the helper lists, however many; with label=k=v (any number,
+ * all must match), those whose labels match. */
 void api_rooms_list(struct request *rq, struct response *rs)
 {
 	struct helper_target target = app_helper(rq->app);
 	struct helper_error err;
 	struct helper_status *rooms;
 	json_object *list, *answer;
+	struct label_filters *f = malloc(sizeof(*f));
 	size_t n;
 
+	if (!f || label_filters(rq, rs, f) < 0) {
+		if (!f)
+			response_error(rs, 500, "out of memory");
+		free(f);
+		return;
+	}
+
 	if (helper_list(&target, HELPER_DEFAULT_DEADLINE_MS, &rooms, &n, &err) < 0) {
+		free(f);
 		helper_failure(rs, NULL, HELPER_OP_LIST, &err);
 		return;
 	}
 	list = json_object_new_array_ext((int)n);
-	for (size_t i = 0; i < n; i++)
-		json_object_array_add(list, room_status_answer(&rooms[i]));
+	for (size_t i = 0; i < n; i++) {
+		char why[256];
+		json_object *labels = labels_get(rooms[i].room, why, sizeof(why));
+		if (!labels) {
+			fprintf(stderr, "roombox-fcgi: %s\n", why);
+			labels = json_object_new_object();
+		}
+		if (labels_match(labels, f->want, f->n))
+			json_object_array_add(list, room_status_answer(rq->app, &rooms[i], labels));
+		else
+			json_object_put(labels);
+	}
 	free(rooms);
+	free(f);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "rooms", list);
 	response_json(rs, 200, answer);
@@ -143,7 +231,58 @@ void api_rooms_get(struct request *rq, struct response *rs)
 	struct helper_status st;
 
 	if (room_status_or_answer(rq, rs, &st))
-		response_json(rs, 200, room_status_answer(&st));
+		response_json(rs, 200, room_status_answer(rq->app, &st, NULL));
+}
+
+/* PATCH /api/rooms/{id}: the room's labels (no privilege: the store is
+ * ours) and limits (room_limits.c, through the helper).  The whole body is
+ * checked before anything changes; a room that does not exist is a 404,
+ * not created. */
+void api_rooms_patch(struct request *rq, struct response *rs)
+{
+	struct helper_status st;
+	struct helper_limits_args limits;
+	struct config_room_limits max = config_room_limits_max(&rq->app->cfg);
+	json_object *labels_in, *limits_in, *labels = NULL;
+	char err[512];
+
+	if (room_settings_check(rq->body, &labels_in, &limits_in, err, sizeof(err)) < 0 ||
+	    (limits_in && room_limits_parse(limits_in, &max, &limits, err, sizeof(err)) < 0)) {
+		response_error(rs, 400, "%s", err);
+		return;
+	}
+	if (!room_status_or_answer(rq, rs, &st))
+		return;
+	/* labels first: their count (at most LABELS_MAX after the merge) is
+	 * the one check left, and a refusal must change nothing */
+	if (labels_in) {
+		bool too_many;
+		labels = labels_patch(rq->room, labels_in, &too_many, err, sizeof(err));
+		if (!labels) {
+			if (!too_many)
+				fprintf(stderr, "roombox-fcgi: %s\n", err);
+			response_error(rs, too_many ? 400 : 500, "%s", err);
+			return;
+		}
+	}
+	if (limits_in && limits.set) {
+		struct helper_target target = app_helper(rq->app);
+		struct helper_error herr;
+		if (helper_set_limits(&target, rq->room, &limits, &st, &herr) < 0) {
+			json_object_put(labels);
+			if (herr.http_status == 404) {
+				/* cleaned up meanwhile: no labels for a room made
+				 * again under its id */
+				if (labels_in && labels_forget(rq->room, err, sizeof(err)) < 0)
+					fprintf(stderr, "roombox-fcgi: %s\n", err);
+				response_error(rs, 404, "room not found");
+			} else {
+				helper_failure(rs, rq->room, HELPER_OP_SET_LIMITS, &herr);
+			}
+			return;
+		}
+	}
+	response_json(rs, 200, room_status_answer(rq->app, &st, labels));
 }
 
 /* POST /api/rooms/{id}/sandbox/stop (roombox's own, for roomboxctl): the
@@ -211,6 +350,16 @@ static int cleanup_messages(struct app *app, const char *room, char *errbuf, siz
 
 /* Managed processes: our pipe ends closed, records and logs deleted (the
  * sandbox part then ends the processes themselves). */
+/* The room's labels: the client's names for it end with it. */
+static int cleanup_labels(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	(void)app;
+	if (labels_forget(room, errbuf, errlen) == 0)
+		return 0;
+	fprintf(stderr, "roombox-fcgi: %s\n", errbuf);
+	return -1;
+}
+
 static int cleanup_processes(struct app *app, const char *room, char *errbuf, size_t errlen)
 {
 	(void)app;
@@ -234,6 +383,7 @@ static const struct cleanup_part {
 	{ "processes", cleanup_processes },
 	{ "sandbox", cleanup_sandbox },
 	{ "previews", cleanup_previews },
+	{ "labels", cleanup_labels },
 };
 
 void api_rooms_cleanup(struct request *rq, struct response *rs)

@@ -19,6 +19,7 @@ static const struct route routes[] = {
 	{ "/api/rooms",                  { { "GET", api_rooms_list, 0 },
 					   { "POST", api_rooms_create, 0 } } },
 	{ "/api/rooms/{id}",             { { "GET", api_rooms_get, 0 },
+					   { "PATCH", api_rooms_patch, ROUTE_BODY },
 					   { "DELETE", api_rooms_cleanup, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/cleanup",     { { "POST", api_rooms_cleanup, ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/sandbox/exec", { { "POST", api_exec_post, ROUTE_BODY } } },

@@ -17,6 +17,7 @@
 #include <linux/mount.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,4 +217,51 @@ int disk_image_fsmount(const char *dev, char *err, size_t errlen)
 	if (mnt < 0)
 		return ERR("mount %s: %s", dev, strerror(e));
 	return mnt;
+}
+
+int disk_image_extend(const char *path, uint64_t bytes, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ERR("open %s: %s", path, strerror(errno));
+	int rc = 0;
+	if (fstat(fd, &st) < 0)
+		rc = ERR("stat %s: %s", path, strerror(errno));
+	else if ((uint64_t)st.st_size < bytes)
+		rc = ftruncate(fd, (off_t)bytes) < 0 ? ERR("grow %s: %s", path, strerror(errno)) : 1;
+	close(fd);
+	return rc;
+}
+
+/* argv[0] run on the image, its output thrown away: 0 when its exit
+ * status is at most ok_max, else -1 (err set). */
+static int run_tool(char *const argv[], int ok_max, char *err, size_t errlen)
+{
+	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	pid_t pid;
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return ERR("run %s: %s", argv[0], strerror(rc));
+	int status;
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > ok_max)
+		return ERR("%s failed", argv[0]);
+	return 0;
+}
+
+int disk_image_grow_fs(const char *path, char *err, size_t errlen)
+{
+	/* resize2fs wants a checked file system; e2fsck -p mends only what
+	 * is safe without asking (1: it did) */
+	char *check[] = { "e2fsck", "-f", "-p", (char *)path, NULL };
+	char *grow[] = { "resize2fs", (char *)path, NULL };
+	if (run_tool(check, 1, err, errlen) < 0 || run_tool(grow, 0, err, errlen) < 0)
+		return -1;
+	return 0;
 }

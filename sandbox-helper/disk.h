@@ -37,4 +37,13 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
  * mount holds the device.  Returns its descriptor or -1 (err set). */
 int disk_image_fsmount(const char *dev, char *err, size_t errlen);
 
+/* A room's disk grows, never shrinks: disk_image_extend makes the image
+ * file (not attached yet) bytes long when it is shorter -- 1 when it did,
+ * 0 when not, -1 (err set) -- and disk_image_grow_fs then grows the ext4
+ * in it to the file's whole size, before it is attached (e2fsck, then
+ * resize2fs: offline, as the kernel's online resize takes
+ * CAP_SYS_RESOURCE, which a host may not give). */
+int disk_image_extend(const char *path, uint64_t bytes, char *err, size_t errlen);
+int disk_image_grow_fs(const char *path, char *err, size_t errlen);
+
 #endif

@@ -254,7 +254,7 @@ static void save_session(const struct room *r, bool as_user, int fd, off_t off,
 static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 		     const struct exec_order *q, size_t *len)
 {
-	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)r->cfg->pids_limit, q->timeout_ms,
+	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)q->pids_limit, q->timeout_ms,
 			     q->as_user ? KP_AS_USER : KP_AS_ROOT,
 			     q->is_tool ? KP_TOOL : q->detach ? KP_DETACH : 0 };
 	size_t size = sizeof(h);

@@ -31,6 +31,7 @@ struct exec_order {
 	bool is_tool;
 	bool existing;           /* never create the room (not_found instead) */
 	bool detach;             /* KP_DETACH: start it, answer at once */
+	int pids_limit;          /* the room's (its own, or pids_limit); 0: none */
 };
 
 /* What an exec comes back with: raw facts, shaped for clients by

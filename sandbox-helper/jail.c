@@ -815,7 +815,8 @@ static void *jail_thread(void *arg)
 	struct jail_job *j = arg;
 	struct room *r = &j->room;
 	char err[512] = "";
-	struct cgroup_limits lim = { r->cfg->memory_limit, r->cfg->pids_limit, r->cfg->cpu_limit };
+	struct config_room_limits own = room_limits_effective(r);   /* PATCH'd, or the configuration's */
+	struct cgroup_limits lim = { own.memory, own.pids, own.cpu };
 	/* under the state lock: the last destroy may be removing the
 	 * instance's cgroup directory now */
 	int lock = j->lock >= 0 ? j->lock : room_state_lock(r->cfg);
@@ -865,6 +866,16 @@ static int host_side(struct room *r, bool creating, int disk_sock, char *err, si
 	struct stat st;
 	snprintf(img, sizeof(img), "%s/disk.img", r->state);
 	if (lstat(img, &st) == 0) {
+		/* a disk limit raised since its last start (PATCH): the image
+		 * grows now; a lower one leaves it as it is */
+		uint64_t want = room_limits_effective(r).disk;
+		int grown = disk_image_extend(img, want, err, errlen);
+		if (grown < 0)
+			return room_error_relative(r, "grow its disk image", err, errlen);
+		/* (a failed resize leaves the file longer than its file
+		 * system, which is harmless: the room keeps its old size) */
+		if (grown && disk_image_grow_fs(img, err, errlen) < 0)
+			return room_error_relative(r, "grow its disk image", err, errlen);
 		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
 		if (loop < 0)
 			return room_error_relative(r, "attach its disk image", err, errlen);

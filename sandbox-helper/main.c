@@ -327,6 +327,7 @@ static void room_status(struct helper *h, struct room *r, struct helper_status *
 	st->disk_bytes = room_disk_usage(r);
 	st->memory_bytes = mem;
 	st->processes = procs;
+	room_limits_read(r, &st->limits);
 }
 
 static int answer_status(struct helper *h, struct call *c)
@@ -470,10 +471,26 @@ static int op_exec(struct helper *h, struct call *c)
 {
 	struct exec_order q = c->exec;
 	struct room *r = &c->r;
+	struct config_room_limits lim = room_limits_effective(r);
+	q.pids_limit = lim.pids;
+	q.limit_retry = lim.pids > 0;
+	/* a command's timeout and the room's execTimeoutMax (its own, or the
+	 * configuration's): the default (exec_timeout) is cut down to it, a
+	 * timeout asked for above it refused.  Not the keeper's tools (files)
+	 * nor a managed process's start: their deadlines are the service's. */
+	uint64_t max = q.is_tool || q.detach ? UINT64_MAX : lim.exec_timeout_max_ms;
+	bool asked = ((const struct helper_exec_args *)c->rq->args)->timeout_ms != 0;
+	if (q.timeout_ms > max && !asked)
+		q.timeout_ms = max;
 	/* The last line of defence against waiting forever (the exec's own
 	 * deadline is the keeper's): roombox-fcgi cannot kill a setuid helper. */
 	alarm((unsigned)(q.timeout_ms / 1000) + 120);
-	q.limit_retry = h->cfg.pids_limit > 0;
+	if (q.timeout_ms > max) {
+		snprintf(h->err, sizeof(h->err), "room %s: timeout %llu ms is above the room's "
+			 "execTimeoutMax (%llu ms)", r->id, (unsigned long long)q.timeout_ms,
+			 (unsigned long long)max);
+		return fail(h, HELPER_E_INVALID);
+	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct exec_outcome o;
@@ -490,8 +507,8 @@ static int op_exec(struct helper *h, struct call *c)
 	snprintf(why, sizeof(why), "%s", h->err);
 	if (kill_room_processes(h, r, &killed) < 0)
 		return -1;
-	fprintf(stderr, "roombox-helper: room %s: at its process limit (pids_limit %d, %s): "
-		"killed %d processes, running the exec again\n", r->id, h->cfg.pids_limit, why, killed);
+	fprintf(stderr, "roombox-helper: room %s: at its process limit (%d, %s): "
+		"killed %d processes, running the exec again\n", r->id, lim.pids, why, killed);
 	q.limit_retry = false;
 	rc = exec_attempts(h, c, &q, &o);
 	if (rc == EXEC_AT_LIMIT)
@@ -636,13 +653,96 @@ static int op_kill_all(struct helper *h, struct call *c)
 	/* the caller's evidence is a room's output, which the room writes:
 	 * only the room's own cgroup can say the limit was hit */
 	if (!(args->flags & HELPER_KILL_AT_LIMIT) ||
-	    cgroup_room_pids_exhausted(cgroups(h), c->r.id, h->cfg.pids_limit, true)) {
+	    cgroup_room_pids_exhausted(cgroups(h), c->r.id, room_limits_effective(&c->r).pids, true)) {
 		if (kill_room_processes(h, &c->r, &killed) < 0)
 			return -1;
 	}
 	struct helper_killed_ans a = { .killed = (uint32_t)killed };
 	answer_put(c->out, &a, sizeof(a));
 	return 0;
+}
+
+/* The table's check of set-limits: known fields only, each at most
+ * room_limits_max's (config.h), before the room is touched. */
+static int check_set_limits(struct helper *h, struct call *c)
+{
+	const struct helper_limits_args *a = c->rq->args;
+	const struct helper_limits *l = &a->limits;
+	struct config_room_limits max = config_room_limits_max(&h->cfg);
+	if ((a->set & ~HL_ALL) || a->reserved) {
+		snprintf(h->err, sizeof(h->err), "set-limits: unknown fields %#x", (unsigned)a->set);
+		return fail(h, HELPER_E_INVALID);
+	}
+	const char *over = (a->set & HL_MEMORY) && l->memory > max.memory ? "memory"
+		: (a->set & HL_PIDS) && l->pids > (uint64_t)max.pids ? "pids"
+		: (a->set & HL_CPU) && (double)l->cpu_milli > max.cpu * 1000.0 + 0.5 ? "cpu"
+		: (a->set & HL_DISK) && l->disk > max.disk ? "disk"
+		: (a->set & HL_IDLE) && l->idle_timeout_ms > max.idle_timeout_ms ? "idleTimeout"
+		: (a->set & HL_EXECMAX) && l->exec_timeout_max_ms > max.exec_timeout_max_ms
+			? "execTimeoutMax" : NULL;
+	if (over) {
+		snprintf(h->err, sizeof(h->err), "set-limits: %s above the most a room may have", over);
+		return fail(h, HELPER_E_INVALID);
+	}
+	return 0;
+}
+
+/* The room's own limits: kept, then given to its cgroup if it runs (the
+ * kernel applies memory, pids and cpu at once; a memory limit below what
+ * the room holds makes the kernel reclaim, then kill in the room). */
+/* The room's effective memory, pids and cpu limits written to its cgroup
+ * (under the state lock, as a start's): 0, or -1 with errno and h->err. */
+static int cgroup_limits_apply(struct helper *h, struct room *r)
+{
+	struct config_room_limits e = room_limits_effective(r);
+	struct cgroup_limits lim = { e.memory, e.pids, e.cpu };
+	int lock = room_state_lock(&h->cfg);
+	int rc = cgroup_room_setup(cgroups(h), r->id, &lim, h->err, sizeof(h->err));
+	int saved = errno;
+	if (lock >= 0)
+		close(lock);
+	errno = saved;
+	return rc;
+}
+
+static int op_set_limits(struct helper *h, struct call *c)
+{
+	const struct helper_limits_args *a = c->rq->args;
+	struct helper_limits l, old;
+	room_limits_read(&c->r, &old);
+	l = old;
+	if (a->set & HL_MEMORY) l.memory = a->limits.memory;
+	if (a->set & HL_PIDS) l.pids = a->limits.pids;
+	if (a->set & HL_CPU) l.cpu_milli = a->limits.cpu_milli;
+	if (a->set & HL_DISK) l.disk = a->limits.disk;
+	if (a->set & HL_IDLE) l.idle_timeout_ms = a->limits.idle_timeout_ms;
+	if (a->set & HL_EXECMAX) l.exec_timeout_max_ms = a->limits.exec_timeout_max_ms;
+	if (room_limits_write(&c->r, &l, h->err, sizeof(h->err)) < 0)
+		return fail(h, HELPER_E_FAILED);
+	if (room_keeper_pid(&c->r) > 0 && (a->set & (HL_MEMORY | HL_PIDS | HL_CPU)) &&
+	    cgroup_limits_apply(h, &c->r) < 0) {
+		/* cgroup v1 refuses a memory limit below what the room holds
+		 * and cannot give back (v2 reclaims, then kills in the room):
+		 * the room's client is told, and nothing changes */
+		bool busy = errno == EBUSY;
+		char why[512];
+		snprintf(why, sizeof(why), "%s", h->err);
+		if (room_limits_write(&c->r, &old, h->err, sizeof(h->err)) < 0 ||
+		    cgroup_limits_apply(h, &c->r) < 0)
+			fprintf(stderr, "roombox-helper: room %s: set-limits: the old limits back: %s\n",
+				c->r.id, h->err);
+		if (!busy) {
+			snprintf(h->err, sizeof(h->err), "%s", why);
+			return fail(h, HELPER_E_FAILED);
+		}
+		/* the limit asked for, not the old one the room has again */
+		snprintf(h->err, sizeof(h->err), "room %s: memory: the room holds more than %llu bytes "
+			 "now and the kernel cannot take it back; nothing changed (free some, or "
+			 "restart the room, and try again)", c->r.id,
+			 (unsigned long long)(l.memory ? l.memory : h->cfg.memory_limit));
+		return fail(h, HELPER_E_INVALID);
+	}
+	return answer_status(h, c);
 }
 
 /* Stop the jail (every process, the keeper too) and start a new one: files
@@ -684,7 +784,8 @@ static int stop_if_due(const char *id, void *arg)
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-		if (now_ms - room_last_active_ms(&one.r) < (int64_t)s->h->cfg.idle_timeout_ms ||
+		uint64_t idle = room_limits_effective(&one.r).idle_timeout_ms;   /* 0: never */
+		if (!idle || now_ms - room_last_active_ms(&one.r) < (int64_t)idle ||
 		    room_is_busy(&one.r) || in_keep(s->rq, id))
 			return 0;
 	}
@@ -721,8 +822,7 @@ static int stop_many(struct helper *h, struct call *c, bool idle_only)
 	size_t at = c->out->len;
 	struct stop_many s = { h, c->out, 0, idle_only, c->rq };
 	answer_put(c->out, NULL, sizeof(struct helper_stopped_ans));
-	if (!idle_only || h->cfg.idle_timeout_ms > 0)
-		room_foreach(&h->cfg, stop_if_due, &s);
+	room_foreach(&h->cfg, stop_if_due, &s);   /* a room may have an idle timeout of its own */
 	if (idle_only)
 		lower_prepare(h, "stop-idle");
 	if (!idle_only) {
@@ -878,6 +978,11 @@ static const struct op OPS[] = {
 	 * room anyway; never starts a room; serving, it drops every
 	 * capability once joined (op_port_connect) */
 	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_JOIN, op_port_connect, NULL },
+	/* writes fixed numbers, each checked against the configuration's
+	 * maxima, into the room's own state file and its own cgroup's limit
+	 * files, under its lock; never creates a room */
+	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING, PRIV_ROOT, op_set_limits,
+	  check_set_limits },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -1015,7 +1120,7 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 		if (strcmp(name, helper_op_name(op)) != 0)
 			continue;
 		const struct op *o = op_find(op);
-		if (op == HOP_PORT_CONNECT)
+		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS)
 			return NULL;
 		if (op == HOP_EXEC) {
 			/* exec ROOM CMD: the command's stdin, stdout and stderr

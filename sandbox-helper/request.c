@@ -207,7 +207,8 @@ int request_exec_order(const struct request *rq, const struct config *cfg,
 	if (!*q->cmd)
 		return errorf(err, errlen, "cmd missing"), HELPER_E_INVALID;
 	q->timeout_ms = a->timeout_ms ? a->timeout_ms : cfg->exec_timeout_ms;
-	if (q->timeout_ms > cfg->exec_timeout_max_ms)
+	/* the most any room may have; the room's own is checked by exec */
+	if (q->timeout_ms > config_room_limits_max(cfg).exec_timeout_max_ms)
 		return errorf(err, errlen, "timeout_ms out of range"), HELPER_E_INVALID;
 	if (a->flags & HX_CWD) {
 		q->cwd = s;

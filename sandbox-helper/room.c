@@ -625,6 +625,41 @@ static int meta_write(const struct room *r)
 	return write_atomic(r->state, "meta", meta, (size_t)n);
 }
 
+void room_limits_read(const struct room *r, struct helper_limits *l)
+{
+	memset(l, 0, sizeof(*l));
+	int fd = open_in(r->state, "limits", O_RDONLY, 0);
+	if (fd < 0)
+		return;
+	struct helper_limits got;
+	if (read(fd, &got, sizeof(got)) == (ssize_t)sizeof(got))
+		*l = got;
+	close(fd);
+}
+
+int room_limits_write(const struct room *r, const struct helper_limits *l, char *err, size_t errlen)
+{
+	if (write_atomic(r->state, "limits", (const char *)l, sizeof(*l)) < 0)
+		return ERR("room %s: write its limits: %s", r->id, strerror(errno));
+	return 0;
+}
+
+struct config_room_limits room_limits_effective(const struct room *r)
+{
+	struct helper_limits own;
+	const struct config *c = r->cfg;
+	room_limits_read(r, &own);
+	return (struct config_room_limits){
+		.memory = own.memory ? own.memory : c->memory_limit,
+		.pids = own.pids ? (int)own.pids : c->pids_limit,
+		.cpu = own.cpu_milli ? (double)own.cpu_milli / 1000.0 : c->cpu_limit,
+		.disk = own.disk ? own.disk : c->disk_limit,
+		.idle_timeout_ms = own.idle_timeout_ms ? own.idle_timeout_ms : c->idle_timeout_ms,
+		.exec_timeout_max_ms = own.exec_timeout_max_ms ? own.exec_timeout_max_ms
+			: c->exec_timeout_max_ms,
+	};
+}
+
 int room_meta_mark_ids(const struct room *r, char *err, size_t errlen)
 {
 	if (meta_write(r) < 0)

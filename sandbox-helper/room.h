@@ -14,6 +14,9 @@
  *                                      other's (a room made before has only
  *                                      "session", which is root's)
  *   <state_dir>/rooms/<id>/active      its mtime is lastActiveAt
+ *   <state_dir>/rooms/<id>/limits      the room's own limits: one struct
+ *                                      helper_limits (0: the configuration's),
+ *                                      absent when it has none
  *   <state_dir>/rooms/<id>/disk.img    the room's ext4 image (disk_limit > 0)
  *   <state_dir>/rooms/<id>/disk/       where the image is mounted, in the
  *                                      keeper's namespace only; holds
@@ -49,6 +52,7 @@
 #include <sys/types.h>
 #include <limits.h>
 #include "config.h"
+#include "protocol.h"
 #include "roomid.h"
 
 struct room {
@@ -160,6 +164,15 @@ int64_t room_last_active_ms(const struct room *r);
  * empty).  Reads at most max bytes; malloc'd. */
 char *room_session_read(const struct room *r, bool as_user, size_t max);
 int room_session_write(const struct room *r, bool as_user, const char *text, size_t len);
+
+/* The room's own limits (all 0 when it has none or the file is not one
+ * record), and their writing (durably): 0, or -1 with err. */
+void room_limits_read(const struct room *r, struct helper_limits *l);
+int room_limits_write(const struct room *r, const struct helper_limits *l, char *err, size_t errlen);
+
+/* The limits the room runs under: its own where it has them, else the
+ * configuration's. */
+struct config_room_limits room_limits_effective(const struct room *r);
 
 /* Bytes used by the room's files. */
 uint64_t room_disk_usage(const struct room *r);

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    count, rec_len);
 		break;
 	}
-	case HOP_STATUS: case HOP_CREATE:
+	case HOP_STATUS: case HOP_CREATE: case HOP_SET_LIMITS:
 		FUZZ_ASSERT(rec_len == sizeof(struct helper_status), "status %zu", rec_len);
 		break;
 	case HOP_INFO:

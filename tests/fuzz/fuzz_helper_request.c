@@ -42,6 +42,7 @@ static void shapes_init(void)
 	shapes[HOP_EXEC].args_size = sizeof(struct helper_exec_args);
 	shapes[HOP_STOP_IDLE].args_size = sizeof(struct helper_keep_args);
 	shapes[HOP_PORT_CONNECT].args_size = sizeof(struct helper_port_args);
+	shapes[HOP_SET_LIMITS].args_size = sizeof(struct helper_limits_args);
 	shapes[HOP_LIST].room = shapes[HOP_STOP_IDLE].room = shapes[HOP_STOP_ALL].room =
 		shapes[HOP_INFO].room = false;
 }

@@ -18,7 +18,7 @@ ROOM_LEN = 72
 
 OPS = {"exec": 1, "create": 2, "status": 3, "list": 4, "destroy": 5, "stop": 6,
        "stop-idle": 7, "stop-all": 8, "info": 9, "kill-all": 10, "restart": 11,
-       "port-connect": 12}
+       "port-connect": 12, "set-limits": 13}
 OP_NAMES = {v: k for k, v in OPS.items()}
 ROOMLESS = {"list", "stop-idle", "stop-all", "info"}
 ERRORS = {1: "invalid", 2: "not_found", 3: "limit", 4: "denied", 5: "failed",
@@ -29,7 +29,10 @@ EXEC_ARGS = struct.Struct("=QIIII")
 PAIR = struct.Struct("=II")
 ANS = struct.Struct("=6I")
 EXEC_ANS = struct.Struct("=iIQq")
-STATUS = struct.Struct("=72s32sIIqQQQ")
+LIMITS = struct.Struct("=6Q")
+LIMIT_NAMES = ("memory", "pids", "cpu_milli", "disk", "idle_timeout_ms", "exec_timeout_max_ms")
+LIMITS_ARGS = struct.Struct("=6QII")
+STATUS = struct.Struct("=72s32sIIqQQQ6Q")
 INFO = struct.Struct("=8s32s8sI32I")
 
 HX_TOOL, HX_CWD, HX_USER_SET, HX_AS_USER = 1, 2, 4, 8
@@ -82,6 +85,13 @@ def encode_request(req):
         return record(op, room, PAIR.pack(len(keep), 0), keep)
     if name == "kill-all":
         return record(op, room, PAIR.pack(1 if req.get("at_limit") else 0, 0))
+    if name == "set-limits":
+        # {"limits": {"memory": N, ...}}: those named are set (0: the
+        # configuration's again)
+        lim = req.get("limits", {})
+        values = [lim.get(n, 0) for n in LIMIT_NAMES]
+        mask = sum(1 << i for i, n in enumerate(LIMIT_NAMES) if n in lim)
+        return record(op, room, LIMITS_ARGS.pack(*values, req.get("set", mask), 0))
     if name == "port-connect":
         serve = bool(req.get("serve"))
         return record(op, room, PAIR.pack(0 if serve else req.get("port", 0), int(serve)))
@@ -93,9 +103,10 @@ def _s(b):
 
 
 def _status(b):
-    room, created, running, _, last, disk, mem, procs = STATUS.unpack(b)
+    room, created, running, _, last, disk, mem, procs, *limits = STATUS.unpack(b)
     return {"room": _s(room), "running": bool(running), "created_at": _s(created),
-            "last_active_ms": last, "disk_bytes": disk, "memory_bytes": mem, "processes": procs}
+            "last_active_ms": last, "disk_bytes": disk, "memory_bytes": mem, "processes": procs,
+            "limits": dict(zip(LIMIT_NAMES, limits))}
 
 
 def decode_answer(data):
@@ -112,7 +123,7 @@ def decode_answer(data):
     if name == "exec":
         (ws, to, dur, started) = EXEC_ANS.unpack(rec)
         return {"wait_status": ws, "timed_out": bool(to), "duration_us": dur, "started_ms": started}
-    if name in ("create", "status"):
+    if name in ("create", "status", "set-limits"):
         return _status(rec)
     if name == "list":
         (count, _) = PAIR.unpack_from(rec)

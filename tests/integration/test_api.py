@@ -111,7 +111,10 @@ def test_create_room_then_status_and_list(client):
     st = client.get(f"/api/rooms/{rid}")
     assert st.status == 200, st.json
     j = st.json
-    assert set(j) == {"roomId", "sandboxName", "state", "createdAt", "lastActiveAt", "usage"}
+    assert set(j) == {"roomId", "sandboxName", "state", "createdAt", "lastActiveAt", "usage",
+                      "labels", "limits"}
+    assert j["labels"] == {}
+    assert set(j["limits"]) == {"memory", "pids", "cpu", "disk", "idleTimeout", "execTimeoutMax"}
     assert j["roomId"] == rid and j["sandboxName"] == f"sandbox-{rid}"
     assert j["state"] == "running"
     assert ISO_MS.match(j["createdAt"]) and ISO_MS.match(j["lastActiveAt"])
@@ -223,8 +226,8 @@ def test_unknown_path_is_404_json(client, path):
     ("POST", "/api/health", {"GET"}),
     ("PUT", "/api/rooms", {"GET", "POST"}),
     ("DELETE", "/api/rooms", {"GET", "POST"}),
-    ("POST", "/api/rooms/{room}", {"GET", "DELETE"}),
-    ("PATCH", "/api/rooms/{room}", {"GET", "DELETE"}),
+    ("POST", "/api/rooms/{room}", {"GET", "PATCH", "DELETE"}),
+    ("PUT", "/api/rooms/{room}", {"GET", "PATCH", "DELETE"}),
     ("GET", "/api/rooms/{room}/cleanup", {"POST"}),
 ])
 def test_wrong_method_is_405_with_allow(client, room, method, path, allowed):

@@ -555,6 +555,11 @@ def run_every_route(client, check):
     c.call("POST", f"/api/rooms/{BAD_ROOM}/sandbox/exec", 400, {"cmd": "true"})
     c.call("GET", f"{R}/sandbox/exec", 405)
     c.call("GET", R, 200)
+    c.call("PATCH", R, 200, {"labels": {"team": "blue"}, "limits": {"pids": 100}})
+    c.call("PATCH", R, 400, {"labels": {"bad key": "x"}})
+    c.call("PATCH", O, 404, {"labels": {"team": "blue"}})
+    c.call("GET", "/api/rooms?label=team=blue", 200)
+    c.call("GET", "/api/rooms?label=team", 400)
 
     # messages: a user message the (stub) model answers, whole and as
     # events, or fails; an assistant's run tags

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from conftest import HELPER, REPO, decode_answer, encode_request, record, unique_room
-from helper_records import EXEC_ARGS, OPS, PAIR, REQ
+from helper_records import EXEC_ARGS, LIMITS_ARGS, OPS, PAIR, REQ
 from security_helpers import run_with_io
 
 SERVERS = ("nginx",)
@@ -60,6 +60,7 @@ CASES = {
                                                 [b"true", b"A=1"], nstrings=5),
     "args-cut-short": lambda room: record(OPS["port-connect"], room, b"\0\0"),
     "strings-where-none": lambda room: record(OPS["create"], room, strings=[b"x"]),
+    "limits-cut-short": lambda room: record(OPS["set-limits"], room, LIMITS_ARGS.pack(*[0] * 8)[:-4]),
 }
 WORDS = {
     "truncated": "truncated", "header-only-half": "truncated", "empty": "truncated",
@@ -68,7 +69,7 @@ WORDS = {
     "op-zero": "unknown op 0", "unterminated-string": "not NUL-terminated",
     "count-overflow": "strings expected", "more-strings-than-counted": "strings expected",
     "strings-past-the-end": "strings expected", "args-cut-short": "truncated",
-    "strings-where-none": "takes no strings",
+    "strings-where-none": "takes no strings", "limits-cut-short": "truncated",
 }
 
 
@@ -147,6 +148,31 @@ def test_kill_all_flags(stack, client):
     assert r.returncode == 0 and decode_answer(r.stdout) == {"killed": 0}, r
     r = run(stack, encode_request({"op": "kill-all", "room": room}))
     assert r.returncode == 0 and decode_answer(r.stdout) == {"killed": 1}, r
+
+
+def test_set_limits_values(stack, client):
+    """set-limits: unknown fields and values above the maximum (here the
+    configuration's own, no room_limits_max) are refused before the room
+    is touched; a room that does not exist is not made; what it sets is
+    kept and reported by status."""
+    room = unique_room("lim")
+    for values, mask, reserved, words in (
+            ([0] * 6, 64, 0, "unknown fields"), ([0] * 6, 0, 1, "unknown fields"),
+            ([1 << 40, 0, 0, 0, 0, 0], 1, 0, "memory above"),
+            ([0, 100000, 0, 0, 0, 0], 2, 0, "pids above"),
+            ([0, 0, 64000, 0, 0, 0], 4, 0, "cpu above")):
+        assert_refused_and_nothing_done(
+            stack, room, record(OPS["set-limits"], room, LIMITS_ARGS.pack(*values, mask, reserved)),
+            words)
+    r = run(stack, encode_request({"op": "set-limits", "room": room, "limits": {"pids": 50}}))
+    assert r.returncode != 0 and decode_answer(r.stdout)["code"] == "not_found", r
+    assert not (stack.state_dir / "rooms" / room).exists()
+    client.sh(room, "true")
+    r = run(stack, encode_request({"op": "set-limits", "room": room, "limits": {"pids": 50}}))
+    out = decode_answer(r.stdout)
+    assert r.returncode == 0 and out["limits"]["pids"] == 50 and out["limits"]["memory"] == 0, out
+    out = decode_answer(run(stack, encode_request({"op": "status", "room": room})).stdout)
+    assert out["limits"]["pids"] == 50, out
 
 
 # ---------------------------------------------------------------- every room listed

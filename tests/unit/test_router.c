@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "fair_share.h"
 #include "router.h"
+#include "label_store.h"
 #include "store.h"
 
 /* ---- a fake request ---- */
@@ -58,7 +59,7 @@ static int fake_read(void *ctx, char *buf, int n)
 }
 
 static struct app app;
-static char tokens_dir[64], tokens_path[96], messages_dir[128];
+static char tokens_dir[64], tokens_path[96], messages_dir[128], labels_dir[128];
 
 static int group_setup(void **state)
 {
@@ -84,6 +85,9 @@ static int group_setup(void **state)
 	 * sandbox (whose helper does not exist) */
 	char err[256];
 	snprintf(messages_dir, sizeof(messages_dir), "%s/messages", tokens_dir);
+	snprintf(labels_dir, sizeof(labels_dir), "%s/labels", tokens_dir);
+	if (label_store_init(labels_dir, err, sizeof(err)) < 0)
+		return -1;
 	return store_init(messages_dir, err, sizeof(err));
 }
 
@@ -93,6 +97,7 @@ static int group_teardown(void **state)
 	auth_tokens_free(app.tokens);
 	unlink(tokens_path);
 	rmdir(messages_dir);
+	rmdir(labels_dir);
 	rmdir(tokens_dir);
 	return 0;
 }
@@ -134,7 +139,7 @@ static void test_match(void **state)
 		{ "POST", "/api/health", 405, NULL, "GET" },
 		{ "HEAD", "/api/health", 405, NULL, "GET" },
 		{ "DELETE", "/api/rooms", 405, NULL, "GET, POST" },
-		{ "POST", "/api/rooms/r1", 405, NULL, "GET, DELETE" },
+		{ "POST", "/api/rooms/r1", 405, NULL, "GET, PATCH, DELETE" },
 		{ "GET", "/api/rooms/r1/cleanup", 405, NULL, "POST" },
 		{ "GET", "/api/rooms/r1/sandbox/exec", 405, NULL, "POST" },
 		{ "GET", "/api/rooms/r1/sandbox/restart", 405, NULL, "POST" },
@@ -382,7 +387,7 @@ static void test_not_found_and_method(void **state)
 	json_object_put(rs.body);
 	assert_int_equal(serve(&f2, &rs, body, sizeof(body)), 405);
 	assert_string_equal(body, "{\"error\":\"method not allowed\"}");
-	assert_string_equal(rs.allow, "GET, DELETE");
+	assert_string_equal(rs.allow, "GET, PATCH, DELETE");
 	json_object_put(rs.body);
 	/* no token needed to learn the table */
 	assert_int_equal(serve(&f3, &rs, body, sizeof(body)), 405);
