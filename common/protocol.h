@@ -238,7 +238,10 @@ struct helper_req {
 #define HX_AS_USER  8u   /* the room's user (uid 1000), else its root */
 #define HX_EXISTING 16u  /* never create the room (not_found instead) */
 #define HX_DETACH   32u  /* start it in a session of its own, answer at once */
-#define HX_ALL      63u
+#define HX_TIMEOUT_CAP 64u /* timeout_ms is a bound: cut to the room's
+                            * execTimeoutMax, not refused above it (a
+                            * second run given what the first left) */
+#define HX_ALL      127u
 
 struct helper_exec_args {
 	uint64_t timeout_ms;       /* 0: exec_timeout */

@@ -78,6 +78,7 @@ struct helper_exec exec_helper_exec(const struct exec_request *ex)
 	return (struct helper_exec){
 		.cmd = ex->cmd, .cmd_len = ex->cmd_len, .cwd = ex->cwd, .env = ex->env,
 		.timeout_ms = ex->timeout_ms, .user = ex->user,   /* NULL: exec_user */
+		.timeout_cap = ex->timeout_cap,
 	};
 }
 
@@ -524,6 +525,9 @@ json_object *exec_pump_in_room(struct app *app, const char *room, const struct e
 
 		again = *ex;
 		again.timeout_ms = spent + 1000 < timeout ? timeout - spent : 1000;
+		/* no timeout asked: the default was cut to the room's own
+		 * execTimeoutMax, and so must what is left of it be */
+		again.timeout_cap = ex->timeout_ms == 0;
 		ex = &again;
 	}
 	exec_slot_give(app);

@@ -755,6 +755,8 @@ static char *exec_request(const char *room, const struct helper_exec *x, size_t 
 		a.flags |= HX_EXISTING;
 	if (x->detach)
 		a.flags |= HX_DETACH;
+	if (x->timeout_cap)
+		a.flags |= HX_TIMEOUT_CAP;
 	/* names a shell cannot take are dropped (the helper would drop them) */
 	if (x->env) {
 		json_object_object_foreach(x->env, key, val) {

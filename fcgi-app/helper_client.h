@@ -78,6 +78,7 @@ struct helper_exec {
 	const char *user;         /* NULL (exec_user), HK_USER_ROOT or HK_USER_USER */
 	bool existing;            /* never create the room */
 	bool detach;              /* a managed process: answer once started */
+	bool timeout_cap;         /* timeout_ms a bound, cut to the room's maximum */
 };
 
 /* A call whose command I/O the caller handles itself (passed I/O):

@@ -35,6 +35,9 @@ struct exec_request {
 	bool has_encoding;
 	enum exec_encoding encoding;
 	const char *user;         /* NULL (exec_user) or HK_USER_ROOT / HK_USER_USER */
+	bool timeout_cap;         /* not from a client: a second run's timeout is
+				   * what the first left, cut to the room's
+				   * maximum when the client asked none */
 };
 
 json_object *validate_exec_request(json_object *body, uint64_t timeout_max_ms,

@@ -479,7 +479,8 @@ static int op_exec(struct helper *h, struct call *c)
 	 * timeout asked for above it refused.  Not the keeper's tools (files)
 	 * nor a managed process's start: their deadlines are the service's. */
 	uint64_t max = q.is_tool || q.detach ? UINT64_MAX : lim.exec_timeout_max_ms;
-	bool asked = ((const struct helper_exec_args *)c->rq->args)->timeout_ms != 0;
+	const struct helper_exec_args *args = c->rq->args;
+	bool asked = args->timeout_ms != 0 && !(args->flags & HX_TIMEOUT_CAP);
 	if (q.timeout_ms > max && !asked)
 		q.timeout_ms = max;
 	/* The last line of defence against waiting forever (the exec's own

@@ -36,7 +36,7 @@ STATUS = struct.Struct("=72s32sIIqQQQ6Q")
 INFO = struct.Struct("=8s32s8sI32I")
 
 HX_TOOL, HX_CWD, HX_USER_SET, HX_AS_USER = 1, 2, 4, 8
-HX_EXISTING, HX_DETACH = 16, 32
+HX_EXISTING, HX_DETACH, HX_TIMEOUT_CAP = 16, 32, 64
 
 
 def _b(s):

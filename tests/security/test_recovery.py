@@ -225,6 +225,22 @@ def test_shell_that_cannot_fork_under_2_to_1_answers_without_the_error(client, s
     assert_room_holds_only_keeper_and_this_exec(client, a)
 
 
+def test_the_second_run_keeps_within_the_rooms_own_exec_timeout_max(client, stack):
+    """A room whose execTimeoutMax is below the configuration's exec_timeout,
+    asked for a command without a timeout: the default is cut to the room's
+    maximum, and so is what the second run (after the room is freed) gets."""
+    a = unique_room("a")
+    uid = client.room_uid(a)
+    client.sh(a, "echo kept > /workspace/keep.txt")
+    r = client.request("PATCH", f"/api/rooms/{a}", {"limits": {"execTimeoutMax": 10000}})
+    assert r.status == 200, r.json
+    fill_room(client, stack, a, uid, 1)
+    res = client.exec(a, "cat /workspace/keep.txt 2>&1")
+    assert (res["exitCode"], res["stdout"]) == (0, "kept\n"), res
+    lines = recovery_logged(stack, a)
+    assert len(lines) == 1 and "the shell could not fork" in lines[0], lines
+
+
 def test_a_command_that_only_says_cannot_fork_kills_nothing_and_runs_once(client, stack):
     """The words "Cannot fork" and exit status 2 are the room's own output:
     a command can print them with the room far from its limit.  Its
