@@ -867,15 +867,20 @@ static int host_side(struct room *r, bool creating, int disk_sock, char *err, si
 	snprintf(img, sizeof(img), "%s/disk.img", r->state);
 	if (lstat(img, &st) == 0) {
 		/* a disk limit raised since its last start (PATCH): the image
-		 * grows now; a lower one leaves it as it is */
+		 * grows now; a lower one leaves it as it is.  Only a regular
+		 * file shorter than the limit is touched: anything else is for
+		 * the attach below to refuse by name, and a start that grows
+		 * nothing opens nothing more. */
 		uint64_t want = room_limits_effective(r).disk;
-		int grown = disk_image_extend(img, want, err, errlen);
-		if (grown < 0)
-			return room_error_relative(r, "grow its disk image", err, errlen);
-		/* (a failed resize leaves the file longer than its file
-		 * system, which is harmless: the room keeps its old size) */
-		if (grown && disk_image_grow_fs(img, err, errlen) < 0)
-			return room_error_relative(r, "grow its disk image", err, errlen);
+		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < want) {
+			int grown = disk_image_extend(img, want, err, errlen);
+			if (grown < 0)
+				return room_error_relative(r, "grow its disk image", err, errlen);
+			/* (a failed resize leaves the file longer than its file
+			 * system, which is harmless: the room keeps its old size) */
+			if (grown && disk_image_grow_fs(img, err, errlen) < 0)
+				return room_error_relative(r, "grow its disk image", err, errlen);
+		}
 		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
 		if (loop < 0)
 			return room_error_relative(r, "attach its disk image", err, errlen);
