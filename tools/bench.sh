@@ -312,12 +312,14 @@ fi
 case $port in ''|*[!0-9]*) die "PORT must be a number, not '$port'" ;; esac
 
 # free_uid_base FIRST SPAN: a uid range of SPAN rooms (65536 host ids each)
-# that no process uses, at FIRST + k x its size for a random k < 16.
+# that no process uses, at FIRST + k x its size for a random k < 16, and
+# within the 2^31 host ids a configuration may give rooms (uid_base +
+# max_rooms x 65536, as roombox-fcgi checks at start).
 free_uid_base() {
 	local first=$1 n=$(($2 * 65536)) b
-	for _ in $(seq 50); do
+	for _ in $(seq 200); do
 		b=$((first + (RANDOM % 16) * n))
-		[ $((b + n)) -le 4294901760 ] || continue
+		[ $((b + n)) -le 2147483648 ] || continue
 		if ! ps -eo uid=,gid= | awk -v lo="$b" -v hi=$((b + n)) \
 			'($1 >= lo && $1 < hi) || ($2 >= lo && $2 < hi) { f = 1 } END { exit !f }'; then
 			echo "$b"
