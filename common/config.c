@@ -558,6 +558,20 @@ static int set_number(const struct key_desc *k, void *field, const char *value)
 static bool is_blank(char ch);
 static int quote_len(size_t len);
 
+/* The next entry of a list value (entries separated by commas, blanks or
+ * both): its start, with its length in *len, or NULL at the end. */
+static const char *list_next(const char **p, size_t *len)
+{
+	while (**p == ',' || is_blank(**p))
+		(*p)++;
+	if (!**p)
+		return NULL;
+	*len = strcspn(*p, ", \t\r\v\f");
+	const char *item = *p;
+	*p += *len;
+	return item;
+}
+
 /* A list value: entries separated by commas, blanks or both; an empty
  * value is an empty list.  The field is replaced, not appended to. */
 static int set_list(struct parse_state *st, unsigned line,
@@ -565,25 +579,20 @@ static int set_list(struct parse_state *st, unsigned line,
 {
 	struct config_addr_list *addrs = field;
 	struct config_cidr_list *cidrs = field;
-	const char *p = value;
+	const char *p = value, *item;
+	size_t len;
 	int n = 0;
 
-	for (;;) {
-		while (*p == ',' || is_blank(*p))
-			p++;
-		if (!*p)
-			break;
-		size_t len = strcspn(p, ", \t\r\v\f");
+	while ((item = list_next(&p, &len))) {
 		if (n == CONFIG_LIST_MAX)
 			return fail(st, line, "too many entries for %s (at most %d)",
 				    k->name, CONFIG_LIST_MAX);
-		int rc = k->kind == V_ADDRS ? config_parse_ipv4(p, len, &addrs->items[n])
-					    : config_parse_cidr(p, len, &cidrs->items[n]);
+		int rc = k->kind == V_ADDRS ? config_parse_ipv4(item, len, &addrs->items[n])
+					    : config_parse_cidr(item, len, &cidrs->items[n]);
 		if (rc < 0)
 			return fail(st, line, "bad entry for %s: '%.*s' (%s)",
-				    k->name, quote_len(len), p, expected_text(k));
+				    k->name, quote_len(len), item, expected_text(k));
 		n++;
-		p += len;
 	}
 	if (k->kind == V_ADDRS)
 		addrs->count = n;
@@ -598,23 +607,18 @@ static int set_list(struct parse_state *st, unsigned line,
 static int set_limits(struct config_room_limits *out, const char *value)
 {
 	struct config_room_limits l = { 0 };
-	const char *p = value;
+	const char *p = value, *entry;
+	size_t len;
 	unsigned seen = 0;
 
-	for (;;) {
-		while (*p == ',' || is_blank(*p))
-			p++;
-		if (!*p)
-			break;
-		size_t len = strcspn(p, ", \t\r\v\f");
+	while ((entry = list_next(&p, &len))) {
 		char item[64], *eq;
 		uint64_t v;
 		unsigned bit;
 		if (len >= sizeof(item))
 			return -1;
-		memcpy(item, p, len);
+		memcpy(item, entry, len);
 		item[len] = '\0';
-		p += len;
 		if (!(eq = strchr(item, '=')))
 			return -1;
 		*eq++ = '\0';
