@@ -89,6 +89,13 @@
  *            Never the room's root nor /workspace, whatever the spelling
  *            (E refused); a tree deeper than TOOL_DEPTH_MAX: E toodeep.
  *   move PATH TO         a rename, TO's parents created: "ok".
+ *   watch PATH RECURSIVE  PATH (absolute, a directory) and, with "1",
+ *            every directory below it followed with inotify: "ok\n", then
+ *            one record per change, "<type><dir><path>\0" (type one of
+ *            TOOL_WATCH_*, dir '1' for a directory else '0', path
+ *            absolute), a move followed by its new path and "\0"; an
+ *            overflow record's path is empty.  Until its stdin ends
+ *            (keeper/watch.c).
  *   signal SID SIG       every process of session SID but SID itself gets
  *            SIG (a number); for SIGKILL they are stopped first, round after
  *            round, so nothing forks away: "ok <count>".
@@ -424,6 +431,12 @@ struct port_request {
 #define TOOL_DELETE "delete"
 #define TOOL_MOVE   "move"
 #define TOOL_SIGNAL "signal"
+#define TOOL_WATCH  "watch"
+#define TOOL_WATCH_CREATE   'c'
+#define TOOL_WATCH_MODIFY   'm'
+#define TOOL_WATCH_DELETE   'd'
+#define TOOL_WATCH_MOVE     'v'
+#define TOOL_WATCH_OVERFLOW 'o'   /* events were lost: list again */
 #define TOOL_ARGS_MAX 4          /* op and at most 3 arguments */
 #define TOOL_LIST_MAX 10000      /* entries a listing answers; one more says "cut" */
 /* what "E <kind>" names */

@@ -113,6 +113,9 @@ route_handler api_rooms_stop;
  * with rs set (404 for a room that does not exist). */
 bool room_exists_or_answer(struct request *rq, struct response *rs);
 route_handler api_files_get, api_files_put, api_files_delete, api_files_move;
+/* The room path of a files {path} as sent: percent-decoded, absolute or
+ * relative to /workspace.  malloc'd, or NULL (bad escape, NUL, too long). */
+char *files_room_path(const char *raw);
 /* processes.c */
 route_handler api_procs_list, api_procs_start, api_procs_get, api_procs_delete, api_procs_stdin;
 /* preview.c */

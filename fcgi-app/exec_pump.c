@@ -331,6 +331,8 @@ static bool pump_setup(struct pump *p, const char *room, struct helper_error *er
 		p->feed = malloc(FEED_MAX);
 		if (!p->feed)
 			close_fd(&p->in);
+	} else if (sink->stdin_until) {
+		/* kept open, nothing written, until the sink says */
 	} else if (!ex->stdin_data || !ex->stdin_len) {
 		close_fd(&p->in);   /* the command reads end of file */
 	}
@@ -384,11 +386,15 @@ static void pump_run(struct pump *p)
 			pf[i_out = n++] = (struct pollfd){ p->so.fd, POLLIN, 0 };
 		if (p->se.fd >= 0)
 			pf[i_err = n++] = (struct pollfd){ p->se.fd, POLLIN, 0 };
-		if (p->in >= 0 && drain_until < 0)
+		if (p->in >= 0 && drain_until < 0 && p->sink->stdin_until && p->sink->stdin_until(p->sink->ctx))
+			close_fd(&p->in);
+		if (p->in >= 0 && drain_until < 0 && !p->sink->stdin_until)
 			pf[i_in = n++] = (struct pollfd){ p->in, POLLOUT, 0 };
 		if (drain_until < 0)
 			pf[i_run = n++] = (struct pollfd){ helper_run_pidfd(p->run), POLLIN, 0 };
 		wait = drain_until >= 0 ? drain_until - now : quiet_since + KEEPALIVE_MS - now;
+		if (p->sink->stdin_until && p->in >= 0 && wait > STDIN_UNTIL_POLL_MS)
+			wait = STDIN_UNTIL_POLL_MS;
 		if (poll(pf, (nfds_t)n, wait < 0 ? 0 : (int)wait) < 0 && errno != EINTR)
 			break;
 		now = monotonic_ms();

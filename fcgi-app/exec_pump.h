@@ -32,6 +32,10 @@ struct exec_sink {
 	 * 0 at the end, -1 on failure: either closes the stdin) instead of
 	 * ex->stdin_data. */
 	ssize_t (*input)(void *ctx, char *buf, size_t n);
+	/* Set: the command's stdin stays open with nothing written to it
+	 * until this returns true (asked every STDIN_UNTIL_POLL_MS at most),
+	 * then reads end of file: a long-lived tool (watch) ends that way. */
+	bool (*stdin_until)(void *ctx);
 	/* Set (a download): stdout is a unix socket, and a descriptor that
 	 * comes with its first bytes (the get tool's open file, after its
 	 * "F <size>\n", which goes to stdout_raw first) goes here, closed
@@ -44,6 +48,8 @@ struct exec_sink {
 	 * 404 (err->http_status) and is not created. */
 	bool existing;
 };
+
+#define STDIN_UNTIL_POLL_MS 250
 
 /* Run ex in room's sandbox (the helper creates or restarts the room when
  * needed), telling sink about the output as it comes.  Returns the exec's

@@ -43,6 +43,7 @@
 
 #include "protocol.h"
 #include "tool_text.h"
+#include "watch.h"
 
 #define DEPTH_MAX TOOL_DEPTH_MAX
 #define COPY_BUF 65536
@@ -650,6 +651,7 @@ static const struct {
 	{ TOOL_DELETE, tool_delete },
 	{ TOOL_MOVE, tool_move },
 	{ TOOL_SIGNAL, tool_signal },
+	{ TOOL_WATCH, tool_watch },
 };
 
 int tool_main(char *const *argv)

@@ -19,6 +19,7 @@ The only stand-in is the agent's model (StubModel below), as in
 test_agent.py; everything else is the real stack.
 """
 
+import http.client
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker, RefResolver
 
-from conftest import LIGHTTPD_ERROR_PAGES, NGINX_EXAMPLE, REPO, offline, wait_until
+from conftest import LIGHTTPD_ERROR_PAGES, NGINX_EXAMPLE, REPO, Response, offline, wait_until
 
 class StubModel(ThreadingHTTPServer):
     """The one stand-in: an OpenAI-compatible /v1/chat/completions on
@@ -508,6 +509,26 @@ def test_every_listed_route_is_reached_and_documented_answers_are_checked(client
 ROOM_SERVER = "python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace/site"
 
 
+def first_events(client, path, count, trigger):
+    """GET path as an event stream, trigger() once it answers 200, and its
+    first count events: a conftest Response of what was read."""
+    conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=60)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {client.token}"})
+        r = conn.getresponse()
+        headers = {k.lower(): v for k, v in r.getheaders()}
+        assert r.status == 200, f"GET {path}: {r.status} {r.read()[:300]!r}"
+        trigger()
+        body = b""
+        while len(sse_frames(body.rsplit(b"\n\n", 1)[0] + b"\n\n")) < count:
+            data = r.read1(65536)
+            assert data, f"GET {path}: the stream ended after {body!r}"
+            body += data
+        return Response(r.status, headers, body.rsplit(b"\n\n", 1)[0] + b"\n\n", 0)
+    finally:
+        conn.close()
+
+
 def run_every_route(client, check):
     """Call every operation of the document with good and bad input; every
     answer is checked by check.  Returns what was seen."""
@@ -656,6 +677,17 @@ def run_every_route(client, check):
     c.call("DELETE", f"{PT}/8001", 404)
     c.call("DELETE", f"{PT}/http", 400)
     c.call("GET", f"/preview/{t8001}/", 404, auth=False)
+
+    # file watch: a stream that lasts, so its first events are read and it
+    # is closed (first_events); the refusals are whole answers
+    W = f"{R}/sandbox/watch"
+    c.call("GET", f"{O}/sandbox/watch", 404)
+    c.call("GET", f"{W}?path=/workspace/nosuch", 404)
+    c.call("GET", f"{W}?path=/work%00space", 400)
+    c.call("GET", f"{W}?path=/workspace/site/index.html", 400)
+    r = first_events(client, f"{W}?path=/workspace&recursive=1", 2,
+                     lambda: client.sh(room, "echo w > /workspace/watched"))
+    c.check("GET", f"{W}?path=/workspace&recursive=1", r)
 
     # signals, kill-all, stop, restart
     c.call("DELETE", f"{P}/web?signal=KILL", 200)
