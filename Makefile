@@ -115,7 +115,8 @@ $(B)/musl/%.o: %.c $(B)/kinc/.stamp $(wildcard common/*.h sandbox-helper/*.h san
 
 $(B)/roombox-keeper: $(B)/musl/sandbox-helper/keeper/keeper.o $(B)/musl/sandbox-helper/keeper/spawn.o \
                    $(B)/musl/sandbox-helper/keeper/plan.o $(B)/musl/sandbox-helper/keeper/tools.o \
-                   $(B)/musl/sandbox-helper/keeper/tool_text.o $(B)/musl/sandbox-helper/keeper/watch.o
+                   $(B)/musl/sandbox-helper/keeper/tool_text.o $(B)/musl/sandbox-helper/keeper/watch.o \
+                   $(B)/musl/sandbox-helper/keeper/pty.o
 	$(call musl_link,$^) -s -o $@
 
 # The setuid helper runs once per operation: static against musl and

@@ -61,7 +61,8 @@
  *            HX_DETACH (with cmd): the shell is started in a session of its
  *            own and the exec answers at once (wait_status 0): a managed
  *            process (fcgi-app/processes.c).
- *            HX_TOOL: tool arguments [op, args...] instead of cmd: one of
+ *            HX_TOOL: tool arguments [op, args...] instead of cmd (with
+ *            HX_DETACH: started detached, as above: the pty tool): one of
  *            the keeper's own operations (below), done in the room as
  *            `user` by the keeper's own code, never by a program of the
  *            room: no cwd, env or session then.  Its answer text comes on
@@ -96,6 +97,13 @@
  *            absolute), a move followed by its new path and "\0"; an
  *            overflow record's path is empty.  Until its stdin ends
  *            (keeper/watch.c).
+ *   pty SIZE MODE CMD    detached (HX_TOOL|HX_DETACH), stdout a unix
+ *            socket: a terminal in the room's devpts, SIZE "COLSxROWS"
+ *            (1-TERM_SIZE_MAX each), running a login shell (MODE "shell")
+ *            or `sh -c CMD` (MODE "cmd") in a session of its own; "ok
+ *            <pid>\n" with the terminal's master side attached
+ *            (SCM_RIGHTS), then "exit <code>\n" when the shell ends
+ *            (keeper/pty.c).
  *   signal SID SIG       every process of session SID but SID itself gets
  *            SIG (a number); for SIGKILL they are stopped first, round after
  *            round, so nothing forks away: "ok <count>".
@@ -431,6 +439,8 @@ struct port_request {
 #define TOOL_DELETE "delete"
 #define TOOL_MOVE   "move"
 #define TOOL_SIGNAL "signal"
+#define TOOL_PTY    "pty"
+#define TERM_SIZE_MAX 1000       /* a terminal's columns or rows */
 #define TOOL_WATCH  "watch"
 #define TOOL_WATCH_CREATE   'c'
 #define TOOL_WATCH_MODIFY   'm'

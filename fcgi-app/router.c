@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "reqlog.h"
 #include "router.h"
+#include "terminals.h"
 #include "watch.h"
 
 /* Path pattern -> method -> handler.  A path that matches no pattern is a
@@ -44,6 +45,11 @@ static const struct route routes[] = {
 					   { "POST", api_ports_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
 	{ "/api/rooms/{id}/sandbox/watch", { { "GET", api_watch_get, 0 } } },
+	{ "/api/rooms/{id}/sandbox/terminals", { { "GET", api_terms_list, 0 },
+					   { "POST", api_terms_create, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/terminals/{path*}", { { "GET", api_terms_get, 0 },
+					   { "POST", api_terms_ticket, 0 },
+					   { "DELETE", api_terms_delete, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
