@@ -29,6 +29,7 @@
 #include "auth.h"
 #include "clock.h"
 #include "roomid.h"
+#include "term_head.h"
 #include "term_ws.h"
 #include "terminals.h"
 #include "unix_listen.h"
@@ -247,88 +248,13 @@ static void answer(int fd, int status, const char *reason, const char *msg)
 	send_all(fd, out, (size_t)n);
 }
 
-/* The value of header name in head (lines after the first), trimmed, into
- * out; false when absent or too long. */
-static bool header(const char *head, const char *name, char *out, size_t outlen)
-{
-	size_t nl = strlen(name);
-	for (const char *l = strstr(head, "\r\n"); l && l[2] != '\r'; l = strstr(l + 2, "\r\n")) {
-		const char *p = l + 2;
-		if (strncasecmp(p, name, nl) || p[nl] != ':')
-			continue;
-		p += nl + 1;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		const char *e = strstr(p, "\r\n");
-		while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-			e--;
-		if ((size_t)(e - p) >= outlen)
-			return false;
-		memcpy(out, p, (size_t)(e - p));
-		out[e - p] = '\0';
-		return true;
-	}
-	return false;
-}
-
-static bool has_token(const char *list, const char *token)
-{
-	size_t tl = strlen(token);
-	for (const char *p = list; *p;) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		size_t n = strcspn(p, ",");
-		size_t m = n;
-		while (m > 0 && p[m - 1] == ' ')
-			m--;
-		if (m == tl && !strncasecmp(p, token, tl))
-			return true;
-		p += n;
-	}
-	return false;
-}
-
-/* "/api/rooms/<room>/sandbox/terminals/<tid>/ws[?query]" */
-static bool parse_target(const char *target, char *room, char *tid, char *ticket)
-{
-	static const char a[] = "/api/rooms/", b[] = "/sandbox/terminals/", c[] = "/ws";
-	if (strncmp(target, a, sizeof(a) - 1))
-		return false;
-	const char *p = target + sizeof(a) - 1;
-	size_t n = strcspn(p, "/");
-	if (!room_id_valid_n(p, n))
-		return false;
-	memcpy(room, p, n);
-	room[n] = '\0';
-	p += n;
-	if (strncmp(p, b, sizeof(b) - 1))
-		return false;
-	p += sizeof(b) - 1;
-	n = strcspn(p, "/");
-	if (n != TERM_ID_LEN)
-		return false;
-	memcpy(tid, p, n);
-	tid[n] = '\0';
-	p += n;
-	if (strncmp(p, c, sizeof(c) - 1) || (p[3] && p[3] != '?'))
-		return false;
-	ticket[0] = '\0';
-	for (const char *q = p[3] ? p + 4 : ""; *q;) {
-		size_t len = strcspn(q, "&");
-		if (!strncmp(q, "ticket=", 7) && len - 7 <= TERM_TICKET_LEN) {
-			memcpy(ticket, q + 7, len - 7);
-			ticket[len - 7] = '\0';
-		}
-		q += len + (q[len] == '&');
-	}
-	return true;
-}
-
 static void *conn_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	char *head = malloc(TERM_HEAD_MAX + 1);
 	size_t len = 0;
+	if (head)
+		head[0] = '\0';
 	long until = monotonic_ms() + TERM_HEAD_MS;
 	char *end = NULL;
 	while (head && len < TERM_HEAD_MAX && !(end = strstr(head, "\r\n\r\n"))) {
@@ -344,8 +270,6 @@ static void *conn_main(void *arg)
 		if (memchr(head, '\0', len))
 			break;
 	}
-	char room[ROOM_ID_MAX + 1], tid[TERM_ID_LEN + 1], ticket[TERM_TICKET_LEN + 1];
-	char target[4200], key[64], version[8], upgrade[64], connection[256], auth[600];
 	struct terminal *t = NULL;
 	if (!end) {
 		answer(fd, len >= TERM_HEAD_MAX ? 431 : 400, len >= TERM_HEAD_MAX ? "Request Header Fields Too Large"
@@ -353,39 +277,43 @@ static void *conn_main(void *arg)
 		goto out;
 	}
 	end[2] = '\0';
-	if (sscanf(head, "GET %4199s HTTP/1.1\r", target) != 1) {
-		answer(fd, 400, "Bad Request", "expected GET ... HTTP/1.1");
+	struct term_head h;
+	if (term_head_parse(head, &h) < 0) {
+		answer(fd, 400, "Bad Request", "expected GET ... HTTP/1.x");
 		goto out;
 	}
-	if (!parse_target(target, room, tid, ticket)) {
+	if (h.shape == TERM_TARGET_NONE) {
 		answer(fd, 404, "Not Found", "not found");
 		goto out;
 	}
-	if (!header(head, "Upgrade", upgrade, sizeof(upgrade)) || strcasecmp(upgrade, "websocket") ||
-	    !header(head, "Connection", connection, sizeof(connection)) || !has_token(connection, "upgrade") ||
-	    !header(head, "Sec-WebSocket-Key", key, sizeof(key))) {
-		answer(fd, 426, "Upgrade Required", "a WebSocket upgrade is expected here");
-		goto out;
-	}
-	if (!header(head, "Sec-WebSocket-Version", version, sizeof(version)) || strcmp(version, "13")) {
-		answer(fd, 426, "Upgrade Required", "Sec-WebSocket-Version 13 expected");
-		goto out;
-	}
-	char accept[29];
-	if (ws_accept_key(key, strlen(key), accept) < 0) {
-		answer(fd, 400, "Bad Request", "bad Sec-WebSocket-Key");
-		goto out;
-	}
+	/* credentials first, as on every route: then what the path names */
 	bool allowed = !ws_app->tokens;
-	if (!allowed && ticket[0])
-		allowed = term_ticket_take(ticket, room, tid);
-	if (!allowed && header(head, "Authorization", auth, sizeof(auth)))
-		allowed = auth_tokens_check(ws_app->tokens, auth);
+	if (!allowed && h.ticket[0] && h.shape == TERM_TARGET_OK)
+		allowed = term_ticket_take(h.ticket, h.room, h.tid);
+	if (!allowed && h.auth[0])
+		allowed = auth_tokens_check(ws_app->tokens, h.auth);
 	if (!allowed) {
 		answer(fd, 401, "Unauthorized", "a ticket of this terminal or the API token is needed");
 		goto out;
 	}
-	t = term_attach(room, tid);
+	if (h.shape == TERM_TARGET_BAD_ID) {
+		answer(fd, 400, "Bad Request", "invalid room or terminal id");
+		goto out;
+	}
+	if (!h.upgrade) {
+		answer(fd, 426, "Upgrade Required", "a WebSocket upgrade is expected here");
+		goto out;
+	}
+	if (!h.version13) {
+		answer(fd, 426, "Upgrade Required", "Sec-WebSocket-Version 13 expected");
+		goto out;
+	}
+	char accept[29];
+	if (ws_accept_key(h.key, strlen(h.key), accept) < 0) {
+		answer(fd, 400, "Bad Request", "bad Sec-WebSocket-Key");
+		goto out;
+	}
+	t = term_attach(h.room, h.tid);
 	if (!t) {
 		answer(fd, 404, "Not Found", "terminal not found");
 		goto out;
