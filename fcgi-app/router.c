@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "reqlog.h"
 #include "router.h"
+#include "snapshots.h"
 
 /* Path pattern -> method -> handler.  A path that matches no pattern is a
  * 404, a method not listed for its pattern a 405 with Allow.
@@ -42,6 +43,11 @@ static const struct route routes[] = {
 	{ "/api/rooms/{id}/sandbox/ports", { { "GET", api_ports_list, 0 },
 					   { "POST", api_ports_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
+	{ "/api/rooms/{id}/snapshots",   { { "GET", api_snapshots_list, 0 },
+					   { "POST", api_snapshots_post, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/snapshots/{path*}", { { "DELETE", api_snapshots_delete, 0 } } },
+	{ "/api/rooms/{id}/restore",     { { "POST", api_rooms_restore, ROUTE_BODY | ROUTE_ENDS_ROOM } } },
+	{ "/api/rooms/{id}/fork",        { { "POST", api_rooms_fork, ROUTE_BODY } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -106,6 +106,14 @@ static int sparse_copy(int in, int out, uint64_t bytes)
 	}
 }
 
+int disk_image_clone(int in, int out, uint64_t bytes, bool *reflinked)
+{
+	bool shared = ioctl(out, FICLONE, in) == 0;
+	if (reflinked)
+		*reflinked = shared;
+	return shared ? 0 : sparse_copy(in, out, bytes);
+}
+
 int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *err, size_t errlen)
 {
 	int in = open(tpl, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -116,7 +124,7 @@ int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *e
 		close(in);
 		return ERR("create %s: %s", path, strerror(errno));
 	}
-	int rc = ioctl(out, FICLONE, in) == 0 ? 0 : sparse_copy(in, out, bytes);
+	int rc = disk_image_clone(in, out, bytes, NULL);
 	int e = errno;
 	close(in);
 	if (close(out) < 0 && rc == 0) {

@@ -869,9 +869,9 @@ int room_create(struct room *r, char *err, size_t errlen)
 	return 0;
 }
 
-int room_create_files(const struct room *r, char *err, size_t errlen)
+int room_create_dirs(const struct room *r, char *err, size_t errlen)
 {
-	char p[PATH_MAX], tpl[PATH_MAX];
+	char p[PATH_MAX];
 	/* No meta, so whatever is here is not this room's: the leftovers of a
 	 * creation that crashed or of a destroy that failed half-way. */
 	if (rm_tree(r->state) < 0)
@@ -883,6 +883,14 @@ int room_create_files(const struct room *r, char *err, size_t errlen)
 	snprintf(p, sizeof(p), "%s/disk", r->state);
 	if (mkdir(p, 0700) < 0 && errno != EEXIST)
 		return ERR("room %s: mkdir disk: %s", r->id, strerror(errno));
+	return 0;
+}
+
+int room_create_files(const struct room *r, char *err, size_t errlen)
+{
+	char p[PATH_MAX], tpl[PATH_MAX];
+	if (room_create_dirs(r, err, errlen) < 0)
+		return -1;
 	if (!r->cfg->disk_limit)
 		return 0;
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);

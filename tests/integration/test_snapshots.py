@@ -1,0 +1,171 @@
+"""Snapshots, restores and forks of rooms, through nginx: a snapshot is a
+consistent cut (everything acknowledged before its 201 is in it, nothing
+torn), a restore brings back files and sessions, forks never share a
+write, and the limits and errors a client sees."""
+
+import re
+
+from conftest import unique_room
+
+SERVERS = ("nginx",)
+ROOMBOX_CONFIG = {"snapshots_max": "3"}
+
+
+def snap(client, room, name=None):
+    r = client.post(f"/api/rooms/{room}/snapshots", {} if name is None else {"name": name})
+    assert r.status == 201, (r.status, r.json)
+    s = r.json["snapshot"]
+    assert set(s) == {"id", "name", "room", "createdAt", "size"}, s
+    assert s["room"] == room and s["name"] == name and s["size"] > 0, s
+    assert re.fullmatch(r"[0-9a-f]{16}", s["id"]), s
+    return s
+
+
+def restore(client, room, ref):
+    r = client.post(f"/api/rooms/{room}/restore", {"snapshot": ref})
+    assert r.status == 200, (r.status, r.json)
+    return r.json
+
+
+def fork(client, room, to, ref=None):
+    body = {"to": to} if ref is None else {"to": to, "snapshot": ref}
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", to):
+        client.touch(to)       # destroyed after the test
+    return client.post(f"/api/rooms/{room}/fork", body)
+
+
+def test_health_says_how_snapshots_copy(client):
+    r = client.get("/api/health")
+    assert r.json["snapshotCopy"] in ("reflink", "sparse-copy"), r.json
+
+
+WRITER = ("i=0; while [ $i -lt 100000 ]; do i=$((i+1)); "
+          "printf '%d\\n' $i | dd of=/workspace/log oflag=append conv=notrunc,fsync status=none; done")
+
+
+def lines_of(client, room):
+    text = client.sh(room, "cat /workspace/log")
+    assert text == "" or text.endswith("\n"), f"torn last line: {text[-40:]!r}"
+    return [int(x) for x in text.splitlines()]
+
+
+def test_a_snapshot_holds_every_line_acknowledged_before_its_201(client, room):
+    client.sh(room, f"cat > /workspace/w.sh <<'EOF'\n{WRITER}\nEOF\n"
+                    "nohup sh /workspace/w.sh >/dev/null 2>&1 &")
+    cuts = []
+    for _ in range(3):
+        # a line read back by an exec that answered is acknowledged
+        seen = client.sh(room, "sync /workspace/log; until [ -s /workspace/log ]; do :; done; "
+                               "tail -n 1 /workspace/log")
+        acked = int(seen.split()[-1])
+        cuts.append((snap(client, room)["id"], acked))
+    for sid, acked in cuts:
+        assert restore(client, room, sid) == {"restored": sid}
+        got = lines_of(client, room)
+        assert got == list(range(1, len(got) + 1)), "not a clean prefix"
+        assert len(got) >= acked, f"{sid}: line {acked} was acknowledged before the snapshot"
+
+
+def test_restore_brings_back_files_and_sessions(client, room):
+    client.sh(room, "echo kept > /workspace/f; mkdir -p /tmp/here; cd /tmp/here; export V=one")
+    s = snap(client, room, "before")
+    client.sh(room, "rm /workspace/f; cd /; export V=two; echo new > /workspace/g")
+    assert restore(client, room, "before") == {"restored": s["id"]}
+    assert client.sh(room, "cat /workspace/f; pwd; echo $V; ls /workspace") == \
+        "kept\n/tmp/here\none\nf\n"
+
+
+def test_twenty_forks_never_share_a_write(client, room):
+    client.sh(room, "echo base > /workspace/base")
+    forks = [unique_room("fork") for _ in range(20)]
+    for to in forks:
+        r = fork(client, room, to)
+        assert r.status == 201 and r.json == {"roomId": to}, (r.status, r.json)
+    for to in forks:
+        assert client.sh(to, f"cat /workspace/base; echo {to} > /workspace/mine") == "base\n"
+    for to in forks:
+        assert client.sh(to, "cat /workspace/mine") == f"{to}\n"
+    assert client.exec(room, "cat /workspace/mine")["exitCode"] != 0
+    r = client.get(f"/api/rooms/{forks[0]}")
+    assert r.status == 200 and r.json["roomId"] == forks[0]
+
+
+def test_a_fork_of_a_snapshot_starts_from_it(client, room):
+    client.sh(room, "echo old > /workspace/v")
+    s = snap(client, room)
+    client.sh(room, "echo new > /workspace/v")
+    to = unique_room("fork")
+    assert fork(client, room, to, s["id"]).status == 201
+    assert client.sh(to, "cat /workspace/v") == "old\n"
+    assert client.sh(room, "cat /workspace/v") == "new\n"
+
+
+def test_limits_and_errors(client, room):
+    client.sh(room, "true")
+    for i in range(3):
+        snap(client, room, f"n{i}")
+    r = client.post(f"/api/rooms/{room}/snapshots", {})
+    assert r.status == 409, (r.status, r.json)
+    r = client.get(f"/api/rooms/{room}/snapshots")
+    assert [s["name"] for s in r.json["snapshots"]] == ["n0", "n1", "n2"]
+    sid = r.json["snapshots"][0]["id"]
+    r = client.delete(f"/api/rooms/{room}/snapshots/{sid}")
+    assert r.status == 200 and r.json == {"deleted": sid}
+    r = client.post(f"/api/rooms/{room}/snapshots", {"name": "n1"})
+    assert r.status == 409, (r.status, r.json)            # a name is one snapshot's
+    for bad in ("bad name", "../x", "", "x" * 65, 7):
+        r = client.post(f"/api/rooms/{room}/snapshots", {"name": bad})
+        assert r.status == 400, (bad, r.status, r.json)
+        r = client.post(f"/api/rooms/{room}/restore", {"snapshot": bad})
+        assert r.status == 400, (bad, r.status, r.json)
+    assert client.post(f"/api/rooms/{room}/restore", {}).status == 400
+    assert client.delete(f"/api/rooms/{room}/snapshots/a.b").status == 400
+    for path in (f"/api/rooms/{room}/restore",):
+        r = client.post(path, {"snapshot": "nosuchsnapshot"})
+        assert r.status == 404 and r.json["error"] == "snapshot not found", r.json
+    assert client.delete(f"/api/rooms/{room}/snapshots/{sid}").status == 404
+    r = fork(client, room, unique_room("fork"), "nosuchsnapshot")
+    assert r.status == 404, (r.status, r.json)
+    other = unique_room("other")
+    client.sh(other, "true")
+    r = fork(client, room, other)
+    assert r.status == 409, (r.status, r.json)
+    assert fork(client, room, room).status == 400
+    assert fork(client, room, "bad id").status == 400
+    missing = unique_room("none")
+    assert client.post(f"/api/rooms/{missing}/snapshots", {}).status == 404
+    assert client.get(f"/api/rooms/{missing}/snapshots").status == 404
+    assert fork(client, missing, unique_room("fork")).status == 404
+    assert not client.stack.room_state_dir(missing).exists()
+
+
+def test_a_snapshot_outlives_a_restart_and_goes_with_its_room(client, stack, room):
+    client.sh(room, "echo one > /workspace/f")
+    s = snap(client, room)
+    assert client.post(f"/api/rooms/{room}/sandbox/restart").status == 200
+    client.sh(room, "echo two > /workspace/f")
+    assert [x["id"] for x in client.get(f"/api/rooms/{room}/snapshots").json["snapshots"]] == [s["id"]]
+    restore(client, room, s["id"])
+    assert client.sh(room, "cat /workspace/f") == "one\n"
+    snaps = stack.room_state_dir(room) / "snapshots"
+    assert (snaps / s["id"]).is_dir()
+    client.destroy(room)
+    assert not snaps.exists()
+    assert client.get(f"/api/rooms/{room}/snapshots").status == 404
+
+
+def test_a_stopped_room_is_snapshotted_as_it_lies(client, room):
+    client.sh(room, "echo still > /workspace/f")
+    assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
+    s = snap(client, room)
+    client.sh(room, "rm /workspace/f")
+    restore(client, room, s["id"])
+    assert client.sh(room, "cat /workspace/f") == "still\n"
+
+
+def test_metrics_count_snapshots(client, room):
+    client.sh(room, "true")
+    snap(client, room)
+    text = client.get("/metrics", check_json=False).body.decode()
+    m = re.search(r'^roombox_snapshot_ops_total\{op="snapshot",outcome="ok"\} (\d+)$', text, re.M)
+    assert m and int(m.group(1)) >= 1, text[-2000:]
