@@ -3,9 +3,16 @@ consistent cut (everything acknowledged before its 201 is in it, nothing
 torn), a restore brings back files and sessions, forks never share a
 write, and the limits and errors a client sees."""
 
+import os
 import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
-from conftest import unique_room
+import pytest
+
+from conftest import Client, loop_devices_backed_by, started_stack, unique_room, wait_until
 
 SERVERS = ("nginx",)
 ROOMBOX_CONFIG = {"snapshots_max": "3"}
@@ -50,6 +57,13 @@ def lines_of(client, room):
 
 
 def test_a_snapshot_holds_every_line_acknowledged_before_its_201(client, room):
+    check_cuts(client, room)
+
+
+def check_cuts(client, room):
+    """Several snapshots taken while a process appends fsync'd numbered
+    lines; each restored is a clean prefix holding every line an exec saw
+    before that snapshot was asked for."""
     client.sh(room, f"cat > /workspace/w.sh <<'EOF'\n{WRITER}\nEOF\n"
                     "nohup sh /workspace/w.sh >/dev/null 2>&1 &")
     cuts = []
@@ -169,3 +183,56 @@ def test_metrics_count_snapshots(client, room):
     text = client.get("/metrics", check_json=False).body.decode()
     m = re.search(r'^roombox_snapshot_ops_total\{op="snapshot",outcome="ok"\} (\d+)$', text, re.M)
     assert m and int(m.group(1)) >= 1, text[-2000:]
+
+
+# ---------------------------------------------------------------- on XFS, with reflinks
+
+@pytest.fixture
+def xfs_state_dir():
+    """A 2 GiB XFS made with reflinks (mkfs.xfs -m reflink=1), mounted at a
+    directory of its own; unmounted and removed afterwards."""
+    if not shutil.which("mkfs.xfs"):
+        pytest.skip("mkfs.xfs is not installed (xfsprogs)")
+    top = Path(tempfile.mkdtemp(prefix="rbx-xfs-", dir="/tmp"))
+    image, mnt = top / "fs.img", top / "state"
+    mnt.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(2 << 30)
+    for argv in (["mkfs.xfs", "-q", "-m", "reflink=1", image], ["mount", "-o", "loop", image, mnt]):
+        r = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, f"{argv}: {r.stderr}"
+    os.chmod(mnt, 0o711)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+        wait_until(lambda: not loop_devices_backed_by(str(image)), 10, "the loop device to go")
+        image.unlink()
+        mnt.rmdir()
+        top.rmdir()
+
+
+def test_on_a_reflink_file_system_cuts_share_blocks_and_stay_consistent(xfs_state_dir):
+    s = started_stack(state_dir=xfs_state_dir, extra={"disk_overcommit": "1000"})
+    c = Client(s)
+    room = unique_room("x")
+    try:
+        assert c.get("/api/health", auth=False).json["snapshotCopy"] == "reflink"
+        c.sh(room, "head -c 64M /dev/urandom > /workspace/big; sync")
+        free = os.statvfs(xfs_state_dir)
+        before = free.f_bavail * free.f_frsize
+        r = c.post(f"/api/rooms/{room}/snapshots", {})
+        assert r.status == 201 and r.json["frozenMs"] < 1000, r.json
+        free = os.statvfs(xfs_state_dir)
+        assert before - free.f_bavail * free.f_frsize < 16 << 20, "the snapshot copied its blocks"
+        check_cuts(c, room)
+        to = unique_room("xf")
+        c.touch(to)
+        assert fork(c, room, to).status == 201
+        c.sh(to, "echo mine > /workspace/mine")
+        assert c.exec(room, "cat /workspace/mine")["exitCode"] != 0
+    finally:
+        for r in c.rooms:
+            c.delete(f"/api/rooms/{r}")
+        problems = s.stop()
+        assert not problems, problems
