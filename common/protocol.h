@@ -160,10 +160,10 @@
  *   Snapshots (sandbox-helper/snapshot.c; a room with a disk image only,
  *   else conflict), each with struct helper_snap_args:
  *   snapshot room, snapshot = its name or "" -> struct helper_snapshot: the
- *            room cut (its cgroup frozen, its ext4 frozen with FIFREEZE,
- *            the cgroup thawed, the image reflinked or its used blocks
- *            copied, the ext4 thawed) with its sessions; a stopped room is
- *            copied as it lies.  At most snapshots_max (conflict beyond),
+ *            room cut with its sessions (its cgroup frozen; its ext4
+ *            synced and the image reflinked, or its ext4 frozen with
+ *            FIFREEZE and its used blocks copied: snapshot.c); a stopped
+ *            room is copied as it lies.  At most snapshots_max (conflict beyond),
  *            names unique in the room (conflict).
  *   snapshots room -> struct helper_snapshots_ans, then count struct
  *            helper_snapshot, oldest first.

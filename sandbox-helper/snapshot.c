@@ -9,26 +9,32 @@
  * room's state -- preview exposures, process records -- is roombox-fcgi's.
  *
  * The cut.  A running room's ext4 is mounted only inside its keeper's
- * mount namespace, on a loop device over disk.img.  To copy the image
- * consistently:
+ * mount namespace, on a loop device over disk.img.  The helper gets a
+ * descriptor on that file system by mounting the room's loop device once
+ * more (fsopen/fsmount, attached nowhere: the kernel hands back the
+ * superblock already mounted, so nothing is mounted twice), found by the
+ * image's device and inode.  Then (cut_running):
+ *   0. syncfs while the room runs: what it wrote reaches the image now,
+ *      so what follows has little left to write;
  *   1. the room's cgroup is frozen (its processes stop where they are);
- *   2. the ext4 is frozen with FIFREEZE, which writes back every dirty
- *      page, commits and checkpoints the journal and holds back every new
- *      write: the image is now a clean file system holding everything a
- *      process wrote before 1.  FIFREEZE wants a descriptor on that file
- *      system; the helper gets one by mounting the room's loop device once
- *      more (fsopen/fsmount, attached nowhere: the kernel hands back the
- *      superblock already mounted, so nothing is mounted twice);
- *   3. the cgroup is thawed: the processes run on, and only a write to the
- *      room's disk waits until 5;
- *   4. the image is copied: reflinked (FICLONE) where the state
- *      directory's file system shares blocks (XFS, btrfs), a few
- *      milliseconds whatever its size; elsewhere only its allocated extents
- *      (SEEK_DATA/SEEK_HOLE, copy_file_range);
- *   5. the ext4 is thawed (FITHAW).
- * Both times are measured and handed back (frozen_us: 1-3,
- * fs_frozen_us: 2-5).  A stopped room's image is copied as it lies (its
- * file system was unmounted cleanly, or will replay its journal).
+ *   2a. where the state directory shares blocks (XFS with reflink=1,
+ *      btrfs): syncfs again, and the image is cloned (FICLONE) -- one
+ *      atomic step, the loop device's writes to the image waiting for it
+ *      -- then the cgroup is thawed.  The copy is the image as a power
+ *      cut would have left it at that instant, holding every write made
+ *      before 1; its journal is replayed at its next mount;
+ *   2b. elsewhere the copy takes time and reads the image piece by piece:
+ *      the ext4 is frozen with FIFREEZE (every dirty page written, the
+ *      journal committed and checkpointed, new writes held back), the
+ *      cgroup thawed, only the image's allocated extents copied
+ *      (SEEK_DATA/SEEK_HOLE, copy_file_range), and the ext4 thawed
+ *      (FITHAW).  Processes run on meanwhile; a write to the room's disk
+ *      waits for the thaw.
+ * Both times are measured and handed back (frozen_us: 1 to the cgroup's
+ * thaw; fs_frozen_us: FIFREEZE to FITHAW, 0 for a clone).  A stopped
+ * room's image is copied as it lies (its file system was unmounted
+ * cleanly, or will replay its journal).  Every copy is on disk
+ * (fdatasync) before it is named or put in place.
  *
  * A snapshot is made under .part-<sid> and renamed: whole or absent; a
  * removal renames it to .del-<sid> first.  Dot names are leftovers of a
