@@ -796,7 +796,7 @@ snap_bench() {
 	room=${prefix}${tag}
 	sapi() { curl -sS --max-time 600 -H "$auth" -H 'Content-Type: application/json' "$@"; }
 	sapi -X POST -d '{"cmd":"head -c 200M /dev/urandom > /workspace/big && sync && du -sh /workspace/big"}' \
-		"$base/$room/sandbox/exec" | sed -n 's/.*"stdout":"\([^"]*\)".*/  written: \1/p'
+		"$base/$room/sandbox/exec" | sed -n 's/.*"stdout":"\([^"\\]*\).*/  written: \1/p'
 	sapi -o /dev/null -X POST -d '{"cmd":"sleep 100000 >/dev/null 2>&1 &"}' "$base/$room/sandbox/exec"
 	s_copy=$(sapi "http://127.0.0.1:$p/api/health" | sed -n 's/.*"snapshotCopy":"\([^"]*\)".*/\1/p')
 	: > "$tmp/out/frozen.$tag" ; : > "$tmp/out/req.$tag" ; : > "$tmp/out/fork.$tag"
