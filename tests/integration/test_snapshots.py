@@ -89,6 +89,26 @@ def test_restore_brings_back_files_and_sessions(client, room):
         "kept\n/tmp/here\none\nf\n"
 
 
+def say(client, room, text):
+    r = client.post(f"/api/rooms/{room}/messages", {"role": "assistant", "content": text})
+    assert r.status == 201, (r.status, r.json)
+
+
+def test_a_restore_leaves_processes_lost_and_messages_as_they_are(client, room):
+    r = client.post(f"/api/rooms/{room}/sandbox/processes", {"cmd": "sleep 1000", "name": "napper"})
+    assert r.status == 201, (r.status, r.json)
+    say(client, room, "before the snapshot")
+    s = snap(client, room)
+    say(client, room, "after the snapshot")
+    restore(client, room, s["id"])
+    said = [m["content"] for m in client.get(f"/api/rooms/{room}/messages").json["messages"]]
+    assert said == ["before the snapshot", "after the snapshot"], said
+    p = f"/api/rooms/{room}/sandbox/processes/napper"
+    status = wait_until(lambda: (lambda st: st if st != "running" else None)(
+        client.get(p).json["process"]["status"]), 10, "the process to end")
+    assert status == "lost", status
+
+
 def test_twenty_forks_never_share_a_write(client, room):
     client.sh(room, "echo base > /workspace/base")
     forks = [unique_room("fork") for _ in range(20)]
