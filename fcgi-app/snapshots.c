@@ -3,13 +3,15 @@
  *
  * The room's disk and sessions are root's: the helper copies them
  * (sandbox-helper/snapshot.c: the cut, its freeze, the copy method).  What
- * roombox-fcgi keeps of a room -- its managed processes' records -- is
- * handled here: a restore stops the room the way a restart does, so the
- * processes that ran read `lost` (process_store.h), as do those that ran
- * when the snapshot was cut, which no snapshot carries.  Preview exposures
- * are a room's addresses, not its state: they stay as they are across a
- * restore, and a fork starts with none.  Messages belong to the
- * conversation and are never touched.
+ * roombox-fcgi keeps of a room -- its managed processes' records and
+ * their logs -- is kept here beside each snapshot, as of its 201
+ * (process_store.h: procs_snapshot_*): a restore puts the snapshot's
+ * records back in place of the room's, a fork gives them to the new room,
+ * and a process that was running at the cut reads `lost` (no process is
+ * carried).  Preview exposures are a room's addresses, not its disk: they
+ * stay as they are across a restore, and a fork starts with none (a token
+ * names one room).  Messages belong to the conversation and are never
+ * touched.
  *
  * A snapshot's id (the helper's, 16 hex digits) and its name (the
  * client's) both follow the room-id rule; either names it.
@@ -101,6 +103,14 @@ static void snap_failure(struct response *rs, const char *room, uint32_t op,
 		response_error(rs, err->http_status, "%s", err->message);
 }
 
+/* The records' part of a snapshot is best effort: the room's disk and
+ * sessions are what a snapshot promises; a failure here is logged. */
+static void records_step(int rc, const char *why)
+{
+	if (rc < 0)
+		fprintf(stderr, "roombox-fcgi: %s\n", why);
+}
+
 void api_snapshots_post(struct request *rq, struct response *rs)
 {
 	struct helper_target target = app_helper(rq->app);
@@ -108,6 +118,7 @@ void api_snapshots_post(struct request *rq, struct response *rs)
 	struct helper_error err;
 	json_object *details = json_object_new_object(), *answer;
 	const char *name = "";
+	char why[512];
 
 	if (json_object_is_type(rq->body, json_type_object))
 		id_field(rq->body, "name", false, &name, details);
@@ -119,6 +130,7 @@ void api_snapshots_post(struct request *rq, struct response *rs)
 		return;
 	}
 	metrics_snapshot_op(SNAP_TAKE, true, s.frozen_us);
+	records_step(procs_snapshot_save(rq->room, s.id, why, sizeof(why)), why);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "snapshot", snapshot_json(rq->room, &s));
 	/* how long the room's processes stood still for it, in ms */
@@ -161,6 +173,7 @@ void api_snapshots_delete(struct request *rq, struct response *rs)
 		return;
 	}
 	metrics_snapshot_op(SNAP_DELETE, true, 0);
+	procs_snapshot_remove(rq->room, s.id);
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "deleted", json_object_new_string(s.id));
 	response_json(rs, 200, answer);
@@ -173,6 +186,7 @@ void api_rooms_restore(struct request *rq, struct response *rs)
 	struct helper_error err;
 	json_object *details = json_object_new_object();
 	const char *ref = "";
+	char why[512];
 
 	if (json_object_is_type(rq->body, json_type_object))
 		id_field(rq->body, "snapshot", true, &ref, details);
@@ -188,10 +202,29 @@ void api_rooms_restore(struct request *rq, struct response *rs)
 		return;
 	}
 	metrics_snapshot_op(SNAP_RESTORE, true, 0);
+	records_step(procs_snapshot_restore(rq->room, s.id, rq->room, why, sizeof(why)), why);
 	metrics_room_started(ROOM_START_RESTART);
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "restored", json_object_new_string(s.id));
 	response_json(rs, 200, answer);
+}
+
+/* The new room's records: the snapshot's, or the room's now (kept for
+ * the moment under a name no snapshot id takes). */
+static void fork_records(const char *room, const char *sid, const char *to)
+{
+	char tmp[ROOM_ID_MAX + 8], why[512];
+
+	if (sid[0]) {
+		records_step(procs_snapshot_restore(room, sid, to, why, sizeof(why)), why);
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "fork-%.*s", ROOM_ID_MAX, to);
+	if (procs_snapshot_save(room, tmp, why, sizeof(why)) == 0)
+		records_step(procs_snapshot_restore(room, tmp, to, why, sizeof(why)), why);
+	else
+		records_step(-1, why);
+	procs_snapshot_remove(room, tmp);
 }
 
 void api_rooms_fork(struct request *rq, struct response *rs)
@@ -220,6 +253,7 @@ void api_rooms_fork(struct request *rq, struct response *rs)
 		return;
 	}
 	metrics_snapshot_op(SNAP_FORK, true, s.frozen_us);
+	fork_records(rq->room, s.id, to);
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "roomId", json_object_new_string(to));
 	response_json(rs, 201, answer);

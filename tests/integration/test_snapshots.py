@@ -94,19 +94,39 @@ def say(client, room, text):
     assert r.status == 201, (r.status, r.json)
 
 
-def test_a_restore_leaves_processes_lost_and_messages_as_they_are(client, room):
-    r = client.post(f"/api/rooms/{room}/sandbox/processes", {"cmd": "sleep 1000", "name": "napper"})
+def start(client, room, name, cmd):
+    r = client.post(f"/api/rooms/{room}/sandbox/processes", {"cmd": cmd, "name": name})
     assert r.status == 201, (r.status, r.json)
+
+
+def status_of(client, room, name):
+    r = client.get(f"/api/rooms/{room}/sandbox/processes/{name}")
+    return r.json["process"]["status"] if r.status == 200 else r.status
+
+
+def test_a_restore_brings_back_process_records_and_leaves_messages(client, stack, room):
+    start(client, room, "napper", "sleep 1000")
+    start(client, room, "done", "echo from-done")
+    wait_until(lambda: status_of(client, room, "done") == "exited", 10, "`done` to end")
     say(client, room, "before the snapshot")
     s = snap(client, room)
     say(client, room, "after the snapshot")
+    start(client, room, "later", "echo later")
     restore(client, room, s["id"])
     said = [m["content"] for m in client.get(f"/api/rooms/{room}/messages").json["messages"]]
     assert said == ["before the snapshot", "after the snapshot"], said
-    p = f"/api/rooms/{room}/sandbox/processes/napper"
-    status = wait_until(lambda: (lambda st: st if st != "running" else None)(
-        client.get(p).json["process"]["status"]), 10, "the process to end")
-    assert status == "lost", status
+    assert status_of(client, room, "napper") == "lost"       # running at the cut
+    assert status_of(client, room, "done") == "exited"
+    logs = client.get(f"/api/rooms/{room}/sandbox/processes/done/logs")
+    assert "from-done" in logs.json["stdout"], logs.json
+    assert status_of(client, room, "later") == 404            # after the cut
+    to = unique_room("fork")
+    assert fork(client, room, to, s["id"]).status == 201
+    assert status_of(client, to, "done") == "exited" and status_of(client, to, "napper") == "lost"
+    parts = stack.state_dir / "processes" / ".snapshots" / room
+    assert (parts / s["id"]).is_dir()
+    client.destroy(room)
+    assert not parts.exists()
 
 
 def test_twenty_forks_never_share_a_write(client, room):
