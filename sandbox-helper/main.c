@@ -1235,7 +1235,7 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 		if (strcmp(name, helper_op_name(op)) != 0)
 			continue;
 		const struct op *o = op_find(op);
-		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS || o->args_size > sizeof(struct helper_keep_args))
+		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS)
 			return NULL;
 		if (op == HOP_EXEC) {
 			/* exec ROOM CMD: the command's stdin, stdout and stderr
@@ -1248,7 +1248,8 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 			*is_exec = true;
 			return helper_rec_end(&b, len);
 		}
-		if (argc != (o->room != ROOM_NONE ? 2 : 1))
+		/* ops with arguments of their own (snapshots) are the API's */
+		if (argc != (o->room != ROOM_NONE ? 2 : 1) || o->args_size > sizeof(struct helper_keep_args))
 			return NULL;
 		struct helper_keep_args k = { 0 };
 		helper_rec_begin(&b, op, o->room != ROOM_NONE ? argv[1] : NULL, &k, o->args_size);
