@@ -164,7 +164,8 @@
  *            synced and the image reflinked, or its ext4 frozen with
  *            FIFREEZE and its used blocks copied: snapshot.c); a stopped
  *            room is copied as it lies.  At most snapshots_max (conflict beyond),
- *            names unique in the room (conflict).
+ *            names unique in the room (conflict); a reflinked one promises
+ *            the bytes it shares (no_space when they do not fit: room.c).
  *   snapshots room -> struct helper_snapshots_ans, then count struct
  *            helper_snapshot, oldest first.
  *   snapshot-delete room, snapshot = id or name -> struct helper_snapshot

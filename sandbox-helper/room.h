@@ -135,6 +135,12 @@ int room_create_dirs(const struct room *r, char *err, size_t errlen);
 int room_create_finish(struct room *r, char *err, size_t errlen);
 void room_create_abort(struct room *r);
 
+/* A reflinked snapshot of the room promises the bytes its image holds
+ * (bytes > 0: refused with ROOM_ENOSPACE and err, as a new room's image,
+ * when that does not fit) or, deleted, gives them back (bytes < 0).
+ * Under the state lock; 0 or ROOM_ENOSPACE (or -1). */
+int room_disk_commit_share(const struct room *r, int64_t bytes, char *err, size_t errlen);
+
 /* Count what the rooms' disk images promise and hold, and record it in
  * <state_dir>/disk-commit.json (room.c); takes the state lock. */
 void room_disk_commit_count(const struct config *cfg);

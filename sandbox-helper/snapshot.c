@@ -515,9 +515,9 @@ int snap_take(struct room *r, const struct cgroup_sys *cg, const char *name,
 	char snaps[PATH_MAX], part[PATH_MAX], dir[PATH_MAX], img[PATH_MAX], id[HELPER_ROOM_LEN];
 	if (!room_has_image(r))
 		return no_image(r, err, errlen);
-	int code = snap_admit(r, name, err, errlen);
-	if (code)
-		return code;
+	int admitted = snap_admit(r, name, err, errlen);
+	if (admitted)
+		return admitted;
 	snaps_dir(r, snaps);
 	if (mkdir(snaps, 0700) < 0 && errno != EEXIST)
 		return ERR("room %s: make its snapshots directory: %s", r->id, strerror(errno)), HELPER_E_FAILED;
@@ -544,11 +544,19 @@ int snap_take(struct room *r, const struct cgroup_sys *cg, const char *name,
 	snprintf(out->copy, sizeof(out->copy), "%s", c.reflinked ? SNAP_COPY_REFLINK : SNAP_COPY_SPARSE);
 	if (rc == 0)
 		rc = sessions_copy(r, r->state, part, err, errlen);
-	if (rc == 0 && (info_write(part, out) < 0 || rename(part, dir) < 0))
+	/* shared blocks are a promise, as a new room's image is (room.c) */
+	uint64_t shared = c.reflinked ? file_bytes(part, "disk.img") : 0;
+	int code = HELPER_E_FAILED;
+	if (rc == 0 && shared && (rc = room_disk_commit_share(r, (int64_t)shared, err, errlen)) != 0)
+		code = rc == ROOM_ENOSPACE ? HELPER_E_NO_SPACE : HELPER_E_FAILED;
+	if (rc == 0 && (info_write(part, out) < 0 || rename(part, dir) < 0)) {
 		rc = ERR("room %s: record the snapshot: %s", r->id, strerror(errno));
-	if (rc < 0) {
+		if (shared)
+			room_disk_commit_share(r, -(int64_t)shared, err, 0);
+	}
+	if (rc != 0) {
 		snap_dir_remove(part);
-		return HELPER_E_FAILED;
+		return code;
 	}
 	snap_load(snaps, id, out);
 	out->frozen_us = (uint64_t)c.frozen_us;
@@ -584,9 +592,13 @@ int snap_delete(struct room *r, const char *ref, struct helper_snapshot *out,
 	snaps_dir(r, snaps);
 	snprintf(dir, sizeof(dir), "%s/%s", snaps, out->id);
 	snprintf(del, sizeof(del), "%s/.del-%s", snaps, out->id);
+	uint64_t shared = strcmp(out->copy, SNAP_COPY_REFLINK) == 0 ? file_bytes(dir, "disk.img") : 0;
 	if (rename(dir, del) < 0)
 		return ERR("room %s: remove snapshot %s: %s", r->id, out->id, strerror(errno)), HELPER_E_FAILED;
 	snap_dir_remove(del);
+	char ignored[256];
+	if (shared)   /* its promise given back (room.c) */
+		room_disk_commit_share(r, -(int64_t)shared, ignored, sizeof(ignored));
 	return HELPER_E_OK;
 }
 

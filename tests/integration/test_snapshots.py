@@ -261,10 +261,17 @@ def test_on_a_reflink_file_system_cuts_share_blocks_and_stay_consistent(xfs_stat
         c.sh(room, "head -c 64M /dev/urandom > /workspace/big; sync")
         free = os.statvfs(xfs_state_dir)
         before = free.f_bavail * free.f_frsize
+        promised = c.get("/api/health", auth=False).json["disk"]["promisedBytes"]
         r = c.post(f"/api/rooms/{room}/snapshots", {})
         assert r.status == 201 and r.json["frozenMs"] < 1000, r.json
         free = os.statvfs(xfs_state_dir)
         assert before - free.f_bavail * free.f_frsize < 16 << 20, "the snapshot copied its blocks"
+        # its shared blocks are promised: the room's overwrites may leave them to it alone
+        now = c.get("/api/health", auth=False).json["disk"]["promisedBytes"]
+        assert now - promised >= 64 << 20, (promised, now)
+        sid = r.json["snapshot"]["id"]
+        assert c.delete(f"/api/rooms/{room}/snapshots/{sid}").status == 200
+        assert c.get("/api/health", auth=False).json["disk"]["promisedBytes"] == promised
         check_cuts(c, room)
         to = unique_room("xf")
         c.touch(to)
