@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <linux/mount.h>
@@ -313,9 +314,23 @@ struct cut {
  * its journal replays at the next mount.  Otherwise the copy takes time
  * and reads the image piece by piece: the file system is frozen
  * (FIFREEZE) for the whole copy, the room's processes only until then. */
+/* The room's file system while it is frozen for a copy: the helper's
+ * last line of defence (alarm, main.c) thaws it before the helper goes,
+ * or the room's writes would wait until its next stop. */
+static volatile sig_atomic_t frozen_fs = -1;
+
+static void thaw_and_exit(int sig)
+{
+	if (frozen_fs >= 0)
+		ioctl(frozen_fs, FITHAW, 0);
+	_exit(128 + sig);
+}
+
 static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs, int in, int out,
 		       uint64_t size, struct cut *c, char *err, size_t errlen)
 {
+	/* a freeze a helper killed mid-copy left (EINVAL: none) */
+	ioctl(fs, FITHAW, 0);
 	syncfs(fs);
 	bool reflink = ioctl(out, FICLONE, in) == 0;   /* a probe, made again below */
 	int64_t t0 = now_us(), t1;
@@ -330,18 +345,24 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 		c->frozen_us = now_us() - t0;
 		return rc;
 	}
-	if (ioctl(fs, FIFREEZE, 0) < 0)
+	struct sigaction sa = { .sa_handler = thaw_and_exit }, old_alrm, old_term;
+	sigaction(SIGALRM, &sa, &old_alrm);
+	sigaction(SIGTERM, &sa, &old_term);
+	frozen_fs = fs;
+	bool fs_frozen = ioctl(fs, FIFREEZE, 0) == 0;
+	if (!fs_frozen)
 		rc = ERR("room %s: freeze its file system: %s", r->id, strerror(errno));
 	t1 = now_us();
 	if (frozen)
 		cgroup_room_thaw(cg, r->id);
 	c->frozen_us = now_us() - t0;
-	if (rc < 0)
-		return rc;
-	if (disk_image_clone(in, out, size, &c->reflinked) < 0)
+	if (rc == 0 && disk_image_clone(in, out, size, &c->reflinked) < 0)
 		rc = ERR("room %s: copy its disk image: %s", r->id, strerror(errno));
-	if (ioctl(fs, FITHAW, 0) < 0)
+	if (fs_frozen && ioctl(fs, FITHAW, 0) < 0)
 		fprintf(stderr, "roombox-helper: room %s: thaw its file system: %s\n", r->id, strerror(errno));
+	frozen_fs = -1;
+	sigaction(SIGALRM, &old_alrm, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 	c->fs_frozen_us = now_us() - t1;
 	return rc;
 }
