@@ -283,3 +283,25 @@ def test_on_a_reflink_file_system_cuts_share_blocks_and_stay_consistent(xfs_stat
             c.delete(f"/api/rooms/{r}")
         problems = s.stop()
         assert not problems, problems
+
+
+def test_a_room_without_a_disk_image_says_so():
+    """disk_limit = 0: the room's layer is a plain directory, which is not
+    snapshotted nor forked: 409 with the reason, and nothing made."""
+    s = started_stack(extra={"disk_limit": "0"})
+    c = Client(s)
+    room = unique_room("p")
+    try:
+        assert c.get("/api/health", auth=False).json["snapshotCopy"] == "none"
+        c.sh(room, "true")
+        r = c.post(f"/api/rooms/{room}/snapshots", {})
+        assert r.status == 409 and "no disk image" in r.json["error"], r.json
+        to = unique_room("pf")
+        r = c.post(f"/api/rooms/{room}/fork", {"to": to})
+        assert r.status == 409 and "no disk image" in r.json["error"], r.json
+        assert c.get(f"/api/rooms/{to}").status == 404
+        assert c.get(f"/api/rooms/{room}/snapshots").json == {"snapshots": []}
+    finally:
+        c.delete(f"/api/rooms/{room}")
+        problems = s.stop()
+        assert not problems, problems
