@@ -95,7 +95,7 @@ static void snap_failure(struct response *rs, const char *room, uint32_t op,
 	fprintf(stderr, "roombox-fcgi: room %s: %s: %s\n", room, helper_op_name(op), err->message);
 	if (err->http_status == 429)
 		response_error(rs, 429, "room limit reached");
-	else if (err->http_status == 404 && strstr(err->message, "snapshot"))
+	else if (err->http_status == 404 && strstr(err->message, ": snapshot "))   /* snapshot.c's words */
 		response_error(rs, 404, "snapshot not found");
 	else if (err->http_status == 404)
 		response_error(rs, 404, "room not found");
@@ -246,7 +246,9 @@ void api_rooms_fork(struct request *rq, struct response *rs)
 		return;
 	if (helper_fork(&target, rq->room, ref, to, &s, &err) < 0) {
 		metrics_snapshot_op(SNAP_FORK, false, 0);
-		if (err.http_status == 409 && strstr(err.message, "exists"))
+		size_t n = strlen(err.message);
+
+		if (err.http_status == 409 && n > 7 && !strcmp(err.message + n - 7, " exists"))
 			response_error(rs, 409, "room %s exists", to);
 		else
 			snap_failure(rs, rq->room, HOP_FORK, &err);
