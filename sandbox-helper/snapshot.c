@@ -650,9 +650,8 @@ int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
 }
 
 /* The new room t made around the copy at tmp, its sessions from `from`
- * (r and t locked; t does not exist). */
-static int fork_make(struct room *r, struct room *t, const char *tmp, const char *from,
-		     char *err, size_t errlen)
+ * (t locked, and not existing). */
+static int fork_make(struct room *t, const char *tmp, const char *from, char *err, size_t errlen)
 {
 	char img[PATH_MAX];
 	int rc = room_create(t, err, errlen);
@@ -668,7 +667,6 @@ static int fork_make(struct room *r, struct room *t, const char *tmp, const char
 		room_remove_files(t, e2, sizeof(e2));
 		return HELPER_E_FAILED;
 	}
-	(void)r;
 	return HELPER_E_OK;
 }
 
@@ -710,7 +708,7 @@ static int fork_locked(struct room *r, struct room *t, const struct cgroup_sys *
 	snprintf(out->copy, sizeof(out->copy), "%s", c.reflinked ? SNAP_COPY_REFLINK : SNAP_COPY_SPARSE);
 	out->frozen_us = (uint64_t)c.frozen_us;
 	out->fs_frozen_us = (uint64_t)c.fs_frozen_us;
-	int code = fork_make(r, t, tmp, from, err, errlen);
+	int code = fork_make(t, tmp, from, err, errlen);
 	unlink(tmp);   /* left only by a failure */
 	return code;
 }
