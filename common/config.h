@@ -73,6 +73,7 @@ struct config {
 	enum network_mode network; /* none */
 	uint32_t uid_base;       /* 200000 */
 	int max_rooms;           /* 1000 */
+	int snapshots_max;       /* 10 snapshots per room */
 	uint64_t memory_limit;   /* bytes, 512M */
 	int pids_limit;          /* 256 */
 	double cpu_limit;        /* CPUs, 1.0 */

@@ -172,6 +172,28 @@
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
  *
+ *   Snapshots (sandbox-helper/snapshot.c; a room with a disk image only,
+ *   else conflict), each with struct helper_snap_args:
+ *   snapshot room, snapshot = its name or "" -> struct helper_snapshot: the
+ *            room cut with its sessions (its cgroup frozen; its ext4
+ *            synced and the image reflinked, or its ext4 frozen with
+ *            FIFREEZE and its used blocks copied: snapshot.c); a stopped
+ *            room is copied as it lies.  At most snapshots_max (conflict beyond),
+ *            names unique in the room (conflict); a reflinked one promises
+ *            the bytes it shares (no_space when they do not fit: room.c).
+ *   snapshots room -> struct helper_snapshots_ans, then count struct
+ *            helper_snapshot, oldest first.
+ *   snapshot-delete room, snapshot = id or name -> struct helper_snapshot
+ *            (the one removed); not_found.
+ *   restore  room, snapshot = id or name -> struct helper_snapshot: the
+ *            room stopped, its disk image and sessions replaced by the
+ *            snapshot's copies, started again.
+ *   fork     room, to = the new room, snapshot = id, name or "" (the room
+ *            now, cut as snapshot cuts) -> struct helper_snapshot (the cut's
+ *            times): the new room made (max_rooms: limit; disk promise:
+ *            no_space; it exists: conflict) with a copy of that disk and
+ *            sessions, not started.  Both rooms are locked, in id order.
+ *
  * Error codes (HELPER_E_*; their names, HELPER_ERR_*, are what roombox-fcgi
  * logs and counts) and the HTTP status roombox-fcgi gives them:
  *   invalid   400   bad request to the helper (should not happen via fcgi)
@@ -182,6 +204,8 @@
  *   refused   502   port-connect: nothing listens on that port in the room
  *   no_space  507   a new room's disk image would promise more than the
  *                   host has free
+ *   conflict  409   snapshot, fork: snapshots_max reached, a name taken, the
+ *                   new room exists, or a room without a disk image
  */
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
@@ -195,6 +219,7 @@ enum helper_op {
 	HOP_EXEC = 1, HOP_CREATE, HOP_STATUS, HOP_LIST, HOP_DESTROY, HOP_STOP,
 	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
 	HOP_PORT_CONNECT, HOP_SET_LIMITS,
+	HOP_SNAPSHOT, HOP_SNAPSHOTS, HOP_SNAPSHOT_DELETE, HOP_RESTORE, HOP_FORK,
 	HOP_COUNT   /* one past the last */
 };
 /* their names: the helper's command line, roombox-fcgi's metrics and logs */
@@ -211,6 +236,11 @@ enum helper_op {
 #define HELPER_OP_RESTART   "restart"    /* POST …/sandbox/restart */
 #define HELPER_OP_PORT_CONNECT "port-connect"
 #define HELPER_OP_SET_LIMITS "set-limits" /* PATCH /api/rooms/{id} */
+#define HELPER_OP_SNAPSHOT  "snapshot"        /* POST …/snapshots */
+#define HELPER_OP_SNAPSHOTS "snapshots"       /* GET …/snapshots */
+#define HELPER_OP_SNAPSHOT_DELETE "snapshot-delete"
+#define HELPER_OP_RESTORE   "restore"
+#define HELPER_OP_FORK      "fork"
 
 static inline const char *helper_op_name(uint32_t op)
 {
@@ -222,6 +252,9 @@ static inline const char *helper_op_name(uint32_t op)
 		[HOP_INFO] = HELPER_OP_INFO, [HOP_KILL_ALL] = HELPER_OP_KILL_ALL,
 		[HOP_RESTART] = HELPER_OP_RESTART, [HOP_PORT_CONNECT] = HELPER_OP_PORT_CONNECT,
 		[HOP_SET_LIMITS] = HELPER_OP_SET_LIMITS,
+		[HOP_SNAPSHOT] = HELPER_OP_SNAPSHOT, [HOP_SNAPSHOTS] = HELPER_OP_SNAPSHOTS,
+		[HOP_SNAPSHOT_DELETE] = HELPER_OP_SNAPSHOT_DELETE, [HOP_RESTORE] = HELPER_OP_RESTORE,
+		[HOP_FORK] = HELPER_OP_FORK,
 	};
 	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
 }
@@ -309,6 +342,15 @@ struct helper_limits_args {    /* set-limits */
 #define HL_EXECMAX 32u
 #define HL_ALL     63u
 
+/* snapshot, snapshots, snapshot-delete, restore, fork: ids and names
+ * NUL-padded, each "" or following the room-id rule */
+struct helper_snap_args {
+	char snapshot[HELPER_ROOM_LEN];  /* snapshot: its name ("": none);
+	                                  * delete, restore, fork: its id or
+	                                  * name (fork: "" = the room now) */
+	char to[HELPER_ROOM_LEN];        /* fork: the new room; else "" */
+};
+
 struct helper_ans {
 	uint32_t magic;
 	uint32_t version;
@@ -361,10 +403,30 @@ struct helper_info_ans {
 	uint32_t dns[HELPER_DNS_MAX];  /* IPv4, host byte order */
 };
 
+/* A snapshot of a room (sandbox-helper/snapshot.c). */
+struct helper_snapshot {
+	char id[HELPER_ROOM_LEN];
+	char name[HELPER_ROOM_LEN];   /* "" = none */
+	char created_at[32];          /* ISO-8601 UTC */
+	char copy[16];                /* SNAP_COPY_*: how its disk was copied */
+	uint64_t size;                /* bytes it holds (image blocks, sessions) */
+	uint64_t frozen_us;           /* taking one: how long the room's
+	                               * processes were frozen (0: it was stopped) */
+	uint64_t fs_frozen_us;        /* and its file system (FIFREEZE .. FITHAW) */
+};
+#define SNAP_COPY_REFLINK "reflink"      /* blocks shared (FICLONE) */
+#define SNAP_COPY_SPARSE  "sparse-copy"  /* only the used blocks copied */
+
+struct helper_snapshots_ans {
+	uint32_t count;            /* struct helper_snapshot records that follow */
+	uint32_t reserved;
+};
+
 /* ---- error codes ---- */
 enum helper_status_code {
 	HELPER_E_OK = 0, HELPER_E_INVALID, HELPER_E_NOT_FOUND, HELPER_E_LIMIT,
 	HELPER_E_DENIED, HELPER_E_FAILED, HELPER_E_REFUSED, HELPER_E_NO_SPACE,
+	HELPER_E_CONFLICT,
 	HELPER_E_COUNT
 };
 #define HELPER_ERR_INVALID   "invalid"
@@ -374,6 +436,7 @@ enum helper_status_code {
 #define HELPER_ERR_FAILED    "failed"
 #define HELPER_ERR_REFUSED   "refused"
 #define HELPER_ERR_NO_SPACE  "no_space"
+#define HELPER_ERR_CONFLICT  "conflict"
 
 static inline const char *helper_err_name(uint32_t code)
 {
@@ -382,6 +445,7 @@ static inline const char *helper_err_name(uint32_t code)
 		[HELPER_E_NOT_FOUND] = HELPER_ERR_NOT_FOUND, [HELPER_E_LIMIT] = HELPER_ERR_LIMIT,
 		[HELPER_E_DENIED] = HELPER_ERR_DENIED, [HELPER_E_FAILED] = HELPER_ERR_FAILED,
 		[HELPER_E_REFUSED] = HELPER_ERR_REFUSED, [HELPER_E_NO_SPACE] = HELPER_ERR_NO_SPACE,
+		[HELPER_E_CONFLICT] = HELPER_ERR_CONFLICT,
 	};
 	return code < HELPER_E_COUNT ? names[code] : HELPER_ERR_FAILED;
 }

@@ -66,6 +66,10 @@ static void usage(FILE *f)
 		"  stop ROOM           stop the room's processes (files and session kept)\n"
 		"  restart ROOM        stop and start the room again\n"
 		"  destroy ROOM        delete the room: processes, files, messages\n"
+		"  snapshot ROOM [NAME]   take a snapshot of the room (disk and sessions)\n"
+		"  snapshots ROOM      the room's snapshots: id, name, size, when\n"
+		"  restore ROOM SNAP   put the room back as snapshot SNAP (id or name) holds it\n"
+		"  fork ROOM NEWROOM [SNAP]  a new room from ROOM now, or from its snapshot SNAP\n"
 		"  token new           add a token to tokens_file and print it (once)\n"
 		"  token list          the tokens' fingerprints (SHA-256, 12 hex digits)\n"
 		"  token revoke FP     remove the token with that fingerprint\n"
@@ -343,6 +347,63 @@ static int verb_room_op(struct ctl *c, const char *verb, const char *room)
 	return rc;
 }
 
+/* snapshot, snapshots, restore, fork: argv[0] the room, then the verb's
+ * own arguments (checked by the service: its answer says what is wrong). */
+static int verb_snapshot(struct ctl *c, const char *verb, int argc, char **argv)
+{
+	const char *room = argv[0], *method = "POST", *sub = "snapshots";
+	json_object *body = json_object_new_object(), *list, *s;
+	char uri[160], size[16];
+	struct answer r;
+	int want = 201, rc = 0;
+
+	if (!room_ok(room)) {
+		json_object_put(body);
+		return 1;
+	}
+	if (strcmp(verb, "snapshot") == 0 && argc == 2) {
+		json_object_object_add(body, "name", json_object_new_string(argv[1]));
+	} else if (strcmp(verb, "snapshots") == 0) {
+		method = "GET";
+		want = 200;
+		json_object_put(body);
+		body = NULL;
+	} else if (strcmp(verb, "restore") == 0) {
+		sub = "restore";
+		want = 200;
+		json_object_object_add(body, "snapshot", json_object_new_string(argv[1]));
+	} else if (strcmp(verb, "fork") == 0) {
+		sub = "fork";
+		json_object_object_add(body, "to", json_object_new_string(argv[1]));
+		if (argc == 3)
+			json_object_object_add(body, "snapshot", json_object_new_string(argv[2]));
+	}
+	snprintf(uri, sizeof(uri), "/api/rooms/%s/%s", room, sub);
+	rc = api(c, method, uri, body, &r);
+	json_object_put(body);
+	if (rc < 0)
+		return 1;
+	if (r.status != want) {
+		rc = refused(uri, &r);
+	} else if (strcmp(verb, "snapshots") == 0 && json_object_object_get_ex(r.json, "snapshots", &list)) {
+		printf("%-16s %-24s %8s  %s\n", "ID", "NAME", "SIZE", "CREATED");
+		for (size_t i = 0; i < json_object_array_length(list); i++) {
+			s = json_object_array_get_idx(list, i);
+			human_bytes(size, sizeof(size), num(s, "size"));
+			printf("%-16s %-24s %8s  %s\n", str(s, "id") ?: "?", str(s, "name") ?: "-", size,
+			       str(s, "createdAt") ?: "?");
+		}
+	} else if (strcmp(verb, "snapshot") == 0 && json_object_object_get_ex(r.json, "snapshot", &s)) {
+		printf("room %s: snapshot %s taken\n", room, str(s, "id") ?: "?");
+	} else if (strcmp(verb, "restore") == 0) {
+		printf("room %s: restored snapshot %s\n", room, str(r.json, "restored") ?: "?");
+	} else {
+		printf("room %s: forked to %s\n", room, str(r.json, "roomId") ?: "?");
+	}
+	answer_free(&r);
+	return rc;
+}
+
 static int verb_token(struct ctl *c, int argc, char **argv)
 {
 	if (argc == 1 && strcmp(argv[0], "new") == 0)
@@ -381,7 +442,10 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	if (!((strcmp(verb, "status") == 0 || strcmp(verb, "rooms") == 0) && argc == 1) &&
 	    !(strcmp(verb, "exec") == 0 && argc >= 3) &&
 	    !((strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0 ||
-	       strcmp(verb, "destroy") == 0) && argc == 2)) {
+	       strcmp(verb, "destroy") == 0 || strcmp(verb, "snapshots") == 0) && argc == 2) &&
+	    !(strcmp(verb, "snapshot") == 0 && (argc == 2 || argc == 3)) &&
+	    !(strcmp(verb, "restore") == 0 && argc == 3) &&
+	    !(strcmp(verb, "fork") == 0 && (argc == 3 || argc == 4))) {
 		usage(stderr);
 		return 2;
 	}
@@ -393,6 +457,8 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 		return verb_rooms(c);
 	if (strcmp(verb, "exec") == 0)
 		return verb_exec(c, argv[1], argc - 2, argv + 2);
+	if (strncmp(verb, "snapshot", 8) == 0 || strcmp(verb, "restore") == 0 || strcmp(verb, "fork") == 0)
+		return verb_snapshot(c, verb, argc - 1, argv + 1);
 	return verb_room_op(c, verb, argv[1]);
 }
 

@@ -57,6 +57,20 @@ int helper_restart(const struct helper_target *t, const char *room, struct helpe
 int helper_info(const struct helper_target *t, long deadline_ms, struct helper_info_ans *info,
 		struct helper_error *err);
 
+/* Snapshots (fcgi-app/snapshots.c): ref is a snapshot's id or name, name
+ * a new one's ("" or NULL: none), to a fork's new room.  The list is
+ * malloc'd (free()), oldest first. */
+int helper_snapshot(const struct helper_target *t, const char *room, const char *name,
+		    struct helper_snapshot *out, struct helper_error *err);
+int helper_snapshots(const struct helper_target *t, const char *room, struct helper_snapshot **list,
+		     size_t *n, struct helper_error *err);
+int helper_snapshot_delete(const struct helper_target *t, const char *room, const char *ref,
+			   struct helper_snapshot *out, struct helper_error *err);
+int helper_restore(const struct helper_target *t, const char *room, const char *ref,
+		   struct helper_snapshot *out, struct helper_error *err);
+int helper_fork(const struct helper_target *t, const char *room, const char *ref, const char *to,
+		struct helper_snapshot *out, struct helper_error *err);
+
 /* The rooms stop-idle or stop-all stopped: ids, count of them (free ids). */
 struct helper_stopped {
 	char (*ids)[HELPER_ROOM_LEN];

@@ -50,6 +50,7 @@
 #include "request.h"
 #include "room.h"
 #include "roomid.h"
+#include "snapshot.h"
 
 struct caller {
 	uid_t uid;
@@ -904,6 +905,100 @@ static int op_port_connect(struct helper *h, struct call *c)
 	return 0;
 }
 
+/* ---- snapshots (snapshot.c) ------------------------------------------------ */
+
+/* A field of helper_snap_args: NUL-terminated, NUL-padded, "" or an id. */
+static bool snap_field_ok(const char *f, bool empty_ok)
+{
+	size_t n = strnlen(f, HELPER_ROOM_LEN);
+	if (n == HELPER_ROOM_LEN)
+		return false;
+	for (size_t i = n; i < HELPER_ROOM_LEN; i++)
+		if (f[i])
+			return false;
+	return n ? room_id_valid(f) : empty_ok;
+}
+
+/* The table's check of the snapshot ops: which fields each takes. */
+static int check_snap(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	uint32_t op = c->rq->op;
+	bool ref_ok = snap_field_ok(a->snapshot, op == HOP_SNAPSHOT || op == HOP_SNAPSHOTS || op == HOP_FORK);
+	bool to_ok = op == HOP_FORK ? snap_field_ok(a->to, false) && strcmp(a->to, c->rq->room) != 0
+		: snap_field_ok(a->to, true) && !a->to[0];
+	if (op == HOP_SNAPSHOTS && a->snapshot[0])
+		ref_ok = false;
+	if (!ref_ok || !to_ok) {
+		snprintf(h->err, sizeof(h->err), "%s: %s", helper_op_name(op),
+			 !ref_ok ? "invalid snapshot id or name" : "invalid new room id");
+		return fail(h, HELPER_E_INVALID);
+	}
+	return 0;
+}
+
+static int snap_answer(struct helper *h, struct call *c, int code, const struct helper_snapshot *s)
+{
+	if (code != HELPER_E_OK)
+		return fail(h, (uint32_t)code);
+	answer_put(c->out, s, sizeof(*s));
+	return 0;
+}
+
+static int op_snapshot(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	alarm(600);   /* a copy of a whole image where nothing is shared */
+	return snap_answer(h, c, snap_take(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
+}
+
+static void snap_emit(const struct helper_snapshot *s, void *ctx)
+{
+	answer_put(ctx, s, sizeof(*s));
+}
+
+static int op_snapshots(struct helper *h, struct call *c)
+{
+	int found = room_load(&c->r, h->err, sizeof(h->err));
+	if (found <= 0) {
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room not found");
+		return fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
+	}
+	size_t at = c->out->len;
+	answer_put(c->out, NULL, sizeof(struct helper_snapshots_ans));
+	int n = snap_list(&c->r, snap_emit, c->out, h->err, sizeof(h->err));
+	if (n < 0 || c->out->failed)
+		return fail(h, HELPER_E_FAILED);
+	((struct helper_snapshots_ans *)(c->out->buf + at))->count = (uint32_t)n;
+	return 0;
+}
+
+static int op_snapshot_delete(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	return snap_answer(h, c, snap_delete(&c->r, a->snapshot, &s, h->err, sizeof(h->err)), &s);
+}
+
+static int op_restore(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	alarm(600);
+	return snap_answer(h, c, snap_restore(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
+}
+
+static int op_fork(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	alarm(600);
+	return snap_answer(h, c, snap_fork(&c->r, cgroups(h), a->snapshot, a->to, &s, h->err,
+					   sizeof(h->err)), &s);
+}
+
 /* ---- the table of operations ---------------------------------------------
  *
  * What the dispatcher does for an op's room before calling it:
@@ -984,6 +1079,25 @@ static const struct op OPS[] = {
 	 * files, under its lock; never creates a room */
 	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING, PRIV_ROOT, op_set_limits,
 	  check_set_limits },
+	/* copies the room's own image and sessions into its own state
+	 * directory under its lock; freezes only its own cgroup and its own
+	 * file system (found by its image's device and inode), and thaws
+	 * both whatever happens; names are checked ids, never paths */
+	{ HOP_SNAPSHOT, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_snapshot,
+	  check_snap },
+	/* reads the room's snapshot records, as status reads its own */
+	{ HOP_SNAPSHOTS, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_READ, op_snapshots, check_snap },
+	/* removes one of the room's snapshot directories, by a checked id,
+	 * under its lock */
+	{ HOP_SNAPSHOT_DELETE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT,
+	  op_snapshot_delete, check_snap },
+	/* stops and starts the room as restart does, swapping in a copy of
+	 * one of its own snapshots: nothing of another room or the caller */
+	{ HOP_RESTORE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_restore, check_snap },
+	/* makes a new room as create does (slot, max_rooms, disk promise)
+	 * with a copy of this room's image (room-relative ids: any slot);
+	 * locks both rooms itself, in id order */
+	{ HOP_FORK, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_ROOT, op_fork, check_snap },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -1134,7 +1248,8 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 			*is_exec = true;
 			return helper_rec_end(&b, len);
 		}
-		if (argc != (o->room != ROOM_NONE ? 2 : 1))
+		/* ops with arguments of their own (snapshots) are the API's */
+		if (argc != (o->room != ROOM_NONE ? 2 : 1) || o->args_size > sizeof(struct helper_keep_args))
 			return NULL;
 		struct helper_keep_args k = { 0 };
 		helper_rec_begin(&b, op, o->room != ROOM_NONE ? argv[1] : NULL, &k, o->args_size);

@@ -15,6 +15,7 @@ packages=(
 	python3-jsonschema  # answers checked against docs/openapi.json (test_openapi.py)
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
+	xfsprogs  # make bench: snapshots and forks on an XFS with reflinks (figure 15)
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	nftables dnsmasq-base
 	debhelper devscripts lintian fakeroot

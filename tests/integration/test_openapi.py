@@ -753,6 +753,27 @@ def run_every_route(client, check):
     c.call("POST", f"{O}/sandbox/stop", 404)
     c.call("GET", f"{R}/sandbox/stop", 405)
 
+    # snapshots, restore, fork
+    S = f"{R}/snapshots"
+    c.call("POST", S, 201, {"name": "first"})
+    c.call("POST", S, 409, {"name": "first"})
+    c.call("POST", S, 400, {"name": "no spaces"})
+    c.call("POST", f"{O}/snapshots", 404, {})
+    c.call("GET", S, 200)
+    c.call("GET", f"{O}/snapshots", 404)
+    c.call("POST", f"{R}/restore", 200, {"snapshot": "first"})
+    c.call("POST", f"{R}/restore", 404, {"snapshot": "nosuch"})
+    c.call("POST", f"{R}/restore", 400, {})
+    forked = f"oa-{os.urandom(6).hex()}"
+    client.touch(forked)
+    c.call("POST", f"{R}/fork", 201, {"to": forked, "snapshot": "first"})
+    c.call("POST", f"{R}/fork", 409, {"to": forked})
+    c.call("POST", f"{R}/fork", 400, {"to": "no spaces"})
+    c.call("POST", f"{O}/fork", 404, {"to": f"oa-{os.urandom(6).hex()}"})
+    c.call("DELETE", f"{S}/first", 200)
+    c.call("DELETE", f"{S}/first", 404)
+    c.call("DELETE", f"{S}/a.b", 400)
+
     # clean up, both ways of asking
     c.call("POST", f"{R}/cleanup", 200)
     c.call("POST", f"/api/rooms/{BAD_ROOM}/cleanup", 400)
