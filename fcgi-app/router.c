@@ -8,6 +8,7 @@
 #include "fair_share.h"
 #include "metrics.h"
 #include "reqlog.h"
+#include "room_transfer.h"
 #include "router.h"
 
 /* Path pattern -> method -> handler.  A path that matches no pattern is a
@@ -42,6 +43,8 @@ static const struct route routes[] = {
 	{ "/api/rooms/{id}/sandbox/ports", { { "GET", api_ports_list, 0 },
 					   { "POST", api_ports_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
+	{ "/api/rooms/{id}/export",      { { "GET", api_rooms_export, 0 } } },
+	{ "/api/rooms/{id}/import",      { { "PUT", api_rooms_import, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
