@@ -1027,9 +1027,12 @@ static int op_import(struct helper *h, struct call *c)
 	free(sess[0]);
 	free(sess[1]);
 	if (rc < 0) {
+		/* the state lock first (removing the image takes it again); the
+		 * room's own lock, still held, keeps its id ours meanwhile */
 		char err[256];
-		room_remove_files(r, err, sizeof(err));
 		room_create_abort(r);
+		if (room_remove_files(r, err, sizeof(err)) < 0)
+			fprintf(stderr, "roombox-helper: room %s: import: remove what it made: %s\n", r->id, err);
 		room_disk_commit_count(&h->cfg);
 		return fail(h, code);
 	}

@@ -112,3 +112,207 @@ def test_round_trip_under_a_new_id(client, room):
     assert client.sh(new, "echo works > /workspace/w && cat /workspace/w") == "works\n"
     # importing again under the same id: 409
     assert import_(client, new, data).status == 409
+
+
+# ---- hostile archives ---------------------------------------------------------
+
+SEAL_MAGIC = 0x184D2A5E
+
+
+def zstd(data):
+    return subprocess.run(["zstd", "-q", "-c", "-1"], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def unzstd(data):
+    return subprocess.run(["zstd", "-q", "-d", "-c"], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def seal(body):
+    """The closing skippable frame: roombox-seal 1, the SHA-256 of body."""
+    text = b"roombox-seal 1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n"
+    return body + struct.pack("<II", SEAL_MAGIC, len(text)) + text
+
+
+def member(name, data=b"", **kw):
+    ti = tarfile.TarInfo(name)
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    if ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE) and "size" not in kw:
+        ti.size = len(data)
+    return ti, data
+
+
+def tar_of(members, end=True):
+    """The members as a pax tar; without its end blocks unless end."""
+    buf = io.BytesIO()
+    t = tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT)
+    for ti, data in members:
+        t.addfile(ti, io.BytesIO(data) if ti.size else None)
+    if not end:
+        return buf.getvalue()
+    t.close()
+    return buf.getvalue()
+
+
+HEAD = [member("roombox/version", b"roombox-room 1\n"),
+        member("state/", type=tarfile.DIRTYPE, mode=0o755)]
+
+
+def hostile(*members):
+    """An archive that starts right and then holds members: refused at them,
+    before any manifest or seal is looked at (none is given)."""
+    return zstd(tar_of(HEAD + list(members)))
+
+
+def state_files(stack):
+    """What is under state_dir, but the disk image templates (a creation
+    takes the spare one made ahead) and the disk promise's count."""
+    out = set()
+    for dirpath, dirs, files in os.walk(stack.state_dir):
+        for n in dirs + files:
+            p = os.path.relpath(os.path.join(dirpath, n), stack.state_dir)
+            # (and the top directories a first room makes)
+            if n.startswith(".disk-") or n == "disk-commit.json" or p.startswith(".skeleton") or \
+                    p in ("slots", "rooms", "lock", "processes", "previews"):
+                continue
+            out.add(p)
+    return out
+
+
+def refused(client, data, status, reason):
+    """data imported under a new id: status with reason, and no room left."""
+    before = state_files(client.stack)
+    room = unique_room()
+    r = import_(client, room, data)
+    assert r.status == status, (r.status, r.json)
+    assert reason in r.json["error"], r.json
+    assert client.get(f"/api/rooms/{room}").status == 404
+    assert not (client.stack.state_dir / "rooms" / room).exists()
+    assert client.get(f"/api/rooms/{room}/messages").json.get("messages", []) == []
+    assert state_files(client.stack) == before
+    client.rooms.remove(room)   # nothing to tear down
+    return r
+
+
+@pytest.mark.parametrize("name,members,status,reason", [
+    ("dotdot", [member("state/../evil", b"x")], 400, "evil"),
+    ("absolute", [member("/etc/evil", b"x")], 400, "etc/evil"),
+    ("through a symlink", [member("state/lnk", type=tarfile.SYMTYPE, linkname="/etc"),
+                           member("state/lnk/passwd", b"x")], 400, "state/lnk/passwd"),
+    ("hard link out", [member("state/h", type=tarfile.LNKTYPE, linkname="/etc/shadow")], 400,
+     "outside the room"),
+    ("device node", [member("state/null", type=tarfile.CHRTYPE, devmajor=1, devminor=3)], 400,
+     "device node"),
+    ("block device", [member("state/sda", type=tarfile.BLKTYPE, devmajor=8, devminor=0)], 400,
+     "device node"),
+    ("larger than disk_limit", [member("state/big", b"", size=2 << 30)], 507, "budget"),
+])
+def test_hostile_member_refused(client, name, members, status, reason):
+    if name == "larger than disk_limit":
+        # the header announces 2 GiB; refused before any byte of it
+        data = zstd(tar_of(HEAD, end=False) +
+                    members[0][0].tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape") +
+                    b"\0" * 4096)
+    else:
+        data = hostile(*members)
+    refused(client, data, status, reason)
+
+
+def test_a_terabyte_sparse_member_refused(client):
+    sparse_map = b"1\n1099511627775\n1\n".ljust(512, b"\0")
+    ti = tarfile.TarInfo("state/GNUSparseFile.0/big")
+    ti.size = 1024
+    ti.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                      "GNU.sparse.name": "state/big", "GNU.sparse.realsize": str(1 << 40)}
+    data = zstd(tar_of(HEAD + [(ti, sparse_map + b"x".ljust(512, b"\0"))]))
+    refused(client, data, 507, "budget")
+
+
+def test_a_hundred_thousand_entries_refused(client):
+    members = HEAD + [member(f"state/f{i}", type=tarfile.REGTYPE, size=0) for i in range(100_000)]
+    refused(client, zstd(tar_of(members)), 507, "entries")
+
+
+def test_broken_exports_refused(client, room):
+    client.sh(room, "echo some > /workspace/some")
+    data = export(client, room)
+    refused(client, data[: len(data) // 2], 400, "")
+    refused(client, data[:-1], 400, "runcated")
+    flipped = bytearray(data)
+    flipped[len(data) // 3] ^= 0x40
+    refused(client, bytes(flipped), 400, "")
+    refused(client, b"not an archive at all", 400, "archive format")
+
+
+def test_setuid_root_file_lands_harmless(client, room):
+    # a setuid-root program of the room's root: carried (a room's sudo stays
+    # sudo), owned by the room's root and powerless outside it, and nosuid
+    # in the room as everywhere in a room
+    client.sh(room, "cp /usr/bin/id /workspace/suid-id && chmod 4755 /workspace/suid-id")
+    data = export(client, room)
+    new = unique_room()
+    assert import_(client, new, data).status == 201
+    assert client.sh(new, "stat -c '%u %a' /workspace/suid-id") == "0 4755\n"
+    assert client.sh(new, "/workspace/suid-id -u", user="user") == "1000\n"
+    assert "nosuid" in client.sh(new, "grep ' /workspace\\| / ' /proc/mounts | head -3; true") or \
+        "nosuid" in client.sh(new, "cat /proc/self/mountinfo | awk '$5==\"/\"'")
+    # on the host the file belongs to the room's id range, never to host root
+    assert client.room_uid(new) > 0
+
+
+# ---- with export_key_file ------------------------------------------------------
+
+def tar_add_after_manifest(data, name, content):
+    """The export with one member added at its end (after the manifest),
+    resealed: for a forged or a right HMAC."""
+    body = data[: -(8 + 80)]
+    tar = unzstd(body).rstrip(b"\0")
+    tar += b"\0" * (-len(tar) % 512)
+    ti, _ = member(name, content)
+    tar += ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape") + content
+    tar += b"\0" * (-len(tar) % 512) + b"\0" * 1024
+    return seal(zstd(tar))
+
+
+def manifest_of(data):
+    with tarfile.open(fileobj=io.BytesIO(unzstd(data[: -(8 + 80)]))) as t:
+        return t.extractfile("roombox/manifest").read()
+
+
+@pytest.fixture(scope="module")
+def keyed(stack):
+    key_file = stack.dir / "export.key"
+    key_file.write_bytes(KEY + b"\n")
+    os.chmod(key_file, 0o644)
+    s = started_stack({"export_key_file": str(key_file)})
+    yield s
+    s.stop()
+
+
+def test_hmac_required_and_checked_with_a_key(client, room, keyed):
+    kc = Client(keyed)
+    client.sh(room, "echo keyed > /workspace/k")
+    plain = export(client, room)            # made without a key: no HMAC
+    assert b"manifest.hmac" not in unzstd(plain[:-88])
+    try:
+        refused(kc, plain, 400, "missing")
+        man = manifest_of(plain)
+        wrong = hmac.new(b"another key", man, hashlib.sha256).hexdigest().encode() + b"\n"
+        refused(kc, tar_add_after_manifest(plain, "roombox/manifest.hmac", wrong), 400, "wrong HMAC")
+        right = hmac.new(KEY, man, hashlib.sha256).hexdigest().encode() + b"\n"
+        new = unique_room()
+        r = import_(kc, new, tar_add_after_manifest(plain, "roombox/manifest.hmac", right))
+        assert r.status == 201, r.json
+        assert kc.sh(new, "cat /workspace/k") == "keyed\n"
+        # the keyed host's own export carries its HMAC, and imports there
+        again = export(kc, new)
+        assert b"roombox/manifest.hmac" in unzstd(again[:-88])
+        kc.destroy(new)
+        other = unique_room()
+        assert import_(kc, other, again).status == 201
+        kc.destroy(other)
+    finally:
+        for r in kc.rooms:
+            kc.delete(f"/api/rooms/{r}")
