@@ -16,7 +16,7 @@ import tarfile
 
 import pytest
 
-from conftest import Client, started_stack, unique_room
+from conftest import REPO, Client, started_stack, unique_room
 
 SERVERS = ("nginx",)
 KEY = b"export-key-of-the-test"
@@ -316,3 +316,41 @@ def test_hmac_required_and_checked_with_a_key(client, room, keyed):
     finally:
         for r in kc.rooms:
             kc.delete(f"/api/rooms/{r}")
+
+
+# ---- roomboxctl ------------------------------------------------------------------
+
+CTL = [str(REPO / "build" / "roomboxctl")]
+
+
+def ctl(stack, *args, stdin=None):
+    r = subprocess.run(CTL + ["-c", str(stack.conf_path)] + [str(a) for a in args],
+                       input=stdin, capture_output=True, timeout=600)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def test_ctl_export_import_and_backup(client, room, tmp_path):
+    client.sh(room, "echo by-ctl > /workspace/c; truncate -s 8M /workspace/sp")
+    rc, data, err = ctl(client.stack, "export", room)
+    assert rc == 0, err
+    new = unique_room()
+    client.touch(new)
+    rc, out, err = ctl(client.stack, "import", new, stdin=data)
+    assert rc == 0, err
+    assert client.sh(new, "cat /workspace/c") == "by-ctl\n"
+    # refused: said, exit 1, no room
+    other = unique_room()
+    rc, out, err = ctl(client.stack, "import", other, stdin=data[:1000])
+    assert rc == 1 and "400" in err, err
+    assert client.get(f"/api/rooms/{other}").status == 404
+    client.rooms.remove(other)
+    # backup: a whole archive per room, nothing else in the directory
+    rc, out, err = ctl(client.stack, "backup", tmp_path)
+    assert rc == 0, err
+    names = sorted(os.listdir(tmp_path))
+    assert f"{room}.roombox" in names and f"{new}.roombox" in names, names
+    assert all(n.endswith(".roombox") and not n.startswith(".") for n in names), names
+    again = unique_room()
+    client.touch(again)
+    assert import_(client, again, (tmp_path / f"{room}.roombox").read_bytes()).status == 201
+    assert client.sh(again, "cat /workspace/c") == "by-ctl\n"
