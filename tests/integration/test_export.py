@@ -50,6 +50,7 @@ printf 'middle' | dd of=/workspace/d/sparse bs=1 seek=33554432 conv=notrunc 2>/d
 cp /bin/true /workspace/d/captrue
 mkfifo /workspace/d/fifo
 rm /usr/bin/tac
+rm -rf /usr/share/doc/bash && mkdir /usr/share/doc/bash && echo new > /usr/share/doc/bash/only
 setfattr -n user.color -v blue /workspace/d/root.txt 2>/dev/null || true
 """
 
@@ -64,6 +65,7 @@ stat -c 'fifo %F %a' fifo
 stat -c 'sparse %s' sparse; sha256sum < sparse
 [ -e /usr/bin/tac ] && echo tac-back || echo tac-gone
 [ -e /usr/bin/head ] && echo head-there || echo head-gone
+ls /usr/share/doc/bash
 )"""
 
 
@@ -98,6 +100,8 @@ def test_round_trip_under_a_new_id(client, room):
     after = client.sh(new, SUMMARY)
     assert after == before
     assert "tac-gone" in after and "head-there" in after
+    # an opaque directory: the lower layer's contents stay hidden
+    assert after.endswith("head-there\nonly\n"), after
     assert "c--------- 0/0" in listing or "state/usr/bin/tac" in listing
     if have_setcap:
         assert client.sh(new, "getcap /workspace/d/captrue") == cap_before
