@@ -358,3 +358,25 @@ def test_ctl_export_import_and_backup(client, room, tmp_path):
     client.touch(again)
     assert import_(client, again, (tmp_path / f"{room}.roombox").read_bytes()).status == 201
     assert client.sh(again, "cat /workspace/c") == "by-ctl\n"
+
+
+def metric(client, name):
+    r = client.request("GET", "/metrics", check_json=False)
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_metrics_count_exports_imports_and_refusals(client, room):
+    client.sh(room, "true")
+    keys = ['roombox_exports_total{result="done"}', 'roombox_imports_total{result="done"}',
+            'roombox_imports_total{result="refused"}', 'roombox_exports_total{result="refused"}']
+    before = {k: metric(client, k) for k in keys}
+    data = export(client, room)
+    new = unique_room()
+    assert import_(client, new, data).status == 201
+    refused(client, data[:50], 400, "")
+    assert client.request("GET", f"/api/rooms/{unique_room()}/export").status == 404
+    after = {k: metric(client, k) for k in keys}
+    assert {k: after[k] - before[k] for k in keys} == {k: 1 for k in keys}
