@@ -1,5 +1,6 @@
 """Export and import of a room (GET /api/rooms/{id}/export, PUT
-/api/rooms/{id}/import) through nginx: a room's files (owners, modes,
+/api/rooms/{id}/import) through nginx and lighttpd (both stream the
+archive both ways): a room's files (owners, modes,
 links, file capabilities, sparse files, a deleted file of the lower
 layer), its session and messages come back byte for byte under a new id;
 every hostile archive is refused with its reason and leaves no room and
@@ -18,7 +19,7 @@ import pytest
 
 from conftest import REPO, Client, started_stack, unique_room
 
-SERVERS = ("nginx",)
+SERVERS = ("nginx", "lighttpd")
 KEY = b"export-key-of-the-test"
 
 
@@ -328,7 +329,10 @@ CTL = [str(REPO / "build" / "roomboxctl")]
 
 
 def ctl(stack, *args, stdin=None):
-    r = subprocess.run(CTL + ["-c", str(stack.conf_path)] + [str(a) for a in args],
+    sock = []
+    if stack.server == "lighttpd":   # lighttpd spawned roombox-fcgi on a socket of its own
+        sock = ["-s", str(sorted(stack.dir.glob("lighttpd-fcgi.sock*"))[0])]
+    r = subprocess.run(CTL + ["-c", str(stack.conf_path)] + sock + [str(a) for a in args],
                        input=stdin, capture_output=True, timeout=600)
     return r.returncode, r.stdout, r.stderr.decode(errors="replace")
 
