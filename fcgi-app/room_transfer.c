@@ -359,10 +359,15 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	j->out_fd = arch[1];
 	pthread_t th;
 	if (pthread_create(&th, NULL, export_thread, j) != 0) {
-		j->rc = -1;
-		snprintf(j->err, sizeof(j->err), "export: no thread");
-		export_thread(j);   /* closes and reaps: fails at once on no parts */
+		char *a = NULL, *b = NULL;
+		/* the helper sees its reader gone and fails; reaped here */
+		close_fd(&j->tree_fd);
+		close_fd(&j->out_fd);
 		close_fd(&arch[0]);
+		if (helper_export_finish(j->run, &a, &b, &j->herr) == 0) {
+			free(a);
+			free(b);
+		}
 		export_answer_error(rq, rs, 500, "export: cannot start its thread");
 		part_list_free(&j->parts);
 		free(j);

@@ -298,7 +298,7 @@ def keyed(stack):
 
 def test_hmac_required_and_checked_with_a_key(client, room, keyed):
     kc = Client(keyed)
-    client.sh(room, "echo keyed > /workspace/k")
+    client.sh(room, "echo keyed > /workspace/k; echo u > /workspace/u; chown 1000:1000 /workspace/u")
     plain = export(client, room)            # made without a key: no HMAC
     assert b"manifest.hmac" not in unzstd(plain[:-88])
     try:
@@ -311,6 +311,10 @@ def test_hmac_required_and_checked_with_a_key(client, room, keyed):
         r = import_(kc, new, tar_add_after_manifest(plain, "roombox/manifest.hmac", right))
         assert r.status == 201, r.json
         assert kc.sh(new, "cat /workspace/k") == "keyed\n"
+        # another instance, another uid range: owners are room-relative
+        assert keyed.uid_base != client.stack.uid_base
+        assert kc.sh(new, "stat -c '%u:%g' /workspace/u /workspace/k") == "1000:1000\n0:0\n"
+        assert kc.sh(new, "echo more >> /workspace/u && cat /workspace/u", user="user") == "u\nmore\n"
         # the keyed host's own export carries its HMAC, and imports there
         again = export(kc, new)
         assert b"roombox/manifest.hmac" in unzstd(again[:-88])
