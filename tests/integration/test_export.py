@@ -77,6 +77,7 @@ def make_room(client, room):
     if have:
         client.sh(room, "setcap cap_net_bind_service+ep /workspace/d/captrue")
     client.sh(room, "cd /tmp && export ROUNDTRIP=yes-$((6*7))")
+    client.sh(room, "cd /workspace && export MINE=user-side", user="user")
     r = client.post(f"/api/rooms/{room}/messages", {"role": "user", "content": "remember me"})
     assert r.status in (200, 201), r.json
     return have
@@ -111,6 +112,7 @@ def test_round_trip_under_a_new_id(client, room):
     assert used < 1024, used
     # the session: cwd and the exported variable
     assert client.sh(new, "pwd; echo $ROUNDTRIP") == "/tmp\nyes-42\n"
+    assert client.sh(new, "pwd; echo $MINE", user="user") == "/workspace\nuser-side\n"
     msgs = client.get(f"/api/rooms/{new}/messages").json
     assert msgs == msgs_before
     # and it works
