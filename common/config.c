@@ -128,6 +128,7 @@ static const struct key_desc key_table[] = {
 	{ "egress_deny",          V_CIDRS,    FIELD(egress_deny),          0, 0 },
 	{ "egress_conns",         V_INT,      FIELD(egress_conns),         1, 0 },
 	{ "room_limits_max",      V_LIMITS,   FIELD(room_limits_max),      0, 0 },
+	{ "export_key_file",      V_PATH,     FIELD(export_key_file),      0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */

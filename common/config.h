@@ -93,6 +93,7 @@ struct config {
 	char llm_model[256];     /* "" or the model's name */
 	char llm_key_file[256];  /* "" or an absolute path */
 	char llm_system_prompt_file[256]; /* "" = the built-in prompt */
+	char export_key_file[256]; /* "" or an absolute path: exports' HMAC key */
 	uint64_t llm_timeout_ms; /* 120s: one model call, start to end */
 	int llm_rounds;          /* 1: model replies per user message */
 	int llm_history;         /* 20: earlier messages sent to the model */

@@ -169,6 +169,28 @@
  *            at its next start (jail.c; it never shrinks); the timeouts
  *            are read by exec (exec_timeout_max: a command's, not a tool's
  *            nor a detached start's) and stop-idle.
+ *   export   room, no args  -> struct helper_export_ans, then the root's
+ *            and the user's session texts.  fd 4 (a pipe's write end the
+ *            caller made) gets the room's files as a tree stream
+ *            (common/treestream.h) ending in its end record; an export
+ *            that fails leaves the stream without one.  A running room is
+ *            stopped for the cut (under its lock: nothing writes while its
+ *            disk is read) and started again after; its processes end.
+ *            The disk is walked by a child keeping only the reading
+ *            capabilities (sandbox-helper/transfer.c).
+ *   import   room, struct helper_import_args.  fd 3 (a pipe's read end)
+ *            brings the room's files as a tree stream, which the helper
+ *            checks again as it writes it into the new room's fresh disk
+ *            (made from the template, never from the stream); then fd 5
+ *            (another pipe's read end) the sessions: "<root bytes>
+ *            <user bytes>\n", the root's text, the user's (each at most
+ *            HELPER_SESSION_MAX, no NUL), then its end.  The sessions
+ *            come last because the archive holds them after the files;
+ *            a caller that found the archive wrong closes fd 5 at once. ->
+ *            nothing; exists when the room does; the room exists only
+ *            once the stream's end record came and all of it is written:
+ *            any failure leaves no room (no state, slot or image).  Not
+ *            started.
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
  *
@@ -203,9 +225,10 @@
  *   failed    500   the sandbox could not do it
  *   refused   502   port-connect: nothing listens on that port in the room
  *   no_space  507   a new room's disk image would promise more than the
- *                   host has free
+ *                   host has free; an import that does not fit its disk
  *   conflict  409   snapshot, fork: snapshots_max reached, a name taken, the
  *                   new room exists, or a room without a disk image
+ *   exists    409   import: the room exists already
  */
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
@@ -220,6 +243,7 @@ enum helper_op {
 	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
 	HOP_PORT_CONNECT, HOP_SET_LIMITS,
 	HOP_SNAPSHOT, HOP_SNAPSHOTS, HOP_SNAPSHOT_DELETE, HOP_RESTORE, HOP_FORK,
+	HOP_EXPORT, HOP_IMPORT,
 	HOP_COUNT   /* one past the last */
 };
 /* their names: the helper's command line, roombox-fcgi's metrics and logs */
@@ -241,6 +265,8 @@ enum helper_op {
 #define HELPER_OP_SNAPSHOT_DELETE "snapshot-delete"
 #define HELPER_OP_RESTORE   "restore"
 #define HELPER_OP_FORK      "fork"
+#define HELPER_OP_EXPORT    "export"     /* GET /api/rooms/{id}/export */
+#define HELPER_OP_IMPORT    "import"     /* PUT /api/rooms/{id}/import */
 
 static inline const char *helper_op_name(uint32_t op)
 {
@@ -255,6 +281,7 @@ static inline const char *helper_op_name(uint32_t op)
 		[HOP_SNAPSHOT] = HELPER_OP_SNAPSHOT, [HOP_SNAPSHOTS] = HELPER_OP_SNAPSHOTS,
 		[HOP_SNAPSHOT_DELETE] = HELPER_OP_SNAPSHOT_DELETE, [HOP_RESTORE] = HELPER_OP_RESTORE,
 		[HOP_FORK] = HELPER_OP_FORK,
+		[HOP_EXPORT] = HELPER_OP_EXPORT, [HOP_IMPORT] = HELPER_OP_IMPORT,
 	};
 	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
 }
@@ -351,6 +378,11 @@ struct helper_snap_args {
 	char to[HELPER_ROOM_LEN];        /* fork: the new room; else "" */
 };
 
+struct helper_import_args {    /* import */
+	uint32_t flags;            /* 0 */
+	uint32_t reserved;         /* 0 */
+};
+
 struct helper_ans {
 	uint32_t magic;
 	uint32_t version;
@@ -388,6 +420,14 @@ struct helper_stopped_ans {
 	uint32_t count;            /* char[HELPER_ROOM_LEN] room ids that follow */
 	uint32_t reserved;
 };
+
+struct helper_export_ans {
+	uint32_t root_len;         /* the root's session text, then */
+	uint32_t user_len;         /* the user's, follow (no NULs) */
+	uint32_t was_running;      /* stopped for the cut and started again */
+	uint32_t reserved;
+};
+#define HELPER_SESSION_MAX (1u << 20)  /* a session text exported or imported */
 
 struct helper_killed_ans {
 	uint32_t killed;
@@ -427,6 +467,7 @@ enum helper_status_code {
 	HELPER_E_OK = 0, HELPER_E_INVALID, HELPER_E_NOT_FOUND, HELPER_E_LIMIT,
 	HELPER_E_DENIED, HELPER_E_FAILED, HELPER_E_REFUSED, HELPER_E_NO_SPACE,
 	HELPER_E_CONFLICT,
+	HELPER_E_EXISTS,
 	HELPER_E_COUNT
 };
 #define HELPER_ERR_INVALID   "invalid"
@@ -437,6 +478,7 @@ enum helper_status_code {
 #define HELPER_ERR_REFUSED   "refused"
 #define HELPER_ERR_NO_SPACE  "no_space"
 #define HELPER_ERR_CONFLICT  "conflict"
+#define HELPER_ERR_EXISTS    "exists"
 
 static inline const char *helper_err_name(uint32_t code)
 {
@@ -446,6 +488,7 @@ static inline const char *helper_err_name(uint32_t code)
 		[HELPER_E_DENIED] = HELPER_ERR_DENIED, [HELPER_E_FAILED] = HELPER_ERR_FAILED,
 		[HELPER_E_REFUSED] = HELPER_ERR_REFUSED, [HELPER_E_NO_SPACE] = HELPER_ERR_NO_SPACE,
 		[HELPER_E_CONFLICT] = HELPER_ERR_CONFLICT,
+		[HELPER_E_EXISTS] = HELPER_ERR_EXISTS,
 	};
 	return code < HELPER_E_COUNT ? names[code] : HELPER_ERR_FAILED;
 }

@@ -37,6 +37,7 @@
 
 #include "config.h"
 #include "fcgi_client.h"
+#include "room_io.h"
 #include "roomid.h"
 #include "textenc.h"
 #include "tokens.h"
@@ -70,6 +71,9 @@ static void usage(FILE *f)
 		"  snapshots ROOM      the room's snapshots: id, name, size, when\n"
 		"  restore ROOM SNAP   put the room back as snapshot SNAP (id or name) holds it\n"
 		"  fork ROOM NEWROOM [SNAP]  a new room from ROOM now, or from its snapshot SNAP\n"
+		"  export ROOM         the room as one archive, to stdout (stops a running room for the cut)\n"
+		"  import ROOM         a new room ROOM from an archive on stdin\n"
+		"  backup DIR          every room exported to DIR/ROOM.roombox (each complete or absent)\n"
 		"  token new           add a token to tokens_file and print it (once)\n"
 		"  token list          the tokens' fingerprints (SHA-256, 12 hex digits)\n"
 		"  token revoke FP     remove the token with that fingerprint\n"
@@ -433,16 +437,53 @@ static int load_token(struct ctl *c)
 	return 0;
 }
 
+/* Every room's id, from the service's list, then room_io_backup. */
+static int verb_backup(struct ctl *c, const struct room_io *io, const char *dir)
+{
+	struct answer r;
+	json_object *rooms = NULL;
+	int n, rc;
+
+	if (api(c, "GET", "/api/rooms", NULL, &r) < 0)
+		return 1;
+	if (r.status != 200 || !json_object_object_get_ex(r.json, "rooms", &rooms)) {
+		rc = refused("rooms", &r);
+		answer_free(&r);
+		return rc;
+	}
+	n = (int)json_object_array_length(rooms);
+	char **ids = calloc((size_t)n + 1, sizeof(*ids));
+	for (int i = 0; ids && i < n; i++)
+		ids[i] = (char *)str(json_object_array_get_idx(rooms, (size_t)i), "roomId");
+	rc = ids ? room_io_backup(io, dir, ids, n) : 1;
+	free(ids);
+	answer_free(&r);
+	return rc;
+}
+
+/* export, import, backup: streamed (room_io.c) */
+static int verb_room_io(struct ctl *c, const char *verb, const char *arg)
+{
+	struct room_io io = { .socket = c->socket, .token = c->token };
+
+	if (strcmp(verb, "backup") == 0)
+		return verb_backup(c, &io, arg);
+	if (!room_ok(arg))
+		return 2;
+	return strcmp(verb, "export") == 0 ? room_io_export(&io, arg, 1) : room_io_import(&io, arg, 0);
+}
+
 static int dispatch(struct ctl *c, int argc, char **argv)
 {
 	const char *verb = argv[0];
+	bool io = strcmp(verb, "export") == 0 || strcmp(verb, "import") == 0 || strcmp(verb, "backup") == 0;
 
 	if (strcmp(verb, "token") == 0)
 		return verb_token(c, argc - 1, argv + 1);
 	if (!((strcmp(verb, "status") == 0 || strcmp(verb, "rooms") == 0) && argc == 1) &&
 	    !(strcmp(verb, "exec") == 0 && argc >= 3) &&
 	    !((strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0 ||
-	       strcmp(verb, "destroy") == 0 || strcmp(verb, "snapshots") == 0) && argc == 2) &&
+	       strcmp(verb, "destroy") == 0 || strcmp(verb, "snapshots") == 0 || io) && argc == 2) &&
 	    !(strcmp(verb, "snapshot") == 0 && (argc == 2 || argc == 3)) &&
 	    !(strcmp(verb, "restore") == 0 && argc == 3) &&
 	    !(strcmp(verb, "fork") == 0 && (argc == 3 || argc == 4))) {
@@ -459,6 +500,8 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 		return verb_exec(c, argv[1], argc - 2, argv + 2);
 	if (strncmp(verb, "snapshot", 8) == 0 || strcmp(verb, "restore") == 0 || strcmp(verb, "fork") == 0)
 		return verb_snapshot(c, verb, argc - 1, argv + 1);
+	if (io)
+		return verb_room_io(c, verb, argv[1]);
 	return verb_room_op(c, verb, argv[1]);
 }
 

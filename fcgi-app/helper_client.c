@@ -57,7 +57,7 @@ int helper_code_status(const char *code)
 		return 429;
 	if (strcmp(code, HELPER_ERR_NO_SPACE) == 0)
 		return 507;
-	if (strcmp(code, HELPER_ERR_CONFLICT) == 0)
+	if (strcmp(code, HELPER_ERR_CONFLICT) == 0 || strcmp(code, HELPER_ERR_EXISTS) == 0)
 		return 409;
 	return 500;   /* denied, failed, anything new */
 }
@@ -397,6 +397,18 @@ static int record_check(uint32_t op, const char *rec, size_t len, struct helper_
 			return fail_reply(err, "roombox-helper: %s answer: %llu entries in %zu bytes",
 					  name, (unsigned long long)count, len);
 		return 0;
+	case HOP_EXPORT: {
+		want = sizeof(struct helper_export_ans);
+		if (len < want)
+			break;
+		const struct helper_export_ans *x = (const void *)rec;
+		if (x->root_len > HELPER_SESSION_MAX || x->user_len > HELPER_SESSION_MAX ||
+		    len != want + (size_t)x->root_len + x->user_len ||
+		    memchr(rec + want, '\0', len - want))
+			return fail_reply(err, "roombox-helper: export answer: sessions of %u and %u bytes "
+					  "in %zu", x->root_len, x->user_len, len - want);
+		return 0;
+	}
 	case HOP_INFO:
 		want = sizeof(struct helper_info_ans);
 		if (len == want && ((const struct helper_info_ans *)rec)->ndns > HELPER_DNS_MAX)
@@ -939,4 +951,59 @@ int helper_snapshots(const struct helper_target *t, const char *room, struct hel
 	*n = a.count;
 	free(heap);
 	return 0;
+}
+
+/* ---- export and import (fcgi-app/room_transfer.c) ---- */
+
+struct helper_run *helper_export_start(const struct helper_target *t, const char *room, int tree_fd,
+				       struct helper_error *err)
+{
+	struct helper_rec b;
+	int pass[3] = { -1, tree_fd, -1 };
+	size_t len = 0;
+
+	helper_rec_begin(&b, HOP_EXPORT, room, NULL, 0);
+	char *req = helper_rec_end(&b, &len);
+	return call_start(t, HOP_EXPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
+}
+
+int helper_export_finish(struct helper_run *run, char **root, char **user, struct helper_error *err)
+{
+	char *heap = NULL;
+	const char *rec = NULL;
+	size_t n = 0;
+
+	*root = *user = NULL;
+	if (call_finish(run, NULL, 0, &heap, &rec, &n, err) < 0)
+		return -1;
+	const struct helper_export_ans *x = (const void *)rec;
+	const char *p = rec + sizeof(*x);
+	*root = strndup(p, x->root_len);
+	*user = strndup(p + x->root_len, x->user_len);
+	free(heap);
+	if (!*root || !*user) {
+		free(*root);
+		free(*user);
+		*root = *user = NULL;
+		return fail_reply(err, "roombox-helper: export answer: out of memory");
+	}
+	return 0;
+}
+
+struct helper_run *helper_import_start(const struct helper_target *t, const char *room, int tree_fd,
+				       int sessions_fd, struct helper_error *err)
+{
+	struct helper_import_args a = { 0 };
+	struct helper_rec b;
+	int pass[3] = { tree_fd, -1, sessions_fd };
+	size_t len = 0;
+
+	helper_rec_begin(&b, HOP_IMPORT, room, &a, sizeof(a));
+	char *req = helper_rec_end(&b, &len);
+	return call_start(t, HOP_IMPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
+}
+
+int helper_import_finish(struct helper_run *run, struct helper_error *err)
+{
+	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
 }

@@ -58,6 +58,9 @@ static atomic_uint_fast64_t exec_total[EXEC_OUTCOMES];
 static struct histogram exec_duration;
 static atomic_uint_fast64_t room_starts[ROOM_START_KINDS];
 static atomic_uint_fast64_t idle_stops;
+/* [export, import][done, refused, failed] */
+static atomic_uint_fast64_t transfers[2][3];
+static const char *const transfer_result_names[3] = { "done", "refused", "failed" };
 static struct op_cell helper_errors[HELPER_OPS_MAX];
 static atomic_long processes_running;
 static atomic_uint_fast64_t llm_requests[LLM_OUTCOMES];
@@ -147,6 +150,12 @@ void metrics_snapshot_op(enum snap_kind kind, bool ok, uint64_t frozen_us)
 		histogram_observe(&snap_frozen, frozen_us * 1000);
 }
 
+void metrics_transfer(bool import, int status)
+{
+	int r = status < 300 ? 0 : status < 500 || status == 507 ? 1 : 2;
+	INC(transfers[import ? 1 : 0][r], 1);
+}
+
 void metrics_idle_stops_add(unsigned n)
 {
 	INC(idle_stops, n);
@@ -228,6 +237,9 @@ void metrics_reset(void)
 	memset(&exec_duration, 0, sizeof(exec_duration));
 	memset(room_starts, 0, sizeof(room_starts));
 	atomic_store(&idle_stops, 0);
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 3; k++)
+			atomic_store(&transfers[i][k], 0);
 	for (size_t i = 0; i < HELPER_OPS_MAX; i++) {
 		free(atomic_exchange(&helper_errors[i].op, NULL));
 		atomic_store(&helper_errors[i].count, 0);
@@ -428,6 +440,16 @@ static void put_all(FILE *f, const struct metrics_rooms *rooms, metrics_slot_nam
 	put_family(f, "roombox_idle_stops_total", "counter",
 		   "Rooms stopped after idle_timeout without activity.");
 	fprintf(f, "roombox_idle_stops_total %llu\n", (unsigned long long)GET(idle_stops));
+	put_family(f, "roombox_exports_total", "counter",
+		   "Room exports (GET /api/rooms/{id}/export), by result: done, refused (4xx), failed.");
+	for (int i = 0; i < 3; i++)
+		fprintf(f, "roombox_exports_total{result=\"%s\"} %llu\n", transfer_result_names[i],
+			(unsigned long long)GET(transfers[0][i]));
+	put_family(f, "roombox_imports_total", "counter",
+		   "Room imports (PUT /api/rooms/{id}/import), by result: done, refused (4xx, 507), failed.");
+	for (int i = 0; i < 3; i++)
+		fprintf(f, "roombox_imports_total{result=\"%s\"} %llu\n", transfer_result_names[i],
+			(unsigned long long)GET(transfers[1][i]));
 	put_helper_errors(f);
 	put_family(f, "roombox_processes_running", "gauge",
 		   "Managed processes (sandbox/processes) running in all rooms.");

@@ -44,6 +44,8 @@ void metrics_room_started(enum room_start_kind kind);
 
 /* n rooms were stopped for being idle. */
 void metrics_idle_stops_add(unsigned n);
+/* An export or import answered with HTTP status (room_transfer.c). */
+void metrics_transfer(bool import, int status);
 
 /* The helper failed op (spawn, timeout, bad reply, or an error of its own
  * that is the service's fault: not "not found", "invalid" or "limit"). */

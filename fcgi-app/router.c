@@ -8,6 +8,7 @@
 #include "fair_share.h"
 #include "metrics.h"
 #include "reqlog.h"
+#include "room_transfer.h"
 #include "router.h"
 #include "terminals.h"
 #include "watch.h"
@@ -56,6 +57,8 @@ static const struct route routes[] = {
 	{ "/api/rooms/{id}/snapshots/{path*}", { { "DELETE", api_snapshots_delete, 0 } } },
 	{ "/api/rooms/{id}/restore",     { { "POST", api_rooms_restore, ROUTE_BODY | ROUTE_ENDS_ROOM } } },
 	{ "/api/rooms/{id}/fork",        { { "POST", api_rooms_fork, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/export",      { { "GET", api_rooms_export, 0 } } },
+	{ "/api/rooms/{id}/import",      { { "PUT", api_rooms_import, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

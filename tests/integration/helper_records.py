@@ -19,11 +19,11 @@ ROOM_LEN = 72
 OPS = {"exec": 1, "create": 2, "status": 3, "list": 4, "destroy": 5, "stop": 6,
        "stop-idle": 7, "stop-all": 8, "info": 9, "kill-all": 10, "restart": 11,
        "port-connect": 12, "set-limits": 13, "snapshot": 14, "snapshots": 15,
-       "snapshot-delete": 16, "restore": 17, "fork": 18}
+       "snapshot-delete": 16, "restore": 17, "fork": 18, "export": 19, "import": 20}
 OP_NAMES = {v: k for k, v in OPS.items()}
 ROOMLESS = {"list", "stop-idle", "stop-all", "info"}
 ERRORS = {1: "invalid", 2: "not_found", 3: "limit", 4: "denied", 5: "failed",
-          6: "refused", 7: "no_space", 8: "conflict"}
+          6: "refused", 7: "no_space", 8: "conflict", 9: "exists"}
 
 REQ = struct.Struct("=6I72s")
 EXEC_ARGS = struct.Struct("=QIIII")

@@ -774,6 +774,21 @@ def run_every_route(client, check):
     c.call("DELETE", f"{S}/first", 404)
     c.call("DELETE", f"{S}/a.b", 400)
 
+    # export and import
+    archive = c.call("GET", f"{R}/export", 200).body
+    c.call("GET", f"{O}/export", 404)
+    c.call("GET", f"/api/rooms/{BAD_ROOM}/export", 400)
+    c.call("POST", f"{R}/export", 405)
+    N = f"/api/rooms/oa-{os.urandom(6).hex()}"
+    c.call("PUT", f"{N}/import", 201, raw=archive,
+           headers={"Content-Type": "application/x-roombox-room"})
+    c.call("PUT", f"{N}/import", 409, raw=archive,
+           headers={"Content-Type": "application/x-roombox-room"})
+    c.call("PUT", f"{O}/import", 400, raw=archive[:100],
+           headers={"Content-Type": "application/x-roombox-room"})
+    c.call("GET", f"{N}/import", 405)
+    c.call("DELETE", N, 200)
+
     # clean up, both ways of asking
     c.call("POST", f"{R}/cleanup", 200)
     c.call("POST", f"/api/rooms/{BAD_ROOM}/cleanup", 400)
