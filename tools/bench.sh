@@ -19,6 +19,7 @@
 #   pageserver.c  one-thread epoll web server (1 KiB page): in a room behind a
 #                 preview URL and on the host behind nginx (figure 11)
 #   sselat.py     streamed-output latency client (figure 10)
+#   termecho.py   terminal keystroke-to-echo client (figure 16)
 #
 # Figures 12-14 run on a second stack (network = egress, own state, socket,
 # port, uid range) started by the same start_stack, against a test host of
@@ -54,20 +55,20 @@ SCALE_ROOMS=${BENCH_SCALE_ROOMS:-10000}
 
 # BENCH_ONLY: the figures to measure, by number, separated by commas or
 # spaces (e.g. "9,11"), or "scale" for make bench-scale; empty: every
-# figure 1-15 (not scale).  A figure brings the ones it is judged against:
+# figure 1-16 (not scale).  A figure brings the ones it is judged against:
 # 4 brings 1 (bare fork+exec), 5 brings 2, 6 brings 3, 8 brings 4; 12, 13
 # and 14 share the egress stack and run together.  The cleanup and its
 # checks always run.
 only=" $(tr ', ' '  ' <<<"${BENCH_ONLY:-}") "
 for w in $only; do
-	case $w in [1-9]|1[0-5]|scale) ;; *) die "BENCH_ONLY: '$w' is not a figure (1-15) or scale" ;; esac
+	case $w in [1-9]|1[0-6]|scale) ;; *) die "BENCH_ONLY: '$w' is not a figure (1-16) or scale" ;; esac
 done
 case $only in *" 8 "*) only="$only 4 " ;; esac
 case $only in *" 4 "*) only="$only 1 " ;; esac
 case $only in *" 5 "*) only="$only 2 " ;; esac
 case $only in *" 6 "*) only="$only 3 " ;; esac
 case $only in *" 13 "*|*" 14 "*) only="$only 12 " ;; esac
-[ -n "${only// /}" ] || only=" 1 2 3 4 5 6 7 8 9 10 11 12 15 "
+[ -n "${only// /}" ] || only=" 1 2 3 4 5 6 7 8 9 10 11 12 15 16 "
 # want FIGURE: whether FIGURE's section runs.
 want() { [[ $only == *" $1 "* ]]; }
 
@@ -725,6 +726,21 @@ sse_p50=$(kv "$sse" p50_ms) sse_p99=$(kv "$sse" p99_ms)
 
 fi
 
+if want 16; then
+# ---------------------------------------------------------------- 16: terminal keystroke to echo
+
+TERM_KEYS=500
+section "16. terminal: keystroke to echo through nginx, $TERM_KEYS keystrokes"
+echo "client: tools/bench/termecho.py (a plain socket through nginx, the terminal's WebSocket); each keystroke a"
+echo "  one-byte binary frame, timed to the arrival of its echo by the room's pty; room ${prefix}t"
+settle
+te=$(python3 "$repo/tools/bench/termecho.py" "$port" "$tokens" "${prefix}t" "$TERM_KEYS")
+echo "$te"
+te_p50=$(kv "$te" p50_ms) te_p99=$(kv "$te" p99_ms)
+[ "$(kv "$te" n)" = "$TERM_KEYS" ] || say "figure 16: not every keystroke came back: $te"
+
+fi
+
 if want 11; then
 # ---------------------------------------------------------------- 11: preview URL
 
@@ -1210,6 +1226,10 @@ row "    XFS reflink: frozen p50" "$(f2 "$sx_frozen") ms" "$sx_copy; request p50
 	"-" "<= 100 ms" "$(verdict "$sx_frozen <= 100" "$sx_frozen")"
 row "    XFS reflink: fork x$FORK_N p50" "$(f2 "$sx_fork") ms" "cp --sparse=always $(f2 "$sx_cp") ms" \
 	"$(ratio "$sx_fork" "$sx_cp")" "<= 50 ms" "$(verdict "$sx_fork <= 50" "$sx_fork")"
+fi
+if want 16; then
+row "16. terminal keystroke to echo p50 (p99)" "$(f2 "$te_p50") ms ($(f2 "$te_p99"))" "-" "-" "<= 5 ms" \
+	"$(verdict "$te_p50 <= 5" "$te_p50")"
 fi
 if want scale; then
 row "scale: warm exec p50, $sc_run1 rooms running" "$(f2 "$sc_p50_n") ms" "1 room p50 $(f2 "$sc_p50_1") ms" \
