@@ -89,7 +89,7 @@ export class FileTree {
 				} catch { /* gone again: the watch will say */ }
 			}
 			this.render();
-		}, 400);
+		}, 150);
 	}
 
 	async watch() {
@@ -128,7 +128,7 @@ export class FileTree {
 	apply(ev) {
 		switch (ev.type) {
 		case "create":
-			this.entries.set(ev.path, { type: ev.isDir ? "directory" : "file", size: ev.isDir ? null : 0 });
+			this.entries.set(ev.path, { type: ev.isDir ? "directory" : "file", size: null });
 			this.scheduleRefresh(parentOf(ev.path));
 			break;
 		case "modify":

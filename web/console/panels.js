@@ -53,7 +53,8 @@ export class CommandsPanel {
 					status.className = "badge " + (ok ? "ok" : "bad");
 					card.dataset.state = "done";
 					card.dataset.exit = r.exitCode;
-					took.textContent = (r.duration != null ? r.duration : Math.round(performance.now() - t0)) + " ms";
+					const ms = r.duration != null ? r.duration : performance.now() - t0;
+					took.textContent = ms < 1000 ? Math.round(ms) + " ms" : (ms / 1000).toFixed(2) + " s";
 				} else if (e.type === "error") {
 					add(e.error + "\n", "stderr");
 					status.textContent = "error";
@@ -108,7 +109,7 @@ export class ProcessesPanel {
 		h("td.mono", p.pid ?? ""),
 		h("td.mono.cmdcell", { title: p.command }, p.command),
 		h("td.muted", ago(p.startTime)),
-		h("td", p.status === "running"
+		h("td.right", p.status === "running"
 			? h("button.small", { onclick: (e) => { e.stopPropagation(); this.stop(p.id); } }, "Stop") : "")));
 		this.table.replaceChildren(...rows);
 		if (!rows.length) this.table.append(h("tr", h("td.empty-note", { colspan: 6 }, "No processes yet.")));
@@ -176,7 +177,7 @@ export class PortsPanel {
 		this.roomId = roomId;
 		this.ui = ui;
 		this.base = roomPath(roomId) + "/sandbox/ports";
-		this.port = h("input#port-input", { type: "number", min: 1, max: 65535, placeholder: "port, e.g. 8000" });
+		this.port = h("input#port-input.port-input", { type: "number", min: 1, max: 65535, placeholder: "port, e.g. 8000" });
 		this.table = h("tbody#port-rows");
 		host.replaceChildren(
 			h("form.toolbar", { onsubmit: (e) => { e.preventDefault(); this.expose(); } },
@@ -192,7 +193,7 @@ export class PortsPanel {
 		const rows = r.ports.map((p) => h("tr", { dataset: { port: p.port } },
 			h("td.mono", String(p.port)),
 			h("td", h("a.preview-link", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url)),
-			h("td", h("button.small", { onclick: () => this.unexpose(p.port) }, "Unexpose"))));
+			h("td.right", h("button.small", { onclick: () => this.unexpose(p.port) }, "Unexpose"))));
 		this.table.replaceChildren(...rows);
 		if (!rows.length) this.table.append(h("tr", h("td.empty-note", { colspan: 3 }, "No exposed ports.")));
 	}
