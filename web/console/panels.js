@@ -156,7 +156,9 @@ export class ProcessesPanel {
 				if (e.type === "stdout") add(e.data);
 				else if (e.type === "stderr") add(e.data, "stderr");
 				else if (e.type === "exit") {
-					add(`\n[${e.status}${e.exitCode != null ? ", exit " + e.exitCode : ""}${e.signal ? ", " + e.signal : ""}]\n`, "note");
+					const nl = this.log.textContent && !this.log.textContent.endsWith("\n") ? "\n" : "";
+					add(`${nl}[${e.status}${e.exitCode != null ? ", exit " + e.exitCode : ""}${e.signal ? ", " + e.signal : ""}]\n`, "note");
+					this.logHead.lastChild.textContent = " (ended)";
 					this.refresh();
 				}
 			});
