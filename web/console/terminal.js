@@ -125,7 +125,8 @@ export class TerminalPane {
 	}
 
 	prompt() {
-		this.term.write("\x1b[38;5;114m" + this.roomId + "\x1b[0m \x1b[38;5;75m$\x1b[0m ");
+		const name = this.roomId.length > 20 ? this.roomId.slice(0, 8) + "…" : this.roomId;
+		this.term.write("\x1b[38;5;114m" + name + "\x1b[0m \x1b[38;5;75m$\x1b[0m ");
 	}
 
 	setLine(s) {
