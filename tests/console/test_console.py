@@ -42,6 +42,7 @@ def sign_in(browser, stack, tok=None):
     # forget the tab's token on a page of the origin that runs no script of
     # the console's (the console itself may be signing in with it meanwhile)
     browser.get(stack.base_url + "/console/icon.svg")
+    browser.get_log("browser")      # what the last test's page logged is not this test's
     browser.execute_script("sessionStorage.clear()")
     browser.get(stack.base_url + "/console/")
     try:

@@ -111,6 +111,10 @@ export class FileTree {
 			} catch (e) {
 				if (this.closed) return;
 				if (e instanceof ApiError && e.status === 401) return;
+				if (e instanceof ApiError && e.status === 404 && /^room /.test(e.message)) {
+					this.showWatch("room gone");   // deleted: nothing to come back to
+					return;
+				}
 			}
 			if (this.closed) return;
 			this.showWatch("reconnecting");
