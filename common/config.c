@@ -99,6 +99,7 @@ static const struct key_desc key_table[] = {
 	{ "network",              V_NETWORK,  FIELD(network),              0, 0 },
 	{ "uid_base",             V_UID,      FIELD(uid_base),             1000, 0 },
 	{ "max_rooms",            V_INT,      FIELD(max_rooms),            1, 0 },
+	{ "snapshots_max",        V_INT,      FIELD(snapshots_max),        0, 0 },
 	{ "memory_limit",         V_SIZE,     FIELD(memory_limit),         1, 0 },
 	{ "pids_limit",           V_INT,      FIELD(pids_limit),           1, 0 },
 	{ "cpu_limit",            V_CPU,      FIELD(cpu_limit),            0, 0 },
@@ -127,6 +128,7 @@ static const struct key_desc key_table[] = {
 	{ "egress_deny",          V_CIDRS,    FIELD(egress_deny),          0, 0 },
 	{ "egress_conns",         V_INT,      FIELD(egress_conns),         1, 0 },
 	{ "room_limits_max",      V_LIMITS,   FIELD(room_limits_max),      0, 0 },
+	{ "export_key_file",      V_PATH,     FIELD(export_key_file),      0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -184,6 +186,7 @@ void config_defaults(struct config *c)
 	c->network = NETWORK_NONE;
 	c->uid_base = 200000;
 	c->max_rooms = 1000;
+	c->snapshots_max = 10;
 	c->memory_limit = 512ull << 20;
 	c->pids_limit = 256;
 	c->cpu_limit = 1.0;

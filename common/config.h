@@ -73,6 +73,7 @@ struct config {
 	enum network_mode network; /* none */
 	uint32_t uid_base;       /* 200000 */
 	int max_rooms;           /* 1000 */
+	int snapshots_max;       /* 10 snapshots per room */
 	uint64_t memory_limit;   /* bytes, 512M */
 	int pids_limit;          /* 256 */
 	double cpu_limit;        /* CPUs, 1.0 */
@@ -92,6 +93,7 @@ struct config {
 	char llm_model[256];     /* "" or the model's name */
 	char llm_key_file[256];  /* "" or an absolute path */
 	char llm_system_prompt_file[256]; /* "" = the built-in prompt */
+	char export_key_file[256]; /* "" or an absolute path: exports' HMAC key */
 	uint64_t llm_timeout_ms; /* 120s: one model call, start to end */
 	int llm_rounds;          /* 1: model replies per user message */
 	int llm_history;         /* 20: earlier messages sent to the model */

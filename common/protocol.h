@@ -61,7 +61,8 @@
  *            HX_DETACH (with cmd): the shell is started in a session of its
  *            own and the exec answers at once (wait_status 0): a managed
  *            process (fcgi-app/processes.c).
- *            HX_TOOL: tool arguments [op, args...] instead of cmd: one of
+ *            HX_TOOL: tool arguments [op, args...] instead of cmd (with
+ *            HX_DETACH: started detached, as above: the pty tool): one of
  *            the keeper's own operations (below), done in the room as
  *            `user` by the keeper's own code, never by a program of the
  *            room: no cwd, env or session then.  Its answer text comes on
@@ -96,6 +97,13 @@
  *            absolute), a move followed by its new path and "\0"; an
  *            overflow record's path is empty.  Until its stdin ends
  *            (keeper/watch.c).
+ *   pty SIZE MODE CMD    detached (HX_TOOL|HX_DETACH), stdout a unix
+ *            socket: a terminal in the room's devpts, SIZE "COLSxROWS"
+ *            (1-TERM_SIZE_MAX each), running a login shell (MODE "shell")
+ *            or `sh -c CMD` (MODE "cmd") in a session of its own; "ok
+ *            <pid>\n" with the terminal's master side attached
+ *            (SCM_RIGHTS), then "exit <code>\n" when the shell ends
+ *            (keeper/pty.c).
  *   signal SID SIG       every process of session SID but SID itself gets
  *            SIG (a number); for SIGKILL they are stopped first, round after
  *            round, so nothing forks away: "ok <count>".
@@ -161,8 +169,52 @@
  *            at its next start (jail.c; it never shrinks); the timeouts
  *            are read by exec (exec_timeout_max: a command's, not a tool's
  *            nor a detached start's) and stop-idle.
+ *   export   room, no args  -> struct helper_export_ans, then the root's
+ *            and the user's session texts.  fd 4 (a pipe's write end the
+ *            caller made) gets the room's files as a tree stream
+ *            (common/treestream.h) ending in its end record; an export
+ *            that fails leaves the stream without one.  A running room is
+ *            stopped for the cut (under its lock: nothing writes while its
+ *            disk is read) and started again after; its processes end.
+ *            The disk is walked by a child keeping only the reading
+ *            capabilities (sandbox-helper/transfer.c).
+ *   import   room, struct helper_import_args.  fd 3 (a pipe's read end)
+ *            brings the room's files as a tree stream, which the helper
+ *            checks again as it writes it into the new room's fresh disk
+ *            (made from the template, never from the stream); then fd 5
+ *            (another pipe's read end) the sessions: "<root bytes>
+ *            <user bytes>\n", the root's text, the user's (each at most
+ *            HELPER_SESSION_MAX, no NUL), then its end.  The sessions
+ *            come last because the archive holds them after the files;
+ *            a caller that found the archive wrong closes fd 5 at once. ->
+ *            nothing; exists when the room does; the room exists only
+ *            once the stream's end record came and all of it is written:
+ *            any failure leaves no room (no state, slot or image).  Not
+ *            started.
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
+ *
+ *   Snapshots (sandbox-helper/snapshot.c; a room with a disk image only,
+ *   else conflict), each with struct helper_snap_args:
+ *   snapshot room, snapshot = its name or "" -> struct helper_snapshot: the
+ *            room cut with its sessions (its cgroup frozen; its ext4
+ *            synced and the image reflinked, or its ext4 frozen with
+ *            FIFREEZE and its used blocks copied: snapshot.c); a stopped
+ *            room is copied as it lies.  At most snapshots_max (conflict beyond),
+ *            names unique in the room (conflict); a reflinked one promises
+ *            the bytes it shares (no_space when they do not fit: room.c).
+ *   snapshots room -> struct helper_snapshots_ans, then count struct
+ *            helper_snapshot, oldest first.
+ *   snapshot-delete room, snapshot = id or name -> struct helper_snapshot
+ *            (the one removed); not_found.
+ *   restore  room, snapshot = id or name -> struct helper_snapshot: the
+ *            room stopped, its disk image and sessions replaced by the
+ *            snapshot's copies, started again.
+ *   fork     room, to = the new room, snapshot = id, name or "" (the room
+ *            now, cut as snapshot cuts) -> struct helper_snapshot (the cut's
+ *            times): the new room made (max_rooms: limit; disk promise:
+ *            no_space; it exists: conflict) with a copy of that disk and
+ *            sessions, not started.  Both rooms are locked, in id order.
  *
  * Error codes (HELPER_E_*; their names, HELPER_ERR_*, are what roombox-fcgi
  * logs and counts) and the HTTP status roombox-fcgi gives them:
@@ -173,7 +225,10 @@
  *   failed    500   the sandbox could not do it
  *   refused   502   port-connect: nothing listens on that port in the room
  *   no_space  507   a new room's disk image would promise more than the
- *                   host has free
+ *                   host has free; an import that does not fit its disk
+ *   conflict  409   snapshot, fork: snapshots_max reached, a name taken, the
+ *                   new room exists, or a room without a disk image
+ *   exists    409   import: the room exists already
  */
 #ifndef ROOMBOX_PROTOCOL_H
 #define ROOMBOX_PROTOCOL_H
@@ -187,6 +242,8 @@ enum helper_op {
 	HOP_EXEC = 1, HOP_CREATE, HOP_STATUS, HOP_LIST, HOP_DESTROY, HOP_STOP,
 	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
 	HOP_PORT_CONNECT, HOP_SET_LIMITS,
+	HOP_SNAPSHOT, HOP_SNAPSHOTS, HOP_SNAPSHOT_DELETE, HOP_RESTORE, HOP_FORK,
+	HOP_EXPORT, HOP_IMPORT,
 	HOP_COUNT   /* one past the last */
 };
 /* their names: the helper's command line, roombox-fcgi's metrics and logs */
@@ -203,6 +260,13 @@ enum helper_op {
 #define HELPER_OP_RESTART   "restart"    /* POST …/sandbox/restart */
 #define HELPER_OP_PORT_CONNECT "port-connect"
 #define HELPER_OP_SET_LIMITS "set-limits" /* PATCH /api/rooms/{id} */
+#define HELPER_OP_SNAPSHOT  "snapshot"        /* POST …/snapshots */
+#define HELPER_OP_SNAPSHOTS "snapshots"       /* GET …/snapshots */
+#define HELPER_OP_SNAPSHOT_DELETE "snapshot-delete"
+#define HELPER_OP_RESTORE   "restore"
+#define HELPER_OP_FORK      "fork"
+#define HELPER_OP_EXPORT    "export"     /* GET /api/rooms/{id}/export */
+#define HELPER_OP_IMPORT    "import"     /* PUT /api/rooms/{id}/import */
 
 static inline const char *helper_op_name(uint32_t op)
 {
@@ -214,6 +278,10 @@ static inline const char *helper_op_name(uint32_t op)
 		[HOP_INFO] = HELPER_OP_INFO, [HOP_KILL_ALL] = HELPER_OP_KILL_ALL,
 		[HOP_RESTART] = HELPER_OP_RESTART, [HOP_PORT_CONNECT] = HELPER_OP_PORT_CONNECT,
 		[HOP_SET_LIMITS] = HELPER_OP_SET_LIMITS,
+		[HOP_SNAPSHOT] = HELPER_OP_SNAPSHOT, [HOP_SNAPSHOTS] = HELPER_OP_SNAPSHOTS,
+		[HOP_SNAPSHOT_DELETE] = HELPER_OP_SNAPSHOT_DELETE, [HOP_RESTORE] = HELPER_OP_RESTORE,
+		[HOP_FORK] = HELPER_OP_FORK,
+		[HOP_EXPORT] = HELPER_OP_EXPORT, [HOP_IMPORT] = HELPER_OP_IMPORT,
 	};
 	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
 }
@@ -301,6 +369,20 @@ struct helper_limits_args {    /* set-limits */
 #define HL_EXECMAX 32u
 #define HL_ALL     63u
 
+/* snapshot, snapshots, snapshot-delete, restore, fork: ids and names
+ * NUL-padded, each "" or following the room-id rule */
+struct helper_snap_args {
+	char snapshot[HELPER_ROOM_LEN];  /* snapshot: its name ("": none);
+	                                  * delete, restore, fork: its id or
+	                                  * name (fork: "" = the room now) */
+	char to[HELPER_ROOM_LEN];        /* fork: the new room; else "" */
+};
+
+struct helper_import_args {    /* import */
+	uint32_t flags;            /* 0 */
+	uint32_t reserved;         /* 0 */
+};
+
 struct helper_ans {
 	uint32_t magic;
 	uint32_t version;
@@ -339,6 +421,14 @@ struct helper_stopped_ans {
 	uint32_t reserved;
 };
 
+struct helper_export_ans {
+	uint32_t root_len;         /* the root's session text, then */
+	uint32_t user_len;         /* the user's, follow (no NULs) */
+	uint32_t was_running;      /* stopped for the cut and started again */
+	uint32_t reserved;
+};
+#define HELPER_SESSION_MAX (1u << 20)  /* a session text exported or imported */
+
 struct helper_killed_ans {
 	uint32_t killed;
 	uint32_t reserved;
@@ -353,10 +443,31 @@ struct helper_info_ans {
 	uint32_t dns[HELPER_DNS_MAX];  /* IPv4, host byte order */
 };
 
+/* A snapshot of a room (sandbox-helper/snapshot.c). */
+struct helper_snapshot {
+	char id[HELPER_ROOM_LEN];
+	char name[HELPER_ROOM_LEN];   /* "" = none */
+	char created_at[32];          /* ISO-8601 UTC */
+	char copy[16];                /* SNAP_COPY_*: how its disk was copied */
+	uint64_t size;                /* bytes it holds (image blocks, sessions) */
+	uint64_t frozen_us;           /* taking one: how long the room's
+	                               * processes were frozen (0: it was stopped) */
+	uint64_t fs_frozen_us;        /* and its file system (FIFREEZE .. FITHAW) */
+};
+#define SNAP_COPY_REFLINK "reflink"      /* blocks shared (FICLONE) */
+#define SNAP_COPY_SPARSE  "sparse-copy"  /* only the used blocks copied */
+
+struct helper_snapshots_ans {
+	uint32_t count;            /* struct helper_snapshot records that follow */
+	uint32_t reserved;
+};
+
 /* ---- error codes ---- */
 enum helper_status_code {
 	HELPER_E_OK = 0, HELPER_E_INVALID, HELPER_E_NOT_FOUND, HELPER_E_LIMIT,
 	HELPER_E_DENIED, HELPER_E_FAILED, HELPER_E_REFUSED, HELPER_E_NO_SPACE,
+	HELPER_E_CONFLICT,
+	HELPER_E_EXISTS,
 	HELPER_E_COUNT
 };
 #define HELPER_ERR_INVALID   "invalid"
@@ -366,6 +477,8 @@ enum helper_status_code {
 #define HELPER_ERR_FAILED    "failed"
 #define HELPER_ERR_REFUSED   "refused"
 #define HELPER_ERR_NO_SPACE  "no_space"
+#define HELPER_ERR_CONFLICT  "conflict"
+#define HELPER_ERR_EXISTS    "exists"
 
 static inline const char *helper_err_name(uint32_t code)
 {
@@ -374,6 +487,8 @@ static inline const char *helper_err_name(uint32_t code)
 		[HELPER_E_NOT_FOUND] = HELPER_ERR_NOT_FOUND, [HELPER_E_LIMIT] = HELPER_ERR_LIMIT,
 		[HELPER_E_DENIED] = HELPER_ERR_DENIED, [HELPER_E_FAILED] = HELPER_ERR_FAILED,
 		[HELPER_E_REFUSED] = HELPER_ERR_REFUSED, [HELPER_E_NO_SPACE] = HELPER_ERR_NO_SPACE,
+		[HELPER_E_CONFLICT] = HELPER_ERR_CONFLICT,
+		[HELPER_E_EXISTS] = HELPER_ERR_EXISTS,
 	};
 	return code < HELPER_E_COUNT ? names[code] : HELPER_ERR_FAILED;
 }
@@ -431,6 +546,8 @@ struct port_request {
 #define TOOL_DELETE "delete"
 #define TOOL_MOVE   "move"
 #define TOOL_SIGNAL "signal"
+#define TOOL_PTY    "pty"
+#define TERM_SIZE_MAX 1000       /* a terminal's columns or rows */
 #define TOOL_WATCH  "watch"
 #define TOOL_WATCH_CREATE   'c'
 #define TOOL_WATCH_MODIFY   'm'

@@ -92,7 +92,7 @@ int ts_check_xattr_name(const char *name)
 	 * are the host's business. */
 	if (strncmp(name, "user.", 5) == 0 && n > 5)
 		return 0;
-	if (strcmp(name, "security.capability") == 0 ||
+	if (strcmp(name, "security.capability") == 0 || strcmp(name, TS_XATTR_OPAQUE) == 0 ||
 	    strcmp(name, "system.posix_acl_access") == 0 ||
 	    strcmp(name, "system.posix_acl_default") == 0)
 		return 0;
@@ -108,6 +108,7 @@ static const char *type_name(enum ts_type t)
 	case TS_SYMLINK: return "symlink";
 	case TS_HARDLINK: return "hard link";
 	case TS_FIFO: return "fifo";
+	case TS_WHITEOUT: return "whiteout";
 	}
 	return "unknown";
 }
@@ -185,7 +186,7 @@ int ts_write_record(struct ts_writer *w, const struct ts_record *rec, char *err,
 		return errorf(err, errlen, "%s: file data not ended", w->path);
 	if (ts_check_path(rec->path, plen, why, sizeof why) < 0)
 		return errorf(err, errlen, "%s: %s", rec->path, why);
-	if (rec->type < TS_DIR || rec->type > TS_FIFO)
+	if (rec->type < TS_DIR || rec->type > TS_TYPE_LAST)
 		return errorf(err, errlen, "%s: unknown type %d", rec->path, (int)rec->type);
 	if (rec->mode > 07777 || rec->uid > TS_ID_MAX || rec->gid > TS_ID_MAX)
 		return errorf(err, errlen, "%s: mode or owner out of range", rec->path);
@@ -447,6 +448,12 @@ static int check_xattrs(const struct ts_record *rec, uint64_t *bytes, char *err,
 		if (x->len > TS_XATTR_VALUE_MAX)
 			return errorf(err, errlen, "%s: xattr %s longer than %d bytes", rec->path, x->name,
 				      TS_XATTR_VALUE_MAX);
+		/* the overlay's own mark: "y" on a directory, nothing else, so
+		 * no other meaning of it (a redirect, an origin) can come in */
+		if (strcmp(x->name, TS_XATTR_OPAQUE) == 0 &&
+		    (rec->type != TS_DIR || x->len != 1 || x->value[0] != 'y'))
+			return errorf(err, errlen, "%s: xattr %s other than \"y\" on a directory", rec->path,
+				      x->name);
 		if (i > 0 && strcmp(rec->xattrs[i - 1].name, x->name) >= 0)
 			return errorf(err, errlen, "%s: xattrs not sorted or repeated", rec->path);
 		*bytes += 8 + strlen(x->name) + x->len;
@@ -485,7 +492,7 @@ int ts_validate_record(struct ts_validator *v, const struct ts_record *rec, char
 	if (ts_check_path(rec->path, plen, why, sizeof why) < 0)
 		return errorf(err, errlen, "%.200s: %s", rec->path, why);
 	memcpy(v->path, rec->path, plen + 1);
-	if (t < TS_DIR || t > TS_FIFO)
+	if (t < TS_DIR || t > TS_TYPE_LAST)
 		return errorf(err, errlen, "%s: unknown type %d", rec->path, (int)t);
 	if (rec->mode > 07777)
 		return errorf(err, errlen, "%s: mode %o has bits beyond 07777", rec->path, rec->mode);

@@ -64,7 +64,15 @@ enum ts_type {
 	TS_SYMLINK = 3,
 	TS_HARDLINK = 4,   /* link: the path of an earlier TS_FILE */
 	TS_FIFO = 5,
+	/* an overlay upper layer's whiteout (a character device 0/0 there):
+	 * the name is deleted from the lower layer; the only device a stream
+	 * carries */
+	TS_WHITEOUT = 6,
 };
+#define TS_TYPE_LAST TS_WHITEOUT
+/* the one host xattr a stream carries: an overlay upper directory that
+ * hides its lower layer's contents; its value is exactly "y" */
+#define TS_XATTR_OPAQUE "trusted.overlay.opaque"
 
 struct ts_xattr {
 	const char *name;          /* NUL-terminated */
@@ -111,7 +119,8 @@ struct ts_limits ts_limits_for_disk(uint64_t disk_bytes);
 /* 0 when path is a valid relative path of the stream ("." or a/b/c),
  * else -1 with the reason. */
 int ts_check_path(const char *path, size_t len, char *err, size_t errlen);
-/* 0 when name is an extended attribute a room may carry over. */
+/* 0 when name is an extended attribute a room may carry over (and
+ * TS_XATTR_OPAQUE, whose value is checked apart). */
 int ts_check_xattr_name(const char *name);
 
 /* ---- encoder ---- */

@@ -124,6 +124,8 @@ static int read_xattrs(struct walk *k, int fd, struct ts_xattr *x, unsigned *cou
 				continue;
 			return errorf(k->err, k->errlen, "%s: getxattr %s: %s", k->path, p, strerror(errno));
 		}
+		if (strcmp(p, TS_XATTR_OPAQUE) == 0 && (v != 1 || (*store)[used + nl] != 'y'))
+			continue;   /* another meaning of the mark: not ours to carry */
 		x[*count].name = (const char *)(uintptr_t)used;
 		x[*count].len = (uint32_t)v;
 		(*count)++;
@@ -213,8 +215,9 @@ static int send_entry(struct walk *k, int dfd, const char *name, size_t plen, un
 			return 0;
 		return errorf(k->err, k->errlen, "%s: stat: %s", k->path, strerror(errno));
 	}
+	bool whiteout = S_ISCHR(sb.st_mode) && sb.st_rdev == 0;
 	if (sb.st_dev != k->dev || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode) ||
-				     S_ISLNK(sb.st_mode) || S_ISFIFO(sb.st_mode))) {
+				     S_ISLNK(sb.st_mode) || S_ISFIFO(sb.st_mode) || whiteout)) {
 		k->st->skipped++;
 		return 0;
 	}
@@ -243,8 +246,8 @@ static int send_entry(struct walk *k, int dfd, const char *name, size_t plen, un
 		k->st->entries++;
 		return ts_write_record(k->w, &rec, k->err, k->errlen);
 	}
-	if (S_ISFIFO(sb.st_mode)) {
-		rec.type = TS_FIFO;
+	if (S_ISFIFO(sb.st_mode) || whiteout) {
+		rec.type = whiteout ? TS_WHITEOUT : TS_FIFO;
 		k->st->entries++;
 		return ts_write_record(k->w, &rec, k->err, k->errlen);
 	}

@@ -7,7 +7,10 @@
  * below it).  Regular files are read with SEEK_DATA/SEEK_HOLE, so a sparse
  * file's holes are neither read nor sent.  A file with more than one link
  * is sent once; its later names are hard links to the first.  Sockets and
- * device nodes are left out: they cannot be imported.  Names in a
+ * device nodes are left out: they cannot be imported; a character
+ * device 0/0 is an overlay whiteout, sent as TS_WHITEOUT.  Of the host's
+ * xattrs only TS_XATTR_OPAQUE "y" is sent (overlay origins, redirects and
+ * the like name host inodes and are left out).  Names in a
  * directory are sent sorted, so the same tree gives the same stream. */
 #ifndef ROOMBOX_TREEWALK_H
 #define ROOMBOX_TREEWALK_H

@@ -6,6 +6,7 @@
  * body in STDIN records and an empty one; then read STDOUT records until
  * END_REQUEST.  What the server writes to STDERR is passed on to ours. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -282,4 +283,140 @@ void fcgi_answer_free(struct fcgi_answer *ans)
 {
 	free(ans->body);
 	ans->body = NULL;
+}
+
+/* ---- streamed: a room's export and import ---- */
+
+/* One STDIN record of p[0..n) straight to the socket. */
+static int send_record(int fd, int type, const char *p, size_t n)
+{
+	uint8_t h[8] = { 1, (uint8_t)type, 0, REQUEST_ID, (uint8_t)(n >> 8), (uint8_t)n, 0, 0 };
+
+	return write_all(fd, (const char *)h, 8) < 0 || (n && write_all(fd, p, n) < 0) ? -1 : 0;
+}
+
+int fcgi_request_stream(const char *socket_path, const char *const *params, int in_fd,
+			fcgi_sink *sink, void *ctx, int timeout_s, struct fcgi_stream_answer *ans,
+			char *err, size_t errlen)
+{
+	static const uint8_t begin[8] = { 0, RESPONDER, 0 };
+	struct buf req = { 0 }, pairs = { 0 }, head = { 0 };
+	char *chunk = malloc(RECORD_MAX + 255);
+	int fd = -1, rc = -1;
+	bool in_body = false;
+
+	memset(ans, 0, sizeof(*ans));
+	if (!chunk || record(&req, BEGIN_REQUEST, begin, sizeof(begin)) < 0 ||
+	    encode_params(&pairs, params) < 0 ||
+	    stream(&req, PARAMS, pairs.data ? pairs.data : "", pairs.len) < 0) {
+		set_err(err, errlen, "out of memory");
+		goto out;
+	}
+	fd = connect_unix(socket_path, timeout_s, err, errlen);
+	if (fd < 0)
+		goto out;
+	if (write_all(fd, req.data, req.len) < 0) {
+		set_err(err, errlen, "sending the request: %s", strerror(errno));
+		goto out;
+	}
+	/* the body as it comes; a server that stopped reading (a refusal)
+	 * ends the sending, and its answer is read all the same */
+	for (ssize_t n = 1; in_fd >= 0 && n > 0;) {
+		n = read(in_fd, chunk, RECORD_MAX);
+		if (n < 0 && errno == EINTR) {
+			n = 1;
+			continue;
+		}
+		if (n < 0) {
+			set_err(err, errlen, "reading the body: %s", strerror(errno));
+			goto out;
+		}
+		ans->sent += (uint64_t)n;
+		if (send_record(fd, STDIN, chunk, (size_t)n) < 0)
+			break;
+	}
+	if (in_fd < 0)
+		send_record(fd, STDIN, "", 0);
+	/* the answer: its head read here, its body to out_fd on a 2xx
+	 * (else kept, for the error's words) */
+	for (;;) {
+		uint8_t h[8];
+		if (read_all(fd, h, 8) < 0) {
+			set_err(err, errlen, "reading the answer: %s", strerror(errno));
+			goto out;
+		}
+		size_t n = (size_t)h[4] << 8 | h[5], pad = h[6];
+		if (h[0] != 1 || read_all(fd, chunk, n + pad) < 0) {
+			set_err(err, errlen, "reading the answer: bad or short record");
+			goto out;
+		}
+		if (h[1] == END_REQUEST)
+			break;
+		if (h[1] == STDERR)
+			fwrite(chunk, 1, n, stderr);
+		if (h[1] != STDOUT)
+			continue;
+		if (in_body) {
+			if (ans->status / 100 == 2 && sink) {
+				if (sink(ctx, chunk, n) < 0) {
+					set_err(err, errlen, "writing the answer: %s", strerror(errno));
+					goto out;
+				}
+				ans->received += n;
+				continue;
+			}
+		}
+		if (head.len + n > FCGI_CLIENT_ANSWER_MAX / 64 && !(in_body && ans->status / 100 == 2)) {
+			set_err(err, errlen, "answer too large");
+			goto out;
+		}
+		if (buf_add(&head, chunk, n) < 0) {
+			set_err(err, errlen, "out of memory");
+			goto out;
+		}
+		char *end = in_body ? NULL : strstr(head.data, "\r\n\r\n");
+		if (end) {
+			struct buf raw = { 0 };
+			struct fcgi_answer a;
+			size_t rest = head.len - (size_t)(end + 4 - head.data);
+			/* the head parsed as a whole answer's; what came after it
+			 * is the body's start */
+			if (buf_add(&raw, head.data, head.len) < 0 || parse_cgi(&raw, &a, err, errlen) < 0) {
+				free(raw.data);
+				goto out;
+			}
+			free(raw.data);
+			ans->status = a.status;
+			in_body = true;
+			head.len = 0;
+			if (ans->status / 100 == 2 && sink) {
+				if (rest && sink(ctx, a.body, rest) < 0) {
+					fcgi_answer_free(&a);
+					set_err(err, errlen, "writing the answer: %s", strerror(errno));
+					goto out;
+				}
+				ans->received += rest;
+			} else if (buf_add(&head, a.body, rest) < 0) {
+				fcgi_answer_free(&a);
+				goto out;
+			}
+			fcgi_answer_free(&a);
+		}
+	}
+	if (!in_body) {
+		set_err(err, errlen, "the answer has no header end");
+		goto out;
+	}
+	ans->body = head.data;
+	ans->body_len = head.len;
+	head.data = NULL;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(chunk);
+	free(req.data);
+	free(pairs.data);
+	free(head.data);
+	return rc;
 }

@@ -5,6 +5,7 @@
 #define ROOMBOX_CTL_FCGI_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* An answer bigger than this is refused (two streams of output_limit,
  * base64-encoded, fit many times over). */
@@ -30,5 +31,21 @@ int fcgi_request(const char *socket_path, const char *const *params,
 int fcgi_read_answer(int fd, struct fcgi_answer *ans, char *err, size_t errlen);
 
 void fcgi_answer_free(struct fcgi_answer *ans);
+
+/* A request whose body and answer are streamed (a room's export and
+ * import): the body read from in_fd (-1: none) to its end, sent as it is
+ * read; a 2xx answer's body given to sink as it comes (sink returns 0, or
+ * -1 with errno to stop), any other's kept in body (bounded) for its
+ * words.  0 with *ans, or -1 with err. */
+typedef int fcgi_sink(void *ctx, const char *p, size_t n);
+struct fcgi_stream_answer {
+	int status;
+	char *body;           /* malloc'd: a non-2xx answer's body */
+	size_t body_len;
+	uint64_t sent, received;
+};
+int fcgi_request_stream(const char *socket_path, const char *const *params, int in_fd,
+			fcgi_sink *sink, void *ctx, int timeout_s, struct fcgi_stream_answer *ans,
+			char *err, size_t errlen);
 
 #endif

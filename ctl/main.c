@@ -37,6 +37,7 @@
 
 #include "config.h"
 #include "fcgi_client.h"
+#include "room_io.h"
 #include "roomid.h"
 #include "textenc.h"
 #include "tokens.h"
@@ -66,6 +67,13 @@ static void usage(FILE *f)
 		"  stop ROOM           stop the room's processes (files and session kept)\n"
 		"  restart ROOM        stop and start the room again\n"
 		"  destroy ROOM        delete the room: processes, files, messages\n"
+		"  snapshot ROOM [NAME]   take a snapshot of the room (disk and sessions)\n"
+		"  snapshots ROOM      the room's snapshots: id, name, size, when\n"
+		"  restore ROOM SNAP   put the room back as snapshot SNAP (id or name) holds it\n"
+		"  fork ROOM NEWROOM [SNAP]  a new room from ROOM now, or from its snapshot SNAP\n"
+		"  export ROOM         the room as one archive, to stdout (stops a running room for the cut)\n"
+		"  import ROOM         a new room ROOM from an archive on stdin\n"
+		"  backup DIR          every room exported to DIR/ROOM.roombox (each complete or absent)\n"
 		"  token new           add a token to tokens_file and print it (once)\n"
 		"  token list          the tokens' fingerprints (SHA-256, 12 hex digits)\n"
 		"  token revoke FP     remove the token with that fingerprint\n"
@@ -343,6 +351,63 @@ static int verb_room_op(struct ctl *c, const char *verb, const char *room)
 	return rc;
 }
 
+/* snapshot, snapshots, restore, fork: argv[0] the room, then the verb's
+ * own arguments (checked by the service: its answer says what is wrong). */
+static int verb_snapshot(struct ctl *c, const char *verb, int argc, char **argv)
+{
+	const char *room = argv[0], *method = "POST", *sub = "snapshots";
+	json_object *body = json_object_new_object(), *list, *s;
+	char uri[160], size[16];
+	struct answer r;
+	int want = 201, rc = 0;
+
+	if (!room_ok(room)) {
+		json_object_put(body);
+		return 1;
+	}
+	if (strcmp(verb, "snapshot") == 0 && argc == 2) {
+		json_object_object_add(body, "name", json_object_new_string(argv[1]));
+	} else if (strcmp(verb, "snapshots") == 0) {
+		method = "GET";
+		want = 200;
+		json_object_put(body);
+		body = NULL;
+	} else if (strcmp(verb, "restore") == 0) {
+		sub = "restore";
+		want = 200;
+		json_object_object_add(body, "snapshot", json_object_new_string(argv[1]));
+	} else if (strcmp(verb, "fork") == 0) {
+		sub = "fork";
+		json_object_object_add(body, "to", json_object_new_string(argv[1]));
+		if (argc == 3)
+			json_object_object_add(body, "snapshot", json_object_new_string(argv[2]));
+	}
+	snprintf(uri, sizeof(uri), "/api/rooms/%s/%s", room, sub);
+	rc = api(c, method, uri, body, &r);
+	json_object_put(body);
+	if (rc < 0)
+		return 1;
+	if (r.status != want) {
+		rc = refused(uri, &r);
+	} else if (strcmp(verb, "snapshots") == 0 && json_object_object_get_ex(r.json, "snapshots", &list)) {
+		printf("%-16s %-24s %8s  %s\n", "ID", "NAME", "SIZE", "CREATED");
+		for (size_t i = 0; i < json_object_array_length(list); i++) {
+			s = json_object_array_get_idx(list, i);
+			human_bytes(size, sizeof(size), num(s, "size"));
+			printf("%-16s %-24s %8s  %s\n", str(s, "id") ?: "?", str(s, "name") ?: "-", size,
+			       str(s, "createdAt") ?: "?");
+		}
+	} else if (strcmp(verb, "snapshot") == 0 && json_object_object_get_ex(r.json, "snapshot", &s)) {
+		printf("room %s: snapshot %s taken\n", room, str(s, "id") ?: "?");
+	} else if (strcmp(verb, "restore") == 0) {
+		printf("room %s: restored snapshot %s\n", room, str(r.json, "restored") ?: "?");
+	} else {
+		printf("room %s: forked to %s\n", room, str(r.json, "roomId") ?: "?");
+	}
+	answer_free(&r);
+	return rc;
+}
+
 static int verb_token(struct ctl *c, int argc, char **argv)
 {
 	if (argc == 1 && strcmp(argv[0], "new") == 0)
@@ -372,16 +437,56 @@ static int load_token(struct ctl *c)
 	return 0;
 }
 
+/* Every room's id, from the service's list, then room_io_backup. */
+static int verb_backup(struct ctl *c, const struct room_io *io, const char *dir)
+{
+	struct answer r;
+	json_object *rooms = NULL;
+	int n, rc;
+
+	if (api(c, "GET", "/api/rooms", NULL, &r) < 0)
+		return 1;
+	if (r.status != 200 || !json_object_object_get_ex(r.json, "rooms", &rooms)) {
+		rc = refused("rooms", &r);
+		answer_free(&r);
+		return rc;
+	}
+	n = (int)json_object_array_length(rooms);
+	char **ids = calloc((size_t)n + 1, sizeof(*ids));
+	for (int i = 0; ids && i < n; i++)
+		ids[i] = (char *)str(json_object_array_get_idx(rooms, (size_t)i), "roomId");
+	rc = ids ? room_io_backup(io, dir, ids, n) : 1;
+	free(ids);
+	answer_free(&r);
+	return rc;
+}
+
+/* export, import, backup: streamed (room_io.c) */
+static int verb_room_io(struct ctl *c, const char *verb, const char *arg)
+{
+	struct room_io io = { .socket = c->socket, .token = c->token };
+
+	if (strcmp(verb, "backup") == 0)
+		return verb_backup(c, &io, arg);
+	if (!room_ok(arg))
+		return 2;
+	return strcmp(verb, "export") == 0 ? room_io_export(&io, arg, 1) : room_io_import(&io, arg, 0);
+}
+
 static int dispatch(struct ctl *c, int argc, char **argv)
 {
 	const char *verb = argv[0];
+	bool io = strcmp(verb, "export") == 0 || strcmp(verb, "import") == 0 || strcmp(verb, "backup") == 0;
 
 	if (strcmp(verb, "token") == 0)
 		return verb_token(c, argc - 1, argv + 1);
 	if (!((strcmp(verb, "status") == 0 || strcmp(verb, "rooms") == 0) && argc == 1) &&
 	    !(strcmp(verb, "exec") == 0 && argc >= 3) &&
 	    !((strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0 ||
-	       strcmp(verb, "destroy") == 0) && argc == 2)) {
+	       strcmp(verb, "destroy") == 0 || strcmp(verb, "snapshots") == 0 || io) && argc == 2) &&
+	    !(strcmp(verb, "snapshot") == 0 && (argc == 2 || argc == 3)) &&
+	    !(strcmp(verb, "restore") == 0 && argc == 3) &&
+	    !(strcmp(verb, "fork") == 0 && (argc == 3 || argc == 4))) {
 		usage(stderr);
 		return 2;
 	}
@@ -393,6 +498,10 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 		return verb_rooms(c);
 	if (strcmp(verb, "exec") == 0)
 		return verb_exec(c, argv[1], argc - 2, argv + 2);
+	if (strncmp(verb, "snapshot", 8) == 0 || strcmp(verb, "restore") == 0 || strcmp(verb, "fork") == 0)
+		return verb_snapshot(c, verb, argc - 1, argv + 1);
+	if (io)
+		return verb_room_io(c, verb, argv[1]);
 	return verb_room_op(c, verb, argv[1]);
 }
 

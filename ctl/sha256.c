@@ -41,25 +41,60 @@ static void block(uint32_t h[8], const uint8_t *p)
 	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-void sha256(const void *data, size_t len, uint8_t out[32])
+void sha256_init(struct sha256_ctx *c)
 {
-	uint32_t h[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-			  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+					0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+	memcpy(c->h, iv, sizeof(iv));
+	c->len = 0;
+	c->fill = 0;
+}
+
+void sha256_update(struct sha256_ctx *c, const void *data, size_t len)
+{
 	const uint8_t *p = data;
+
+	c->len += len;
+	if (c->fill) {
+		size_t take = 64 - c->fill < len ? 64 - c->fill : len;
+		memcpy(c->buf + c->fill, p, take);
+		c->fill += take;
+		p += take;
+		len -= take;
+		if (c->fill < 64)
+			return;
+		block(c->h, c->buf);
+		c->fill = 0;
+	}
+	for (; len >= 64; len -= 64, p += 64)
+		block(c->h, p);
+	memcpy(c->buf, p, len);
+	c->fill = len;
+}
+
+void sha256_final(struct sha256_ctx *c, uint8_t out[32])
+{
 	uint8_t tail[128] = { 0 };
-	size_t rest = len % 64, tail_len = rest < 56 ? 64 : 128;
-	uint64_t bits = (uint64_t)len * 8;
+	size_t tail_len = c->fill < 56 ? 64 : 128;
+	uint64_t bits = c->len * 8;
 	int i;
 
-	for (; len >= 64; len -= 64, p += 64)
-		block(h, p);
-	memcpy(tail, p, rest);
-	tail[rest] = 0x80;
+	memcpy(tail, c->buf, c->fill);
+	tail[c->fill] = 0x80;
 	for (i = 0; i < 8; i++)
 		tail[tail_len - 1 - i] = (uint8_t)(bits >> (8 * i));
-	block(h, tail);
+	block(c->h, tail);
 	if (tail_len == 128)
-		block(h, tail + 64);
+		block(c->h, tail + 64);
 	for (i = 0; i < 32; i++)
-		out[i] = (uint8_t)(h[i / 4] >> (24 - 8 * (i % 4)));
+		out[i] = (uint8_t)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+void sha256(const void *data, size_t len, uint8_t out[32])
+{
+	struct sha256_ctx c;
+
+	sha256_init(&c);
+	sha256_update(&c, data, len);
+	sha256_final(&c, out);
 }

@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 
 #include "http.h"
+#include "snapshots.h"
 
 /* How far the rooms' disk images commit the host: their number and total
  * size as the helper records them (exactly, at each creation and removal),
@@ -66,5 +67,8 @@ void api_health_get(struct request *rq, struct response *rs)
 	}
 	if (app->cfg.disk_limit)
 		json_object_object_add(o, "disk", health_disk(app));
+	/* how snapshots and forks copy a disk image here; none without images */
+	json_object_object_add(o, "snapshotCopy", json_object_new_string(
+		app->cfg.disk_limit ? snapshot_copy_method(app->cfg.state_dir) : "none"));
 	response_json(rs, 200, o);
 }

@@ -57,6 +57,8 @@ int helper_code_status(const char *code)
 		return 429;
 	if (strcmp(code, HELPER_ERR_NO_SPACE) == 0)
 		return 507;
+	if (strcmp(code, HELPER_ERR_CONFLICT) == 0 || strcmp(code, HELPER_ERR_EXISTS) == 0)
+		return 409;
 	return 500;   /* denied, failed, anything new */
 }
 
@@ -382,6 +384,31 @@ static int record_check(uint32_t op, const char *rec, size_t len, struct helper_
 	case HOP_KILL_ALL:
 		want = sizeof(struct helper_killed_ans);
 		break;
+	case HOP_SNAPSHOT: case HOP_SNAPSHOT_DELETE: case HOP_RESTORE: case HOP_FORK:
+		want = sizeof(struct helper_snapshot);
+		break;
+	case HOP_SNAPSHOTS:
+		want = sizeof(struct helper_snapshots_ans);
+		if (len < want)
+			break;
+		count = ((const struct helper_snapshots_ans *)rec)->count;
+		each = sizeof(struct helper_snapshot);
+		if (count > (len - want) / each || len != want + count * each)
+			return fail_reply(err, "roombox-helper: %s answer: %llu entries in %zu bytes",
+					  name, (unsigned long long)count, len);
+		return 0;
+	case HOP_EXPORT: {
+		want = sizeof(struct helper_export_ans);
+		if (len < want)
+			break;
+		const struct helper_export_ans *x = (const void *)rec;
+		if (x->root_len > HELPER_SESSION_MAX || x->user_len > HELPER_SESSION_MAX ||
+		    len != want + (size_t)x->root_len + x->user_len ||
+		    memchr(rec + want, '\0', len - want))
+			return fail_reply(err, "roombox-helper: export answer: sessions of %u and %u bytes "
+					  "in %zu", x->root_len, x->user_len, len - want);
+		return 0;
+	}
 	case HOP_INFO:
 		want = sizeof(struct helper_info_ans);
 		if (len == want && ((const struct helper_info_ans *)rec)->ndns > HELPER_DNS_MAX)
@@ -840,6 +867,143 @@ struct helper_run *helper_port_serve_start(const struct helper_target *t, const 
 }
 
 int helper_port_serve_finish(struct helper_run *run, struct helper_error *err)
+{
+	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
+}
+
+/* ---- snapshots ---- */
+
+/* The helper's strings, NUL-terminated whatever came. */
+static void snapshot_terminate(struct helper_snapshot *s)
+{
+	s->id[sizeof(s->id) - 1] = s->name[sizeof(s->name) - 1] = '\0';
+	s->created_at[sizeof(s->created_at) - 1] = s->copy[sizeof(s->copy) - 1] = '\0';
+}
+
+static int snap_op(const struct helper_target *t, uint32_t op, const char *room, const char *ref,
+		   const char *to, struct helper_snapshot *out, struct helper_error *err)
+{
+	struct helper_snap_args args;
+	struct helper_rec b;
+
+	memset(&args, 0, sizeof(args));
+	snprintf(args.snapshot, sizeof(args.snapshot), "%s", ref ? ref : "");
+	snprintf(args.to, sizeof(args.to), "%s", to ? to : "");
+	helper_rec_begin(&b, op, room, &args, sizeof(args));
+	if (call(t, op, &b, HELPER_DEFAULT_DEADLINE_MS, out, sizeof(*out), NULL, NULL, NULL, err) < 0)
+		return -1;
+	snapshot_terminate(out);
+	return 0;
+}
+
+int helper_snapshot(const struct helper_target *t, const char *room, const char *name,
+		    struct helper_snapshot *out, struct helper_error *err)
+{
+	return snap_op(t, HOP_SNAPSHOT, room, name, NULL, out, err);
+}
+
+int helper_snapshot_delete(const struct helper_target *t, const char *room, const char *ref,
+			   struct helper_snapshot *out, struct helper_error *err)
+{
+	return snap_op(t, HOP_SNAPSHOT_DELETE, room, ref, NULL, out, err);
+}
+
+int helper_restore(const struct helper_target *t, const char *room, const char *ref,
+		   struct helper_snapshot *out, struct helper_error *err)
+{
+	return snap_op(t, HOP_RESTORE, room, ref, NULL, out, err);
+}
+
+int helper_fork(const struct helper_target *t, const char *room, const char *ref, const char *to,
+		struct helper_snapshot *out, struct helper_error *err)
+{
+	return snap_op(t, HOP_FORK, room, ref, to, out, err);
+}
+
+int helper_snapshots(const struct helper_target *t, const char *room, struct helper_snapshot **list,
+		     size_t *n, struct helper_error *err)
+{
+	struct helper_snap_args args;
+	struct helper_snapshots_ans a;
+	struct helper_rec b;
+	char *heap = NULL;
+	const char *at;
+	size_t len;
+
+	*list = NULL;
+	*n = 0;
+	memset(&args, 0, sizeof(args));
+	helper_rec_begin(&b, HOP_SNAPSHOTS, room, &args, sizeof(args));
+	if (call(t, HOP_SNAPSHOTS, &b, HELPER_DEFAULT_DEADLINE_MS, NULL, 0, &heap, &at, &len, err) < 0)
+		return -1;
+	memcpy(&a, at, sizeof(a));
+	if (a.count) {
+		*list = malloc(a.count * sizeof(**list));
+		if (!*list) {
+			free(heap);
+			set_error(err, 500, "reply", "roombox-helper: %u snapshots: out of memory", a.count);
+			return -1;
+		}
+		memcpy(*list, at + sizeof(a), a.count * sizeof(**list));
+		for (size_t i = 0; i < a.count; i++)
+			snapshot_terminate(&(*list)[i]);
+	}
+	*n = a.count;
+	free(heap);
+	return 0;
+}
+
+/* ---- export and import (fcgi-app/room_transfer.c) ---- */
+
+struct helper_run *helper_export_start(const struct helper_target *t, const char *room, int tree_fd,
+				       struct helper_error *err)
+{
+	struct helper_rec b;
+	int pass[3] = { -1, tree_fd, -1 };
+	size_t len = 0;
+
+	helper_rec_begin(&b, HOP_EXPORT, room, NULL, 0);
+	char *req = helper_rec_end(&b, &len);
+	return call_start(t, HOP_EXPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
+}
+
+int helper_export_finish(struct helper_run *run, char **root, char **user, struct helper_error *err)
+{
+	char *heap = NULL;
+	const char *rec = NULL;
+	size_t n = 0;
+
+	*root = *user = NULL;
+	if (call_finish(run, NULL, 0, &heap, &rec, &n, err) < 0)
+		return -1;
+	const struct helper_export_ans *x = (const void *)rec;
+	const char *p = rec + sizeof(*x);
+	*root = strndup(p, x->root_len);
+	*user = strndup(p + x->root_len, x->user_len);
+	free(heap);
+	if (!*root || !*user) {
+		free(*root);
+		free(*user);
+		*root = *user = NULL;
+		return fail_reply(err, "roombox-helper: export answer: out of memory");
+	}
+	return 0;
+}
+
+struct helper_run *helper_import_start(const struct helper_target *t, const char *room, int tree_fd,
+				       int sessions_fd, struct helper_error *err)
+{
+	struct helper_import_args a = { 0 };
+	struct helper_rec b;
+	int pass[3] = { tree_fd, -1, sessions_fd };
+	size_t len = 0;
+
+	helper_rec_begin(&b, HOP_IMPORT, room, &a, sizeof(a));
+	char *req = helper_rec_end(&b, &len);
+	return call_start(t, HOP_IMPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
+}
+
+int helper_import_finish(struct helper_run *run, struct helper_error *err)
 {
 	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
 }

@@ -57,6 +57,20 @@ int helper_restart(const struct helper_target *t, const char *room, struct helpe
 int helper_info(const struct helper_target *t, long deadline_ms, struct helper_info_ans *info,
 		struct helper_error *err);
 
+/* Snapshots (fcgi-app/snapshots.c): ref is a snapshot's id or name, name
+ * a new one's ("" or NULL: none), to a fork's new room.  The list is
+ * malloc'd (free()), oldest first. */
+int helper_snapshot(const struct helper_target *t, const char *room, const char *name,
+		    struct helper_snapshot *out, struct helper_error *err);
+int helper_snapshots(const struct helper_target *t, const char *room, struct helper_snapshot **list,
+		     size_t *n, struct helper_error *err);
+int helper_snapshot_delete(const struct helper_target *t, const char *room, const char *ref,
+			   struct helper_snapshot *out, struct helper_error *err);
+int helper_restore(const struct helper_target *t, const char *room, const char *ref,
+		   struct helper_snapshot *out, struct helper_error *err);
+int helper_fork(const struct helper_target *t, const char *room, const char *ref, const char *to,
+		struct helper_snapshot *out, struct helper_error *err);
+
 /* The rooms stop-idle or stop-all stopped: ids, count of them (free ids). */
 struct helper_stopped {
 	char (*ids)[HELPER_ROOM_LEN];
@@ -104,6 +118,20 @@ int helper_port_connect(const struct helper_target *t, const char *room, uint16_
 struct helper_run *helper_port_serve_start(const struct helper_target *t, const char *room,
 					   long deadline_ms, int sock, struct helper_error *err);
 int helper_port_serve_finish(struct helper_run *run, struct helper_error *err);
+
+/* export: the room's files as a tree stream written to tree_fd (a pipe's
+ * write end; the caller closes its copy and reads the other end), the
+ * sessions in the answer (*root, *user malloc'd).  import: the tree
+ * stream read from tree_fd (a pipe's read end) into a new room, then the
+ * sessions from sessions_fd (another's; protocol.h says how).  Each
+ * bounded by HELPER_TRANSFER_DEADLINE_MS. */
+#define HELPER_TRANSFER_DEADLINE_MS (60 * 60 * 1000)
+struct helper_run *helper_export_start(const struct helper_target *t, const char *room, int tree_fd,
+				       struct helper_error *err);
+int helper_export_finish(struct helper_run *run, char **root, char **user, struct helper_error *err);
+struct helper_run *helper_import_start(const struct helper_target *t, const char *room, int tree_fd,
+				       int sessions_fd, struct helper_error *err);
+int helper_import_finish(struct helper_run *run, struct helper_error *err);
 
 /* The answer to op in buf[0..len), the helper having exited with status
  * exit_status (waitpid's): 0 with *rec (the op's record, *rec_len bytes,

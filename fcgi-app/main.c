@@ -110,6 +110,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "preview_relay.h"
+#include "term_ws.h"
 #include "label_store.h"
 #include "preview_store.h"
 #include "router.h"
@@ -1102,7 +1103,10 @@ int main(int argc, char **argv)
 	if (listen_fd < 0)
 		return 1;
 	cache_cgroup_mode();
-	/* the API works without previews: say so, and serve the rest */
+	/* the API works without previews or terminals' WebSockets: say so,
+	 * and serve the rest */
+	if (term_ws_start(&app) < 0)
+		fprintf(stderr, "roombox-fcgi: warning: terminals' WebSockets are not available\n");
 	if (preview_relay_start(&app) < 0)
 		fprintf(stderr, "roombox-fcgi: warning: preview ports are not available\n");
 
@@ -1157,6 +1161,7 @@ int main(int argc, char **argv)
 	if (socket_created)
 		unlink(app.cfg.socket);
 	preview_relay_stop();
+	term_ws_stop();
 	fflush(stderr);
 	_exit(0);   /* threads still busy past the deadline end here */
 }

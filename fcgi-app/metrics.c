@@ -58,15 +58,21 @@ static atomic_uint_fast64_t exec_total[EXEC_OUTCOMES];
 static struct histogram exec_duration;
 static atomic_uint_fast64_t room_starts[ROOM_START_KINDS];
 static atomic_uint_fast64_t idle_stops;
+/* [export, import][done, refused, failed] */
+static atomic_uint_fast64_t transfers[2][3];
+static const char *const transfer_result_names[3] = { "done", "refused", "failed" };
 static struct op_cell helper_errors[HELPER_OPS_MAX];
 static atomic_long processes_running;
 static atomic_uint_fast64_t llm_requests[LLM_OUTCOMES];
+static atomic_uint_fast64_t snap_ops[SNAP_KINDS][2];   /* [kind][ok] */
+static struct histogram snap_frozen;
 static _Thread_local uint64_t thread_helper_ns;
 
 static const char *const exec_outcome_names[EXEC_OUTCOMES] = {
 	"ok", "nonzero", "timeout", "error" };
 static const char *const room_start_names[ROOM_START_KINDS] = { "new", "restart" };
 static const char *const llm_outcome_names[LLM_OUTCOMES] = { "ok", "error" };
+static const char *const snap_kind_names[SNAP_KINDS] = { "snapshot", "restore", "fork", "delete" };
 
 #define INC(cell, n) atomic_fetch_add_explicit(&(cell), (n), memory_order_relaxed)
 #define GET(cell) atomic_load_explicit(&(cell), memory_order_relaxed)
@@ -133,6 +139,21 @@ void metrics_room_started(enum room_start_kind kind)
 {
 	if ((unsigned)kind < ROOM_START_KINDS)
 		INC(room_starts[kind], 1);
+}
+
+void metrics_snapshot_op(enum snap_kind kind, bool ok, uint64_t frozen_us)
+{
+	if ((unsigned)kind >= SNAP_KINDS)
+		return;
+	INC(snap_ops[kind][ok], 1);
+	if (ok && frozen_us)
+		histogram_observe(&snap_frozen, frozen_us * 1000);
+}
+
+void metrics_transfer(bool import, int status)
+{
+	int r = status < 300 ? 0 : status < 500 || status == 507 ? 1 : 2;
+	INC(transfers[import ? 1 : 0][r], 1);
 }
 
 void metrics_idle_stops_add(unsigned n)
@@ -216,6 +237,9 @@ void metrics_reset(void)
 	memset(&exec_duration, 0, sizeof(exec_duration));
 	memset(room_starts, 0, sizeof(room_starts));
 	atomic_store(&idle_stops, 0);
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 3; k++)
+			atomic_store(&transfers[i][k], 0);
 	for (size_t i = 0; i < HELPER_OPS_MAX; i++) {
 		free(atomic_exchange(&helper_errors[i].op, NULL));
 		atomic_store(&helper_errors[i].count, 0);
@@ -380,6 +404,20 @@ static void put_helper_errors(FILE *f)
 	}
 }
 
+static void put_snapshots(FILE *f)
+{
+	put_family(f, "roombox_snapshot_ops_total", "counter",
+		   "Snapshots taken, restored, forked and deleted, by outcome (error: refused or failed).");
+	for (int k = 0; k < SNAP_KINDS; k++)
+		for (int ok = 1; ok >= 0; ok--)
+			fprintf(f, "roombox_snapshot_ops_total{op=\"%s\",outcome=\"%s\"} %llu\n",
+				snap_kind_names[k], ok ? "ok" : "error",
+				(unsigned long long)GET(snap_ops[k][ok]));
+	put_family(f, "roombox_snapshot_frozen_seconds", "histogram",
+		   "How long a room's processes were frozen for a snapshot's or a fork's cut.");
+	put_histogram(f, "roombox_snapshot_frozen_seconds", "", &snap_frozen);
+}
+
 static void put_all(FILE *f, const struct metrics_rooms *rooms, metrics_slot_name_fn *slot_name)
 {
 	put_family(f, "roombox_build_info", "gauge", "The roombox version running (always 1).");
@@ -402,6 +440,16 @@ static void put_all(FILE *f, const struct metrics_rooms *rooms, metrics_slot_nam
 	put_family(f, "roombox_idle_stops_total", "counter",
 		   "Rooms stopped after idle_timeout without activity.");
 	fprintf(f, "roombox_idle_stops_total %llu\n", (unsigned long long)GET(idle_stops));
+	put_family(f, "roombox_exports_total", "counter",
+		   "Room exports (GET /api/rooms/{id}/export), by result: done, refused (4xx), failed.");
+	for (int i = 0; i < 3; i++)
+		fprintf(f, "roombox_exports_total{result=\"%s\"} %llu\n", transfer_result_names[i],
+			(unsigned long long)GET(transfers[0][i]));
+	put_family(f, "roombox_imports_total", "counter",
+		   "Room imports (PUT /api/rooms/{id}/import), by result: done, refused (4xx, 507), failed.");
+	for (int i = 0; i < 3; i++)
+		fprintf(f, "roombox_imports_total{result=\"%s\"} %llu\n", transfer_result_names[i],
+			(unsigned long long)GET(transfers[1][i]));
 	put_helper_errors(f);
 	put_family(f, "roombox_processes_running", "gauge",
 		   "Managed processes (sandbox/processes) running in all rooms.");
@@ -410,6 +458,7 @@ static void put_all(FILE *f, const struct metrics_rooms *rooms, metrics_slot_nam
 		   "Model requests made for room messages, by outcome.");
 	put_labelled_counters(f, "roombox_llm_requests_total", "outcome", llm_outcome_names,
 			      llm_requests, LLM_OUTCOMES);
+	put_snapshots(f);
 }
 
 char *metrics_render(const struct metrics_rooms *rooms, metrics_slot_name_fn *slot_name,

@@ -28,6 +28,7 @@
 enum exec_outcome { EXEC_OK, EXEC_NONZERO, EXEC_TIMEOUT, EXEC_ERROR, EXEC_OUTCOMES };
 enum room_start_kind { ROOM_START_NEW, ROOM_START_RESTART, ROOM_START_KINDS };
 enum llm_outcome { LLM_OK, LLM_ERROR, LLM_OUTCOMES };
+enum snap_kind { SNAP_TAKE, SNAP_RESTORE, SNAP_FORK, SNAP_DELETE, SNAP_KINDS };
 
 /* Monotonic nanoseconds, for durations. */
 uint64_t metrics_now_ns(void);
@@ -43,6 +44,8 @@ void metrics_room_started(enum room_start_kind kind);
 
 /* n rooms were stopped for being idle. */
 void metrics_idle_stops_add(unsigned n);
+/* An export or import answered with HTTP status (room_transfer.c). */
+void metrics_transfer(bool import, int status);
 
 /* The helper failed op (spawn, timeout, bad reply, or an error of its own
  * that is the service's fault: not "not found", "invalid" or "limit"). */
@@ -50,6 +53,11 @@ void metrics_helper_error(const char *op);
 
 /* Managed processes (§8.3): +1 when one starts, -1 when it ends. */
 void metrics_processes_running_add(int delta);
+
+/* A snapshot taken, restored, forked or deleted (snapshots.c), or not
+ * (ok false); frozen_us: how long the room's processes were frozen for
+ * its cut (0: none). */
+void metrics_snapshot_op(enum snap_kind kind, bool ok, uint64_t frozen_us);
 
 /* One model call (§8.6), and how it ended. */
 void metrics_llm_request(enum llm_outcome outcome);

@@ -62,6 +62,7 @@
  *   of the token are shut down (both sockets), so an open WebSocket ends
  *   with the exposure. */
 #include "preview_relay.h"
+#include "unix_listen.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,10 +118,7 @@ static long now_ms(void)
 
 int preview_socket_path(const struct config *cfg, char *out, size_t outlen)
 {
-	char dir[sizeof(cfg->socket)];
-	snprintf(dir, sizeof(dir), "%s", cfg->socket);
-	int n = snprintf(out, outlen, "%s/preview.sock", dirname(dir));
-	return n > 0 && (size_t)n < outlen ? 0 : -1;
+	return unix_socket_beside(cfg, "preview.sock", out, outlen);
 }
 
 /* ---- running relays, for the bound and for revocation ----
@@ -1198,43 +1196,22 @@ static void *loop_main(void *arg)
 
 int preview_relay_start(struct app *app)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	relay_app = app;
 	connectors_init();
 	if (fair_share_init(&room_relays, PREVIEW_RELAYS_MAX, PREVIEW_ROOM_RELAYS) < 0)
 		return fprintf(stderr, "roombox-fcgi: previews: out of memory\n"), -1;
-	if (preview_socket_path(&app->cfg, relay_path, sizeof(relay_path)) < 0 ||
-	    strlen(relay_path) >= sizeof(sa.sun_path)) {
+	if (preview_socket_path(&app->cfg, relay_path, sizeof(relay_path)) < 0) {
 		fprintf(stderr, "roombox-fcgi: preview socket path too long (beside %s)\n", app->cfg.socket);
 		return -1;
 	}
-	strcpy(sa.sun_path, relay_path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = unix_listen(&app->cfg, relay_path, "preview socket");
 	if (fd < 0)
-		return fprintf(stderr, "roombox-fcgi: preview socket: %s\n", strerror(errno)), -1;
-	/* a stale socket from a crash: nobody answers on it */
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		close(fd);
-		fprintf(stderr, "roombox-fcgi: %s: another process is listening there\n", relay_path);
 		return -1;
-	}
-	struct stat st;
-	if (lstat(relay_path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(relay_path);
-	mode_t old = umask(0117);
-	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (rc < 0 || listen(fd, 128) < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
-		fprintf(stderr, "roombox-fcgi: preview socket %s: %s\n", relay_path, strerror(errno));
-		close(fd);
-		return -1;
-	}
 	relay_socket_created = true;
-	chmod(relay_path, 0660);
-	/* the socket's group follows the FastCGI socket's, which the web
-	 * server can already reach (main.c's theory of operation) */
-	if (stat(app->cfg.socket, &st) == 0 && chown(relay_path, (uid_t)-1, st.st_gid) < 0)
-		fprintf(stderr, "roombox-fcgi: chgrp %s: %s\n", relay_path, strerror(errno));
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+		fprintf(stderr, "roombox-fcgi: preview socket: %s\n", strerror(errno));
+		return -1;
+	}
 	relay_listen_fd = fd;
 	loop_fd = epoll_create1(EPOLL_CLOEXEC);
 	pthread_t t;

@@ -165,46 +165,50 @@ static int room_dir(const char *room, char *buf, size_t len)
 	return 0;
 }
 
-void proc_record_save(struct proc *p)
+/* p's record into dir/<id>.json, durably.  0, or -1 with errno. */
+static int record_write(const struct proc *p, const char *dir)
 {
-	char dir[PATH_MAX], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+	char tmp[PATH_MAX + 64], final[PATH_MAX + 64];
 	json_object *o = proc_json(p);
 	const char *text;
-	int fd;
+	int fd, rc = -1;
 
 	json_object_object_add(o, "serial", json_object_new_int64((int64_t)p->serial));
 	json_object_object_add(o, "sid", json_object_new_int64(p->sid));
 	json_object_object_add(o, "cutStdout", json_object_new_boolean(p->cut[PROC_OUT]));
 	json_object_object_add(o, "cutStderr", json_object_new_boolean(p->cut[PROC_ERR]));
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-	if (room_dir(p->room, dir, sizeof(dir)) < 0)
-		goto fail;
-	proc_file_path(tmp, sizeof(tmp), p->room, p->id, ".json.tmp");
-	proc_file_path(final, sizeof(final), p->room, p->id, ".json");
+	snprintf(tmp, sizeof(tmp), "%s/%s.json.tmp", dir, p->id);
+	snprintf(final, sizeof(final), "%s/%s.json", dir, p->id);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		goto fail;
-	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text) || fsync(fd) < 0) {
+	if (fd >= 0) {
+		if (write(fd, text, strlen(text)) == (ssize_t)strlen(text) && fsync(fd) == 0)
+			rc = 0;
 		close(fd);
-		goto fail;
 	}
-	close(fd);
-	if (rename(tmp, final) < 0 || fsync_dir(dir) < 0)
-		goto fail;
+	if (rc == 0 && (rename(tmp, final) < 0 || fsync_dir(dir) < 0))
+		rc = -1;
 	json_object_put(o);
-	return;
-fail:
-	fprintf(stderr, "roombox-fcgi: room %s: process %s: save its record: %m\n", p->room, p->id);
-	json_object_put(o);
+	return rc;
 }
+
+void proc_record_save(struct proc *p)
+{
+	char dir[PATH_MAX];
+
+	if (room_dir(p->room, dir, sizeof(dir)) < 0 || record_write(p, dir) < 0)
+		fprintf(stderr, "roombox-fcgi: room %s: process %s: save its record: %m\n", p->room, p->id);
+}
+
+static const char *const proc_suffixes[] = { ".json", ".json.tmp", ".stdout", ".stdout.1",
+					      ".stderr", ".stderr.1" };
 
 static void files_remove(const char *room, const char *id)
 {
-	static const char *const suffixes[] = { ".json", ".json.tmp", ".stdout", ".stdout.1",
-						".stderr", ".stderr.1" };
+	const char *const *suffixes = proc_suffixes;
 	char path[PATH_MAX + 64];
 
-	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+	for (size_t i = 0; i < sizeof(proc_suffixes) / sizeof(proc_suffixes[0]); i++) {
 		proc_file_path(path, sizeof(path), room, id, suffixes[i]);
 		unlink(path);
 	}
@@ -270,7 +274,7 @@ static int64_t jint(json_object *o, const char *key)
 	return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
 }
 
-static void load_record(const char *room, const char *file)
+static void load_record(const char *room, const char *file, bool fresh_serial)
 {
 	char path[PATH_MAX + 300];
 	json_object *o, *v;
@@ -301,6 +305,8 @@ static void load_record(const char *room, const char *file)
 	p->status = !strcmp(status, "exited") ? P_EXITED : !strcmp(status, "killed") ? P_KILLED
 		: P_LOST;
 	p->fd[PROC_OUT] = p->fd[PROC_ERR] = p->in_fd = -1;
+	if (fresh_serial)   /* a restored record: its old serial may be a logger's still */
+		p->serial = next_serial++;
 	if (p->serial >= next_serial)
 		next_serial = p->serial + 1;
 	p->next = procs;
@@ -312,7 +318,7 @@ static void load_record(const char *room, const char *file)
 	json_object_put(o);
 }
 
-static void load_room(const char *room)
+static void load_room(const char *room, bool fresh_serials)
 {
 	char dir[PATH_MAX];
 	DIR *d;
@@ -324,7 +330,7 @@ static void load_room(const char *room)
 		size_t n = strlen(e->d_name);
 
 		if (n > 5 && !strcmp(e->d_name + n - 5, ".json"))
-			load_record(room, e->d_name);
+			load_record(room, e->d_name, fresh_serials);
 	}
 	if (d)
 		closedir(d);
@@ -347,7 +353,7 @@ int proc_store_load(const char *state_dir, char *err, size_t errlen)
 	d = opendir(procs_dir);
 	while (d && (e = readdir(d)))
 		if (room_id_valid(e->d_name))
-			load_room(e->d_name);
+			load_room(e->d_name, false);
 	if (d)
 		closedir(d);
 	return 0;
@@ -411,4 +417,180 @@ int procs_room_reset(const char *room, char *err, size_t errlen)
 	}
 	pthread_mutex_unlock(&procs_lock);
 	return rc;
+}
+
+/* ---- snapshots (snapshots.c) ----
+ *
+ * A snapshot's records: <state_dir>/processes/.snapshots/<room>/<sid>/,
+ * each record as it was at the cut (one that was running says so: loaded
+ * back, it reads `lost`), its logs beside it -- hard links for an ended
+ * process (its logs are never written again), copies for a running one.
+ * The loader passes over the dot name. */
+
+static void snap_dir(char *buf, size_t len, const char *room, const char *sid)
+{
+	if (sid)
+		snprintf(buf, len, "%s/.snapshots/%s/%s", procs_dir, room, sid);
+	else
+		snprintf(buf, len, "%s/.snapshots/%s", procs_dir, room);
+}
+
+static int file_copy(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n = 0;
+	int in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), out;
+
+	if (in < 0)
+		return errno == ENOENT ? 0 : -1;
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			n = -1;
+			break;
+		}
+	close(in);
+	if (out < 0)
+		return -1;
+	return close(out) < 0 || n < 0 ? -1 : 0;
+}
+
+/* Every file of directory from into directory to (made): logs linked, or
+ * copied where link says no, records copied. */
+static int dir_copy(const char *from, const char *to, bool link_logs)
+{
+	char a[PATH_MAX + 300], b[PATH_MAX + 300];
+	DIR *d = opendir(from);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	if (mkdir(to, 0700) < 0 && errno != EEXIST)
+		rc = -1;
+	while (rc == 0 && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(a, sizeof(a), "%s/%s", from, e->d_name);
+		snprintf(b, sizeof(b), "%s/%s", to, e->d_name);
+		unlink(b);
+		if (!strstr(e->d_name, ".json") && link_logs && link(a, b) == 0)
+			continue;
+		rc = file_copy(a, b);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int mkdirs_snap(const char *room, const char *sid, char *dir, size_t len)
+{
+	char top[PATH_MAX];
+
+	snprintf(top, sizeof(top), "%s/.snapshots", procs_dir);
+	if (mkdir(top, 0700) < 0 && errno != EEXIST)
+		return -1;
+	snap_dir(top, sizeof(top), room, NULL);
+	if (mkdir(top, 0700) < 0 && errno != EEXIST)
+		return -1;
+	snap_dir(dir, len, room, sid);
+	return mkdir(dir, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+int procs_snapshot_save(const char *room, const char *sid, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], from[PATH_MAX + 64], to[PATH_MAX + 64];
+	int rc = 0;
+
+	pthread_mutex_lock(&procs_lock);
+	if (mkdirs_snap(room, sid, dir, sizeof(dir)) < 0)
+		rc = -1;
+	for (struct proc *p = procs; p && rc == 0; p = p->next) {
+		if (strcmp(p->room, room))
+			continue;
+		rc = record_write(p, dir);
+		for (size_t i = 2; rc == 0 && i < sizeof(proc_suffixes) / sizeof(proc_suffixes[0]); i++) {
+			proc_file_path(from, sizeof(from), room, p->id, proc_suffixes[i]);
+			snprintf(to, sizeof(to), "%s/%s%s", dir, p->id, proc_suffixes[i]);
+			unlink(to);
+			if (p->status == P_RUNNING || link(from, to) < 0)
+				rc = errno == ENOENT && p->status != P_RUNNING ? 0 : file_copy(from, to);
+		}
+	}
+	pthread_mutex_unlock(&procs_lock);
+	if (rc < 0)
+		snprintf(err, errlen, "room %s: snapshot %s: save its process records: %s", room, sid,
+			 strerror(errno));
+	return rc;
+}
+
+int procs_snapshot_restore(const char *room, const char *sid, const char *to_room,
+			   char *err, size_t errlen)
+{
+	char from[PATH_MAX], dir[PATH_MAX];
+	int rc = 0;
+
+	snap_dir(from, sizeof(from), room, sid);
+	pthread_mutex_lock(&procs_lock);
+	/* what the room ran since goes, as a cleanup drops it */
+	for (struct proc **q = &procs; *q;) {
+		struct proc *p = *q;
+
+		if (strcmp(p->room, to_room)) {
+			q = &p->next;
+			continue;
+		}
+		if (p->status == P_RUNNING)
+			metrics_processes_running_add(-1);
+		*q = p->next;
+		proc_free(p);
+	}
+	pthread_cond_broadcast(&procs_changed);
+	if (room_dir(to_room, dir, sizeof(dir)) < 0 || dir_copy(from, dir, true) < 0)
+		rc = -1;
+	load_room(to_room, true);
+	pthread_mutex_unlock(&procs_lock);
+	if (rc < 0)
+		snprintf(err, errlen, "room %s: snapshot %s: restore its process records: %s", room, sid,
+			 strerror(errno));
+	return rc;
+}
+
+static void dir_remove(const char *dir)
+{
+	char p[PATH_MAX + 300];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))) {
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			unlink(p);
+		}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+void procs_snapshot_remove(const char *room, const char *sid)
+{
+	char dir[PATH_MAX], sub[PATH_MAX + 300];
+	DIR *d;
+	struct dirent *e;
+
+	pthread_mutex_lock(&procs_lock);
+	snap_dir(dir, sizeof(dir), room, sid);
+	if (sid) {
+		dir_remove(dir);
+	} else {
+		d = opendir(dir);
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+				snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+				dir_remove(sub);
+			}
+		if (d)
+			closedir(d);
+		rmdir(dir);
+	}
+	pthread_mutex_unlock(&procs_lock);
 }

@@ -74,6 +74,16 @@ void procs_room_stopping(const char *room, bool stopping);
  * and delete their records and logs.  0, or -1 with err set. */
 int procs_room_reset(const char *room, char *err, size_t errlen);
 
+/* Snapshots (snapshots.c): the room's records (and their logs) kept as
+ * part of snapshot sid, put back (to_room's own records replaced: the
+ * room itself on a restore, a new room on a fork; one that was running at
+ * the cut reads `lost`), and removed (sid NULL: every snapshot's of the
+ * room).  Each takes procs_lock; 0, or -1 with err set. */
+int procs_snapshot_save(const char *room, const char *sid, char *err, size_t errlen);
+int procs_snapshot_restore(const char *room, const char *sid, const char *to_room,
+			   char *err, size_t errlen);
+void procs_snapshot_remove(const char *room, const char *sid);
+
 /* The rest under procs_lock. */
 
 struct proc *proc_find(const char *room, const char *id);

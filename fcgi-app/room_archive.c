@@ -383,6 +383,10 @@ static int export_entry(struct exporter *x, const struct ts_record *rec)
 	case TS_FIFO:
 		archive_entry_set_filetype(e, AE_IFIFO);
 		break;
+	case TS_WHITEOUT:
+		archive_entry_set_filetype(e, AE_IFCHR);
+		archive_entry_set_rdev(e, 0);
+		break;
 	case TS_FILE:
 		archive_entry_set_filetype(e, AE_IFREG);
 		archive_entry_set_size(e, (la_int64_t)rec->size);
@@ -452,15 +456,9 @@ static int hmac_hex(const struct room_key *key, const void *p, size_t n, char ou
 	return 0;
 }
 
-int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, size_t nparts,
-		      const struct room_key *key, char *err, size_t errlen)
+static int parts_check(const struct room_part *parts, size_t nparts, char *err, size_t errlen)
 {
-	struct exporter x = { .out_fd = out_fd, .err = err, .errlen = errlen };
-	/* the keeper's stream is checked as any other, without a budget:
-	 * the room's disk already bounds it */
-	struct ts_limits lim = { UINT64_MAX, UINT64_MAX };
-	int rc = -1, last_rank = -1;
-
+	int last_rank = -1;
 	for (size_t i = 0; i < nparts; i++) {
 		int rank = part_rank(parts[i].name);
 		if (rank < 0 || rank < last_rank || parts[i].len > ROOM_PART_MAX)
@@ -469,6 +467,43 @@ int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, si
 			return errorf(err, errlen, "export: part %s twice", parts[i].name);
 		last_rank = rank;
 	}
+	return 0;
+}
+
+struct given_parts {
+	const struct room_part *v;
+	size_t n;
+};
+
+static int parts_given(void *ctx, const struct room_part **parts, size_t *nparts, char *err, size_t errlen)
+{
+	const struct given_parts *g = ctx;
+	(void)err;
+	(void)errlen;
+	*parts = g->v;
+	*nparts = g->n;
+	return 0;
+}
+
+int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, size_t nparts,
+		      const struct room_key *key, char *err, size_t errlen)
+{
+	struct given_parts g = { parts, nparts };
+	if (parts_check(parts, nparts, err, errlen) < 0)
+		return -1;
+	return archive_from_tree_late(tree_fd, out_fd, parts_given, &g, key, err, errlen);
+}
+
+int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
+			   const struct room_key *key, char *err, size_t errlen)
+{
+	struct exporter x = { .out_fd = out_fd, .err = err, .errlen = errlen };
+	/* the keeper's stream is checked as any other, without a budget:
+	 * the room's disk already bounds it */
+	struct ts_limits lim = { UINT64_MAX, UINT64_MAX };
+	const struct room_part *parts = NULL;
+	size_t nparts = 0;
+	int rc = -1;
 	x.chunk = malloc(ZERO_CHUNK);
 	x.zeros = calloc(1, ZERO_CHUNK);
 	x.a = archive_write_new();
@@ -507,6 +542,8 @@ int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, si
 		if (export_entry(&x, &x.r.rec) < 0)
 			goto out;
 	}
+	if (get_parts(ctx, &parts, &nparts, err, errlen) < 0 || parts_check(parts, nparts, err, errlen) < 0)
+		goto out;
 	for (size_t i = 0; i < nparts; i++)
 		if (export_blob(&x, parts[i].name, parts[i].data, parts[i].len, true) < 0)
 			goto out;
@@ -760,6 +797,8 @@ static int import_state(struct importer *m, struct archive_entry *e, const char 
 		rec.type = TS_SYMLINK;
 	else if (ft == AE_IFIFO)
 		rec.type = TS_FIFO;
+	else if (ft == AE_IFCHR && archive_entry_rdevmajor(e) == 0 && archive_entry_rdevminor(e) == 0)
+		rec.type = TS_WHITEOUT;   /* an overlay whiteout, not a device */
 	else if (ft == AE_IFCHR || ft == AE_IFBLK)
 		return errorf(m->err, m->errlen, "import: %.200s: a device node is not allowed", name);
 	else

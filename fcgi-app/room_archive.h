@@ -51,6 +51,14 @@ struct room_key {
 int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, size_t nparts,
 		      const struct room_key *key, char *err, size_t errlen);
 
+/* The same, the parts asked of get_parts once the room's files are all
+ * in (an export learns the sessions only when the helper that streamed
+ * the files has answered); get_parts returns 0, or -1 with err. */
+typedef int room_parts_fn(void *ctx, const struct room_part **parts, size_t *nparts,
+			  char *err, size_t errlen);
+int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
+			   const struct room_key *key, char *err, size_t errlen);
+
 /* Reads an archive from in_fd and writes the room's files to tree_fd as a
  * tree stream, each entry checked (treestream.h) against a room disk of
  * budget bytes; the parts go to *parts.  The tree stream's end record is

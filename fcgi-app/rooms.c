@@ -363,6 +363,7 @@ static int cleanup_labels(struct app *app, const char *room, char *errbuf, size_
 static int cleanup_processes(struct app *app, const char *room, char *errbuf, size_t errlen)
 {
 	(void)app;
+	procs_snapshot_remove(room, NULL);   /* what its snapshots kept of them */
 	return procs_room_reset(room, errbuf, errlen);
 }
 

@@ -8,8 +8,11 @@
 #include "fair_share.h"
 #include "metrics.h"
 #include "reqlog.h"
+#include "room_transfer.h"
 #include "router.h"
+#include "terminals.h"
 #include "watch.h"
+#include "snapshots.h"
 
 /* Path pattern -> method -> handler.  A path that matches no pattern is a
  * 404, a method not listed for its pattern a 405 with Allow.
@@ -44,6 +47,18 @@ static const struct route routes[] = {
 					   { "POST", api_ports_post, ROUTE_BODY } } },
 	{ "/api/rooms/{id}/sandbox/ports/{path*}", { { "DELETE", api_ports_delete, 0 } } },
 	{ "/api/rooms/{id}/sandbox/watch", { { "GET", api_watch_get, 0 } } },
+	{ "/api/rooms/{id}/sandbox/terminals", { { "GET", api_terms_list, 0 },
+					   { "POST", api_terms_create, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/sandbox/terminals/{path*}", { { "GET", api_terms_get, 0 },
+					   { "POST", api_terms_ticket, 0 },
+					   { "DELETE", api_terms_delete, 0 } } },
+	{ "/api/rooms/{id}/snapshots",   { { "GET", api_snapshots_list, 0 },
+					   { "POST", api_snapshots_post, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/snapshots/{path*}", { { "DELETE", api_snapshots_delete, 0 } } },
+	{ "/api/rooms/{id}/restore",     { { "POST", api_rooms_restore, ROUTE_BODY | ROUTE_ENDS_ROOM } } },
+	{ "/api/rooms/{id}/fork",        { { "POST", api_rooms_fork, ROUTE_BODY } } },
+	{ "/api/rooms/{id}/export",      { { "GET", api_rooms_export, 0 } } },
+	{ "/api/rooms/{id}/import",      { { "PUT", api_rooms_import, 0 } } },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -539,3 +539,71 @@ int store_reset(const char *room, char *err, size_t errlen)
 	close(fd);	/* waiting appenders now see st_nlink == 0 */
 	return rc;
 }
+
+/* ---- export and import (room_transfer.c) ---- */
+
+int store_read_raw(const char *room, size_t max, char **buf, size_t *len, char *err, size_t errlen)
+{
+	char name[ROOM_ID_MAX + sizeof(STORE_SUFFIX)];
+	const char *step;
+	struct stat st;
+
+	*buf = NULL;
+	*len = 0;
+	if (room_file_name(room, name, sizeof(name), err, errlen) < 0)
+		return -1;
+	int fd = room_open_locked(name, O_RDONLY, LOCK_SH, &st, &step);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return room_error(err, errlen, room, step);
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return errorf(err, errlen, "room %s: messages: more than %zu bytes", room, max);
+	}
+	char *b = malloc((size_t)st.st_size + 1);
+	size_t n = 0;
+	ssize_t k = 0;
+	while (b && n < (size_t)st.st_size &&
+	       ((k = read(fd, b + n, (size_t)st.st_size - n)) > 0 || (k < 0 && errno == EINTR)))
+		if (k > 0)
+			n += (size_t)k;
+	int rc = b && k >= 0 ? 0 : room_error(err, errlen, room, "read");
+	close(fd);
+	if (rc < 0) {
+		free(b);
+		return -1;
+	}
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int store_write_raw(const char *room, const char *buf, size_t len, char *err, size_t errlen)
+{
+	char name[ROOM_ID_MAX + sizeof(STORE_SUFFIX)], tmp[ROOM_ID_MAX + sizeof(STORE_SUFFIX) + 16];
+
+	if (room_file_name(room, name, sizeof(name), err, errlen) < 0)
+		return -1;
+	snprintf(tmp, sizeof(tmp), ".%s.import", name);
+	int fd = openat(store_dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return room_error(err, errlen, room, "create");
+	size_t n = 0;
+	while (n < len) {
+		ssize_t k = write(fd, buf + n, len - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	int rc = n == len && fsync(fd) == 0 ? 0 : room_error(err, errlen, room, "write");
+	close(fd);
+	/* whole or absent: a new room's messages appear at once */
+	if (rc == 0 && (renameat(store_dirfd, tmp, store_dirfd, name) < 0 || fsync(store_dirfd) < 0))
+		rc = room_error(err, errlen, room, "rename");
+	if (rc < 0)
+		unlinkat(store_dirfd, tmp, 0);
+	return rc;
+}

@@ -38,4 +38,11 @@ json_object *store_list(const char *room, char *err, size_t errlen);
  * there were none; -1 on failure. */
 int store_reset(const char *room, char *err, size_t errlen);
 
+/* The room's file as it is (export): *buf malloc'd (NULL, 0: none), at
+ * most max bytes.  And a new room's file written whole (import; the
+ * caller checked every line): written under another name, fsync'd,
+ * renamed.  0, or -1 with err. */
+int store_read_raw(const char *room, size_t max, char **buf, size_t *len, char *err, size_t errlen);
+int store_write_raw(const char *room, const char *buf, size_t len, char *err, size_t errlen);
+
 #endif

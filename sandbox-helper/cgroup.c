@@ -1042,3 +1042,15 @@ bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, 
 	}
 	return false;
 }
+
+/* --- a snapshot's cut ---------------------------------------------------- */
+
+bool cgroup_room_freeze(const struct cgroup_sys *sys, const char *room)
+{
+	return freeze(sys, room);
+}
+
+void cgroup_room_thaw(const struct cgroup_sys *sys, const char *room)
+{
+	thaw(sys, room);
+}

@@ -99,4 +99,11 @@ void cgroup_room_usage(const struct cgroup_sys *sys, const char *room,
 bool cgroup_room_pids_exhausted(const struct cgroup_sys *sys, const char *room, int limit,
 				bool evidence);
 
+/* Freeze every process of the room (v1 freezer, v2 cgroup.freeze) and
+ * wait, at most FREEZE_WAIT_MS, until the kernel says they are: true when
+ * the caller must thaw (false: this host cannot freeze).  A snapshot's
+ * cut (snapshot.c). */
+bool cgroup_room_freeze(const struct cgroup_sys *sys, const char *room);
+void cgroup_room_thaw(const struct cgroup_sys *sys, const char *room);
+
 #endif

@@ -5,6 +5,7 @@
 #ifndef ROOMBOX_DISK_H
 #define ROOMBOX_DISK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,12 @@ void disk_templates_remove(const char *dir);
 /* Make the image at path: a sparse copy (or reflink) of the template tpl,
  * `bytes` long.  The caller serialises calls (state lock). */
 int disk_image_create(const char *path, const char *tpl, uint64_t bytes, char *err, size_t errlen);
+
+/* The file in (bytes long) into the empty file out: its blocks shared
+ * (FICLONE) where the file system can (*reflinked true then, if not NULL),
+ * else only its allocated extents copied (SEEK_DATA/SEEK_HOLE,
+ * copy_file_range), holes kept.  0, or -1 with errno. */
+int disk_image_clone(int in, int out, uint64_t bytes, bool *reflinked);
 
 /* The next new room's image, made ahead at spare (a name beside the
  * template's, for room creation to rename into place): spare from tpl, with its bytes on disk (fdatasync), under a name of

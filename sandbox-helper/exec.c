@@ -256,7 +256,7 @@ static int blob_make(const struct room *r, char *const *argv, char *const *envp,
 {
 	struct kp_blob h = { KP_MAGIC, 0, 0, (uint32_t)q->pids_limit, q->timeout_ms,
 			     q->as_user ? KP_AS_USER : KP_AS_ROOT,
-			     q->is_tool ? KP_TOOL : q->detach ? KP_DETACH : 0 };
+			     (q->is_tool ? KP_TOOL : 0) | (q->detach ? KP_DETACH : 0) };
 	size_t size = sizeof(h);
 	while (argv[h.argc])
 		size += strlen(argv[h.argc++]) + 1;

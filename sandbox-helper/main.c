@@ -50,6 +50,8 @@
 #include "request.h"
 #include "room.h"
 #include "roomid.h"
+#include "snapshot.h"
+#include "transfer.h"
 
 struct caller {
 	uid_t uid;
@@ -94,6 +96,9 @@ static int passed_io[PASSED_IO] = { -1, -1, -1 };
 /* fd 3 as a unix stream socket instead: where port-connect sends its
  * connection (the only op that uses it). */
 static int passed_sock = -1;
+/* fd 5 as a pipe's read end instead: import's sessions (the only op that
+ * uses it; an exec's stderr is a write end) */
+static int passed_in2 = -1;
 
 static bool is_unix_stream(int fd)
 {
@@ -115,6 +120,11 @@ static void keep_passed_io(void)
 		if (i == 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && is_unix_stream(fd) &&
 		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) {
 			passed_sock = fd;
+			continue;
+		}
+		if (i == 2 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && (fl & O_ACCMODE) == O_RDONLY &&
+		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) {
+			passed_in2 = fd;
 			continue;
 		}
 		if (fstat(fd, &st) == 0 &&
@@ -904,6 +914,227 @@ static int op_port_connect(struct helper *h, struct call *c)
 	return 0;
 }
 
+/* ---- snapshots (snapshot.c) ------------------------------------------------ */
+
+/* A field of helper_snap_args: NUL-terminated, NUL-padded, "" or an id. */
+static bool snap_field_ok(const char *f, bool empty_ok)
+{
+	size_t n = strnlen(f, HELPER_ROOM_LEN);
+	if (n == HELPER_ROOM_LEN)
+		return false;
+	for (size_t i = n; i < HELPER_ROOM_LEN; i++)
+		if (f[i])
+			return false;
+	return n ? room_id_valid(f) : empty_ok;
+}
+
+/* The table's check of the snapshot ops: which fields each takes. */
+static int check_snap(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	uint32_t op = c->rq->op;
+	bool ref_ok = snap_field_ok(a->snapshot, op == HOP_SNAPSHOT || op == HOP_SNAPSHOTS || op == HOP_FORK);
+	bool to_ok = op == HOP_FORK ? snap_field_ok(a->to, false) && strcmp(a->to, c->rq->room) != 0
+		: snap_field_ok(a->to, true) && !a->to[0];
+	if (op == HOP_SNAPSHOTS && a->snapshot[0])
+		ref_ok = false;
+	if (!ref_ok || !to_ok) {
+		snprintf(h->err, sizeof(h->err), "%s: %s", helper_op_name(op),
+			 !ref_ok ? "invalid snapshot id or name" : "invalid new room id");
+		return fail(h, HELPER_E_INVALID);
+	}
+	return 0;
+}
+
+static int snap_answer(struct helper *h, struct call *c, int code, const struct helper_snapshot *s)
+{
+	if (code != HELPER_E_OK)
+		return fail(h, (uint32_t)code);
+	answer_put(c->out, s, sizeof(*s));
+	return 0;
+}
+
+static int op_snapshot(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	alarm(600);   /* a copy of a whole image where nothing is shared */
+	return snap_answer(h, c, snap_take(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
+}
+
+static void snap_emit(const struct helper_snapshot *s, void *ctx)
+{
+	answer_put(ctx, s, sizeof(*s));
+}
+
+static int op_snapshots(struct helper *h, struct call *c)
+{
+	int found = room_load(&c->r, h->err, sizeof(h->err));
+	if (found <= 0) {
+		if (found == 0)
+			snprintf(h->err, sizeof(h->err), "room not found");
+		return fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
+	}
+	size_t at = c->out->len;
+	answer_put(c->out, NULL, sizeof(struct helper_snapshots_ans));
+	int n = snap_list(&c->r, snap_emit, c->out, h->err, sizeof(h->err));
+	if (n < 0 || c->out->failed)
+		return fail(h, HELPER_E_FAILED);
+	((struct helper_snapshots_ans *)(c->out->buf + at))->count = (uint32_t)n;
+	return 0;
+}
+
+static int op_snapshot_delete(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	return snap_answer(h, c, snap_delete(&c->r, a->snapshot, &s, h->err, sizeof(h->err)), &s);
+}
+
+static int op_restore(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	alarm(600);
+	return snap_answer(h, c, snap_restore(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
+}
+
+static int op_fork(struct helper *h, struct call *c)
+{
+	const struct helper_snap_args *a = c->rq->args;
+	struct helper_snapshot s;
+	alarm(600);
+	return snap_answer(h, c, snap_fork(&c->r, cgroups(h), a->snapshot, a->to, &s, h->err,
+					   sizeof(h->err)), &s);
+}
+
+/* ---- export and import (transfer.c) ------------------------------------ */
+
+/* The room's files to fd 4 as a tree stream, its sessions in the answer.
+ * A running room is stopped for the cut (its lock is held: nothing starts
+ * it meanwhile) and started again. */
+static int op_export(struct helper *h, struct call *c)
+{
+	struct room *r = &c->r;
+	if (passed_io[1] < 0) {
+		snprintf(h->err, sizeof(h->err), "export: no pipe for the stream on fd 4");
+		return fail(h, HELPER_E_INVALID);
+	}
+	bool was_running = room_keeper_pid(r) > 0;
+	if (stop_room(h, r) < 0)
+		return fail(h, HELPER_E_FAILED);
+	int rc = transfer_export(r, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
+	close(passed_io[1]);   /* the reader sees the stream's end now */
+	passed_io[1] = -1;
+	if (was_running && ensure_running(h, r, false) <= 0 && rc == 0)
+		rc = -1;
+	if (rc < 0)
+		return h->code ? -1 : fail(h, HELPER_E_FAILED);
+	char *root = room_session_read(r, false, HELPER_SESSION_MAX);
+	char *user = room_session_read(r, true, HELPER_SESSION_MAX);
+	struct helper_export_ans a = { .root_len = root ? (uint32_t)strlen(root) : 0,
+				       .user_len = user ? (uint32_t)strlen(user) : 0,
+				       .was_running = was_running };
+	answer_put(c->out, &a, sizeof(a));
+	answer_put(c->out, root ? root : "", a.root_len);
+	answer_put(c->out, user ? user : "", a.user_len);
+	free(root);
+	free(user);
+	return 0;
+}
+
+/* import's sessions from fd: "<root len> <user len>\n", the texts, its
+ * end; each at most HELPER_SESSION_MAX and NUL-free.  0 with sess[0] and
+ * sess[1] malloc'd, or -1 with err. */
+static int sessions_read(int fd, char *sess[2], char *err, size_t errlen)
+{
+	size_t cap = 2 * HELPER_SESSION_MAX + 64, n = 0;
+	char *buf = malloc(cap + 1);
+	ssize_t k;
+	if (!buf)
+		return snprintf(err, errlen, "import: sessions: out of memory"), -1;
+	while (n < cap && ((k = read(fd, buf + n, cap - n)) > 0 || (k < 0 && errno == EINTR)))
+		if (k > 0)
+			n += (size_t)k;
+	buf[n] = '\0';
+	unsigned long a, b;
+	int at = -1;
+	if (n == cap || sscanf(buf, "%lu %lu\n%n", &a, &b, &at) != 2 || at < 0 ||
+	    a > HELPER_SESSION_MAX || b > HELPER_SESSION_MAX || (size_t)at + a + b != n ||
+	    memchr(buf + at, '\0', n - (size_t)at)) {
+		free(buf);
+		return snprintf(err, errlen, "import: the sessions did not come whole"), -1;
+	}
+	sess[0] = strndup(buf + at, a);
+	sess[1] = strndup(buf + at + a, b);
+	free(buf);
+	if (!sess[0] || !sess[1])
+		return snprintf(err, errlen, "import: sessions: out of memory"), -1;
+	return 0;
+}
+
+/* A new room from the tree stream on fd 3: created as a room is (slot,
+ * the disk's promise, a fresh image from the template), the stream
+ * written into it, its sessions saved, and only then made a room (meta).
+ * Any failure removes all of it. */
+static int op_import(struct helper *h, struct call *c)
+{
+	struct room *r = &c->r;
+	char *sess[2] = { NULL, NULL };
+	if (passed_io[0] < 0 || passed_in2 < 0) {
+		snprintf(h->err, sizeof(h->err), "import: no pipes for the stream and sessions on fd 3 and 5");
+		return fail(h, HELPER_E_INVALID);
+	}
+	int found = room_load(r, h->err, sizeof(h->err));
+	if (found != 0) {
+		if (found > 0)
+			snprintf(h->err, sizeof(h->err), "room %s exists already", r->id);
+		return fail(h, found > 0 ? HELPER_E_EXISTS : HELPER_E_FAILED);
+	}
+	int rc = room_create(r, h->err, sizeof(h->err));
+	if (rc < 0)
+		return fail(h, rc == ROOM_ELIMIT ? HELPER_E_LIMIT
+			    : rc == ROOM_ENOSPACE ? HELPER_E_NO_SPACE : HELPER_E_FAILED);
+	uint32_t code = HELPER_E_FAILED;
+	rc = room_create_files(r, h->err, sizeof(h->err));
+	if (rc == 0) {
+		rc = transfer_import(r, passed_io[0], h->cfg.disk_limit, caps_keep_only, h->err,
+				     sizeof(h->err));
+		/* what the disk could not hold, or the budget refused */
+		if (rc < 0 && (strstr(h->err, strerror(ENOSPC)) || strstr(h->err, "budget") ||
+			       strstr(h->err, "entries")))
+			code = HELPER_E_NO_SPACE;
+		else if (rc < 0)
+			code = HELPER_E_INVALID;
+	}
+	if (rc == 0 && sessions_read(passed_in2, sess, h->err, sizeof(h->err)) < 0) {
+		code = HELPER_E_INVALID;
+		rc = -1;
+	}
+	if (rc == 0 && (room_session_write(r, false, sess[0], strlen(sess[0])) < 0 ||
+			room_session_write(r, true, sess[1], strlen(sess[1])) < 0)) {
+		snprintf(h->err, sizeof(h->err), "room %s: import: save its sessions: %s", r->id,
+			 strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0 && room_create_finish(r, h->err, sizeof(h->err)) < 0)
+		rc = -1;
+	free(sess[0]);
+	free(sess[1]);
+	if (rc < 0) {
+		/* the state lock first (removing the image takes it again); the
+		 * room's own lock, still held, keeps its id ours meanwhile */
+		char err[256];
+		room_create_abort(r);
+		if (room_remove_files(r, err, sizeof(err)) < 0)
+			fprintf(stderr, "roombox-helper: room %s: import: remove what it made: %s\n", r->id, err);
+		room_disk_commit_count(&h->cfg);
+		return fail(h, code);
+	}
+	room_disk_commit_count(&h->cfg);
+	return 0;
+}
+
 /* ---- the table of operations ---------------------------------------------
  *
  * What the dispatcher does for an op's room before calling it:
@@ -984,6 +1215,34 @@ static const struct op OPS[] = {
 	 * files, under its lock; never creates a room */
 	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING, PRIV_ROOT, op_set_limits,
 	  check_set_limits },
+	/* copies the room's own image and sessions into its own state
+	 * directory under its lock; freezes only its own cgroup and its own
+	 * file system (found by its image's device and inode), and thaws
+	 * both whatever happens; names are checked ids, never paths */
+	{ HOP_SNAPSHOT, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_snapshot,
+	  check_snap },
+	/* reads the room's snapshot records, as status reads its own */
+	{ HOP_SNAPSHOTS, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_READ, op_snapshots, check_snap },
+	/* removes one of the room's snapshot directories, by a checked id,
+	 * under its lock */
+	{ HOP_SNAPSHOT_DELETE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT,
+	  op_snapshot_delete, check_snap },
+	/* stops and starts the room as restart does, swapping in a copy of
+	 * one of its own snapshots: nothing of another room or the caller */
+	{ HOP_RESTORE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_restore, check_snap },
+	/* makes a new room as create does (slot, max_rooms, disk promise)
+	 * with a copy of this room's image (room-relative ids: any slot);
+	 * locks both rooms itself, in id order */
+	{ HOP_FORK, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_ROOT, op_fork, check_snap },
+	/* under the room's lock, stopped: a child keeping only the reading
+	 * capabilities walks a read-only, detached mount of its image (never
+	 * following a symlink) into the caller's pipe */
+	{ HOP_EXPORT, 0, ROOM_EXISTING, PRIV_ROOT, op_export, NULL },
+	/* a new room made as creation makes it (never an image from the
+	 * caller); a confined child writes the stream, checked again, beneath
+	 * the fresh disk's upper/ (openat2 RESOLVE_BENEATH); no room is left
+	 * unless all of it came and was written */
+	{ HOP_IMPORT, sizeof(struct helper_import_args), ROOM_LOCK, PRIV_ROOT, op_import, NULL },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -1121,7 +1380,7 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 		if (strcmp(name, helper_op_name(op)) != 0)
 			continue;
 		const struct op *o = op_find(op);
-		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS)
+		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS || op == HOP_EXPORT || op == HOP_IMPORT)
 			return NULL;
 		if (op == HOP_EXEC) {
 			/* exec ROOM CMD: the command's stdin, stdout and stderr
@@ -1134,7 +1393,8 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 			*is_exec = true;
 			return helper_rec_end(&b, len);
 		}
-		if (argc != (o->room != ROOM_NONE ? 2 : 1))
+		/* ops with arguments of their own (snapshots) are the API's */
+		if (argc != (o->room != ROOM_NONE ? 2 : 1) || o->args_size > sizeof(struct helper_keep_args))
 			return NULL;
 		struct helper_keep_args k = { 0 };
 		helper_rec_begin(&b, op, o->room != ROOM_NONE ? argv[1] : NULL, &k, o->args_size);

@@ -96,8 +96,8 @@ static int exec_shape(const struct request *rq, char *err, size_t errlen)
 	if (tool ? a->ntool < 1 || a->ntool > TOOL_ARGS_MAX : a->ntool != 0)
 		return errorf(err, errlen, "exec: a tool takes 1 to %d arguments, a command none",
 			      TOOL_ARGS_MAX);
-	if (tool && (a->nenv || (a->flags & (HX_CWD | HX_DETACH))))
-		return errorf(err, errlen, "exec: a tool takes no detach, env or cwd");
+	if (tool && (a->nenv || (a->flags & HX_CWD)))
+		return errorf(err, errlen, "exec: a tool takes no env or cwd");
 	if (a->reserved)
 		return errorf(err, errlen, "exec: reserved field not 0");
 	uint64_t want = (uint64_t)(tool ? a->ntool : 1) + ((a->flags & HX_CWD) ? 1 : 0) + a->nenv;

@@ -705,6 +705,43 @@ struct disk_commit {
 	char counted_at[32];     /* when used was counted */
 };
 
+/* A room's snapshots (room.h) promise too, where their images share
+ * blocks with the room's (a reflink): the bytes each holds, which the
+ * room's overwrites may leave to it alone.  A copied one took its bytes
+ * from the free space at once, and promises nothing more.  dir is the
+ * room's state directory. */
+static uint64_t snapshots_shared(const char *dir)
+{
+	char p[PATH_MAX];
+	uint64_t total = 0;
+	if (snprintf(p, sizeof(p), "%s/snapshots", dir) >= (int)sizeof(p))
+		return 0;
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char sub[ROOM_ID_MAX + 16], info[128];
+		struct stat st;
+		if (e->d_name[0] == '.' || !room_id_valid(e->d_name))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/info", e->d_name);
+		int f = openat(dirfd(d), sub, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		ssize_t n = f >= 0 ? read(f, info, sizeof(info) - 1) : -1;
+		if (f >= 0)
+			close(f);
+		info[n > 0 ? n : 0] = '\0';
+		snprintf(sub, sizeof(sub), "%s/disk.img", e->d_name);
+		if (strstr(info, "\n" SNAP_COPY_REFLINK "\n") &&
+		    fstatat(dirfd(d), sub, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			total += (uint64_t)st.st_blocks * 512;
+	}
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return total;
+}
+
 static const char DISK_COMMIT_FILE[] = "disk-commit.json";
 
 /* The images under <state_dir>/rooms, counted now. */
@@ -736,6 +773,8 @@ static int disk_commit_count(const struct config *cfg, struct disk_commit *c)
 		c->images++;
 		c->promised += (uint64_t)st.st_size;
 		c->used += held < (uint64_t)st.st_size ? held : (uint64_t)st.st_size;
+		snprintf(p, sizeof(p), "%s/rooms/%s", cfg->state_dir, e->d_name);
+		c->promised += snapshots_shared(p);
 	}
 	closedir(d);
 	return 0;
@@ -814,6 +853,43 @@ static int disk_commit_check(const struct room *r, char *err, size_t errlen)
 	return 0;
 }
 
+int room_disk_commit_share(const struct room *r, int64_t bytes, char *err, size_t errlen)
+{
+	const struct config *cfg = r->cfg;
+	struct disk_commit c;
+	struct statvfs vfs;
+	int lock = room_state_lock(cfg), rc = 0;
+	if (lock < 0)
+		return ERR("room %s: state lock: %s", r->id, strerror(errno));
+	if (!disk_commit_load(cfg, &c) && disk_commit_count(cfg, &c) < 0) {
+		close(lock);
+		return ERR("room %s: count the disk images: %s", r->id, strerror(errno));
+	}
+	if (bytes > 0 && statvfs(cfg->state_dir, &vfs) == 0) {
+		uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		uint64_t growth = c.promised > c.used ? c.promised - c.used : 0;
+		if ((double)(growth + (uint64_t)bytes) > (double)free_bytes * cfg->disk_overcommit &&
+		    disk_commit_count(cfg, &c) == 0) {
+			growth = c.promised > c.used ? c.promised - c.used : 0;
+			if ((double)(growth + (uint64_t)bytes) > (double)free_bytes * cfg->disk_overcommit) {
+				ERR("room %s: snapshot: not enough free disk: %llu MiB free on the state "
+				    "directory's file system, the images and snapshots may still grow by "
+				    "%llu MiB, this snapshot shares %llu MiB (disk_overcommit %g)", r->id,
+				    (unsigned long long)(free_bytes >> 20), (unsigned long long)mib(growth),
+				    (unsigned long long)mib((uint64_t)bytes), cfg->disk_overcommit);
+				rc = ROOM_ENOSPACE;
+			}
+		}
+	}
+	if (rc == 0 && bytes > 0)
+		c.promised += (uint64_t)bytes;
+	else if (rc == 0)
+		c.promised -= (uint64_t)-bytes < c.promised ? (uint64_t)-bytes : c.promised;
+	disk_commit_save(cfg, &c);
+	close(lock);
+	return rc;
+}
+
 void room_disk_commit_count(const struct config *cfg)
 {
 	struct disk_commit c;
@@ -869,9 +945,9 @@ int room_create(struct room *r, char *err, size_t errlen)
 	return 0;
 }
 
-int room_create_files(const struct room *r, char *err, size_t errlen)
+int room_create_dirs(const struct room *r, char *err, size_t errlen)
 {
-	char p[PATH_MAX], tpl[PATH_MAX];
+	char p[PATH_MAX];
 	/* No meta, so whatever is here is not this room's: the leftovers of a
 	 * creation that crashed or of a destroy that failed half-way. */
 	if (rm_tree(r->state) < 0)
@@ -883,6 +959,14 @@ int room_create_files(const struct room *r, char *err, size_t errlen)
 	snprintf(p, sizeof(p), "%s/disk", r->state);
 	if (mkdir(p, 0700) < 0 && errno != EEXIST)
 		return ERR("room %s: mkdir disk: %s", r->id, strerror(errno));
+	return 0;
+}
+
+int room_create_files(const struct room *r, char *err, size_t errlen)
+{
+	char p[PATH_MAX], tpl[PATH_MAX];
+	if (room_create_dirs(r, err, errlen) < 0)
+		return -1;
 	if (!r->cfg->disk_limit)
 		return 0;
 	snprintf(p, sizeof(p), "%s/disk.img", r->state);
@@ -1138,10 +1222,14 @@ int room_remove_files(const struct room *r, char *err, size_t errlen)
 		return -1;
 	bool had_image = path_in(p, r->state, "disk.img") == 0 && lstat(p, &img) == 0 &&
 			 S_ISREG(img.st_mode);
+	uint64_t shared = snapshots_shared(r->state);
 	if (rm_tree(r->state) < 0)
 		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	if (had_image)
 		disk_commit_forget(r->cfg, &img);
+	char ignored[256];
+	if (shared)
+		room_disk_commit_share(r, -(int64_t)shared, ignored, sizeof(ignored));
 	if (rm_tree(r->run) < 0)
 		return remove_failed(r, rm_failed, rm_errno, err, errlen);
 	return 0;

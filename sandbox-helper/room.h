@@ -18,6 +18,13 @@
  *                                      helper_limits (0: the configuration's),
  *                                      absent when it has none
  *   <state_dir>/rooms/<id>/disk.img    the room's ext4 image (disk_limit > 0)
+ *   <state_dir>/rooms/<id>/snapshots/<sid>/  a snapshot (snapshot.c):
+ *                                      disk.img, session, session.user and
+ *                                      info (name, createdAt, copy method);
+ *                                      made as .part-<sid> and renamed, so
+ *                                      whole or absent; goes with the room
+ *   <state_dir>/rooms/<id>/.cut.img    a copy being made (restore, fork),
+ *                                      renamed into place when whole
  *   <state_dir>/rooms/<id>/disk/       where the image is mounted, in the
  *                                      keeper's namespace only; holds
  *                                      upper/<dir> and work/<dir> for each
@@ -121,9 +128,18 @@ int room_load(struct room *r, char *err, size_t errlen);
 #define ROOM_ENOSPACE (-3)
 int room_create(struct room *r, char *err, size_t errlen);
 int room_create_files(const struct room *r, char *err, size_t errlen);
+/* room_create_files' first part: the state directory (leftovers of a
+ * room without meta removed) and disk/, no image (a fork brings its own). */
+int room_create_dirs(const struct room *r, char *err, size_t errlen);
 
 int room_create_finish(struct room *r, char *err, size_t errlen);
 void room_create_abort(struct room *r);
+
+/* A reflinked snapshot of the room promises the bytes its image holds
+ * (bytes > 0: refused with ROOM_ENOSPACE and err, as a new room's image,
+ * when that does not fit) or, deleted, gives them back (bytes < 0).
+ * Under the state lock; 0 or ROOM_ENOSPACE (or -1). */
+int room_disk_commit_share(const struct room *r, int64_t bytes, char *err, size_t errlen);
 
 /* Count what the rooms' disk images promise and hold, and record it in
  * <state_dir>/disk-commit.json (room.c); takes the state lock. */

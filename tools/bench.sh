@@ -54,20 +54,20 @@ SCALE_ROOMS=${BENCH_SCALE_ROOMS:-10000}
 
 # BENCH_ONLY: the figures to measure, by number, separated by commas or
 # spaces (e.g. "9,11"), or "scale" for make bench-scale; empty: every
-# figure 1-14 (not scale).  A figure brings the ones it is judged against:
+# figure 1-15 (not scale).  A figure brings the ones it is judged against:
 # 4 brings 1 (bare fork+exec), 5 brings 2, 6 brings 3, 8 brings 4; 12, 13
 # and 14 share the egress stack and run together.  The cleanup and its
 # checks always run.
 only=" $(tr ', ' '  ' <<<"${BENCH_ONLY:-}") "
 for w in $only; do
-	case $w in [1-9]|1[0-4]|scale) ;; *) die "BENCH_ONLY: '$w' is not a figure (1-14) or scale" ;; esac
+	case $w in [1-9]|1[0-5]|scale) ;; *) die "BENCH_ONLY: '$w' is not a figure (1-15) or scale" ;; esac
 done
 case $only in *" 8 "*) only="$only 4 " ;; esac
 case $only in *" 4 "*) only="$only 1 " ;; esac
 case $only in *" 5 "*) only="$only 2 " ;; esac
 case $only in *" 6 "*) only="$only 3 " ;; esac
 case $only in *" 13 "*|*" 14 "*) only="$only 12 " ;; esac
-[ -n "${only// /}" ] || only=" 1 2 3 4 5 6 7 8 9 10 11 12 "
+[ -n "${only// /}" ] || only=" 1 2 3 4 5 6 7 8 9 10 11 12 15 "
 # want FIGURE: whether FIGURE's section runs.
 want() { [[ $only == *" $1 "* ]]; }
 
@@ -115,6 +115,9 @@ fcgi_pid= nginx_pid= cleaned= stack_up=
 # BENCH_ONLY left that section out).
 bare_p50=n/a warm_p50=n/a bw_p50=n/a fresh_p50=n/a running=0 have=0 mem_drop_k=n/a
 eg_fcgi_pid= eg_nginx_pid= eg_up= eg_port=
+xd=$tmp/xfs x_fcgi_pid= x_nginx_pid= x_up= x_port= x_mounted=
+sn_frozen=n/a sn_req=n/a sn_fork=n/a sn_cp=n/a sn_cps=n/a sn_copy=n/a
+sx_frozen=n/a sx_req=n/a sx_fork=n/a sx_cp=n/a sx_cps=n/a sx_copy=n/a
 page_pid= th_nginx_pid= th_ns= th_if= forward_before=
 
 stop_stack() {
@@ -126,6 +129,18 @@ stop_eg_stack() {
 	# shellcheck disable=SC2086
 	stop_pids 200 $eg_nginx_pid $eg_fcgi_pid
 	eg_nginx_pid= eg_fcgi_pid= eg_up=
+}
+
+# Figure 15's second stack, its state_dir on an XFS (reflink=1) made on a
+# loop file of the run's own.
+stop_xfs_stack() {
+	# shellcheck disable=SC2086
+	stop_pids 200 $x_nginx_pid $x_fcgi_pid
+	x_nginx_pid= x_fcgi_pid= x_up=
+}
+xfs_unmount() {
+	[ -z "$x_mounted" ] || umount "$xd" 2>/dev/null || umount -l "$xd" 2>/dev/null
+	x_mounted=
 }
 
 # rooms_left DIR: rooms of the stack in DIR whose state is still on disk.
@@ -178,12 +193,16 @@ cleanup() {
 	# the API if it is up, else with the helper directly.
 	destroy_left "$tmp" "${port:-}" "$stack_up"
 	destroy_left "$eg" "$eg_port" "$eg_up"
+	destroy_left "$xd" "$x_port" "$x_up"
 	stop_stack
 	stop_eg_stack
+	stop_xfs_stack
 	# shellcheck disable=SC2086
 	[ -z "$page_pid" ] || stop_pids 100 $page_pid
 	helper_destroy_left "$tmp"
 	helper_destroy_left "$eg"
+	helper_destroy_left "$xd"
+	xfs_unmount
 	stop_testhost
 	if [ -n "${BENCH_KEEP_TMP:-}" ]; then
 		say "kept $tmp"
@@ -758,6 +777,88 @@ page_pid=
 
 fi
 
+if want 15; then
+# ---------------------------------------------------------------- 15: snapshots and forks
+
+SNAP_N=9 FORK_N=20 CP_N=5
+# snap_bench DIR PORT TAG: on the stack in DIR, a room that wrote 200 MiB
+# (random, so nothing compresses or dedups), a process left running in it;
+# SNAP_N snapshots (each deleted again: snapshots_max), the processes'
+# frozen time from each answer's frozenMs and each request's wall time;
+# FORK_N forks of the room as it is (each cut as a snapshot, then deleted
+# again); CP_N runs of cp --sparse=always of its image, alone and followed
+# by sync of the copy (a snapshot's copy is fdatasync'ed before its 201).
+# Sets s_frozen s_req s_fork s_cp s_cps s_copy (p50s in ms; the copy method).
+snap_bench() {
+	local d=$1 p=$2 tag=$3 room out i ms sid img
+	local base=http://127.0.0.1:$p/api/rooms auth
+	auth="Authorization: Bearer $(head -n1 "$d/tokens")"
+	room=${prefix}${tag}
+	sapi() { curl -sS --max-time 600 -H "$auth" -H 'Content-Type: application/json' "$@"; }
+	sapi -X POST -d '{"cmd":"head -c 200M /dev/urandom > /workspace/big && sync && du -sh /workspace/big"}' \
+		"$base/$room/sandbox/exec" | sed -n 's/.*"stdout":"\([^"\\]*\).*/  written: \1/p'
+	sapi -o /dev/null -X POST -d '{"cmd":"sleep 100000 >/dev/null 2>&1 &"}' "$base/$room/sandbox/exec"
+	s_copy=$(sapi "http://127.0.0.1:$p/api/health" | sed -n 's/.*"snapshotCopy":"\([^"]*\)".*/\1/p')
+	: > "$tmp/out/frozen.$tag" ; : > "$tmp/out/req.$tag" ; : > "$tmp/out/fork.$tag"
+	: > "$tmp/out/cp.$tag" ; : > "$tmp/out/cps.$tag"
+	for i in $(seq "$SNAP_N"); do
+		out=$(sapi -w '\n%{http_code} %{time_total}' -X POST -d '{}' "$base/$room/snapshots" | tr '\n' ' ')
+		[ "$(awk '{ print $(NF-1) }' <<<"$out")" = 201 ] || { say "snapshot $i: $out"; continue; }
+		sed -n 's/.*"frozenMs":\([0-9.e+-]*\).*/\1/p' <<<"$out" >> "$tmp/out/frozen.$tag"
+		calc "$(awk '{ print $NF }' <<<"$out") * 1000" >> "$tmp/out/req.$tag"; echo >> "$tmp/out/req.$tag"
+		sid=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p' <<<"$out")
+		sapi -o /dev/null -X DELETE "$base/$room/snapshots/$sid"
+	done
+	for i in $(seq "$FORK_N"); do
+		out=$(sapi -o /dev/null -w '%{http_code} %{time_total}' -X POST -d "{\"to\":\"${room}f$i\"}" "$base/$room/fork")
+		[ "${out%% *}" = 201 ] || { say "fork $i: $out"; continue; }
+		calc "${out##* } * 1000" >> "$tmp/out/fork.$tag"; echo >> "$tmp/out/fork.$tag"
+		sapi -o /dev/null -X DELETE "$base/${room}f$i"
+	done
+	img=$d/state/rooms/$room/disk.img
+	for i in $(seq "$CP_N"); do
+		ms=$( { TIMEFORMAT=%R; time cp --sparse=always "$img" "$d/state/cp-ref.img"; } 2>&1 )
+		calc "$ms * 1000" >> "$tmp/out/cp.$tag"; echo >> "$tmp/out/cp.$tag"
+		rm -f "$d/state/cp-ref.img"
+		ms=$( { TIMEFORMAT=%R; time { cp --sparse=always "$img" "$d/state/cp-ref.img" &&
+			sync "$d/state/cp-ref.img"; }; } 2>&1 )
+		calc "$ms * 1000" >> "$tmp/out/cps.$tag"; echo >> "$tmp/out/cps.$tag"
+		rm -f "$d/state/cp-ref.img"
+	done
+	sapi -o /dev/null -X DELETE "$base/$room"
+	s_frozen=$(median < "$tmp/out/frozen.$tag") s_req=$(median < "$tmp/out/req.$tag")
+	s_fork=$(median < "$tmp/out/fork.$tag") s_cp=$(median < "$tmp/out/cp.$tag")
+	s_cps=$(median < "$tmp/out/cps.$tag")
+	echo "  copy: $s_copy; frozen p50 $(f2 "$s_frozen") ms (all: $(tr '\n' ' ' < "$tmp/out/frozen.$tag"));" \
+		"snapshot request p50 $(f2 "$s_req") ms"
+	echo "  fork p50 $(f2 "$s_fork") ms ($(wc -l < "$tmp/out/fork.$tag") of $FORK_N);" \
+		"cp --sparse=always p50 $(f2 "$s_cp") ms, with sync $(f2 "$s_cps") ms"
+}
+
+section "15. snapshot of a room with 200 MiB written (N=$SNAP_N), fork of it x$FORK_N, cp --sparse=always of its image x$CP_N"
+echo "ext4-backed state_dir of the first stack ($(df -T "$tmp" | awk 'NR == 2 { print $2 }')):"
+snap_bench "$tmp" "$port" z
+sn_frozen=$s_frozen sn_req=$s_req sn_fork=$s_fork sn_cp=$s_cp sn_cps=$s_cps sn_copy=$s_copy
+if command -v mkfs.xfs >/dev/null; then
+	echo "XFS (mkfs.xfs -m reflink=1 on a 4 GiB loop file of this run), a second stack with its state_dir there:"
+	mkdir -p "$xd" && truncate -s 4G "$tmp/xfs.img" && mkfs.xfs -q -m reflink=1 "$tmp/xfs.img" &&
+		mount -o loop "$tmp/xfs.img" "$xd" && x_mounted=1 ||
+		die "could not make and mount an XFS on $tmp/xfs.img"
+	x_port=$(free_port)
+	x_base=$(free_uid_base 1200000000 16) || die "no free uid range for the XFS stack"
+	start_stack "$xd" "$x_port" "$x_base" 16 "" ""
+	x_fcgi_pid=$started_fcgi x_nginx_pid=$started_nginx x_up=1
+	snap_bench "$xd" "$x_port" x
+	sx_frozen=$s_frozen sx_req=$s_req sx_fork=$s_fork sx_cp=$s_cp sx_cps=$s_cps sx_copy=$s_copy
+	stop_xfs_stack
+	xfs_unmount
+	rm -f "$tmp/xfs.img"
+else
+	echo "XFS: mkfs.xfs is not installed (xfsprogs; tools/deps.sh installs it): left out"
+fi
+
+fi
+
 if want 12; then
 # ---------------------------------------------------------------- 12-14: the egress stack
 
@@ -1098,6 +1199,17 @@ fi
 if want 12; then
 row "   egress cleanup after DELETE of $eg_n rooms" "$eg_del_fail not 200" "-" "-" "nothing left" \
 	"$([ ${#eg_leak[@]} -eq 0 ] && [ "$eg_del_fail" -eq 0 ] && echo OK || echo PROBLEM)"
+fi
+if want 15; then
+row "15. snapshot, 200 MiB written: frozen p50" "$(f2 "$sn_frozen") ms" "$sn_copy; request p50 $(f2 "$sn_req") ms" \
+	"-" "<= 100 ms" "$(verdict "$sn_frozen <= 100" "$sn_frozen")"
+row "    fork x$FORK_N p50, without sharing" "$(f2 "$sn_fork") ms" "cp --sparse=always $(f2 "$sn_cp") ms" \
+	"$(ratio "$sn_fork" "$sn_cp")" "<= 1.5 x cp" "$(verdict "$sn_fork <= 1.5 * $sn_cp" "$sn_fork" "$sn_cp")"
+row "" "" "cp + sync $(f2 "$sn_cps") ms" "$(ratio "$sn_fork" "$sn_cps")" "context" "-"
+row "    XFS reflink: frozen p50" "$(f2 "$sx_frozen") ms" "$sx_copy; request p50 $(f2 "$sx_req") ms" \
+	"-" "<= 100 ms" "$(verdict "$sx_frozen <= 100" "$sx_frozen")"
+row "    XFS reflink: fork x$FORK_N p50" "$(f2 "$sx_fork") ms" "cp --sparse=always $(f2 "$sx_cp") ms" \
+	"$(ratio "$sx_fork" "$sx_cp")" "<= 50 ms" "$(verdict "$sx_fork <= 50" "$sx_fork")"
 fi
 if want scale; then
 row "scale: warm exec p50, $sc_run1 rooms running" "$(f2 "$sc_p50_n") ms" "1 room p50 $(f2 "$sc_p50_1") ms" \

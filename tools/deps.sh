@@ -16,6 +16,7 @@ packages=(
 	chromium chromium-driver python3-selenium  # the console's tests (tests/console/)
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
+	xfsprogs  # make bench: snapshots and forks on an XFS with reflinks (figure 15)
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	nftables dnsmasq-base
 	debhelper devscripts lintian fakeroot

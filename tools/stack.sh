@@ -13,6 +13,7 @@ nginx_conf_from_example() {
 	    -e "s|listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$port;|" \
 	    -e "s|unix:/run/roombox/fcgi/fcgi\.sock|unix:$socket|" \
 	    -e "s|unix:/run/roombox/fcgi/preview\.sock|unix:${socket%/*}/preview.sock|" \
+	    -e "s|unix:/run/roombox/fcgi/term\.sock|unix:${socket%/*}/term.sock|" \
 	    -e "s|^pid[[:space:]].*;|pid $dir/nginx.pid;|" \
 	    -e "s|^error_log[[:space:]][^[:space:];]*|error_log $dir/error.log|" \
 	    -e "s|access_log[[:space:]][^;]*;|access_log $dir/access.log;|" \

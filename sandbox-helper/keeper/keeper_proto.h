@@ -65,7 +65,7 @@ struct kp_blob {
 	uint32_t pids_limit;      /* to tell a fork bomb from a background job */
 	uint64_t timeout_ms;
 	uint32_t who;             /* KP_AS_ROOT or KP_AS_USER */
-	uint32_t flags;           /* KP_TOOL, KP_DETACH or 0 */
+	uint32_t flags;           /* KP_TOOL, KP_DETACH, both or 0 */
 };
 
 /* (1 was a download's "open first", done by the get tool now) */

@@ -10,12 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* KP_TOOL alone and without environment, or KP_DETACH, or neither */
+/* KP_TOOL (without environment), KP_DETACH, both, or neither */
 static bool flags_valid(const struct kp_blob *h)
 {
-	if (h->flags & KP_TOOL)
-		return h->flags == KP_TOOL && h->envc == 0;
-	return (h->flags & ~KP_DETACH) == 0;
+	if ((h->flags & KP_TOOL) && h->envc != 0)
+		return false;
+	return (h->flags & ~(KP_TOOL | KP_DETACH)) == 0;
 }
 
 int plan_read(int blob_fd, struct exec_plan *p)

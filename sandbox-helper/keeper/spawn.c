@@ -217,10 +217,10 @@ static int child_main(void *arg)
 	 * forked copies of the keeper's memory (every exec's plan) */
 	if ((rc = ksys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0)) < 0)
 		child_fail(10, "not dumpable", rc);
-	if (p->tool)
-		run_tool(p);
 	if (p->detach)
 		detach();
+	if (p->tool)
+		run_tool(p);
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)p->envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
 }

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "protocol.h"
+#include "pty.h"
 #include "tool_text.h"
 #include "watch.h"
 
@@ -651,6 +652,7 @@ static const struct {
 	{ TOOL_DELETE, tool_delete },
 	{ TOOL_MOVE, tool_move },
 	{ TOOL_SIGNAL, tool_signal },
+	{ TOOL_PTY, tool_pty },
 	{ TOOL_WATCH, tool_watch },
 };
 

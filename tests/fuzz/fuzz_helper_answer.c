@@ -59,6 +59,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case HOP_KILL_ALL:
 		FUZZ_ASSERT(rec_len == sizeof(struct helper_killed_ans), "kill-all %zu", rec_len);
 		break;
+	case HOP_SNAPSHOT: case HOP_SNAPSHOT_DELETE: case HOP_RESTORE: case HOP_FORK:
+		FUZZ_ASSERT(rec_len == sizeof(struct helper_snapshot), "snapshot %zu", rec_len);
+		break;
+	case HOP_SNAPSHOTS: {
+		uint32_t count;
+		memcpy(&count, rec, sizeof(count));
+		FUZZ_ASSERT(rec_len == sizeof(struct helper_snapshots_ans) +
+			    (size_t)count * sizeof(struct helper_snapshot), "count %u in %zu", count, rec_len);
+		break;
+	}
 	default:
 		FUZZ_ASSERT(rec_len == 0, "empty answer %zu", rec_len);
 	}

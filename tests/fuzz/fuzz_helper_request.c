@@ -43,6 +43,8 @@ static void shapes_init(void)
 	shapes[HOP_STOP_IDLE].args_size = sizeof(struct helper_keep_args);
 	shapes[HOP_PORT_CONNECT].args_size = sizeof(struct helper_port_args);
 	shapes[HOP_SET_LIMITS].args_size = sizeof(struct helper_limits_args);
+	for (uint32_t op = HOP_SNAPSHOT; op <= HOP_FORK; op++)
+		shapes[op].args_size = sizeof(struct helper_snap_args);
 	shapes[HOP_LIST].room = shapes[HOP_STOP_IDLE].room = shapes[HOP_STOP_ALL].room =
 		shapes[HOP_INFO].room = false;
 }

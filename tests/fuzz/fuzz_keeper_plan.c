@@ -6,8 +6,8 @@
  *
  * Invariants: plan_read refuses a blob shorter than its header, with a
  * wrong magic, with argc outside 1..64, envc over 4096, a `who` that is
- * neither the room's root nor its user, flags other than KP_TOOL alone
- * (with no environment) or KP_DETACH, or with fewer strings than it
+ * neither the room's root nor its user, flags other than KP_TOOL (with no
+ * environment, detached or not) or KP_DETACH, or with fewer strings than it
  * announces; when it accepts, argv has exactly argc and envp exactly envc
  * strings, NULL-terminated, each a NUL-terminated string
  * inside the blob's copy, in order and back to back from the end of the
@@ -46,11 +46,13 @@ static size_t strings_in(const uint8_t *data, size_t size)
 	return n;
 }
 
-/* The flags a plan may carry: KP_TOOL alone and without environment,
- * KP_DETACH, or none (written here apart from plan.c, as the protocol says). */
+/* The flags a plan may carry: KP_TOOL without environment (detached or
+ * not), KP_DETACH, or none (written here apart from plan.c, as the
+ * protocol says). */
 static bool flags_ok(const struct kp_blob *h)
 {
-	return h->flags == 0 || h->flags == KP_DETACH || (h->flags == KP_TOOL && h->envc == 0);
+	return h->flags == 0 || h->flags == KP_DETACH ||
+	       ((h->flags == KP_TOOL || h->flags == (KP_TOOL | KP_DETACH)) && h->envc == 0);
 }
 
 static void check_accepted(const struct exec_plan *p, const uint8_t *data, size_t size)

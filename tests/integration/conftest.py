@@ -389,6 +389,7 @@ def nginx_config(text, port, socket_path, d, tmp):
         (r"listen\s+127\.0\.0\.1:8080;", f"listen 127.0.0.1:{port};"),
         (r"unix:/run/roombox/fcgi/fcgi\.sock", f"unix:{socket_path}"),
         (r"unix:/run/roombox/fcgi/preview\.sock", f"unix:{Path(socket_path).parent}/preview.sock"),
+        (r"unix:/run/roombox/fcgi/term\.sock", f"unix:{Path(socket_path).parent}/term.sock"),
         (r"alias /usr/share/roombox/console/;", f"alias {CONSOLE}/;"),
     ]
     text = _substitute(text, reps, NGINX_EXAMPLE)
@@ -419,6 +420,7 @@ def lighttpd_config(port, conf_path, d):
         (r'"socket"\s*=>\s*"/run/lighttpd/[^"]*"', f'"socket" => "{d}/lighttpd-fcgi.sock"'),
         # roombox-fcgi's preview socket: beside its `socket` (d/fcgi.sock)
         (r'"socket"\s*=>\s*"/run/roombox/fcgi/preview\.sock"', f'"socket" => "{d}/preview.sock"'),
+        (r'"socket"\s*=>\s*"/run/roombox/fcgi/term\.sock"', f'"socket" => "{d}/term.sock"'),
         # the console's files: the build's (make), not the package's
         (r'"/console/"\s*=>\s*"/usr/share/roombox/console/"', f'"/console/" => "{CONSOLE}/"'),
     ], LIGHTTPD_EXAMPLE)

@@ -18,11 +18,12 @@ ROOM_LEN = 72
 
 OPS = {"exec": 1, "create": 2, "status": 3, "list": 4, "destroy": 5, "stop": 6,
        "stop-idle": 7, "stop-all": 8, "info": 9, "kill-all": 10, "restart": 11,
-       "port-connect": 12, "set-limits": 13}
+       "port-connect": 12, "set-limits": 13, "snapshot": 14, "snapshots": 15,
+       "snapshot-delete": 16, "restore": 17, "fork": 18, "export": 19, "import": 20}
 OP_NAMES = {v: k for k, v in OPS.items()}
 ROOMLESS = {"list", "stop-idle", "stop-all", "info"}
 ERRORS = {1: "invalid", 2: "not_found", 3: "limit", 4: "denied", 5: "failed",
-          6: "refused", 7: "no_space"}
+          6: "refused", 7: "no_space", 8: "conflict", 9: "exists"}
 
 REQ = struct.Struct("=6I72s")
 EXEC_ARGS = struct.Struct("=QIIII")
@@ -34,6 +35,8 @@ LIMIT_NAMES = ("memory", "pids", "cpu_milli", "disk", "idle_timeout_ms", "exec_t
 LIMITS_ARGS = struct.Struct("=6QII")
 STATUS = struct.Struct("=72s32sIIqQQQ6Q")
 INFO = struct.Struct("=8s32s8sI32I")
+SNAP_ARGS = struct.Struct("=72s72s")          # snapshot (id or name), to
+SNAPSHOT = struct.Struct("=72s72s32s16sQQQ")  # id, name, createdAt, copy, size, frozen, fs frozen
 
 HX_TOOL, HX_CWD, HX_USER_SET, HX_AS_USER = 1, 2, 4, 8
 HX_EXISTING, HX_DETACH, HX_TIMEOUT_CAP = 16, 32, 64
@@ -92,6 +95,8 @@ def encode_request(req):
         values = [lim.get(n, 0) for n in LIMIT_NAMES]
         mask = sum(1 << i for i, n in enumerate(LIMIT_NAMES) if n in lim)
         return record(op, room, LIMITS_ARGS.pack(*values, req.get("set", mask), 0))
+    if name in ("snapshot", "snapshots", "snapshot-delete", "restore", "fork"):
+        return record(op, room, SNAP_ARGS.pack(_b(req.get("snapshot", "")), _b(req.get("to", ""))))
     if name == "port-connect":
         serve = bool(req.get("serve"))
         return record(op, room, PAIR.pack(0 if serve else req.get("port", 0), int(serve)))
@@ -107,6 +112,12 @@ def _status(b):
     return {"room": _s(room), "running": bool(running), "created_at": _s(created),
             "last_active_ms": last, "disk_bytes": disk, "memory_bytes": mem, "processes": procs,
             "limits": dict(zip(LIMIT_NAMES, limits))}
+
+
+def _snapshot(b):
+    sid, name, created, copy, size, frozen, fs_frozen = SNAPSHOT.unpack(b)
+    return {"id": _s(sid), "name": _s(name), "created_at": _s(created), "copy": _s(copy),
+            "size": size, "frozen_us": frozen, "fs_frozen_us": fs_frozen}
 
 
 def decode_answer(data):
@@ -141,6 +152,13 @@ def decode_answer(data):
         if out["network"] == "egress":
             out["dns"] = [".".join(str(a >> s & 255) for s in (24, 16, 8, 0)) for a in dns[:ndns]]
         return out
+    if name in ("snapshot", "snapshot-delete", "restore", "fork"):
+        return _snapshot(rec)
+    if name == "snapshots":
+        (count, _) = PAIR.unpack_from(rec)
+        assert len(rec) == PAIR.size + count * SNAPSHOT.size
+        return {"snapshots": [_snapshot(rec[PAIR.size + i * SNAPSHOT.size:][:SNAPSHOT.size])
+                              for i in range(count)]}
     flag = {"destroy": "destroyed", "stop": "stopped", "restart": "restarted",
             "port-connect": "connected"}[name]
     assert not rec, rec

@@ -120,6 +120,28 @@ def test_destroy(client, stack, room):
     assert client.get(f"/api/rooms/{room}").status == 404
 
 
+def test_snapshot_snapshots_restore_fork(client, stack, room):
+    client.sh(room, "echo one > /workspace/f")
+    rc, out, err = ctl(stack, "snapshot", room, "first")
+    assert rc == 0 and re.fullmatch(rf"room {room}: snapshot [0-9a-f]{{16}} taken\n", out), (rc, out, err)
+    sid = out.split()[3]
+    rc, out, err = ctl(stack, "snapshots", room)
+    assert rc == 0 and re.search(rf"^{sid} +first ", out, re.M), (rc, out, err)
+    client.sh(room, "echo two > /workspace/f")
+    rc, out, err = ctl(stack, "restore", room, "first")
+    assert (rc, out) == (0, f"room {room}: restored snapshot {sid}\n"), err
+    assert client.sh(room, "cat /workspace/f") == "one\n"
+    to = room + "-fork"
+    client.touch(to)
+    rc, out, err = ctl(stack, "fork", room, to, sid)
+    assert (rc, out) == (0, f"room {room}: forked to {to}\n"), err
+    assert client.sh(to, "cat /workspace/f") == "one\n"
+    rc, out, err = ctl(stack, "fork", room, to)
+    assert rc == 1 and "409" in err, (rc, out, err)
+    rc, out, err = ctl(stack, "restore", room, "nosuch")
+    assert rc == 1 and "404" in err, (rc, out, err)
+
+
 def test_tokens_new_list_revoke(client, stack):
     tokens_before = stack.tokens_file.read_text()
     rc, out, err = ctl(stack, "token", "list")

@@ -208,6 +208,9 @@ class Checker:
         ctype = (r.header("content-type") or "").split(";")[0].strip()
         if "*/*" in content:
             return      # the room's own answer, whatever it is
+        if not content:
+            assert not r.body, f"{what}: a body where the document gives none: {r.body[:200]!r}"
+            return      # 101: what follows is the WebSocket
         assert ctype in content, f"{what}: content type {ctype!r}, documented {sorted(content)}"
         media = content[ctype]
         if ctype == "application/json":
@@ -497,7 +500,7 @@ def test_every_listed_route_is_reached_and_documented_answers_are_checked(client
     missing = []
     for method, template, op in operations():
         codes = {(s, d) for m, t, s, d in seen if (m, t) == (method, template)}
-        if not any(200 <= c < 300 or default for c, default in codes):
+        if not any(200 <= c < 300 or c == 101 or default for c, default in codes):
             missing.append(f"{method} {template}: no good answer checked")
         if not any(400 <= c < 500 and not default for c, default in codes):
             missing.append(f"{method} {template}: no bad answer checked")
@@ -527,6 +530,39 @@ def first_events(client, path, count, trigger):
         return Response(r.status, headers, body.rsplit(b"\n\n", 1)[0] + b"\n\n", 0)
     finally:
         conn.close()
+
+
+def upgrade(client, path, key=True, headers=None):
+    """A WebSocket handshake on path: a conftest Response of its answer
+    (a 101's connection closed at once; another's JSON body read)."""
+    import base64
+    import socket
+    s = socket.create_connection(("127.0.0.1", client.port), timeout=60)
+    try:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        if key:
+            extra += ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                      f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n")
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            data = s.recv(65536)
+            assert data, f"GET {path}: closed before an answer: {buf!r}"
+            buf += data
+        head, body = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        hdrs = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+        if status != 101:
+            n = int(hdrs.get("content-length", "0"))
+            while len(body) < n:
+                data = s.recv(65536)
+                if not data:
+                    break
+                body += data
+        return Response(status, hdrs, body if status != 101 else b"", 0)
+    finally:
+        s.close()
 
 
 def run_every_route(client, check):
@@ -689,6 +725,24 @@ def run_every_route(client, check):
                      lambda: client.sh(room, "echo w > /workspace/watched"))
     c.check("GET", f"{W}?path=/workspace&recursive=1", r)
 
+    # terminals, and their WebSocket (an upgrade: read with a socket)
+    TM = f"{R}/sandbox/terminals"
+    c.call("GET", f"{O}/sandbox/terminals", 404)
+    c.call("POST", TM, 400, {"cols": 0})
+    tid = json.loads(c.call("POST", TM, 201, {"cols": 100, "rows": 30}).body)["terminal"]["id"]
+    c.call("GET", TM, 200)
+    c.call("GET", f"{TM}/{tid}", 200)
+    c.call("GET", f"{TM}/nope", 400)
+    c.call("GET", f"{TM}/t00000000000", 404)
+    ticket = json.loads(c.call("POST", f"{TM}/{tid}/ticket", 201).body)["ticket"]
+    c.call("POST", f"{TM}/t00000000000/ticket", 404)
+    c.check("GET", f"{TM}/{tid}/ws", upgrade(client, f"{TM}/{tid}/ws?ticket={ticket}"))
+    c.check("GET", f"{TM}/{tid}/ws", upgrade(client, f"{TM}/{tid}/ws?ticket={ticket}"))   # used: 401
+    c.check("GET", f"{TM}/{tid}/ws", upgrade(client, f"{TM}/{tid}/ws", key=False,
+                                             headers={"Authorization": f"Bearer {client.token}"}))
+    c.call("DELETE", f"{TM}/{tid}", 200)
+    c.call("DELETE", f"{TM}/nope", 400)
+
     # signals, kill-all, stop, restart
     c.call("DELETE", f"{P}/web?signal=KILL", 200)
     c.call("DELETE", P, 200)
@@ -698,6 +752,42 @@ def run_every_route(client, check):
     c.call("POST", f"{R}/sandbox/stop", 200)
     c.call("POST", f"{O}/sandbox/stop", 404)
     c.call("GET", f"{R}/sandbox/stop", 405)
+
+    # snapshots, restore, fork
+    S = f"{R}/snapshots"
+    c.call("POST", S, 201, {"name": "first"})
+    c.call("POST", S, 409, {"name": "first"})
+    c.call("POST", S, 400, {"name": "no spaces"})
+    c.call("POST", f"{O}/snapshots", 404, {})
+    c.call("GET", S, 200)
+    c.call("GET", f"{O}/snapshots", 404)
+    c.call("POST", f"{R}/restore", 200, {"snapshot": "first"})
+    c.call("POST", f"{R}/restore", 404, {"snapshot": "nosuch"})
+    c.call("POST", f"{R}/restore", 400, {})
+    forked = f"oa-{os.urandom(6).hex()}"
+    client.touch(forked)
+    c.call("POST", f"{R}/fork", 201, {"to": forked, "snapshot": "first"})
+    c.call("POST", f"{R}/fork", 409, {"to": forked})
+    c.call("POST", f"{R}/fork", 400, {"to": "no spaces"})
+    c.call("POST", f"{O}/fork", 404, {"to": f"oa-{os.urandom(6).hex()}"})
+    c.call("DELETE", f"{S}/first", 200)
+    c.call("DELETE", f"{S}/first", 404)
+    c.call("DELETE", f"{S}/a.b", 400)
+
+    # export and import
+    archive = c.call("GET", f"{R}/export", 200).body
+    c.call("GET", f"{O}/export", 404)
+    c.call("GET", f"/api/rooms/{BAD_ROOM}/export", 400)
+    c.call("POST", f"{R}/export", 405)
+    N = f"/api/rooms/oa-{os.urandom(6).hex()}"
+    c.call("PUT", f"{N}/import", 201, raw=archive,
+           headers={"Content-Type": "application/x-roombox-room"})
+    c.call("PUT", f"{N}/import", 409, raw=archive,
+           headers={"Content-Type": "application/x-roombox-room"})
+    c.call("PUT", f"{O}/import", 400, raw=archive[:100],
+           headers={"Content-Type": "application/x-roombox-room"})
+    c.call("GET", f"{N}/import", 405)
+    c.call("DELETE", N, 200)
 
     # clean up, both ways of asking
     c.call("POST", f"{R}/cleanup", 200)

@@ -279,7 +279,7 @@ static void test_error_codes(void **state)
 	static const struct { uint32_t code; const char *name; int status; } codes[] = {
 		{ HELPER_E_INVALID, "invalid", 400 }, { HELPER_E_NOT_FOUND, "not_found", 404 },
 		{ HELPER_E_LIMIT, "limit", 429 }, { HELPER_E_DENIED, "denied", 500 },
-		{ HELPER_E_FAILED, "failed", 500 }, { HELPER_E_NO_SPACE, "no_space", 507 },
+		{ HELPER_E_FAILED, "failed", 500 }, { HELPER_E_NO_SPACE, "no_space", 507 }, { HELPER_E_CONFLICT, "conflict", 409 },
 		{ 999, "failed", 500 },
 	};
 	struct helper_target t = scripted(1);

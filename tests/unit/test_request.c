@@ -330,7 +330,15 @@ static void test_exec_values(void **state)
 	free(b);
 	b = exec_req((struct helper_exec_args){ .flags = HX_TOOL | HX_CWD, .ntool = 2 }, tool, 3, NULL, 0, &len);
 	assert_int_equal(decode(b, len, &rq), -1);
-	assert_string_equal(err, "exec: a tool takes no detach, env or cwd");
+	assert_string_equal(err, "exec: a tool takes no env or cwd");
+	free(b);
+	/* a tool may be started detached (the pty tool) */
+	const char *pty[] = { "pty", "80x24", "shell", "" };
+	b = exec_req((struct helper_exec_args){ .flags = HX_TOOL | HX_DETACH, .ntool = 4 }, pty, 4, NULL, 0, &len);
+	assert_int_equal(decode(b, len, &rq), 0);
+	assert_int_equal(request_exec_order(&rq, &cfg, &q, err, sizeof(err)), 0);
+	assert_true(q.is_tool);
+	assert_true(q.detach);
 	free(b);
 }
 

@@ -258,7 +258,7 @@ static void test_health_is_public(void **state)
 	assert_true(json_object_is_type(v, json_type_string));
 	json_object_object_del(rs.body, "version");
 	assert_string_equal(json_write(rs.body, NULL),
-			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"none\"}");
+			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"none\",\"snapshotCopy\":\"none\"}");
 	json_object_put(rs.body);
 
 	/* egress: the name servers a room can use, and a warning when none is */
@@ -269,14 +269,15 @@ static void test_health_is_public(void **state)
 	json_object_object_del(rs.body, "version");
 	assert_string_equal(json_write(rs.body, NULL),
 			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"egress\","
-			    "\"dns\":[\"192.0.2.53\"]}");
+			    "\"dns\":[\"192.0.2.53\"],\"snapshotCopy\":\"none\"}");
 	json_object_put(rs.body);
 	app.dns_count = 0;
 	assert_int_equal(serve(&f, &rs, body, sizeof(body)), 200);
 	json_object_object_del(rs.body, "version");
 	assert_string_equal(json_write(rs.body, NULL),
 			    "{\"ok\":true,\"cgroup\":\"v2\",\"auth\":\"token\",\"network\":\"egress\","
-			    "\"dns\":[],\"dnsWarning\":\"no name server is usable from a room\"}");
+			    "\"dns\":[],\"dnsWarning\":\"no name server is usable from a room\","
+			    "\"snapshotCopy\":\"none\"}");
 	json_object_put(rs.body);
 	app.cfg.network = NETWORK_NONE;
 	app.cfg.disk_limit = 1 << 30;

@@ -35,6 +35,15 @@ static void test_walk_round_trip(void **state)
 	snprintf(p, sizeof p, "%s/suid-root", dst);
 	assert_int_equal(stat(p, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 04755);
+	if (fixture_overlay_ok) {
+		char v[8];
+		snprintf(p, sizeof p, "%s/home/gone", dst);
+		assert_int_equal(lstat(p, &sb), 0);
+		assert_true(S_ISCHR(sb.st_mode) && sb.st_rdev == 0);
+		snprintf(p, sizeof p, "%s/home/user", dst);
+		assert_int_equal(getxattr(p, "trusted.overlay.opaque", v, sizeof v), 1);
+		assert_int_equal(getxattr(p, "trusted.overlay.origin", v, sizeof v), -1);
+	}
 	snprintf(p, sizeof p, "%s/home/hosts-hard", dst);
 	assert_int_equal(stat(p, &sb), 0);
 	assert_int_equal(sb.st_nlink, 2);
@@ -190,10 +199,11 @@ static void test_good_stream(void **state)
 	raw_rec(&r, TS_HARDLINK, 0, 0, "a/g", "a/f", 0);
 	raw_rec(&r, TS_SYMLINK, 0777, 0, "s", "/etc/passwd", 0);
 	raw_rec(&r, TS_FIFO, 0600, 0, "a/p", "", 0);
+	raw_rec(&r, TS_WHITEOUT, 0, 0, "a/w", "", 0);
 	raw_end(&r);
 	if (decode(&r, &big, err, sizeof err, &n) != 0)
 		fail_msg("%s", err);
-	assert_int_equal(n, 6);
+	assert_int_equal(n, 7);
 	free(r.p);
 }
 
@@ -259,12 +269,46 @@ static void test_bad_hard_links(void **state)
 	expect_refused(&r, "not an earlier file");
 }
 
+/* The overlay's one trusted.* xattr: "y" on a directory, nothing else;
+ * every other trusted.* refused. */
+static void test_overlay_marks(void **state)
+{
+	struct ts_validator v;
+	char err[512];
+	struct ts_xattr y = { TS_XATTR_OPAQUE, (const unsigned char *)"y", 1 };
+	struct ts_xattr x = { TS_XATTR_OPAQUE, (const unsigned char *)"x", 1 };
+	struct ts_xattr origin = { "trusted.overlay.origin", (const unsigned char *)"o", 1 };
+	struct ts_record rec = { .type = TS_DIR, .mode = 0755, .path = ".", .link = "" };
+	assert_int_equal(ts_validator_init(&v, &big), 0);
+	assert_int_equal(ts_validate_record(&v, &rec, err, sizeof err), 0);
+	rec = (struct ts_record){ .type = TS_DIR, .mode = 0755, .path = "d", .link = "",
+				  .xattr_count = 1, .xattrs = &y };
+	assert_int_equal(ts_validate_record(&v, &rec, err, sizeof err), 0);
+	rec.path = "e";
+	rec.xattrs = &x;
+	assert_int_equal(ts_validate_record(&v, &rec, err, sizeof err), -1);
+	assert_non_null(strstr(err, "other than \"y\" on a directory"));
+	rec = (struct ts_record){ .type = TS_FIFO, .mode = 0644, .path = "f", .link = "",
+				  .xattr_count = 1, .xattrs = &y };
+	assert_int_equal(ts_validate_record(&v, &rec, err, sizeof err), -1);
+	rec = (struct ts_record){ .type = TS_DIR, .mode = 0755, .path = "g", .link = "",
+				  .xattr_count = 1, .xattrs = &origin };
+	assert_int_equal(ts_validate_record(&v, &rec, err, sizeof err), -1);
+	assert_non_null(strstr(err, "not allowed"));
+	rec = (struct ts_record){ .type = TS_WHITEOUT, .path = "w", .link = "" };
+	assert_int_equal(ts_validate_record(&v, &rec, err, sizeof err), 0);
+	ts_validator_free(&v);
+}
+
 static void test_bad_fields(void **state)
 {
 	struct raw r = { 0 };
 	root(&r);
 	raw_rec(&r, 9, 0644, 0, "x", "", 0);
 	expect_refused(&r, "x: unknown type 9");
+	root(&r);
+	raw_rec(&r, 7, 0644, 0, "x", "", 0);
+	expect_refused(&r, "x: unknown type 7");
 	root(&r);
 	raw_rec(&r, TS_FILE, 010644, 0, "x", "", 0);
 	expect_refused(&r, "x: mode 10644 has bits beyond 07777");
@@ -382,6 +426,7 @@ int main(void)
 		cmocka_unit_test(test_symlink_then_through_it),
 		cmocka_unit_test(test_bad_hard_links),
 		cmocka_unit_test(test_bad_fields),
+		cmocka_unit_test(test_overlay_marks),
 		cmocka_unit_test(test_bad_extents),
 		cmocka_unit_test(test_truncated_and_trailing),
 		cmocka_unit_test(test_limits),

@@ -39,6 +39,8 @@ static void put_file(int dfd, const char *path, const char *text, mode_t mode)
  * one absolute), a hard link, a fifo, a setuid file, an empty file, owners
  * across 0-65535 (as root), user.* xattrs (where the file system takes
  * them), a file capability (as root), names that are not UTF-8. */
+static bool fixture_overlay_ok;   /* a whiteout and trusted.overlay.* made */
+
 static void make_tree(const char *root)
 {
 	int d = open(root, O_RDONLY | O_DIRECTORY);
@@ -90,6 +92,16 @@ static void make_tree(const char *root)
 	fd = openat(d, "cap-bin", O_RDONLY);
 	fixture_caps_ok = fixture_owners_ok && fsetxattr(fd, "security.capability", cap, sizeof cap, 0) == 0;
 	close(fd);
+	/* an overlay upper layer's marks (root only): a whiteout, an opaque
+	 * directory, and an origin the walk leaves out */
+	fixture_overlay_ok = fixture_owners_ok && mknodat(d, "home/gone", S_IFCHR | 0, 0) == 0;
+	if (fixture_overlay_ok) {
+		int h = openat(d, "home/user", O_RDONLY | O_DIRECTORY);
+		fixture_overlay_ok = h >= 0 && fsetxattr(h, "trusted.overlay.opaque", "y", 1, 0) == 0 &&
+			fsetxattr(h, "trusted.overlay.origin", "\0\xfb", 2, 0) == 0;
+		if (h >= 0)
+			close(h);
+	}
 	/* a known time, nanoseconds included, on a file and a directory */
 	struct timespec ts[2] = { { 1700000000, 123456789 }, { 1700000000, 123456789 } };
 	assert_int_equal(utimensat(d, "etc/hosts", ts, AT_SYMLINK_NOFOLLOW), 0);
@@ -164,6 +176,10 @@ static int apply_stream(int fd, const char *dir, const struct ts_limits *lim, ch
 			break;
 		case TS_FIFO:
 			assert_int_equal(mkfifoat(d, p, 0600), 0);
+			f = openat(d, p, O_PATH | O_NOFOLLOW);
+			break;
+		case TS_WHITEOUT:
+			assert_int_equal(mknodat(d, p, S_IFCHR | 0600, 0), 0);
 			f = openat(d, p, O_PATH | O_NOFOLLOW);
 			break;
 		case TS_END:

@@ -1,0 +1,658 @@
+/* GET /api/rooms/{id}/export and PUT /api/rooms/{id}/import: a room as one
+ * archive (docs/export-format.md), streamed both ways.
+ *
+ * Export: the helper walks the room's disk into a tree stream on a pipe
+ * (its export op), a thread of ours turns that into the archive
+ * (room_archive.c) on a second pipe, and this worker sends that to the
+ * client as it comes.  The parts beside the files -- the sessions (from
+ * the helper's answer), the preview exposures, the process records, the
+ * messages -- are added once the files are all in.
+ *
+ * Import: this worker reads the body into a pipe, a thread parses the
+ * archive from it into a tree stream on a second pipe, checking every
+ * member against the new room's disk, and the helper's import op writes
+ * that stream into a new room, which exists only once everything came and
+ * was found right; the sessions follow on a third pipe.  The exposures
+ * and messages are ours to write after; a failure there destroys the new
+ * room again.  Nothing here runs as root or touches a room's files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "helper_client.h"
+#include "http.h"
+#include "metrics.h"
+#include "preview_relay.h"
+#include "preview_store.h"
+#include "process_store.h"
+#include "room_archive.h"
+#include "room_transfer.h"
+#include "store.h"
+
+#define KEY_MAX 4096
+#define CHUNK (256u << 10)
+
+/* export_key_file's bytes (a last newline dropped): 0 with *key (len 0:
+ * none configured), or -1 with err. */
+static int key_load(const struct app *app, unsigned char **bytes, struct room_key *key,
+		    char *err, size_t errlen)
+{
+	const char *path = app->cfg.export_key_file;
+	*bytes = NULL;
+	key->bytes = NULL;
+	key->len = 0;
+	if (!path[0])
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return snprintf(err, errlen, "export_key_file: %s", strerror(errno)), -1;
+	unsigned char *b = malloc(KEY_MAX + 1);
+	ssize_t n = b ? read(fd, b, KEY_MAX + 1) : -1;
+	close(fd);
+	if (n <= 0 || n > KEY_MAX) {
+		free(b);
+		return snprintf(err, errlen, "export_key_file: empty, unreadable or over %d bytes", KEY_MAX), -1;
+	}
+	if (b[n - 1] == '\n')
+		n--;
+	if (n == 0) {
+		free(b);
+		return snprintf(err, errlen, "export_key_file: empty"), -1;
+	}
+	*bytes = b;
+	key->bytes = b;
+	key->len = (size_t)n;
+	return 0;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static int write_all_fd(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t k = write(fd, p, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* A refusal of the archive: 507 for what the room's disk cannot hold,
+ * 400 for the rest. */
+static int refusal_status(const char *why)
+{
+	return strstr(why, "budget") || strstr(why, " entries") ? 507 : 400;
+}
+
+/* ---- export ---- */
+
+struct part_list {
+	struct room_part v[ROOM_PARTS_COUNT];
+	size_t n, bytes;
+};
+
+static int part_add(struct part_list *l, const char *name, char *data, size_t len)
+{
+	if (l->n == ROOM_PARTS_COUNT || len > ROOM_PART_MAX || l->bytes + len > ROOM_PARTS_MAX) {
+		free(data);
+		return -1;
+	}
+	l->v[l->n].name = strdup(name);
+	l->v[l->n].data = (unsigned char *)data;
+	l->v[l->n].len = len;
+	if (!l->v[l->n].name) {
+		free(data);
+		return -1;
+	}
+	l->n++;
+	l->bytes += len;
+	return 0;
+}
+
+static void part_list_free(struct part_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].name);
+		free(l->v[i].data);
+	}
+	l->n = 0;
+}
+
+struct exposures_text {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static void exposure_line(const struct preview_exposure *e, void *ctx)
+{
+	struct exposures_text *t = ctx;
+	fprintf(t->f, "%s %d\n", e->token, e->port);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A whole small file into *data. */
+static int file_read(int dfd, const char *name, size_t max, char **data, size_t *len)
+{
+	struct stat st;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		return -1;
+	}
+	char *b = malloc((size_t)st.st_size + 1);
+	size_t n = 0;
+	ssize_t k = 0;
+	while (b && n < (size_t)st.st_size &&
+	       ((k = read(fd, b + n, (size_t)st.st_size - n)) > 0 || (k < 0 && errno == EINTR)))
+		if (k > 0)
+			n += (size_t)k;
+	close(fd);
+	if (!b || k < 0) {
+		free(b);
+		return -1;
+	}
+	*data = b;
+	*len = n;
+	return 0;
+}
+
+/* The process records and logs as kept under <state_dir>/processes/<room>/. */
+static int processes_add(struct part_list *l, const struct app *app, const char *room,
+			 char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/processes/%s", app->cfg.state_dir, room);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : (snprintf(err, errlen, "export: its process records: %s",
+							strerror(errno)), -1);
+	DIR *d = fdopendir(dfd);
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	int rc = 0;
+	while (d && (de = readdir(d))) {
+		char pname[160];
+		snprintf(pname, sizeof(pname), "processes/%s", de->d_name);
+		if (de->d_name[0] == '.' || room_part_name_ok(pname) < 0)
+			continue;
+		if (n == cap) {
+			char **v = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+			if (!v)
+				break;
+			names = v;
+		}
+		names[n] = strdup(de->d_name);
+		if (names[n])
+			n++;
+	}
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *data = NULL, pname[160];
+		size_t len = 0;
+		snprintf(pname, sizeof(pname), "processes/%s", names[i]);
+		/* a log being written is taken as far as it got */
+		if (file_read(dirfd(d), names[i], ROOM_PART_MAX, &data, &len) < 0)
+			continue;
+		if (part_add(l, pname, data, len) < 0)
+			rc = -1, snprintf(err, errlen, "export: the process records are over %u bytes",
+					  ROOM_PARTS_MAX);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (d)
+		closedir(d);
+	else
+		close(dfd);
+	return rc;
+}
+
+struct export_job {
+	struct app *app;
+	const char *room;
+	struct helper_run *run;
+	bool helper_done;
+	struct helper_error herr;
+	int tree_fd, out_fd;
+	struct room_key key;
+	struct part_list parts;
+	int rc;
+	char err[1024];
+};
+
+/* The parts, once the files are in: the helper has answered by then. */
+static int export_parts(void *ctx, const struct room_part **parts, size_t *nparts, char *err, size_t errlen)
+{
+	struct export_job *j = ctx;
+	char *root = NULL, *user = NULL;
+	j->helper_done = true;
+	if (helper_export_finish(j->run, &root, &user, &j->herr) < 0)
+		return snprintf(err, errlen, "export: %s", j->herr.message), -1;
+	int rc = 0;
+	if (part_add(&j->parts, "session/root", root, strlen(root)) < 0 ||
+	    part_add(&j->parts, "session/user", user, strlen(user)) < 0)
+		rc = -1;
+	struct exposures_text t = { 0 };
+	t.f = open_memstream(&t.buf, &t.len);
+	if (rc == 0 && t.f && preview_exposures(j->room, exposure_line, &t) >= 0) {
+		fclose(t.f);
+		rc = part_add(&j->parts, "exposures", t.buf, t.len);
+	} else {
+		if (t.f)
+			fclose(t.f);
+		free(t.buf);
+		rc = -1;
+	}
+	if (rc < 0)
+		return snprintf(err, errlen, "export: out of memory or the exposures unreadable"), -1;
+	if (processes_add(&j->parts, j->app, j->room, err, errlen) < 0)
+		return -1;
+	char *msgs = NULL;
+	size_t mlen = 0;
+	if (store_read_raw(j->room, ROOM_PART_MAX, &msgs, &mlen, err, errlen) < 0)
+		return -1;
+	if (msgs && part_add(&j->parts, "messages/room.jsonl", msgs, mlen) < 0)
+		return snprintf(err, errlen, "export: the messages are over the parts' size"), -1;
+	*parts = j->parts.v;
+	*nparts = j->parts.n;
+	return 0;
+}
+
+static void *export_thread(void *arg)
+{
+	struct export_job *j = arg;
+	j->rc = archive_from_tree_late(j->tree_fd, j->out_fd, export_parts, j, &j->key, j->err,
+				       sizeof(j->err));
+	/* the helper sees its reader gone, and the client the archive's end */
+	close_fd(&j->tree_fd);
+	close_fd(&j->out_fd);
+	if (!j->helper_done) {
+		char *a, *b;
+		j->helper_done = true;
+		if (helper_export_finish(j->run, &a, &b, &j->herr) == 0) {
+			free(a);
+			free(b);
+		}
+	}
+	return NULL;
+}
+
+static void export_answer_error(struct request *rq, struct response *rs, int status, const char *text)
+{
+	fprintf(stderr, "roombox-fcgi: room %s: export: %s\n", rq->room, text);
+	response_error(rs, status, "%s", text);
+}
+
+void api_rooms_export(struct request *rq, struct response *rs)
+{
+	struct helper_target target = app_helper(rq->app);
+	struct helper_status st;
+	struct helper_error herr;
+	unsigned char *keybuf = NULL;
+	char err[1024];
+	int tree[2] = { -1, -1 }, arch[2] = { -1, -1 };
+	const struct http_output *out = rq->in ? rq->in->out : NULL;
+
+	if (!out) {
+		response_error(rs, 500, "an export needs a connection");
+		goto done;
+	}
+	/* not found before anything is sent: later, only a cut answer can
+	 * tell a failure */
+	if (helper_status(&target, rq->room, &st, &herr) < 0) {
+		export_answer_error(rq, rs, herr.http_status, herr.http_status == 404 ? "room not found"
+				    : herr.message);
+		goto done;
+	}
+	struct export_job *j = calloc(1, sizeof(*j));
+	if (!j || key_load(rq->app, &keybuf, &j->key, err, sizeof(err)) < 0) {
+		export_answer_error(rq, rs, 500, j ? err : "out of memory");
+		free(j);
+		goto done;
+	}
+	j->app = rq->app;
+	j->room = rq->room;
+	if (pipe2(tree, O_CLOEXEC) < 0 || pipe2(arch, O_CLOEXEC) < 0) {
+		export_answer_error(rq, rs, 500, "pipe failed");
+		close_fd(&tree[0]);
+		close_fd(&tree[1]);
+		free(j);
+		goto done;
+	}
+	j->run = helper_export_start(&target, rq->room, tree[1], &herr);
+	close_fd(&tree[1]);
+	if (!j->run) {
+		export_answer_error(rq, rs, herr.http_status, herr.message);
+		close_fd(&tree[0]);
+		close_fd(&arch[0]);
+		close_fd(&arch[1]);
+		free(j);
+		goto done;
+	}
+	j->tree_fd = tree[0];
+	j->out_fd = arch[1];
+	pthread_t th;
+	if (pthread_create(&th, NULL, export_thread, j) != 0) {
+		char *a = NULL, *b = NULL;
+		/* the helper sees its reader gone and fails; reaped here */
+		close_fd(&j->tree_fd);
+		close_fd(&j->out_fd);
+		close_fd(&arch[0]);
+		if (helper_export_finish(j->run, &a, &b, &j->herr) == 0) {
+			free(a);
+			free(b);
+		}
+		export_answer_error(rq, rs, 500, "export: cannot start its thread");
+		part_list_free(&j->parts);
+		free(j);
+		goto done;
+	}
+	char *buf = malloc(CHUNK);
+	bool headers = false, gone = !buf;
+	ssize_t k;
+	while (!gone && (k = read(arch[0], buf, CHUNK)) != 0) {
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!headers) {
+			char hdr[512];
+			int n = snprintf(hdr, sizeof(hdr), "Status: 200 OK\r\n"
+					 "Content-Type: application/x-roombox-room\r\n"
+					 "Content-Disposition: attachment; filename=\"%s.roombox\"\r\n"
+					 "X-Accel-Buffering: no\r\n%s%s%s\r\n", rq->room,
+					 rs->request_id[0] ? "X-Request-Id: " : "", rs->request_id,
+					 rs->request_id[0] ? "\r\n" : "");
+			headers = true;
+			if (out->write(out->ctx, hdr, (size_t)n) < 0)
+				gone = true;
+		}
+		if (!gone && out->write(out->ctx, buf, (size_t)k) < 0)
+			gone = true;
+	}
+	free(buf);
+	close_fd(&arch[0]);   /* a client gone: the thread's writes fail, it ends */
+	pthread_join(th, NULL);
+	if (!headers) {
+		if (j->rc < 0 && j->herr.http_status && j->herr.http_status != 200)
+			export_answer_error(rq, rs, j->herr.http_status, j->herr.message);
+		else
+			export_answer_error(rq, rs, 500, j->rc < 0 ? j->err : "export: no archive came");
+	} else {
+		if (j->rc < 0 || gone)
+			fprintf(stderr, "roombox-fcgi: room %s: export cut short: %s\n", rq->room,
+				j->rc < 0 ? j->err : "the client left");
+		rs->status = j->rc < 0 ? 500 : 200;
+		rs->streamed = true;
+	}
+	part_list_free(&j->parts);
+	free(j);
+done:
+	free(keybuf);
+	metrics_transfer(false, rs->status);
+}
+
+/* ---- import ---- */
+
+struct import_job {
+	int body_fd, tree_fd, sess_fd;
+	uint64_t budget;
+	struct room_key key;
+	struct room_parts parts;
+	int rc;
+	char err[1024];
+};
+
+static const struct room_part *part_find(const struct room_parts *p, const char *name)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->v[i].name, name) == 0)
+			return &p->v[i];
+	return NULL;
+}
+
+/* The sessions as the helper takes them on its fd 5 (protocol.h). */
+static int sessions_send(struct import_job *j)
+{
+	const struct room_part *root = part_find(&j->parts, "session/root");
+	const struct room_part *user = part_find(&j->parts, "session/user");
+	size_t rl = root ? root->len : 0, ul = user ? user->len : 0;
+	if (rl > HELPER_SESSION_MAX || ul > HELPER_SESSION_MAX ||
+	    (rl && memchr(root->data, '\0', rl)) || (ul && memchr(user->data, '\0', ul)))
+		return snprintf(j->err, sizeof(j->err), "import: session/root or session/user: "
+				"over %u bytes or holding a NUL", HELPER_SESSION_MAX), -1;
+	char head[64];
+	int n = snprintf(head, sizeof(head), "%zu %zu\n", rl, ul);
+	if (write_all_fd(j->sess_fd, head, (size_t)n) < 0 ||
+	    (rl && write_all_fd(j->sess_fd, root->data, rl) < 0) ||
+	    (ul && write_all_fd(j->sess_fd, user->data, ul) < 0))
+		return snprintf(j->err, sizeof(j->err), "import: the helper stopped reading"), -1;
+	return 0;
+}
+
+static void *import_thread(void *arg)
+{
+	struct import_job *j = arg;
+	j->rc = archive_to_tree(j->body_fd, j->tree_fd, j->budget, &j->key, &j->parts, j->err,
+				sizeof(j->err));
+	close_fd(&j->body_fd);   /* the body's reader stops */
+	close_fd(&j->tree_fd);
+	if (j->rc == 0)
+		j->rc = sessions_send(j);
+	close_fd(&j->sess_fd);
+	return NULL;
+}
+
+/* Every line a message as the store keeps them: a JSON object with
+ * string id, role, content and createdAt. */
+static int messages_check(const struct room_part *m, char *err, size_t errlen)
+{
+	const char *p = (const char *)m->data, *end = p + m->len;
+	size_t line = 0;
+	if (m->len && end[-1] != '\n')
+		return snprintf(err, errlen, "import: messages/room.jsonl: no newline at its end"), -1;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		json_object *o = NULL;
+		char why[256];
+		line++;
+		bool ok = json_parse_strict(p, (size_t)(nl - p), &o, why, sizeof(why)) == 0 && o &&
+			json_object_is_type(o, json_type_object);
+		static const char *const keys[] = { "id", "role", "content", "createdAt" };
+		for (size_t i = 0; ok && i < 4; i++) {
+			json_object *v;
+			ok = json_object_object_get_ex(o, keys[i], &v) && json_object_is_type(v, json_type_string);
+		}
+		json_object_put(o);
+		if (!ok)
+			return snprintf(err, errlen, "import: messages/room.jsonl: line %zu is not a message",
+					line), -1;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+/* "<token> <port>\n" lines: the ports exposed again, under new tokens (a
+ * token is the old room's address; on this host it may name another). */
+static int exposures_apply(const char *room, const struct room_part *e, char *err, size_t errlen)
+{
+	const char *p = (const char *)e->data, *end = p + e->len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		char line[256];
+		int port = 0, used = 0;
+		if (!nl || (size_t)(nl - p) >= sizeof(line))
+			return snprintf(err, errlen, "import: exposures: a line too long or unended"), -1;
+		memcpy(line, p, (size_t)(nl - p));
+		line[nl - p] = '\0';
+		char *sp = strchr(line, ' ');
+		if (!sp || sscanf(sp + 1, "%d%n", &port, &used) != 1 || sp[1 + used] || port < 1 || port > 65535)
+			return snprintf(err, errlen, "import: exposures: not \"<token> <port>\""), -1;
+		struct preview_exposure x;
+		char why[256];
+		if (preview_expose(room, port, &x, why, sizeof(why)) < 0)
+			return snprintf(err, errlen, "import: expose port %d: %s", port, why), -1;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+static void import_fail(struct request *rq, struct response *rs, int status, const char *text)
+{
+	fprintf(stderr, "roombox-fcgi: room %s: import refused: %s\n", rq->room, text);
+	response_error(rs, status, "%s", text);
+}
+
+void api_rooms_import(struct request *rq, struct response *rs)
+{
+	struct helper_target target = app_helper(rq->app);
+	struct helper_status st;
+	struct helper_error herr;
+	unsigned char *keybuf = NULL;
+	char err[1024];
+	int body[2] = { -1, -1 }, tree[2] = { -1, -1 }, sess[2] = { -1, -1 };
+	struct import_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		import_fail(rq, rs, 500, "out of memory");
+		goto done;
+	}
+	if (helper_status(&target, rq->room, &st, &herr) == 0) {
+		import_fail(rq, rs, 409, "room exists already");
+		goto done;
+	}
+	if (herr.http_status != 404) {
+		import_fail(rq, rs, herr.http_status, herr.message);
+		goto done;
+	}
+	char *msgs = NULL;
+	size_t mlen = 0;
+	if (store_read_raw(rq->room, 1, &msgs, &mlen, err, sizeof(err)) < 0 || msgs) {
+		free(msgs);
+		import_fail(rq, rs, 409, "room has messages already");
+		goto done;
+	}
+	if (key_load(rq->app, &keybuf, &j->key, err, sizeof(err)) < 0) {
+		import_fail(rq, rs, 500, err);
+		goto done;
+	}
+	j->budget = rq->app->cfg.disk_limit;
+	if (!j->budget) {
+		struct statvfs vs;
+		j->budget = statvfs(rq->app->cfg.state_dir, &vs) == 0 ? (uint64_t)vs.f_bavail * vs.f_frsize : 0;
+	}
+	if (pipe2(body, O_CLOEXEC) < 0 || pipe2(tree, O_CLOEXEC) < 0 || pipe2(sess, O_CLOEXEC) < 0) {
+		import_fail(rq, rs, 500, "pipe failed");
+		goto close_all;
+	}
+	struct helper_run *run = helper_import_start(&target, rq->room, tree[0], sess[0], &herr);
+	close_fd(&tree[0]);
+	close_fd(&sess[0]);
+	if (!run) {
+		import_fail(rq, rs, herr.http_status, herr.message);
+		goto close_all;
+	}
+	j->body_fd = body[0];
+	j->tree_fd = tree[1];
+	j->sess_fd = sess[1];
+	body[0] = tree[1] = sess[1] = -1;
+	pthread_t th;
+	bool threaded = pthread_create(&th, NULL, import_thread, j) == 0;
+	if (!threaded) {
+		close_fd(&j->body_fd);
+		close_fd(&j->tree_fd);
+		close_fd(&j->sess_fd);
+		j->rc = -1;
+		snprintf(j->err, sizeof(j->err), "import: no thread");
+	}
+	/* the body into the parser, until it ends or the parser stops */
+	char *buf = malloc(CHUNK);
+	int k;
+	bool short_body = false;
+	while (threaded && buf && (k = rq->in->read(rq->in->ctx, buf, (int)CHUNK)) != 0) {
+		if (k < 0) {
+			short_body = true;
+			break;
+		}
+		if (write_all_fd(body[1], buf, (size_t)k) < 0)
+			break;   /* refused already: the rest is thrown away */
+	}
+	free(buf);
+	close_fd(&body[1]);
+	if (threaded)
+		pthread_join(th, NULL);
+	int hrc = helper_import_finish(run, &herr);
+	if (j->rc < 0) {
+		/* the parser's reason, unless the helper's is the real one (the
+		 * disk full: the parser saw only its pipe close) */
+		if (hrc < 0 && herr.http_status == 507)
+			import_fail(rq, rs, 507, herr.message);
+		else
+			import_fail(rq, rs, short_body ? 400 : refusal_status(j->err), j->err);
+		goto close_all;
+	}
+	if (hrc < 0) {
+		import_fail(rq, rs, herr.http_status == 500 && strstr(herr.message, "import:") ? 400
+			    : herr.http_status, herr.message);
+		goto close_all;
+	}
+	/* the room exists: what is ours to add, or the room goes again */
+	const struct room_part *m = part_find(&j->parts, "messages/room.jsonl");
+	const struct room_part *e = part_find(&j->parts, "exposures");
+	int rc = m ? messages_check(m, err, sizeof(err)) : 0;
+	if (rc == 0 && m)
+		rc = store_write_raw(rq->room, (const char *)m->data, m->len, err, sizeof(err));
+	if (rc == 0 && e)
+		rc = exposures_apply(rq->room, e, err, sizeof(err));
+	if (rc < 0) {
+		struct helper_error derr;
+		char e2[256];
+		helper_destroy(&target, rq->room, &derr);
+		store_reset(rq->room, e2, sizeof(e2));
+		preview_room_forget(rq->room, e2, sizeof(e2));
+		import_fail(rq, rs, 400, err);
+		goto close_all;
+	}
+	json_object *answer = json_object_new_object();
+	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
+	response_json(rs, 201, answer);
+close_all:
+	for (int i = 0; i < 2; i++) {
+		close_fd(&body[i]);
+		close_fd(&tree[i]);
+		close_fd(&sess[i]);
+	}
+done:
+	if (j)
+		room_parts_free(&j->parts);
+	free(j);
+	free(keybuf);
+	metrics_transfer(true, rs->status);
+}

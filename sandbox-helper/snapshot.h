@@ -1,0 +1,41 @@
+/* Snapshots, restores and forks of a room: copies of its disk image and
+ * sessions (room.h: <state>/snapshots/<sid>/), cut consistently from a
+ * running room.  See snapshot.c for how the cut is made. */
+#ifndef ROOMBOX_SNAPSHOT_H
+#define ROOMBOX_SNAPSHOT_H
+
+#include <stddef.h>
+
+#include "cgroup.h"
+#include "protocol.h"
+#include "room.h"
+
+/* Each is called with the room locked exclusively and loaded, and returns
+ * HELPER_E_OK or another HELPER_E_* code with err (a message naming the
+ * room and the step; host paths go to stderr only). */
+
+/* A new snapshot named name ("": none) of the room, in *out. */
+int snap_take(struct room *r, const struct cgroup_sys *cg, const char *name,
+	      struct helper_snapshot *out, char *err, size_t errlen);
+
+/* The room's snapshots, oldest first: each passed to emit.  Their count,
+ * or -1 with err. */
+int snap_list(const struct room *r, void (*emit)(const struct helper_snapshot *s, void *ctx),
+	      void *ctx, char *err, size_t errlen);
+
+/* Remove the snapshot with id or name ref; the removed one in *out. */
+int snap_delete(struct room *r, const char *ref, struct helper_snapshot *out,
+		char *err, size_t errlen);
+
+/* Stop the room, put the snapshot's disk and sessions in place of its
+ * own, start it again. */
+int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
+		 struct helper_snapshot *out, char *err, size_t errlen);
+
+/* A new room `to` (unlocked, not existing: both rooms are locked here, in
+ * id order) made from snapshot ref of r, or from r now (ref ""), not
+ * started.  *out: the snapshot used, or the cut's times. */
+int snap_fork(struct room *r, const struct cgroup_sys *cg, const char *ref, const char *to,
+	      struct helper_snapshot *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,39 @@
+/* A room's files out of and into its disk, as a tree stream
+ * (common/treestream.h): the privileged half of export and import.
+ *
+ * The room's state is the tree under its disk's upper/ (the overlays'
+ * upper directories: root, usr, ...), with room-relative owners and the
+ * raw xattrs a host-root process sees on the image.  Export walks it;
+ * import writes a stream into a new room's fresh image, made from the
+ * template as a room's creation makes it.  Neither ever mounts an image
+ * that came from outside, nor attaches the disk anywhere: the image's
+ * mount is a detached one (fsmount), reached only through its descriptor
+ * by the child that does the work, so nothing else on the host sees it
+ * and it is gone when the child ends.  Each child keeps only the
+ * capabilities its work takes (confine). */
+#ifndef ROOMBOX_TRANSFER_H
+#define ROOMBOX_TRANSFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "room.h"
+
+/* Keeps only the capabilities in keep (a mask of CAP_*), for good. */
+typedef int transfer_confine_fn(uint64_t keep, char *err, size_t errlen);
+
+/* Writes the stopped room's files to out_fd as a tree stream ending in
+ * TS_END.  The room's lock is held and its jail stopped: the image is
+ * mounted nowhere else.  0, or -1 with err. */
+int transfer_export(const struct room *r, int out_fd, transfer_confine_fn *confine,
+		    char *err, size_t errlen);
+
+/* Reads a tree stream from in_fd (checked as it comes: treestream.h) and
+ * writes it into the new room's disk (its files made: room_create_files),
+ * at most budget bytes.  Entries the fresh disk already holds (the
+ * skeleton) are replaced.  0 once the stream's end came, or -1 with err
+ * (what was written is then the caller's to remove with the room). */
+int transfer_import(const struct room *r, int in_fd, uint64_t budget, transfer_confine_fn *confine,
+		    char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,392 @@
+"""Export and import of a room (GET /api/rooms/{id}/export, PUT
+/api/rooms/{id}/import) through nginx and lighttpd (both stream the
+archive both ways): a room's files (owners, modes,
+links, file capabilities, sparse files, a deleted file of the lower
+layer), its session and messages come back byte for byte under a new id;
+every hostile archive is refused with its reason and leaves no room and
+nothing under state_dir.  Hostile archives are built here as
+docs/export-format.md says (tar + the zstd CLI, manifest, seal)."""
+
+import hashlib
+import hmac
+import io
+import os
+import struct
+import subprocess
+import tarfile
+
+import pytest
+
+from conftest import REPO, Client, started_stack, unique_room
+
+SERVERS = ("nginx", "lighttpd")
+KEY = b"export-key-of-the-test"
+
+
+def export(client, room, **kw):
+    r = client.request("GET", f"/api/rooms/{room}/export", check_json=False, timeout=600, **kw)
+    assert r.status == 200, (r.status, r.body[:300])
+    assert r.header("content-type") == "application/x-roombox-room"
+    return r.body
+
+
+def import_(client, room, data):
+    return client.request("PUT", f"/api/rooms/{room}/import", data=data, timeout=600,
+                          headers={"Content-Type": "application/x-roombox-room"})
+
+
+# ---- a fixture room ---------------------------------------------------------
+
+SETUP = r"""
+set -e
+mkdir -p /workspace/d/sub
+printf 'hello\n' > /workspace/d/root.txt
+chmod 0640 /workspace/d/root.txt
+printf 'of user\n' > /workspace/d/user.txt
+chown 1000:1000 /workspace/d/user.txt /workspace/d/sub
+ln -s ../d/root.txt /workspace/d/link
+ln /workspace/d/root.txt /workspace/d/hard
+truncate -s 64M /workspace/d/sparse
+printf 'middle' | dd of=/workspace/d/sparse bs=1 seek=33554432 conv=notrunc 2>/dev/null
+cp /bin/true /workspace/d/captrue
+mkfifo /workspace/d/fifo
+rm /usr/bin/tac
+rm -rf /usr/share/doc/bash && mkdir /usr/share/doc/bash && echo new > /usr/share/doc/bash/only
+setfattr -n user.color -v blue /workspace/d/root.txt 2>/dev/null || true
+"""
+
+SUMMARY = r"""(
+cd /workspace/d
+for f in root.txt user.txt hard captrue; do
+  printf '%s ' "$f"; stat -c '%u:%g %a %h %s' "$f"; sha256sum < "$f"
+done
+stat -c 'link %N %u:%g' link
+stat -c 'sub %u:%g %a %F' sub
+stat -c 'fifo %F %a' fifo
+stat -c 'sparse %s' sparse; sha256sum < sparse
+[ -e /usr/bin/tac ] && echo tac-back || echo tac-gone
+[ -e /usr/bin/head ] && echo head-there || echo head-gone
+ls /usr/share/doc/bash
+)"""
+
+
+def make_room(client, room):
+    client.sh(room, SETUP)
+    # a file capability: setcap in the room when it has it
+    have = client.exec(room, "command -v setcap")["exitCode"] == 0
+    if have:
+        client.sh(room, "setcap cap_net_bind_service+ep /workspace/d/captrue")
+    client.sh(room, "cd /tmp && export ROUNDTRIP=yes-$((6*7))")
+    client.sh(room, "cd /workspace && export MINE=user-side", user="user")
+    r = client.post(f"/api/rooms/{room}/messages", {"role": "user", "content": "remember me"})
+    assert r.status in (200, 201), r.json
+    return have
+
+
+def test_round_trip_under_a_new_id(client, room):
+    have_setcap = make_room(client, room)
+    before = client.sh(room, SUMMARY)
+    cap_before = client.sh(room, "getcap /workspace/d/captrue") if have_setcap else ""
+    msgs_before = client.get(f"/api/rooms/{room}/messages").json
+    data = export(client, room)
+    # a standard archive: zstd + tar read it
+    listing = subprocess.run(["sh", "-c", "zstd -dc | tar -tvf -"], input=data,
+                             capture_output=True, check=True).stdout.decode()
+    assert "state/root/workspace/d/root.txt" in listing, listing[:2000]
+    assert "roombox/manifest" in listing
+    client.destroy(room)
+    new = unique_room()
+    r = import_(client, new, data)
+    assert r.status == 201, r.json
+    assert r.json == {"roomId": new}
+    after = client.sh(new, SUMMARY)
+    assert after == before
+    assert "tac-gone" in after and "head-there" in after
+    # an opaque directory: the lower layer's contents stay hidden
+    assert after.endswith("head-there\nonly\n"), after
+    assert "c--------- 0/0" in listing or "state/usr/bin/tac" in listing
+    if have_setcap:
+        assert client.sh(new, "getcap /workspace/d/captrue") == cap_before
+    # still sparse: 64M apparent, a few blocks used
+    used = int(client.sh(new, "du -k /workspace/d/sparse | cut -f1"))
+    assert used < 1024, used
+    # the session: cwd and the exported variable
+    assert client.sh(new, "pwd; echo $ROUNDTRIP") == "/tmp\nyes-42\n"
+    assert client.sh(new, "pwd; echo $MINE", user="user") == "/workspace\nuser-side\n"
+    msgs = client.get(f"/api/rooms/{new}/messages").json
+    assert msgs == msgs_before
+    # and it works
+    assert client.sh(new, "echo works > /workspace/w && cat /workspace/w") == "works\n"
+    # importing again under the same id: 409
+    assert import_(client, new, data).status == 409
+
+
+# ---- hostile archives ---------------------------------------------------------
+
+SEAL_MAGIC = 0x184D2A5E
+
+
+def zstd(data):
+    return subprocess.run(["zstd", "-q", "-c", "-1"], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def unzstd(data):
+    return subprocess.run(["zstd", "-q", "-d", "-c"], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def seal(body):
+    """The closing skippable frame: roombox-seal 1, the SHA-256 of body."""
+    text = b"roombox-seal 1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n"
+    return body + struct.pack("<II", SEAL_MAGIC, len(text)) + text
+
+
+def member(name, data=b"", **kw):
+    ti = tarfile.TarInfo(name)
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    if ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE) and "size" not in kw:
+        ti.size = len(data)
+    return ti, data
+
+
+def tar_of(members, end=True):
+    """The members as a pax tar; without its end blocks unless end."""
+    buf = io.BytesIO()
+    t = tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT)
+    for ti, data in members:
+        t.addfile(ti, io.BytesIO(data) if ti.size else None)
+    if not end:
+        return buf.getvalue()
+    t.close()
+    return buf.getvalue()
+
+
+HEAD = [member("roombox/version", b"roombox-room 1\n"),
+        member("state/", type=tarfile.DIRTYPE, mode=0o755)]
+
+
+def hostile(*members):
+    """An archive that starts right and then holds members: refused at them,
+    before any manifest or seal is looked at (none is given)."""
+    return zstd(tar_of(HEAD + list(members)))
+
+
+def state_files(stack):
+    """What is under state_dir, but the disk image templates (a creation
+    takes the spare one made ahead) and the disk promise's count."""
+    out = set()
+    for dirpath, dirs, files in os.walk(stack.state_dir):
+        for n in dirs + files:
+            p = os.path.relpath(os.path.join(dirpath, n), stack.state_dir)
+            # (and the top directories a first room makes)
+            if n.startswith(".disk-") or n == "disk-commit.json" or p.startswith(".skeleton") or \
+                    p in ("slots", "rooms", "lock", "processes", "previews"):
+                continue
+            out.add(p)
+    return out
+
+
+def refused(client, data, status, reason):
+    """data imported under a new id: status with reason, and no room left."""
+    before = state_files(client.stack)
+    room = unique_room()
+    r = import_(client, room, data)
+    assert r.status == status, (r.status, r.json)
+    assert reason in r.json["error"], r.json
+    assert client.get(f"/api/rooms/{room}").status == 404
+    assert not (client.stack.state_dir / "rooms" / room).exists()
+    assert client.get(f"/api/rooms/{room}/messages").json.get("messages", []) == []
+    assert state_files(client.stack) == before
+    client.rooms.remove(room)   # nothing to tear down
+    return r
+
+
+@pytest.mark.parametrize("name,members,status,reason", [
+    ("dotdot", [member("state/../evil", b"x")], 400, "evil"),
+    ("absolute", [member("/etc/evil", b"x")], 400, "etc/evil"),
+    ("through a symlink", [member("state/lnk", type=tarfile.SYMTYPE, linkname="/etc"),
+                           member("state/lnk/passwd", b"x")], 400, "state/lnk/passwd"),
+    ("hard link out", [member("state/h", type=tarfile.LNKTYPE, linkname="/etc/shadow")], 400,
+     "outside the room"),
+    ("device node", [member("state/null", type=tarfile.CHRTYPE, devmajor=1, devminor=3)], 400,
+     "device node"),
+    ("block device", [member("state/sda", type=tarfile.BLKTYPE, devmajor=8, devminor=0)], 400,
+     "device node"),
+    ("larger than disk_limit", [member("state/big", b"", size=2 << 30)], 507, "budget"),
+])
+def test_hostile_member_refused(client, name, members, status, reason):
+    if name == "larger than disk_limit":
+        # the header announces 2 GiB; refused before any byte of it
+        data = zstd(tar_of(HEAD, end=False) +
+                    members[0][0].tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape") +
+                    b"\0" * 4096)
+    else:
+        data = hostile(*members)
+    refused(client, data, status, reason)
+
+
+def test_a_terabyte_sparse_member_refused(client):
+    sparse_map = b"1\n1099511627775\n1\n".ljust(512, b"\0")
+    ti = tarfile.TarInfo("state/GNUSparseFile.0/big")
+    ti.size = 1024
+    ti.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                      "GNU.sparse.name": "state/big", "GNU.sparse.realsize": str(1 << 40)}
+    data = zstd(tar_of(HEAD + [(ti, sparse_map + b"x".ljust(512, b"\0"))]))
+    refused(client, data, 507, "budget")
+
+
+def test_a_hundred_thousand_entries_refused(client):
+    members = HEAD + [member(f"state/f{i}", type=tarfile.REGTYPE, size=0) for i in range(100_000)]
+    refused(client, zstd(tar_of(members)), 507, "entries")
+
+
+def test_broken_exports_refused(client, room):
+    client.sh(room, "echo some > /workspace/some")
+    data = export(client, room)
+    refused(client, data[: len(data) // 2], 400, "")
+    refused(client, data[:-1], 400, "runcated")
+    flipped = bytearray(data)
+    flipped[len(data) // 3] ^= 0x40
+    refused(client, bytes(flipped), 400, "")
+    refused(client, b"not an archive at all", 400, "archive format")
+
+
+def test_setuid_root_file_lands_harmless(client, room):
+    # a setuid-root program of the room's root: carried (a room's sudo stays
+    # sudo), owned by the room's root and powerless outside it, and nosuid
+    # in the room as everywhere in a room
+    client.sh(room, "cp /usr/bin/id /workspace/suid-id && chmod 4755 /workspace/suid-id")
+    data = export(client, room)
+    new = unique_room()
+    assert import_(client, new, data).status == 201
+    assert client.sh(new, "stat -c '%u %a' /workspace/suid-id") == "0 4755\n"
+    assert client.sh(new, "/workspace/suid-id -u", user="user") == "1000\n"
+    assert "nosuid" in client.sh(new, "grep ' /workspace\\| / ' /proc/mounts | head -3; true") or \
+        "nosuid" in client.sh(new, "cat /proc/self/mountinfo | awk '$5==\"/\"'")
+    # on the host the file belongs to the room's id range, never to host root
+    assert client.room_uid(new) > 0
+
+
+# ---- with export_key_file ------------------------------------------------------
+
+def tar_add_after_manifest(data, name, content):
+    """The export with one member added at its end (after the manifest),
+    resealed: for a forged or a right HMAC."""
+    body = data[: -(8 + 80)]
+    tar = unzstd(body).rstrip(b"\0")
+    tar += b"\0" * (-len(tar) % 512)
+    ti, _ = member(name, content)
+    tar += ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape") + content
+    tar += b"\0" * (-len(tar) % 512) + b"\0" * 1024
+    return seal(zstd(tar))
+
+
+def manifest_of(data):
+    with tarfile.open(fileobj=io.BytesIO(unzstd(data[: -(8 + 80)]))) as t:
+        return t.extractfile("roombox/manifest").read()
+
+
+@pytest.fixture(scope="module")
+def keyed(stack):
+    key_file = stack.dir / "export.key"
+    key_file.write_bytes(KEY + b"\n")
+    os.chmod(key_file, 0o644)
+    s = started_stack({"export_key_file": str(key_file)})
+    yield s
+    s.stop()
+
+
+def test_hmac_required_and_checked_with_a_key(client, room, keyed):
+    kc = Client(keyed)
+    client.sh(room, "echo keyed > /workspace/k; echo u > /workspace/u; chown 1000:1000 /workspace/u")
+    plain = export(client, room)            # made without a key: no HMAC
+    assert b"manifest.hmac" not in unzstd(plain[:-88])
+    try:
+        refused(kc, plain, 400, "missing")
+        man = manifest_of(plain)
+        wrong = hmac.new(b"another key", man, hashlib.sha256).hexdigest().encode() + b"\n"
+        refused(kc, tar_add_after_manifest(plain, "roombox/manifest.hmac", wrong), 400, "wrong HMAC")
+        right = hmac.new(KEY, man, hashlib.sha256).hexdigest().encode() + b"\n"
+        new = unique_room()
+        r = import_(kc, new, tar_add_after_manifest(plain, "roombox/manifest.hmac", right))
+        assert r.status == 201, r.json
+        assert kc.sh(new, "cat /workspace/k") == "keyed\n"
+        # another instance, another uid range: owners are room-relative
+        assert keyed.uid_base != client.stack.uid_base
+        assert kc.sh(new, "stat -c '%u:%g' /workspace/u /workspace/k") == "1000:1000\n0:0\n"
+        assert kc.sh(new, "echo more >> /workspace/u && cat /workspace/u", user="user") == "u\nmore\n"
+        # the keyed host's own export carries its HMAC, and imports there
+        again = export(kc, new)
+        assert b"roombox/manifest.hmac" in unzstd(again[:-88])
+        kc.destroy(new)
+        other = unique_room()
+        assert import_(kc, other, again).status == 201
+        kc.destroy(other)
+    finally:
+        for r in kc.rooms:
+            kc.delete(f"/api/rooms/{r}")
+
+
+# ---- roomboxctl ------------------------------------------------------------------
+
+CTL = [str(REPO / "build" / "roomboxctl")]
+
+
+def ctl(stack, *args, stdin=None):
+    sock = []
+    if stack.server == "lighttpd":   # lighttpd spawned roombox-fcgi on a socket of its own
+        sock = ["-s", str(sorted(stack.dir.glob("lighttpd-fcgi.sock*"))[0])]
+    r = subprocess.run(CTL + ["-c", str(stack.conf_path)] + sock + [str(a) for a in args],
+                       input=stdin, capture_output=True, timeout=600)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def test_ctl_export_import_and_backup(client, room, tmp_path):
+    client.sh(room, "echo by-ctl > /workspace/c; truncate -s 8M /workspace/sp")
+    rc, data, err = ctl(client.stack, "export", room)
+    assert rc == 0, err
+    new = unique_room()
+    client.touch(new)
+    rc, out, err = ctl(client.stack, "import", new, stdin=data)
+    assert rc == 0, err
+    assert client.sh(new, "cat /workspace/c") == "by-ctl\n"
+    # refused: said, exit 1, no room
+    other = unique_room()
+    rc, out, err = ctl(client.stack, "import", other, stdin=data[:1000])
+    assert rc == 1 and "400" in err, err
+    assert client.get(f"/api/rooms/{other}").status == 404
+    client.rooms.remove(other)
+    # backup: a whole archive per room, nothing else in the directory
+    rc, out, err = ctl(client.stack, "backup", tmp_path)
+    assert rc == 0, err
+    names = sorted(os.listdir(tmp_path))
+    assert f"{room}.roombox" in names and f"{new}.roombox" in names, names
+    assert all(n.endswith(".roombox") and not n.startswith(".") for n in names), names
+    again = unique_room()
+    client.touch(again)
+    assert import_(client, again, (tmp_path / f"{room}.roombox").read_bytes()).status == 201
+    assert client.sh(again, "cat /workspace/c") == "by-ctl\n"
+
+
+def metric(client, name):
+    r = client.request("GET", "/metrics", check_json=False)
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_metrics_count_exports_imports_and_refusals(client, room):
+    client.sh(room, "true")
+    keys = ['roombox_exports_total{result="done"}', 'roombox_imports_total{result="done"}',
+            'roombox_imports_total{result="refused"}', 'roombox_exports_total{result="refused"}']
+    before = {k: metric(client, k) for k in keys}
+    data = export(client, room)
+    new = unique_room()
+    assert import_(client, new, data).status == 201
+    refused(client, data[:50], 400, "")
+    assert client.request("GET", f"/api/rooms/{unique_room()}/export").status == 404
+    after = {k: metric(client, k) for k in keys}
+    assert {k: after[k] - before[k] for k in keys} == {k: 1 for k in keys}
