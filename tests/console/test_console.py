@@ -5,8 +5,7 @@ at (not compared).
 
 The terminal test needs the terminal route (…/sandbox/terminals): a control
 request tells whether the service has it, and the test is skipped, saying
-so, where it answers 404.  The console's own stand-in for that case (a
-command line over the exec event stream) is tested for real.
+so, where it answers 404.
 """
 
 import time
@@ -285,25 +284,18 @@ def test_the_terminal_echoes_what_is_typed(browser, stack, client):
     type_in_terminal(browser, "echo typed-$((6*7))\n")
     wait(browser, lambda b: "typed-42" in terminal_text(b), what="the echo in the terminal")
     shot(browser, "terminal")
-
-
-def test_without_terminals_the_terminal_pane_runs_commands(browser, stack, client):
-    """The terminal pane where the service has no terminal route: a
-    command line whose lines run through the exec event stream."""
-    room = unique_room("con")
-    client.sh(room, "true")
-    control = client.get(f"/api/rooms/{room}/sandbox/terminals")
-    if control.status != 404:
-        pytest.skip(not_served(f"to fall back from: …/sandbox/terminals answered {control.status}, "
-                               "so the command-line stand-in is not used"))
-    signed_in(browser, stack)
-    open_room(browser, client, room)
-    wait(browser, lambda b: css(b, "#terminal").get_attribute("data-mode") == "line", what="the command line")
-    type_in_terminal(browser, "cd /tmp && echo typed-$((6*7)) && pwd\n")
-    wait(browser, lambda b: "typed-42" in terminal_text(b) and "/tmp" in terminal_text(b), what="the output")
-    type_in_terminal(browser, "pwd; ls /nonexistent\n")
-    wait(browser, lambda b: terminal_text(b).count("/tmp") >= 2 and "[exit" in terminal_text(b))
-    shot(browser, "terminal-line")
+    # a reload attaches to the same terminal: its scrollback comes back
+    tid = client.get(f"/api/rooms/{room}/sandbox/terminals").json["terminals"][0]["id"]
+    browser.refresh()
+    wait(browser, lambda b: css(b, "#terminal").get_attribute("data-mode") == "pty"
+         and "typed-42" in terminal_text(b), what="the scrollback after a reload")
+    assert [t["id"] for t in client.get(f"/api/rooms/{room}/sandbox/terminals").json["terminals"]] == [tid]
+    # the shell ends; Enter starts a new one
+    type_in_terminal(browser, "exit\n")
+    wait(browser, lambda b: "press Enter for a new one" in terminal_text(b), what="the shell's end")
+    type_in_terminal(browser, "\n")
+    type_in_terminal(browser, "echo again-$((1+1))\n")
+    wait(browser, lambda b: "again-2" in terminal_text(b), what="a new shell")
 
 
 def test_no_script_errors_or_policy_violations(browser, stack, client):
@@ -320,6 +312,6 @@ def test_no_script_errors_or_policy_violations(browser, stack, client):
          what="the new room's watch stream")
     for t in ("commands", "processes", "ports", "messages", "terminal"):
         tab(browser, t)
-    errors = [e for e in browser_errors(browser) if "/sandbox/terminals" not in e["message"]]
+    errors = browser_errors(browser)
     assert errors == [], errors
     shot(browser, "room")
