@@ -51,7 +51,7 @@ SECCOMP_LIBS := $(shell pkg-config --libs libseccomp 2>/dev/null)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all check unit integration security package-test run bench bench-scale install clean deps \
+.PHONY: all check unit integration security console-test package-test run bench bench-scale install clean deps \
         fuzz fuzz-smoke
 all: $(B)/roombox-fcgi $(B)/roombox-helper $(B)/roombox-keeper
 
@@ -74,6 +74,29 @@ $(LIB_HELPER): $(call obj,$(HELPER_SRC)) $(B)/gen/room_filter.o
 
 $(B)/roombox-fcgi: $(B)/fcgi-app/main.o $(LIB_FCGI) $(LIB_COMMON)
 	$(CC) $(LDFLAGS) $^ $(FCGI_LIBS) -o $@
+
+# The browser console (web/console/, served at /console/): static files
+# and xterm.js, the one outside dependency, from npm at the version
+# web/package-lock.json pins (npm ci into $(B)/console-npm/), copied into
+# $(B)/console/vendor/.  Nothing is built or fetched at install time.
+CONSOLE_SRC    := $(wildcard web/console/*.html web/console/*.css web/console/*.js web/console/*.svg)
+CONSOLE_NPM    := $(B)/console-npm/node_modules/@xterm
+CONSOLE_VENDOR := $(CONSOLE_NPM)/xterm/lib/xterm.mjs $(CONSOLE_NPM)/xterm/css/xterm.css \
+                  $(CONSOLE_NPM)/addon-fit/lib/addon-fit.mjs
+all: $(B)/console.stamp
+$(B)/console-npm/.stamp: web/package.json web/package-lock.json
+	@mkdir -p $(dir $@)
+	cp web/package.json web/package-lock.json $(dir $@)
+	cd $(dir $@) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+$(B)/console.stamp: $(CONSOLE_SRC) $(B)/console-npm/.stamp
+	rm -rf $(B)/console
+	@mkdir -p $(B)/console/vendor
+	cp $(CONSOLE_SRC) $(B)/console/
+	# no source maps are shipped: drop the comments that would ask for them
+	for f in $(CONSOLE_VENDOR); do \
+		sed '/sourceMappingURL=/d' $$f > $(B)/console/vendor/$$(basename $$f); done
+	@touch $@
 
 # The operator's command line (ctl/): a FastCGI client of roombox-fcgi and
 # an editor of tokens_file; links the configuration parser, roombox-fcgi's
@@ -202,12 +225,17 @@ integration: all
 security: all
 	@tools/integration.sh tests/security
 
+# The browser console in headless Chromium (tests/console/), through nginx.
+console-test: all
+	@tools/integration.sh tests/console
+
 check: deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) fuzz-smoke
 	$(MAKE) integration
 	$(MAKE) security
+	$(MAKE) console-test
 	$(MAKE) package-test
 	$(MAKE) soak SOAK_S=600
 
@@ -242,6 +270,9 @@ install: all
 	install -m 0755 $(B)/roomboxctl $(DESTDIR)$(PREFIX)/sbin/roomboxctl
 	install -m 0755 $(B)/roombox-helper $(DESTDIR)$(HELPER)
 	install -m 0755 $(B)/roombox-keeper $(DESTDIR)$(KEEPER)
+	install -d $(DESTDIR)$(PREFIX)/share/roombox/console/vendor
+	install -m 0644 $(addprefix $(B)/console/,$(notdir $(CONSOLE_SRC))) $(DESTDIR)$(PREFIX)/share/roombox/console/
+	install -m 0644 $(addprefix $(B)/console/vendor/,$(notdir $(CONSOLE_VENDOR))) $(DESTDIR)$(PREFIX)/share/roombox/console/vendor/
 
 clean:
 	rm -rf $(B)

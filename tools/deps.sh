@@ -13,6 +13,7 @@ packages=(
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests python3-pip  # pip in rooms with rootfs = host (test_pip.py)
 	python3-jsonschema  # answers checked against docs/openapi.json (test_openapi.py)
+	chromium chromium-driver python3-selenium  # the console's tests (tests/console/)
 	time
 	curl procps psmisc iproute2 e2fsprogs util-linux bubblewrap wrk
 	xfsprogs  # make bench: snapshots and forks on an XFS with reflinks (figure 15)

@@ -140,6 +140,7 @@ cat <<EOF
 roombox is running: nginx on http://127.0.0.1:$port -> roombox-fcgi -> roombox-helper
   health:  $health
   state:   $run   (config $conf, nginx log $run/nginx/error.log)
+  console: http://127.0.0.1:$port/console/   (sign in with the token in $shown)
 Try (from $repo):
 curl -H "Authorization: Bearer \$(cat $shown)" -d '{"cmd":"echo hi"}' localhost:$port/api/rooms/room-123/sandbox/exec
 Press Ctrl-C to stop.

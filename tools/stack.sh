@@ -18,6 +18,7 @@ nginx_conf_from_example() {
 	    -e "s|^error_log[[:space:]][^[:space:];]*|error_log $dir/error.log|" \
 	    -e "s|access_log[[:space:]][^;]*;|access_log $dir/access.log;|" \
 	    -e "s|\(_temp_path[[:space:]]*\)/var/lib/nginx/\([a-z]*\);|\1$dir/tmp/\2;|" \
+	    -e "s|alias /usr/share/roombox/console/;|alias $repo/build/console/;|" \
 	    "$repo/nginx.conf.example") || return 1
 	if printf '%s\n' "$out" | grep -n '/var/\|/run/roombox\|127\.0\.0\.1:8080;' |
 	   grep -v '^[0-9]*:[[:space:]]*#' | grep -q .; then

@@ -564,6 +564,15 @@ def api_checks(srv, token, room, version):
     R.check(f"{w}: wrong token -> 401", st == 401, f"{st} {body}")
     out, body = execute(srv.port, token, room, "echo hi")
     R.check(f"{w}: exec echo hi -> hi", out == "hi\n" and body.get("sandboxName") == f"sandbox-{room}", str(body))
+    # the console: the package's static files, with their policy
+    for path, ctype in (("/console/", "text/html"), ("/console/app.js", "text/javascript"),
+                        ("/console/vendor/xterm.mjs", "text/javascript")):
+        st, body, hdr = request(srv.port, "GET", path)
+        hdr = {k.lower(): v for k, v in hdr.items()}
+        R.check(f"{w}: GET {path} -> 200 {ctype} with its Content-Security-Policy",
+                st == 200 and hdr.get("content-type", "").startswith(ctype)
+                and "script-src 'self'" in hdr.get("content-security-policy", ""),
+                f"{st} {hdr} {str(body)[:200]}")
 
 
 # ---------------------------------------------------------------- main
