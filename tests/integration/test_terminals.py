@@ -306,3 +306,4 @@ def test_a_program_that_writes_without_end_never_waits_on_a_client(client, room)
     assert len(out) < 300 * 1024, len(out)
     late.close()
     idle.close()
+
