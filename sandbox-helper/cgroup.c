@@ -328,6 +328,30 @@ static int write_value(struct cg_op *op, const char *dir, const char *file,
 	return 0;
 }
 
+/* A CPU bandwidth file (cpu.max, cpu.cfs_period_us, cpu.cfs_quota_us):
+ * each write makes the kernel check the bandwidth of every cpu cgroup of
+ * the host (walk_tg_tree), about a millisecond with a few thousand rooms,
+ * so a value the file already reads (a room started again with its limit;
+ * a new cgroup's default period) is not written. */
+static int write_cpu_value(struct cg_op *op, const char *dir, const char *file,
+			   const char *value, bool required)
+{
+	char path[PATH_MAX], now[64];
+
+	if (path_fmt(path, sizeof(path), "%s/%s", dir, file) < 0)
+		return op_fail(op, "write %s/%s", dir, file);
+	if (read_file(path, now, sizeof(now)) == 0) {
+		size_t n = strlen(now);
+		while (n && now[n - 1] == '\n')
+			now[--n] = '\0';
+		if (!strcmp(now, value))
+			return 0;
+	} else if (!required && errno == ENOENT) {
+		return 0;   /* as write_limit: no controller, nothing to lift */
+	}
+	return write_value(op, dir, file, value);
+}
+
 /* A limit that is off (optional) may be absent: its controller is not
  * there, and there is nothing to lift. */
 static int write_limit(struct cg_op *op, const char *dir, const char *file,
@@ -585,7 +609,7 @@ static int v2_set_limits(struct cg_op *op, const char *dir,
 	if (write_limit(op, dir, "memory.max", mem, lim->memory_bytes > 0) < 0 ||
 	    write_limit(op, dir, "memory.swap.max", "0", false) < 0 ||
 	    write_limit(op, dir, "pids.max", pids, lim->pids > 0) < 0 ||
-	    write_limit(op, dir, "cpu.max", cpu, false) < 0)
+	    write_cpu_value(op, dir, "cpu.max", cpu, false) < 0)
 		return -1;
 	return 0;
 }
@@ -647,8 +671,8 @@ static int v1_set_limits(struct cg_op *op, const struct cgroup_limits *lim)
 	snprintf(value, sizeof(value), "%ld",
 		 lim->cpus > 0 ? cpu_quota_us(lim->cpus) : -1L);
 	if (room_path(dir, sizeof(dir), op->sys, sys->cpu_root, op->room, NULL) < 0 ||
-	    write_value(op, dir, "cpu.cfs_period_us", "100000") < 0 ||
-	    write_value(op, dir, "cpu.cfs_quota_us", value) < 0)
+	    write_cpu_value(op, dir, "cpu.cfs_period_us", "100000", true) < 0 ||
+	    write_cpu_value(op, dir, "cpu.cfs_quota_us", value, true) < 0)
 		return -1;
 	return 0;
 }

@@ -382,6 +382,7 @@ struct exec_job {
 	int blob;                 /* argv and environment, then the session */
 	size_t blob_len;
 	int io[3];                /* the caller's stdin, stdout, stderr */
+	bool io_own[3];           /* a copy of the job's own (closed with it) */
 };
 
 void exec_job_free(struct exec_job *j)
@@ -390,7 +391,8 @@ void exec_job_free(struct exec_job *j)
 		return;
 	close_fd(&j->blob);
 	for (int i = 0; i < 3; i++)
-		close_fd(&j->io[i]);
+		if (j->io_own[i])
+			close_fd(&j->io[i]);
 	child_env_free(&j->ce);
 	free(j);
 }
@@ -418,8 +420,13 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 		char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
 		j->blob = blob_make(r, argv, j->ce.envp, q, &j->blob_len);
 	}
-	for (int i = 0; i < 3; i++)
-		j->io[i] = fcntl(q->io[i], F_DUPFD_CLOEXEC, 3);
+	/* passed I/O (fds 3-5, close-on-exec already) is used as it is; the
+	 * command line's own 0-2 are copied close-on-exec, so that no keeper
+	 * this helper starts inherits them */
+	for (int i = 0; i < 3; i++) {
+		j->io_own[i] = q->io[i] < 3;
+		j->io[i] = j->io_own[i] ? fcntl(q->io[i], F_DUPFD_CLOEXEC, 3) : q->io[i];
+	}
 	if (j->blob < 0 || j->io[0] < 0 || j->io[1] < 0 || j->io[2] < 0) {
 		ERR("room %s: prepare exec: %s", r->id, strerror(errno));
 		exec_job_free(j);

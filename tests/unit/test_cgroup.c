@@ -363,6 +363,32 @@ static void test_v2_setup_again_changes_limits(void **state)
 	assert_string_equal(get("%s/roombox/r1/cpu.max", r), "max 100000");
 }
 
+/* A CPU limit the room already has is not written again: on the kernel,
+ * every write of a CPU bandwidth file walks every cpu cgroup of the host
+ * (about a millisecond at a few thousand rooms), and a room starts with
+ * the same limit each time.  The file's mtime tells whether it was written. */
+static void test_v2_setup_keeps_unchanged_cpu_limit(void **state)
+{
+	struct scratch_v2 *s = *state;
+	char err[512] = "", path[PATH_MAX];
+	struct cgroup_limits half = { 512 * MIB, 256, 0.5 };
+	struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
+	struct stat st;
+
+	assert_int_equal(cgroup_room_setup(&s->sys, "r1", &default_limits, err,
+					   sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/roombox/r1/cpu.max", s->root);
+	assert_int_equal(utimensat(AT_FDCWD, path, epoch, 0), 0);
+	assert_int_equal(cgroup_room_setup(&s->sys, "r1", &default_limits, err,
+					   sizeof(err)), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mtime, 0);
+	assert_string_equal(get("%s", path), "100000 100000");
+	/* another limit is written */
+	assert_int_equal(cgroup_room_setup(&s->sys, "r1", &half, err, sizeof(err)), 0);
+	assert_string_equal(get("%s", path), "50000 100000");
+}
+
 /* The pids written are this test's own short-lived children, so that
  * nothing else could be signalled if a step went wrong.  They are
  * remembered so that a test that fails half-way does not leave them. */
@@ -1481,6 +1507,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_v2_setup_writes_limits,
 						scratch_v2_setup, scratch_v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_setup_again_changes_limits,
+						scratch_v2_setup, scratch_v2_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_setup_keeps_unchanged_cpu_limit,
 						scratch_v2_setup, scratch_v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_enter_kill_remove,
 						scratch_v2_setup, scratch_v2_teardown),
