@@ -1082,8 +1082,12 @@ done
 loops=$(for f in /sys/block/loop*/loop/backing_file; do
 	[ -r "$f" ] && grep -l "^$tmp/" "$f" 2>/dev/null; done | wc -l)
 [ "$loops" -eq 0 ] || leak+=("$loops loop devices backed by $tmp")
-uprocs=$(ps -eo uid= | awk -v lo="$uid_base" -v hi=$((uid_base + ids)) -v elo="${eg_uid_base:-0}" \
-	-v ehi=$((${eg_uid_base:-0} + ${eg_span:-0} * 65536)) '($1 >= lo && $1 < hi) || ($1 >= elo && $1 < ehi)' | wc -l)
+# a zombie is an ended process whose parent has not reaped it yet: a
+# room's keeper, once its helper has exited, is the host init's child, and
+# some inits (a VM's agent as PID 1) reap seconds later; it holds nothing
+uprocs=$(ps -eo uid=,stat= | awk -v lo="$uid_base" -v hi=$((uid_base + ids)) -v elo="${eg_uid_base:-0}" \
+	-v ehi=$((${eg_uid_base:-0} + ${eg_span:-0} * 65536)) \
+	'$2 !~ /^Z/ && (($1 >= lo && $1 < hi) || ($1 >= elo && $1 < ehi))' | wc -l)
 [ "$uprocs" -eq 0 ] || leak+=("$uprocs processes with a room uid")
 cgs=$(ls -d /sys/fs/cgroup/*/roombox*/"$prefix"* /sys/fs/cgroup/roombox*/"$prefix"* 2>/dev/null | wc -l)
 [ "$cgs" -eq 0 ] || leak+=("$cgs room cgroups")
