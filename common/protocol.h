@@ -169,15 +169,21 @@
  *            at its next start (jail.c; it never shrinks); the timeouts
  *            are read by exec (exec_timeout_max: a command's, not a tool's
  *            nor a detached start's) and stop-idle.
- *   export   room, no args  -> struct helper_export_ans, then the root's
- *            and the user's session texts.  fd 4 (a pipe's write end the
- *            caller made) gets the room's files as a tree stream
+ *   export   room, struct helper_snap_args (snapshot = id, name or "": the
+ *            room now; to = "") -> struct helper_export_ans, then the
+ *            root's and the user's session texts.  fd 4 (a pipe's write
+ *            end the caller made) gets the files as a tree stream
  *            (common/treestream.h) ending in its end record; an export
- *            that fails leaves the stream without one.  A running room is
- *            stopped for the cut (under its lock: nothing writes while its
- *            disk is read) and started again after; its processes end.
- *            The disk is walked by a child keeping only the reading
- *            capabilities (sandbox-helper/transfer.c).
+ *            that fails leaves the stream without one.  With a snapshot:
+ *            its image and sessions (not_found when the room has none of
+ *            that id or name); its id in the answer.  Without: a running
+ *            room is cut as snapshot cuts it, into a temporary copy that
+ *            is no snapshot (never listed nor counted, removed before the
+ *            answer), and keeps running; a stopped room is read as it
+ *            lies; a running room without a disk image (a plain
+ *            directory, which cannot be cut) is stopped for the walk and
+ *            started again.  The disk is walked by a child keeping only
+ *            the reading capabilities (sandbox-helper/transfer.c).
  *   import   room, struct helper_import_args.  fd 3 (a pipe's read end)
  *            brings the room's files as a tree stream, which the helper
  *            checks again as it writes it into the new room's fresh disk
@@ -369,12 +375,13 @@ struct helper_limits_args {    /* set-limits */
 #define HL_EXECMAX 32u
 #define HL_ALL     63u
 
-/* snapshot, snapshots, snapshot-delete, restore, fork: ids and names
+/* snapshot, snapshots, snapshot-delete, restore, fork, export: ids and names
  * NUL-padded, each "" or following the room-id rule */
 struct helper_snap_args {
 	char snapshot[HELPER_ROOM_LEN];  /* snapshot: its name ("": none);
-	                                  * delete, restore, fork: its id or
-	                                  * name (fork: "" = the room now) */
+	                                  * delete, restore, fork, export: its
+	                                  * id or name (fork, export: "" = the
+	                                  * room now) */
 	char to[HELPER_ROOM_LEN];        /* fork: the new room; else "" */
 };
 
@@ -424,8 +431,9 @@ struct helper_stopped_ans {
 struct helper_export_ans {
 	uint32_t root_len;         /* the root's session text, then */
 	uint32_t user_len;         /* the user's, follow (no NULs) */
-	uint32_t was_running;      /* stopped for the cut and started again */
+	uint32_t was_running;      /* the room ran at the cut */
 	uint32_t reserved;
+	char snapshot[HELPER_ROOM_LEN];  /* the snapshot exported ("": the room) */
 };
 #define HELPER_SESSION_MAX (1u << 20)  /* a session text exported or imported */
 

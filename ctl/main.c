@@ -71,7 +71,7 @@ static void usage(FILE *f)
 		"  snapshots ROOM      the room's snapshots: id, name, size, when\n"
 		"  restore ROOM SNAP   put the room back as snapshot SNAP (id or name) holds it\n"
 		"  fork ROOM NEWROOM [SNAP]  a new room from ROOM now, or from its snapshot SNAP\n"
-		"  export ROOM         the room as one archive, to stdout (stops a running room for the cut)\n"
+		"  export ROOM         the room as one archive, to stdout (cut as for a snapshot: it runs on)\n"
 		"  import ROOM         a new room ROOM from an archive on stdin\n"
 		"  backup DIR          every room exported to DIR/ROOM.roombox (each complete or absent)\n"
 		"  token new           add a token to tokens_file and print it (once)\n"

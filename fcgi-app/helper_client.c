@@ -44,6 +44,7 @@
 #include "helper_rec.h"
 #include "metrics.h"
 #include "protocol.h"
+#include "roomid.h"
 
 int helper_code_status(const char *code)
 {
@@ -402,6 +403,9 @@ static int record_check(uint32_t op, const char *rec, size_t len, struct helper_
 		if (len < want)
 			break;
 		const struct helper_export_ans *x = (const void *)rec;
+		size_t sl = strnlen(x->snapshot, HELPER_ROOM_LEN);
+		if (sl == HELPER_ROOM_LEN || (sl && !room_id_valid(x->snapshot)))
+			return fail_reply(err, "roombox-helper: export answer: a bad snapshot id");
 		if (x->root_len > HELPER_SESSION_MAX || x->user_len > HELPER_SESSION_MAX ||
 		    len != want + (size_t)x->root_len + x->user_len ||
 		    memchr(rec + want, '\0', len - want))
@@ -955,28 +959,35 @@ int helper_snapshots(const struct helper_target *t, const char *room, struct hel
 
 /* ---- export and import (fcgi-app/room_transfer.c) ---- */
 
-struct helper_run *helper_export_start(const struct helper_target *t, const char *room, int tree_fd,
-				       struct helper_error *err)
+struct helper_run *helper_export_start(const struct helper_target *t, const char *room,
+				       const char *snapshot, int tree_fd, struct helper_error *err)
 {
+	struct helper_snap_args a;
 	struct helper_rec b;
 	int pass[3] = { -1, tree_fd, -1 };
 	size_t len = 0;
 
-	helper_rec_begin(&b, HOP_EXPORT, room, NULL, 0);
+	memset(&a, 0, sizeof(a));
+	snprintf(a.snapshot, sizeof(a.snapshot), "%s", snapshot ? snapshot : "");
+	helper_rec_begin(&b, HOP_EXPORT, room, &a, sizeof(a));
 	char *req = helper_rec_end(&b, &len);
 	return call_start(t, HOP_EXPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
 }
 
-int helper_export_finish(struct helper_run *run, char **root, char **user, struct helper_error *err)
+int helper_export_finish(struct helper_run *run, char **root, char **user,
+			 char sid[HELPER_ROOM_LEN], struct helper_error *err)
 {
 	char *heap = NULL;
 	const char *rec = NULL;
 	size_t n = 0;
 
 	*root = *user = NULL;
+	sid[0] = '\0';
 	if (call_finish(run, NULL, 0, &heap, &rec, &n, err) < 0)
 		return -1;
 	const struct helper_export_ans *x = (const void *)rec;
+	memcpy(sid, x->snapshot, HELPER_ROOM_LEN);
+	sid[HELPER_ROOM_LEN - 1] = '\0';
 	const char *p = rec + sizeof(*x);
 	*root = strndup(p, x->root_len);
 	*user = strndup(p + x->root_len, x->user_len);

@@ -119,16 +119,19 @@ struct helper_run *helper_port_serve_start(const struct helper_target *t, const 
 					   long deadline_ms, int sock, struct helper_error *err);
 int helper_port_serve_finish(struct helper_run *run, struct helper_error *err);
 
-/* export: the room's files as a tree stream written to tree_fd (a pipe's
- * write end; the caller closes its copy and reads the other end), the
- * sessions in the answer (*root, *user malloc'd).  import: the tree
+/* export: the files of the room's snapshot (its id or name; NULL or "":
+ * the room now) as a tree stream written to tree_fd (a pipe's write end;
+ * the caller closes its copy and reads the other end), the sessions in
+ * the answer (*root, *user malloc'd) and the snapshot's id in sid ("":
+ * none).  import: the tree
  * stream read from tree_fd (a pipe's read end) into a new room, then the
  * sessions from sessions_fd (another's; protocol.h says how).  Each
  * bounded by HELPER_TRANSFER_DEADLINE_MS. */
 #define HELPER_TRANSFER_DEADLINE_MS (60 * 60 * 1000)
-struct helper_run *helper_export_start(const struct helper_target *t, const char *room, int tree_fd,
-				       struct helper_error *err);
-int helper_export_finish(struct helper_run *run, char **root, char **user, struct helper_error *err);
+struct helper_run *helper_export_start(const struct helper_target *t, const char *room,
+				       const char *snapshot, int tree_fd, struct helper_error *err);
+int helper_export_finish(struct helper_run *run, char **root, char **user,
+			 char sid[HELPER_ROOM_LEN], struct helper_error *err);
 struct helper_run *helper_import_start(const struct helper_target *t, const char *room, int tree_fd,
 				       int sessions_fd, struct helper_error *err);
 int helper_import_finish(struct helper_run *run, struct helper_error *err);

@@ -35,6 +35,7 @@
 #include "process_store.h"
 #include "room_archive.h"
 #include "room_transfer.h"
+#include "roomid.h"
 #include "store.h"
 
 #define KEY_MAX 4096
@@ -181,12 +182,16 @@ static int file_read(int dfd, const char *name, size_t max, char **data, size_t 
 	return 0;
 }
 
-/* The process records and logs as kept under <state_dir>/processes/<room>/. */
+/* The process records and logs as kept under <state_dir>/processes/<room>/,
+ * or a snapshot's, as kept beside it (process_store.c). */
 static int processes_add(struct part_list *l, const struct app *app, const char *room,
-			 char *err, size_t errlen)
+			 const char *sid, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/processes/%s", app->cfg.state_dir, room);
+	if (sid[0])
+		snprintf(dir, sizeof(dir), "%s/processes/.snapshots/%s/%s", app->cfg.state_dir, room, sid);
+	else
+		snprintf(dir, sizeof(dir), "%s/processes/%s", app->cfg.state_dir, room);
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return errno == ENOENT ? 0 : (snprintf(err, errlen, "export: its process records: %s",
@@ -250,9 +255,9 @@ struct export_job {
 static int export_parts(void *ctx, const struct room_part **parts, size_t *nparts, char *err, size_t errlen)
 {
 	struct export_job *j = ctx;
-	char *root = NULL, *user = NULL;
+	char *root = NULL, *user = NULL, sid[HELPER_ROOM_LEN];
 	j->helper_done = true;
-	if (helper_export_finish(j->run, &root, &user, &j->herr) < 0)
+	if (helper_export_finish(j->run, &root, &user, sid, &j->herr) < 0)
 		return snprintf(err, errlen, "export: %s", j->herr.message), -1;
 	int rc = 0;
 	if (part_add(&j->parts, "session/root", root, strlen(root)) < 0 ||
@@ -271,7 +276,7 @@ static int export_parts(void *ctx, const struct room_part **parts, size_t *npart
 	}
 	if (rc < 0)
 		return snprintf(err, errlen, "export: out of memory or the exposures unreadable"), -1;
-	if (processes_add(&j->parts, j->app, j->room, err, errlen) < 0)
+	if (processes_add(&j->parts, j->app, j->room, sid, err, errlen) < 0)
 		return -1;
 	char *msgs = NULL;
 	size_t mlen = 0;
@@ -293,9 +298,9 @@ static void *export_thread(void *arg)
 	close_fd(&j->tree_fd);
 	close_fd(&j->out_fd);
 	if (!j->helper_done) {
-		char *a, *b;
+		char *a, *b, sid[HELPER_ROOM_LEN];
 		j->helper_done = true;
-		if (helper_export_finish(j->run, &a, &b, &j->herr) == 0) {
+		if (helper_export_finish(j->run, &a, &b, sid, &j->herr) == 0) {
 			free(a);
 			free(b);
 		}
@@ -309,6 +314,29 @@ static void export_answer_error(struct request *rq, struct response *rs, int sta
 	response_error(rs, status, "%s", text);
 }
 
+/* Does the room have the snapshot ref (its id or name)?  Else 404 (or
+ * the helper's error) answered: said before anything is sent. */
+static bool snapshot_known(const struct helper_target *t, struct request *rq, struct response *rs,
+			   const char *ref)
+{
+	struct helper_snapshot *list;
+	struct helper_error herr;
+	size_t n;
+	bool found = false;
+
+	if (helper_snapshots(t, rq->room, &list, &n, &herr) < 0) {
+		export_answer_error(rq, rs, herr.http_status, herr.http_status == 404 ? "room not found"
+				    : herr.message);
+		return false;
+	}
+	for (size_t i = 0; i < n && !found; i++)
+		found = !strcmp(list[i].id, ref) || (list[i].name[0] && !strcmp(list[i].name, ref));
+	free(list);
+	if (!found)
+		export_answer_error(rq, rs, 404, "snapshot not found");
+	return found;
+}
+
 void api_rooms_export(struct request *rq, struct response *rs)
 {
 	struct helper_target target = app_helper(rq->app);
@@ -318,9 +346,15 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	char err[1024];
 	int tree[2] = { -1, -1 }, arch[2] = { -1, -1 };
 	const struct http_output *out = rq->in ? rq->in->out : NULL;
+	char snap[HELPER_ROOM_LEN + 1] = "";
 
 	if (!out) {
 		response_error(rs, 500, "an export needs a connection");
+		goto done;
+	}
+	/* ?snapshot=<id or name>: that snapshot instead of the room now */
+	if (http_query_value(rq, "snapshot", snap, sizeof(snap)) && !room_id_valid(snap)) {
+		response_error(rs, 400, "invalid snapshot id");
 		goto done;
 	}
 	/* not found before anything is sent: later, only a cut answer can
@@ -330,6 +364,8 @@ void api_rooms_export(struct request *rq, struct response *rs)
 				    : herr.message);
 		goto done;
 	}
+	if (snap[0] && !snapshot_known(&target, rq, rs, snap))
+		goto done;
 	struct export_job *j = calloc(1, sizeof(*j));
 	if (!j || key_load(rq->app, &keybuf, &j->key, err, sizeof(err)) < 0) {
 		export_answer_error(rq, rs, 500, j ? err : "out of memory");
@@ -345,7 +381,7 @@ void api_rooms_export(struct request *rq, struct response *rs)
 		free(j);
 		goto done;
 	}
-	j->run = helper_export_start(&target, rq->room, tree[1], &herr);
+	j->run = helper_export_start(&target, rq->room, snap, tree[1], &herr);
 	close_fd(&tree[1]);
 	if (!j->run) {
 		export_answer_error(rq, rs, herr.http_status, herr.message);
@@ -359,12 +395,12 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	j->out_fd = arch[1];
 	pthread_t th;
 	if (pthread_create(&th, NULL, export_thread, j) != 0) {
-		char *a = NULL, *b = NULL;
+		char *a = NULL, *b = NULL, sid[HELPER_ROOM_LEN];
 		/* the helper sees its reader gone and fails; reaped here */
 		close_fd(&j->tree_fd);
 		close_fd(&j->out_fd);
 		close_fd(&arch[0]);
-		if (helper_export_finish(j->run, &a, &b, &j->herr) == 0) {
+		if (helper_export_finish(j->run, &a, &b, sid, &j->herr) == 0) {
 			free(a);
 			free(b);
 		}
@@ -401,7 +437,9 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	close_fd(&arch[0]);   /* a client gone: the thread's writes fail, it ends */
 	pthread_join(th, NULL);
 	if (!headers) {
-		if (j->rc < 0 && j->herr.http_status && j->herr.http_status != 200)
+		if (j->rc < 0 && j->herr.http_status == 404 && strstr(j->herr.message, ": snapshot "))
+			export_answer_error(rq, rs, 404, "snapshot not found");   /* snapshot.c's words */
+		else if (j->rc < 0 && j->herr.http_status && j->herr.http_status != 200)
 			export_answer_error(rq, rs, j->herr.http_status, j->herr.message);
 		else
 			export_answer_error(rq, rs, 500, j->rc < 0 ? j->err : "export: no archive came");

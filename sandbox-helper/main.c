@@ -933,7 +933,8 @@ static int check_snap(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	uint32_t op = c->rq->op;
-	bool ref_ok = snap_field_ok(a->snapshot, op == HOP_SNAPSHOT || op == HOP_SNAPSHOTS || op == HOP_FORK);
+	bool ref_ok = snap_field_ok(a->snapshot, op == HOP_SNAPSHOT || op == HOP_SNAPSHOTS || op == HOP_FORK ||
+				    op == HOP_EXPORT);
 	bool to_ok = op == HOP_FORK ? snap_field_ok(a->to, false) && strcmp(a->to, c->rq->room) != 0
 		: snap_field_ok(a->to, true) && !a->to[0];
 	if (op == HOP_SNAPSHOTS && a->snapshot[0])
@@ -1010,34 +1011,49 @@ static int op_fork(struct helper *h, struct call *c)
 
 /* ---- export and import (transfer.c) ------------------------------------ */
 
-/* The room's files to fd 4 as a tree stream, its sessions in the answer.
- * A running room is stopped for the cut (its lock is held: nothing starts
- * it meanwhile) and started again. */
+/* The room's files to fd 4 as a tree stream, its sessions in the answer:
+ * a snapshot's, or the room's now -- a running one cut as a snapshot is
+ * (snap_export_source), into a copy walked and removed while the room
+ * runs on.  Only a running room without a disk image (a plain directory
+ * cannot be cut) is stopped for the walk (its lock is held: nothing
+ * starts it meanwhile) and started again. */
 static int op_export(struct helper *h, struct call *c)
 {
+	const struct helper_snap_args *a = c->rq->args;
 	struct room *r = &c->r;
+	struct snap_source src;
 	if (passed_io[1] < 0) {
 		snprintf(h->err, sizeof(h->err), "export: no pipe for the stream on fd 4");
 		return fail(h, HELPER_E_INVALID);
 	}
-	bool was_running = room_keeper_pid(r) > 0;
-	if (stop_room(h, r) < 0)
+	alarm(600);   /* the cut: a copy of a whole image where nothing is shared */
+	int code = snap_export_source(r, cgroups(h), a->snapshot, &src, h->err, sizeof(h->err));
+	alarm(0);
+	if (code != HELPER_E_OK)
+		return fail(h, (uint32_t)code);
+	bool stopped = !src.temporary && src.was_running;
+	if (stopped && stop_room(h, r) < 0)
 		return fail(h, HELPER_E_FAILED);
-	int rc = transfer_export(r, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
+	int rc = transfer_export(r, src.img, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
 	close(passed_io[1]);   /* the reader sees the stream's end now */
 	passed_io[1] = -1;
-	if (was_running && ensure_running(h, r, false) <= 0 && rc == 0)
+	if (src.temporary)
+		unlink(src.img);
+	if (stopped && ensure_running(h, r, false) <= 0 && rc == 0)
 		rc = -1;
 	if (rc < 0)
 		return h->code ? -1 : fail(h, HELPER_E_FAILED);
-	char *root = room_session_read(r, false, HELPER_SESSION_MAX);
-	char *user = room_session_read(r, true, HELPER_SESSION_MAX);
-	struct helper_export_ans a = { .root_len = root ? (uint32_t)strlen(root) : 0,
+	struct room from = *r;   /* the sessions' directory: the room's or the snapshot's */
+	snprintf(from.state, sizeof(from.state), "%s", src.sessions);
+	char *root = room_session_read(&from, false, HELPER_SESSION_MAX);
+	char *user = room_session_read(&from, true, HELPER_SESSION_MAX);
+	struct helper_export_ans x = { .root_len = root ? (uint32_t)strlen(root) : 0,
 				       .user_len = user ? (uint32_t)strlen(user) : 0,
-				       .was_running = was_running };
-	answer_put(c->out, &a, sizeof(a));
-	answer_put(c->out, root ? root : "", a.root_len);
-	answer_put(c->out, user ? user : "", a.user_len);
+				       .was_running = src.was_running };
+	snprintf(x.snapshot, sizeof(x.snapshot), "%s", src.id);
+	answer_put(c->out, &x, sizeof(x));
+	answer_put(c->out, root ? root : "", x.root_len);
+	answer_put(c->out, user ? user : "", x.user_len);
 	free(root);
 	free(user);
 	return 0;
@@ -1234,10 +1250,13 @@ static const struct op OPS[] = {
 	 * with a copy of this room's image (room-relative ids: any slot);
 	 * locks both rooms itself, in id order */
 	{ HOP_FORK, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_ROOT, op_fork, check_snap },
-	/* under the room's lock, stopped: a child keeping only the reading
-	 * capabilities walks a read-only, detached mount of its image (never
-	 * following a symlink) into the caller's pipe */
-	{ HOP_EXPORT, 0, ROOM_EXISTING, PRIV_ROOT, op_export, NULL },
+	/* under the room's lock: its image cut as snapshot cuts it (its own
+	 * cgroup and file system frozen and thawed) into its own state
+	 * directory, or one of its own snapshots by a checked id; a child
+	 * keeping only the reading capabilities walks a read-only, detached
+	 * mount of that copy (never following a symlink) into the caller's
+	 * pipe */
+	{ HOP_EXPORT, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_export, check_snap },
 	/* a new room made as creation makes it (never an image from the
 	 * caller); a confined child writes the stream, checked again, beneath
 	 * the fresh disk's upper/ (openat2 RESOLVE_BENEATH); no room is left

@@ -447,7 +447,7 @@ static int no_image(const struct room *r, char *err, size_t errlen)
  * the directory its sessions come from in sessions_dir.  0, or -1. */
 static int cut_to_temp(const struct room *r, const struct cgroup_sys *cg,
 		       const struct helper_snapshot *s, char *tmp, char *sessions_dir,
-		       struct cut *c, char *err, size_t errlen)
+		       struct cut *c, bool durable, char *err, size_t errlen)
 {
 	char src[PATH_MAX];
 	if (path_of(tmp, r->state, ".cut.img") < 0)
@@ -464,8 +464,9 @@ static int cut_to_temp(const struct room *r, const struct cgroup_sys *cg,
 		snprintf(sessions_dir, PATH_MAX, "%s", r->state);
 		rc = cut_image(r, cg, out, c, err, errlen);
 	}
-	/* the copy is on disk before it is renamed over anything */
-	if (rc == 0 && fdatasync(out) < 0)
+	/* the copy is on disk before it is renamed over anything (an
+	 * export's is only read, and gone after) */
+	if (rc == 0 && durable && fdatasync(out) < 0)
 		rc = ERR("room %s: write its copy: %s", r->id, strerror(errno));
 	close(out);
 	if (rc < 0)
@@ -631,7 +632,7 @@ int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
 	if (snap_find(r, ref, out) < 0)
 		return not_found(r, ref, err, errlen);
 	/* copied while the room still runs: only the swap needs it stopped */
-	if (cut_to_temp(r, cg, out, tmp, from, &c, err, errlen) < 0)
+	if (cut_to_temp(r, cg, out, tmp, from, &c, true, err, errlen) < 0)
 		return HELPER_E_FAILED;
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0 && jail_stop(r, cg, keeper, err, errlen) < 0) {
@@ -700,7 +701,7 @@ static int fork_locked(struct room *r, struct room *t, const struct cgroup_sys *
 		return no_image(r, err, errlen);
 	if (ref[0] && snap_find(r, ref, &s) < 0)
 		return not_found(r, ref, err, errlen);
-	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, tmp, from, &c, err, errlen) < 0)
+	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, tmp, from, &c, true, err, errlen) < 0)
 		return HELPER_E_FAILED;
 	memset(out, 0, sizeof(*out));
 	if (ref[0])
@@ -725,4 +726,28 @@ int snap_fork(struct room *r, const struct cgroup_sys *cg, const char *ref, cons
 	room_unlock(&t);
 	room_unlock(r);
 	return code;
+}
+
+int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *ref,
+		       struct snap_source *src, char *err, size_t errlen)
+{
+	struct helper_snapshot s;
+	struct cut c;
+	memset(src, 0, sizeof(*src));
+	src->was_running = room_keeper_pid(r) > 0;
+	if (ref[0] && snap_find(r, ref, &s) < 0)
+		return not_found(r, ref, err, errlen);
+	if (!ref[0] && (!src->was_running || !room_has_image(r))) {
+		snprintf(src->sessions, sizeof(src->sessions), "%s", r->state);
+		return HELPER_E_OK;   /* the room's own disk, as it lies */
+	}
+	/* a snapshot's image is copied too: one cut from a running room by a
+	 * clone replays its journal at its first mount, which must not write
+	 * into the kept snapshot */
+	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, src->img, src->sessions, &c, false, err, errlen) < 0)
+		return HELPER_E_FAILED;
+	src->temporary = true;
+	if (ref[0])
+		snprintf(src->id, sizeof(src->id), "%s", s.id);
+	return HELPER_E_OK;
 }

@@ -4,6 +4,8 @@
 #ifndef ROOMBOX_SNAPSHOT_H
 #define ROOMBOX_SNAPSHOT_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cgroup.h"
@@ -37,5 +39,20 @@ int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
  * started.  *out: the snapshot used, or the cut's times. */
 int snap_fork(struct room *r, const struct cgroup_sys *cg, const char *ref, const char *to,
 	      struct helper_snapshot *out, char *err, size_t errlen);
+
+/* What an export reads (main.c): snapshot ref's image (copied: *temporary)
+ * and sessions; with ref "", a running room's image cut now into
+ * <state>/.cut.img (*temporary) -- no snapshot: never listed nor counted
+ * -- or, for a stopped room or one without an image, img "" (the room's
+ * own disk, as it lies).  The caller unlinks a temporary img once read. */
+struct snap_source {
+	char img[PATH_MAX];          /* the image to walk; "": the room's own */
+	char sessions[PATH_MAX];     /* the directory holding its sessions */
+	char id[HELPER_ROOM_LEN];    /* the snapshot's id, or "" */
+	bool temporary;
+	bool was_running;
+};
+int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *ref,
+		       struct snap_source *src, char *err, size_t errlen);
 
 #endif

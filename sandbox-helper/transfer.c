@@ -37,14 +37,19 @@
 #define CAP(c) (1ull << (c))
 
 /* The room's disk: a detached mount of its image (read-only for an
- * export), or its plain directory; its upper/ opened in *upper. */
-static int disk_open(const struct room *r, bool rdonly, int *upper, char *err, size_t errlen)
+ * export), or of the copy of one at image (an export's cut), or its
+ * plain directory; its upper/ opened in *upper. */
+static int disk_open(const struct room *r, const char *image, bool rdonly, int *upper,
+		     char *err, size_t errlen)
 {
 	char img[PATH_MAX], dev[64];
 	struct stat st;
 	int root;
 	*upper = -1;
-	snprintf(img, sizeof(img), "%s/disk.img", r->state);
+	if (image && image[0])
+		snprintf(img, sizeof(img), "%s", image);
+	else
+		snprintf(img, sizeof(img), "%s/disk.img", r->state);
 	if (lstat(img, &st) == 0) {
 		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
 		if (loop < 0)
@@ -142,11 +147,11 @@ static int walk_child(void *arg, int upper, int out_fd, char *err, size_t errlen
 	return rc;
 }
 
-int transfer_export(const struct room *r, int out_fd, transfer_confine_fn *confine,
+int transfer_export(const struct room *r, const char *image, int out_fd, transfer_confine_fn *confine,
 		    char *err, size_t errlen)
 {
 	int upper;
-	if (disk_open(r, true, &upper, err, errlen) < 0)
+	if (disk_open(r, image, true, &upper, err, errlen) < 0)
 		return -1;
 	/* reading every file whoever owns it, and the overlay's trusted.*
 	 * mark (CAP_SYS_ADMIN) on a read-only mount */
@@ -418,7 +423,7 @@ int transfer_import(const struct room *r, int in_fd, uint64_t budget, transfer_c
 			return errorf(err, errlen, "room %s: import: free space: %s", r->id, strerror(errno));
 		budget = (uint64_t)vs.f_bavail * vs.f_frsize;
 	}
-	if (disk_open(r, false, &upper, err, errlen) < 0)
+	if (disk_open(r, NULL, false, &upper, err, errlen) < 0)
 		return -1;
 	struct applier a = { .budget = budget };
 	/* making entries of any owner (chown, fowner, dac), fifos and the

@@ -22,11 +22,13 @@
 /* Keeps only the capabilities in keep (a mask of CAP_*), for good. */
 typedef int transfer_confine_fn(uint64_t keep, char *err, size_t errlen);
 
-/* Writes the stopped room's files to out_fd as a tree stream ending in
- * TS_END.  The room's lock is held and its jail stopped: the image is
- * mounted nowhere else.  0, or -1 with err. */
-int transfer_export(const struct room *r, int out_fd, transfer_confine_fn *confine,
-		    char *err, size_t errlen);
+/* Writes the room's files to out_fd as a tree stream ending in TS_END:
+ * those of image (a copy of its disk cut from it running, or of a
+ * snapshot's: snapshot.h) or, image NULL or "", of its own disk, which
+ * is then mounted nowhere else (its jail stopped).  The room's lock is
+ * held.  0, or -1 with err. */
+int transfer_export(const struct room *r, const char *image, int out_fd,
+		    transfer_confine_fn *confine, char *err, size_t errlen);
 
 /* Reads a tree stream from in_fd (checked as it comes: treestream.h) and
  * writes it into the new room's disk (its files made: room_create_files),

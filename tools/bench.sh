@@ -55,20 +55,20 @@ SCALE_ROOMS=${BENCH_SCALE_ROOMS:-10000}
 
 # BENCH_ONLY: the figures to measure, by number, separated by commas or
 # spaces (e.g. "9,11"), or "scale" for make bench-scale; empty: every
-# figure 1-16 (not scale).  A figure brings the ones it is judged against:
+# figure 1-17 (not scale).  A figure brings the ones it is judged against:
 # 4 brings 1 (bare fork+exec), 5 brings 2, 6 brings 3, 8 brings 4; 12, 13
 # and 14 share the egress stack and run together.  The cleanup and its
 # checks always run.
 only=" $(tr ', ' '  ' <<<"${BENCH_ONLY:-}") "
 for w in $only; do
-	case $w in [1-9]|1[0-6]|scale) ;; *) die "BENCH_ONLY: '$w' is not a figure (1-16) or scale" ;; esac
+	case $w in [1-9]|1[0-7]|scale) ;; *) die "BENCH_ONLY: '$w' is not a figure (1-17) or scale" ;; esac
 done
 case $only in *" 8 "*) only="$only 4 " ;; esac
 case $only in *" 4 "*) only="$only 1 " ;; esac
 case $only in *" 5 "*) only="$only 2 " ;; esac
 case $only in *" 6 "*) only="$only 3 " ;; esac
 case $only in *" 13 "*|*" 14 "*) only="$only 12 " ;; esac
-[ -n "${only// /}" ] || only=" 1 2 3 4 5 6 7 8 9 10 11 12 15 16 "
+[ -n "${only// /}" ] || only=" 1 2 3 4 5 6 7 8 9 10 11 12 15 16 17 "
 # want FIGURE: whether FIGURE's section runs.
 want() { [[ $only == *" $1 "* ]]; }
 
@@ -117,6 +117,7 @@ fcgi_pid= nginx_pid= cleaned= stack_up=
 bare_p50=n/a warm_p50=n/a bw_p50=n/a fresh_p50=n/a running=0 have=0 mem_drop_k=n/a
 eg_fcgi_pid= eg_nginx_pid= eg_up= eg_port=
 xd=$tmp/xfs x_fcgi_pid= x_nginx_pid= x_up= x_port= x_mounted=
+xp_ms=n/a xp_ref=n/a im_ms=n/a im_ref=n/a xp_mb=n/a
 sn_frozen=n/a sn_req=n/a sn_fork=n/a sn_cp=n/a sn_cps=n/a sn_copy=n/a
 sx_frozen=n/a sx_req=n/a sx_fork=n/a sx_cp=n/a sx_cps=n/a sx_copy=n/a
 page_pid= th_nginx_pid= th_ns= th_if= forward_before=
@@ -741,6 +742,64 @@ te_p50=$(kv "$te" p50_ms) te_p99=$(kv "$te" p99_ms)
 
 fi
 
+if want 17; then
+# ---------------------------------------------------------------- 17: export and import
+
+XP_N=3
+section "17. export and import of a room with 200 MiB written (x$XP_N each), against tar --sparse | zstd -1 of the same tree"
+# The room runs (a process left in it) while it is exported: the export
+# is cut as a snapshot is.  The reference is the same tree, the room's
+# disk's upper/, read from its image mounted read-only once the room is
+# stopped: tar --sparse -c | zstd -1 > file, and zstd -d | tar -x into
+# a directory of this run.  Random data: nothing compresses.
+xroom=${prefix}xp
+xauth="Authorization: Bearer $(head -n1 "$tokens")"
+xbase=http://127.0.0.1:$port/api/rooms
+xapi() { curl -sS --max-time 900 -H "$xauth" "$@"; }
+xapi -H 'Content-Type: application/json' -X POST \
+	-d '{"cmd":"head -c 200M /dev/urandom > /workspace/big && sync && du -sh /workspace/big"}' \
+	"$xbase/$xroom/sandbox/exec" | sed -n 's/.*"stdout":"\([^"\\]*\).*/  written: \1/p'
+xapi -o /dev/null -H 'Content-Type: application/json' -X POST -d '{"cmd":"sleep 100000 >/dev/null 2>&1 &"}' \
+	"$xbase/$xroom/sandbox/exec"
+: > "$tmp/out/xp" ; : > "$tmp/out/xpref" ; : > "$tmp/out/im" ; : > "$tmp/out/imref"
+for i in $(seq "$XP_N"); do
+	out=$(xapi -o "$tmp/xp.roombox" -w '%{http_code} %{time_total}' "$xbase/$xroom/export")
+	[ "${out%% *}" = 200 ] || { say "export $i: $out"; continue; }
+	calc "${out##* } * 1000" >> "$tmp/out/xp"; echo >> "$tmp/out/xp"
+done
+xp_mb=$(calc "sprintf(\"%.1f\", $(stat -c %s "$tmp/xp.roombox") / 1e6)")
+for i in $(seq "$XP_N"); do
+	out=$(xapi -o /dev/null -w '%{http_code} %{time_total}' -X PUT -H 'Content-Type: application/x-roombox-room' \
+		--data-binary @"$tmp/xp.roombox" "$xbase/${xroom}i$i/import")
+	[ "${out%% *}" = 201 ] || { say "import $i: $out"; continue; }
+	calc "${out##* } * 1000" >> "$tmp/out/im"; echo >> "$tmp/out/im"
+	xapi -o /dev/null -X DELETE "$xbase/${xroom}i$i"
+done
+xapi -o /dev/null -X POST "$xbase/$xroom/sandbox/stop"
+mkdir -p "$tmp/xpmnt" "$tmp/xpx"
+if mount -o ro,loop "$tmp/state/rooms/$xroom/disk.img" "$tmp/xpmnt"; then
+	for i in $(seq "$XP_N"); do
+		ms=$( { TIMEFORMAT=%R; time { tar --sparse -c -C "$tmp/xpmnt/upper" . | zstd -q -1 > "$tmp/xpref.tar.zst"; }; } 2>&1 )
+		calc "$ms * 1000" >> "$tmp/out/xpref"; echo >> "$tmp/out/xpref"
+	done
+	umount "$tmp/xpmnt"
+	for i in $(seq "$XP_N"); do
+		rm -rf "$tmp/xpx" && mkdir "$tmp/xpx"
+		ms=$( { TIMEFORMAT=%R; time { zstd -q -d < "$tmp/xpref.tar.zst" | tar -x -C "$tmp/xpx"; }; } 2>&1 )
+		calc "$ms * 1000" >> "$tmp/out/imref"; echo >> "$tmp/out/imref"
+	done
+else
+	say "figure 17: could not mount the room's image for the reference"
+fi
+rm -rf "$tmp/xpx" "$tmp/xp.roombox" "$tmp/xpref.tar.zst"
+xapi -o /dev/null -X DELETE "$xbase/$xroom"
+xp_ms=$(median < "$tmp/out/xp") xp_ref=$(median < "$tmp/out/xpref")
+im_ms=$(median < "$tmp/out/im") im_ref=$(median < "$tmp/out/imref")
+echo "  archive $xp_mb MB; export p50 $(f2 "$xp_ms") ms (all: $(tr '\n' ' ' < "$tmp/out/xp")), tar | zstd p50 $(f2 "$xp_ref") ms"
+echo "  import p50 $(f2 "$im_ms") ms (all: $(tr '\n' ' ' < "$tmp/out/im")), zstd -d | tar -x p50 $(f2 "$im_ref") ms"
+
+fi
+
 if want 11; then
 # ---------------------------------------------------------------- 11: preview URL
 
@@ -1234,6 +1293,12 @@ fi
 if want 16; then
 row "16. terminal keystroke to echo p50 (p99)" "$(f2 "$te_p50") ms ($(f2 "$te_p99"))" "-" "-" "<= 5 ms" \
 	"$(verdict "$te_p50 <= 5" "$te_p50")"
+fi
+if want 17; then
+row "17. export, 200 MiB written, p50" "$(f2 "$xp_ms") ms" "tar --sparse | zstd -1 $(f2 "$xp_ref") ms" \
+	"$(ratio "$xp_ref" "$xp_ms")" ">= 0.80 of it" "$(verdict "$xp_ref >= 0.8 * $xp_ms" "$xp_ms" "$xp_ref")"
+row "    import of it, p50" "$(f2 "$im_ms") ms" "zstd -d | tar -x $(f2 "$im_ref") ms" \
+	"$(ratio "$im_ref" "$im_ms")" ">= 0.80 of it" "$(verdict "$im_ref >= 0.8 * $im_ms" "$im_ms" "$im_ref")"
 fi
 if want scale; then
 row "scale: warm exec p50, $sc_run1 rooms running" "$(f2 "$sc_p50_n") ms" "1 room p50 $(f2 "$sc_p50_1") ms" \

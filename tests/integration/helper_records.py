@@ -95,7 +95,7 @@ def encode_request(req):
         values = [lim.get(n, 0) for n in LIMIT_NAMES]
         mask = sum(1 << i for i, n in enumerate(LIMIT_NAMES) if n in lim)
         return record(op, room, LIMITS_ARGS.pack(*values, req.get("set", mask), 0))
-    if name in ("snapshot", "snapshots", "snapshot-delete", "restore", "fork"):
+    if name in ("snapshot", "snapshots", "snapshot-delete", "restore", "fork", "export"):
         return record(op, room, SNAP_ARGS.pack(_b(req.get("snapshot", "")), _b(req.get("to", ""))))
     if name == "port-connect":
         serve = bool(req.get("serve"))

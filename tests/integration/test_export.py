@@ -17,14 +17,14 @@ import tarfile
 
 import pytest
 
-from conftest import REPO, Client, started_stack, unique_room
+from conftest import REPO, Client, started_stack, unique_room, wait_until
 
 SERVERS = ("nginx", "lighttpd")
 KEY = b"export-key-of-the-test"
 
 
-def export(client, room, **kw):
-    r = client.request("GET", f"/api/rooms/{room}/export", check_json=False, timeout=600, **kw)
+def export(client, room, query="", **kw):
+    r = client.request("GET", f"/api/rooms/{room}/export{query}", check_json=False, timeout=600, **kw)
     assert r.status == 200, (r.status, r.body[:300])
     assert r.header("content-type") == "application/x-roombox-room"
     return r.body
@@ -119,6 +119,71 @@ def test_round_trip_under_a_new_id(client, room):
     assert client.sh(new, "echo works > /workspace/w && cat /workspace/w") == "works\n"
     # importing again under the same id: 409
     assert import_(client, new, data).status == 409
+
+
+def members_of(data, pattern):
+    """The bytes of the archive's members matching pattern, concatenated."""
+    return subprocess.run(["sh", "-c", f"zstd -dc | tar -xOf - --wildcards '{pattern}'"], input=data,
+                          capture_output=True, check=True).stdout
+
+
+def start(client, room, name, cmd):
+    r = client.post(f"/api/rooms/{room}/sandbox/processes", {"cmd": cmd, "name": name})
+    assert r.status == 201, (r.status, r.json)
+
+
+def status_of(client, room, name):
+    r = client.get(f"/api/rooms/{room}/sandbox/processes/{name}")
+    return r.json["process"]["status"] if r.status == 200 else r.status
+
+
+def test_a_snapshot_exports_its_files_sessions_and_records(client, room):
+    client.sh(room, "echo old > /workspace/f; cd /tmp; export V=then")
+    start(client, room, "before", "echo from-before")
+    wait_until(lambda: status_of(client, room, "before") == "exited", 10, "`before` to end")
+    r = client.post(f"/api/rooms/{room}/snapshots", {"name": "s1"})
+    assert r.status == 201, r.json
+    sid = r.json["snapshot"]["id"]
+    client.sh(room, "echo new > /workspace/f; cd /; export V=now")
+    start(client, room, "after", "echo from-after")
+    r = client.post(f"/api/rooms/{room}/messages", {"role": "user", "content": "said after"})
+    assert r.status in (200, 201), r.json
+    for ref in ("s1", sid):
+        data = export(client, room, f"?snapshot={ref}")
+        records = members_of(data, "processes/*.json")
+        assert b"from-before" in records and b"from-after" not in records, records[:500]
+        new = unique_room("xs")
+        assert import_(client, new, data).status == 201
+        client.touch(new)
+        assert client.sh(new, "cat /workspace/f; pwd; echo $V") == "old\n/tmp\nthen\n"
+        said = [m["content"] for m in client.get(f"/api/rooms/{new}/messages").json["messages"]]
+        assert said == ["said after"], said    # the room's messages now
+    assert client.sh(room, "cat /workspace/f") == "new\n"
+    r = client.request("GET", f"/api/rooms/{room}/export?snapshot=nosuch", check_json=False)
+    assert r.status == 404 and b"snapshot not found" in r.body, (r.status, r.body[:300])
+    for bad in ("a.b", "", "..", "x" * 65):
+        r = client.request("GET", f"/api/rooms/{room}/export?snapshot={bad}", check_json=False)
+        assert r.status == 400, (bad, r.status, r.body[:300])
+    missing = unique_room("none")
+    r = client.request("GET", f"/api/rooms/{missing}/export?snapshot=s1", check_json=False)
+    assert r.status == 404, (r.status, r.body[:300])
+
+
+def test_a_running_room_is_exported_without_stopping_it(client, room):
+    start(client, room, "napper", "echo $$ > /tmp/napper.pid; exec sleep 1000")
+    alive = "kill -0 $(cat /tmp/napper.pid) && tr '\\0' ' ' < /proc/$(cat /tmp/napper.pid)/cmdline"
+    wait_until(lambda: client.exec(room, alive)["exitCode"] == 0, 10, "the napper to start")
+    pids = client.sh(room, "cat /tmp/napper.pid")
+    r = client.request("PUT", f"/api/rooms/{room}/sandbox/files/acked", data=b"acknowledged\n")
+    assert r.status == 201, r
+    data = export(client, room)
+    assert members_of(data, "state/root/workspace/acked") == b"acknowledged\n"
+    assert status_of(client, room, "napper") == "running"
+    assert client.sh(room, "cat /tmp/napper.pid") == pids
+    assert client.sh(room, alive) == "sleep 1000 "
+    # the cut is no snapshot, and left nothing behind
+    assert client.get(f"/api/rooms/{room}/snapshots").json == {"snapshots": []}
+    assert not list(client.stack.room_state_dir(room).glob(".cut*"))
 
 
 # ---- hostile archives ---------------------------------------------------------

@@ -1,5 +1,5 @@
 """The snapshot operations' records (snapshot, snapshots, snapshot-delete,
-restore, fork: struct helper_snap_args, common/protocol.h): every field
+restore, fork, export: struct helper_snap_args, common/protocol.h): every field
 is a room-id-rule id or "", NUL-padded, and only the fields its op takes;
 anything else is refused before a room is touched, and nothing is made --
 no snapshot, no new room, nothing outside the room's own directory.
@@ -46,7 +46,7 @@ def made(stack, client):
 def test_bad_ids_are_refused_and_nothing_is_made(stack, made, bad):
     before = state_names(stack)
     snaps = stack.state_dir / "rooms" / made / "snapshots"
-    for op in ("snapshot", "snapshot-delete", "restore"):
+    for op in ("snapshot", "snapshot-delete", "restore", "export"):
         refused(stack, record(OPS[op], made, SNAP_ARGS.pack(bad, b"")))
     refused(stack, record(OPS["fork"], made, SNAP_ARGS.pack(b"", bad)))
     refused(stack, record(OPS["fork"], made, SNAP_ARGS.pack(bad, b"new-room")))
@@ -61,6 +61,8 @@ def test_fields_an_op_does_not_take_are_refused(stack, made):
     refused(stack, record(OPS["fork"], made, SNAP_ARGS.pack(b"", b"")))
     refused(stack, record(OPS["fork"], made, SNAP_ARGS.pack(b"", made.encode())))   # itself
     refused(stack, record(OPS["snapshot"], made, SNAP_ARGS.pack(b"", b"")[:-1]))     # short
+    refused(stack, record(OPS["export"], made, SNAP_ARGS.pack(b"", b"other")))
+    refused(stack, record(OPS["export"], made))                                     # no args
 
 
 def test_garbage_after_a_field_is_refused(stack, made):
@@ -74,7 +76,7 @@ def test_garbage_after_a_field_is_refused(stack, made):
 
 def test_a_room_that_does_not_exist_is_not_made(stack):
     room = unique_room("snp")
-    for op in ("snapshot", "snapshots", "restore", "snapshot-delete"):
+    for op in ("snapshot", "snapshots", "restore", "snapshot-delete", "export"):
         ref = b"" if op in ("snapshot", "snapshots") else b"x"
         refused(stack, record(OPS[op], room, SNAP_ARGS.pack(ref, b"")), "not_found")
     refused(stack, record(OPS["fork"], room, SNAP_ARGS.pack(b"", b"fork-of-nothing")), "not_found")
