@@ -519,6 +519,9 @@ void api_terms_delete(struct request *rq, struct response *rs)
 		t->hung_up = true;   /* the reader closes the master: the hangup */
 		if (write(t->wake[1], "x", 1) < 0)
 			fprintf(stderr, "roombox-fcgi: room %s: terminal %s: hang up: %m\n", t->room, t->id);
+		/* and the pty tool hangs up the shell, killing it if it ignores that */
+		if (t->ctl >= 0 && send(t->ctl, "k", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			fprintf(stderr, "roombox-fcgi: room %s: terminal %s: end its shell: %m\n", t->room, t->id);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!t) {

@@ -9,26 +9,41 @@
  * (a unix socket: SCM_RIGHTS, with "ok <pid>\n"), and waits: when the shell
  * ends it writes "exit <code>\n" (128 + the signal for a shell killed) and
  * ends too.  It keeps no copy of the master: roombox-fcgi alone reads and
- * writes the terminal, so closing it hangs the shell up.  The room stopping
+ * writes the terminal, so closing it hangs the shell up; a byte from
+ * roombox-fcgi on the socket (DELETE) hangs up the shell's process group
+ * here too, and kills it if it ignored that.  The room stopping
  * kills the tool and the shell with it; its socket's end says so. */
 #include "pty.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "protocol.h"
 #include "tool_text.h"
+
+#define HANGUP_GRACE_MS 2000
+
+static long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static int say(const char *text, int fd_to_pass)
 {
@@ -174,10 +189,34 @@ int tool_pty(const char *size, const char *mode, const char *cmd)
 		kill(pid, SIGHUP);
 		kill(pid, SIGKILL);
 	}
+	/* Until the shell ends.  roombox-fcgi writes a byte on our stdout
+	 * socket (or closes it) when the terminal is deleted: the shell's
+	 * process group gets SIGHUP, and SIGKILL HANGUP_GRACE_MS later if it
+	 * ignored that (a hung-up terminal's shell must not live on). */
 	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
+	long kill_at = -1;
+	/* the shell's end wakes the poll through its pidfd (without one, a
+	 * look every 200 ms) */
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
 			return 1;
+		struct pollfd pf[2] = { { kill_at < 0 ? 1 : -1, POLLIN, 0 }, { pidfd, POLLIN, 0 } };
+		int n = poll(pf, 2, kill_at >= 0 ? 50 : pidfd >= 0 ? -1 : 200);
+		if (n > 0 && pf[0].revents && kill_at < 0) {
+			char b;
+			if (recv(1, &b, 1, MSG_DONTWAIT) <= 0 || b) {
+				kill(-pid, SIGHUP);
+				kill(-pid, SIGCONT);
+				kill_at = now_ms() + HANGUP_GRACE_MS;
+			}
+		}
+		if (kill_at >= 0 && now_ms() >= kill_at)
+			kill(-pid, SIGKILL);
+	}
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	snprintf(line, sizeof(line), "exit %d\n", code);
 	say(line, -1);

@@ -206,6 +206,19 @@ def test_exit_code_and_delete(client, room):
     assert client.delete(f"/api/rooms/{room}/sandbox/terminals/t00000000000").status == 404
 
 
+def test_delete_ends_a_shell_that_ignores_the_hangup(client, room):
+    t = terminal(client, room, cmd="trap '' HUP; echo trapped; while :; do sleep 1; done")
+    ws = attach(client, room, t["id"])
+    ws.output_until(b"trapped")
+    r = client.delete(f"/api/rooms/{room}/sandbox/terminals/{t['id']}")
+    assert r.status == 200, r
+    texts, closed = ws.until_close()
+    assert texts and texts[0]["type"] == "exit", texts
+    got = client.get(f"/api/rooms/{room}/sandbox/terminals/{t['id']}").json["terminal"]
+    assert got["status"] == "exited" and got["exitCode"] == 128 + 9, got
+    assert "while" not in client.sh(room, "ps -eo args")
+
+
 def test_a_room_stop_ends_its_terminals(client, room):
     t = terminal(client, room)
     ws = attach(client, room, t["id"])
