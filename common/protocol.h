@@ -33,7 +33,7 @@
  * The helper hands back raw facts only: a wait status, whether the deadline
  * passed, times as integers, addresses as numbers.  Everything a client sees
  * -- exit codes and signal names, UTF-8 repair, base64, ISO-8601 times,
- * "sandbox-<id>" -- is made by roombox-fcgi (fcgi-app/exec.c, rooms.c), so
+ * "sandbox-<id>" -- is made by roombox-fcgi (fcgi-app/exec/exec.c, rooms.c), so
  * none of that code runs as root over a room's (hostile) output.
  *
  * The operations (HOP_*), each: argument record -> answer record.
@@ -60,7 +60,7 @@
  *            reads a room).
  *            HX_DETACH (with cmd): the shell is started in a session of its
  *            own and the exec answers at once (wait_status 0): a managed
- *            process (fcgi-app/processes.c).
+ *            process (fcgi-app/processes/processes.c).
  *            HX_TOOL: tool arguments [op, args...] instead of cmd (with
  *            HX_DETACH: started detached, as above: the pty tool): one of
  *            the keeper's own operations (below), done in the room as

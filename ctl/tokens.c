@@ -26,7 +26,7 @@
 #include "sha256.h"
 #include "tokens.h"
 
-#define TOKENS_FILE_MAX (1u << 20)   /* as fcgi-app/auth.c */
+#define TOKENS_FILE_MAX (1u << 20)   /* as fcgi-app/http/auth.c */
 #define TOKEN_BYTES 32               /* as debian/roombox.postinst */
 
 void token_fingerprint(const char *token, size_t len, char out[TOKEN_FINGERPRINT_LEN + 1])

@@ -1,6 +1,6 @@
 /* The tokens file (tokens_file: one bearer token a line), as roomboxctl
  * edits it.  roombox-fcgi stat()s that file on every authentication and
- * reads it again when it changed (fcgi-app/auth.c), so a token added or
+ * reads it again when it changed (fcgi-app/http/auth.c), so a token added or
  * revoked here counts from the next request on, without a restart. */
 #ifndef ROOMBOX_CTL_TOKENS_H
 #define ROOMBOX_CTL_TOKENS_H

@@ -957,7 +957,7 @@ int helper_snapshots(const struct helper_target *t, const char *room, struct hel
 	return 0;
 }
 
-/* ---- export and import (fcgi-app/room_transfer.c) ---- */
+/* ---- export and import (fcgi-app/rooms/room_transfer.c) ---- */
 
 struct helper_run *helper_export_start(const struct helper_target *t, const char *room,
 				       const char *snapshot, int tree_fd, struct helper_error *err)

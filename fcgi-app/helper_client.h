@@ -57,7 +57,7 @@ int helper_restart(const struct helper_target *t, const char *room, struct helpe
 int helper_info(const struct helper_target *t, long deadline_ms, struct helper_info_ans *info,
 		struct helper_error *err);
 
-/* Snapshots (fcgi-app/snapshots.c): ref is a snapshot's id or name, name
+/* Snapshots (fcgi-app/rooms/snapshots.c): ref is a snapshot's id or name, name
  * a new one's ("" or NULL: none), to a fork's new room.  The list is
  * malloc'd (free()), oldest first. */
 int helper_snapshot(const struct helper_target *t, const char *room, const char *name,

@@ -1,4 +1,4 @@
-/* The keeper's pty tool: a room's terminal (fcgi-app/terminals.c).
+/* The keeper's pty tool: a room's terminal (fcgi-app/terminals/terminals.c).
  *
  * Started detached (a session of its own, the exec answered at once) as
  * the room's root or user, like every tool in the room's namespaces,

@@ -1,5 +1,5 @@
 /* The keeper's watch tool: a room's file changes as they happen, for
- * GET …/sandbox/watch (fcgi-app/watch.c), which keeps one per watched path
+ * GET …/sandbox/watch (fcgi-app/files/watch.c), which keeps one per watched path
  * and fans its records out to every client.
  *
  * It runs as every tool does (tools.c: in the room's namespaces, cgroup

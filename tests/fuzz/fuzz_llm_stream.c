@@ -1,4 +1,4 @@
-/* libFuzzer target: the model's answer (fcgi-app/llm_stream.c), streamed or
+/* libFuzzer target: the model's answer (fcgi-app/messages/llm_stream.c), streamed or
  * whole, fed in pieces whose size the input chooses, and the error-text
  * reader of failed answers.
  *

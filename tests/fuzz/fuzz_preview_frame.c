@@ -1,5 +1,5 @@
 /* libFuzzer target: a room server's answer as the preview relay reads it
- * (fcgi-app/preview_frame.c), in pieces, the way bytes come off a socket.
+ * (fcgi-app/preview/preview_frame.c), in pieces, the way bytes come off a socket.
  *
  * Input: byte 0: bit 0 the request was HEAD, bit 1 the exchange may be
  * kept, bits 2-7 the piece size - 1 (1..64 bytes a read); the rest is what

@@ -1,4 +1,4 @@
-/* libFuzzer target: the head of a preview request (fcgi-app/preview_head.c),
+/* libFuzzer target: the head of a preview request (fcgi-app/preview/preview_head.c),
  * the first bytes a browser's connection sends through the web server.
  *
  * Input: byte 0 bit 0 says whether a preview_domain ("preview.test") is

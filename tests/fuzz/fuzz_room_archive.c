@@ -1,4 +1,4 @@
-/* libFuzzer target: the export archive's importer (fcgi-app/room_archive.c,
+/* libFuzzer target: the export archive's importer (fcgi-app/rooms/room_archive.c,
  * archive_to_tree), the one place an untrusted room archive is parsed.
  *
  * Input: byte 0: bit 0 set, the rest is a bare tar that this target first

@@ -1,5 +1,5 @@
 /* libFuzzer target: a terminal WebSocket's request head
- * (fcgi-app/term_head.c), bytes from the web server's client.
+ * (fcgi-app/terminals/term_head.c), bytes from the web server's client.
  *
  * Input: any bytes, taken as a NUL-terminated head.  The parser reads
  * nothing past the NUL; what it returns is bounded and well-formed: an OK

@@ -1,4 +1,4 @@
-/* libFuzzer target: the watch tool's records (fcgi-app/watch_records.c),
+/* libFuzzer target: the watch tool's records (fcgi-app/files/watch_records.c),
  * bytes from a process in a room that its root may have taken over.
  *
  * Input: any bytes, fed in pieces whose size the first byte picks, after

@@ -1,4 +1,4 @@
-/* libFuzzer target: the WebSocket frame reader (fcgi-app/ws_frame.c), the
+/* libFuzzer target: the WebSocket frame reader (fcgi-app/http/ws_frame.c), the
  * first code a terminal client's bytes reach.
  *
  * Input: the bytes a client sends after the handshake, fed as a server

@@ -541,7 +541,7 @@ def test_the_key_is_a_bearer_token_and_appears_in_no_log(client, stack, stub, ro
         assert KEY not in text, f"the key is in {path}"
 
 
-AGENT_CALLS_MAX = 256   # fcgi-app/agent.h
+AGENT_CALLS_MAX = 256   # fcgi-app/messages/agent.h
 
 
 def test_past_the_bound_of_model_calls_in_flight_is_503_and_not_stored(client, stub):

@@ -7,7 +7,7 @@ against the running service, both ways:
     each frame of an event stream against the schema its media type names
     in x-roombox-event) are what the document says;
   - no route answers that it does not list: the route table of
-    fcgi-app/router.c is read and compared with it, and the running service
+    fcgi-app/http/router.c is read and compared with it, and the running service
     is probed, method by path shape, without a token and with a room id that
     is not valid, so nothing is created or changed: 404 = no such path,
     405 + Allow = the path's methods, anything else = the route answers;
@@ -76,7 +76,7 @@ ROOMBOX_CONFIG = {"llm_url": f"http://127.0.0.1:{MODEL.server_address[1]}/v1",
 
 DOC_PATH = REPO / "docs" / "openapi.json"
 DOC = json.loads(DOC_PATH.read_text())
-ROUTER_C = REPO / "fcgi-app" / "router.c"
+ROUTER_C = REPO / "fcgi-app" / "http" / "router.c"
 LINT_DIR = REPO / "tools" / "openapi-lint"
 LINT_INSTALL = REPO / "build" / "openapi-lint"   # git-ignored (build/)
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
@@ -370,7 +370,7 @@ def test_web_server_error_pages_fit_the_document():
 # ---------------------------------------------------------------- both ways
 
 def router_table():
-    """{pattern: [methods]} from the route table in fcgi-app/router.c."""
+    """{pattern: [methods]} from the route table in fcgi-app/http/router.c."""
     text = ROUTER_C.read_text()
     body = text[text.index("routes[] = {"):]
     body = body[:body.index("\n};")]

@@ -457,7 +457,7 @@ def test_helper_port_connect_checks(client, room):
         assert decode_answer(p.stdout.read()) == {"connected": True}
 
 
-RELAYS_MAX = 256   # fcgi-app/preview_relay.h PREVIEW_RELAYS_MAX
+RELAYS_MAX = 256   # fcgi-app/preview/preview_relay.h PREVIEW_RELAYS_MAX
 ROOM_RELAYS = 64   # a room's share of them, a quarter (PREVIEW_ROOM_RELAYS)
 
 

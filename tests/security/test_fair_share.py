@@ -156,7 +156,7 @@ def test_a_waiting_request_runs_when_its_rooms_share_frees(client):
     assert answers == [200, 200], answers
 
 
-LOG_RATE = 1 << 20   # fcgi-app/process_log.c LOG_ROOM_RATE: bytes a second
+LOG_RATE = 1 << 20   # fcgi-app/processes/process_log.c LOG_ROOM_RATE: bytes a second
 # Runs in the room as a managed process: writes to its stdout as fast as it
 # is let, and after each write puts the bytes written so far in a file.
 FLOOD = ("python3 -c 'import os\n"

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/auth.c: Bearer tokens from tokens_file. */
+/* Unit tests for fcgi-app/http/auth.c: Bearer tokens from tokens_file. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

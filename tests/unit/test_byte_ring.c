@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/byte_ring.c against a plain model: everything
+/* Unit tests for fcgi-app/terminals/byte_ring.c against a plain model: everything
  * ever written kept in one buffer; the ring must give back exactly the
  * model's last cap bytes, at the model's offsets, and say what a reader
  * behind them lost. */

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/exec_result.c's exec_result_make: the client's
+/* Unit tests for fcgi-app/exec/exec_result.c's exec_result_make: the client's
  * `result` made from the helper's raw facts (common/protocol.h)
  * and the output bytes roombox-fcgi read.  This is the code that moved out of the setuid
  * helper: exit codes, signal names, UTF-8 repair, base64, times. */

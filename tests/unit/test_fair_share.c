@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/fair_share.c: a room's share of a pool, and
+/* Unit tests for fcgi-app/http/fair_share.c: a room's share of a pool, and
  * what is kept back for rooms that hold none and for uses that name no
  * room. */
 #include <stdarg.h>

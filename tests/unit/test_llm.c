@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/llm_stream.c: the model's answer, streamed
+/* Unit tests for fcgi-app/messages/llm_stream.c: the model's answer, streamed
  * (server-sent events) or whole (one JSON object), read as untrusted
  * bytes, in pieces of any size. */
 #include <stdarg.h>

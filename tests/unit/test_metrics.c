@@ -1,6 +1,6 @@
-/* Unit tests for fcgi-app/metrics.c (the counters and their Prometheus
- * text exposition), fcgi-app/reqlog.c (request ids and log lines) and the
- * route slots of fcgi-app/router.c that label them. */
+/* Unit tests for fcgi-app/service/metrics.c (the counters and their Prometheus
+ * text exposition), fcgi-app/http/reqlog.c (request ids and log lines) and the
+ * route slots of fcgi-app/http/router.c that label them. */
 #include <regex.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/preview_frame.c: where a room server's answer
+/* Unit tests for fcgi-app/preview/preview_frame.c: where a room server's answer
  * ends, and the head the web server gets (a kept connection to nginx is
  * reused only after an answer whose end the relay found itself). */
 #include <stdarg.h>

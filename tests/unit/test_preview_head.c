@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/preview_head.c: which exposure a preview
+/* Unit tests for fcgi-app/preview/preview_head.c: which exposure a preview
  * request names, and the head sent on into the room. */
 #include <stdarg.h>
 #include <stddef.h>

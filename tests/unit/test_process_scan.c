@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/process_scan.c, the stderr scanner: the control
+/* Unit tests for fcgi-app/processes/process_scan.c, the stderr scanner: the control
  * lines of a managed process's wrapper are taken out of its stderr,
  * whatever the pieces the pipe gives, and nothing else is. */
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/room_archive.c: a real tree exported (walk, then
+/* Unit tests for fcgi-app/rooms/room_archive.c: a real tree exported (walk, then
  * archive_from_tree) and imported (archive_to_tree, then applied) comes
  * back the same, parts and all, and tar opens the export; every hostile
  * archive, built here with libarchive or spoilt from a good one, is

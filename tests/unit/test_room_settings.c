@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/room_settings.c (a PATCH's labels and limits,
+/* Unit tests for fcgi-app/rooms/room_settings.c (a PATCH's labels and limits,
  * checked) and room_limits_max in common/config.c (how far they may go). */
 #include <stdarg.h>
 #include <stddef.h>

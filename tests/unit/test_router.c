@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/router.c and http.c: the route table, the request
+/* Unit tests for fcgi-app/http/router.c and http.c: the route table, the request
  * pipeline (404/405/401/400/413 before any handler), request bodies and the
  * rendered answer.  Requests are fed through a fake struct http_input, so no
  * web server is needed; nothing here reaches a sandbox (the one exec that

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/runtags.c: the original service's executeCommands, to the
+/* Unit tests for fcgi-app/messages/runtags.c: the original service's executeCommands, to the
  * character.
  *
  * Each row of the table is an assistant message, the commands the fake

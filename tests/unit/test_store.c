@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/store.c, on a real file system (fsync included):
+/* Unit tests for fcgi-app/messages/store.c, on a real file system (fsync included):
  * each test gets a fresh directory under $TMPDIR (or /tmp).
  *
  * Worker threads and child processes never call cmocka's assertions (they

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/validate.c: zod v4's field errors.
+/* Unit tests for fcgi-app/http/validate.c: zod v4's field errors.
  *
  * The two tables below were produced by running the schemas quoted at the top
  * of validate.c through zod 4.6.7 (safeParse + z.flattenError().fieldErrors),

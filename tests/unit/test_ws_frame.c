@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/ws_frame.c: a client's frames, good and hostile,
+/* Unit tests for fcgi-app/http/ws_frame.c: a client's frames, good and hostile,
  * as a terminal's WebSocket reader sees them; the server's headers; the
  * handshake key of RFC 6455's own example. */
 #include <stdarg.h>

@@ -9,7 +9,7 @@
  *                                 empty directory DIR
  * Prints "<verb> bytes=<archive bytes> seconds=<wall>".  Built against the
  * project's archives:
- *   cc -O2 -D_GNU_SOURCE -Icommon -Ifcgi-app tools/bench/archivebench.c \
+ *   cc -O2 -D_GNU_SOURCE -Icommon -Ifcgi-app/rooms tools/bench/archivebench.c \
  *      build/libfcgiapp.a build/libcommon.a -larchive -lcrypto -o archivebench
  * The applier here is a plain one (no namespace, no openat2): it measures
  * the codecs, not the keeper's import tool, which does not exist yet. */
