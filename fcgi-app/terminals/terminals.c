@@ -431,16 +431,23 @@ out:
 
 /* ---- listing, one, ending ---- */
 
-/* {tid} of …/terminals/{tid}[/ticket]: false with rs set when it is no
- * terminal id (400) or names none of the room's (404). */
-static bool term_id(struct request *rq, struct response *rs, char *id, bool *ticket)
+/* {tid} of …/terminals/{tid} (ticket false) or …/terminals/{tid}/ticket
+ * (ticket true), the one wide route both share: false with rs set when it
+ * is no terminal id (400), no such path (404), or the other form, whose
+ * methods the route does not serve here (405 with its Allow). */
+static bool term_id(struct request *rq, struct response *rs, char *id, bool ticket)
 {
 	const char *rest = rq->rest ? rq->rest : "";
 	size_t n = strcspn(rest, "/");
-	*ticket = !strcmp(rest + n, "/ticket");
+	bool is_ticket = !strcmp(rest + n, "/ticket");
 	if (n != TERM_ID_LEN || rest[0] != 't' || strspn(rest + 1, "0123456789abcdef") < TERM_ID_LEN - 1 ||
-	    (rest[n] && !*ticket)) {
-		response_error(rs, rest[n] && !*ticket ? 404 : 400, "invalid terminal id: expected t and 11 hex digits");
+	    (rest[n] && !is_ticket)) {
+		response_error(rs, rest[n] && !is_ticket ? 404 : 400, "invalid terminal id: expected t and 11 hex digits");
+		return false;
+	}
+	if (is_ticket != ticket) {
+		response_error(rs, 405, "method not allowed");
+		snprintf(rs->allow, sizeof(rs->allow), "%s", is_ticket ? "POST" : "GET, DELETE");
 		return false;
 	}
 	memcpy(id, rest, n);
@@ -466,14 +473,8 @@ void api_terms_list(struct request *rq, struct response *rs)
 void api_terms_get(struct request *rq, struct response *rs)
 {
 	char id[TERM_ID_LEN + 1];
-	bool ticket;
-	if (!term_id(rq, rs, id, &ticket))
+	if (!term_id(rq, rs, id, false))
 		return;
-	if (ticket) {
-		response_error(rs, 405, "method not allowed");
-		snprintf(rs->allow, sizeof(rs->allow), "POST");
-		return;
-	}
 	pthread_mutex_lock(&lock);
 	struct terminal *t = find(rq->room, id);
 	json_object *o = t ? json_object_new_object() : NULL;
@@ -503,14 +504,8 @@ static void kill_session(struct app *app, const char *room, int pid)
 void api_terms_delete(struct request *rq, struct response *rs)
 {
 	char id[TERM_ID_LEN + 1];
-	bool ticket;
-	if (!term_id(rq, rs, id, &ticket))
+	if (!term_id(rq, rs, id, false))
 		return;
-	if (ticket) {
-		response_error(rs, 405, "method not allowed");
-		snprintf(rs->allow, sizeof(rs->allow), "POST");
-		return;
-	}
 	pthread_mutex_lock(&lock);
 	struct terminal *t = find(rq->room, id);
 	int pid = t ? t->pid : 0;
@@ -540,14 +535,8 @@ void api_terms_delete(struct request *rq, struct response *rs)
 void api_terms_ticket(struct request *rq, struct response *rs)
 {
 	char id[TERM_ID_LEN + 1];
-	bool ticket;
-	if (!term_id(rq, rs, id, &ticket))
+	if (!term_id(rq, rs, id, true))
 		return;
-	if (!ticket) {
-		response_error(rs, 405, "method not allowed");
-		snprintf(rs->allow, sizeof(rs->allow), "GET, DELETE");
-		return;
-	}
 	unsigned char r[TERM_TICKET_LEN / 2];
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		response_error(rs, 500, "no randomness");
