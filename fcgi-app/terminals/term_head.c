@@ -99,7 +99,7 @@ int term_head_parse(const char *head, struct term_head *h)
 	h->shape = parse_target(target, h->room, h->tid, h->ticket);
 	h->upgrade = header(head, "Upgrade", v, sizeof(v)) && !strcasecmp(v, "websocket") &&
 		     header(head, "Connection", v, sizeof(v)) && has_token(v, "upgrade") &&
-		     header(head, "Sec-WebSocket-Key", h->key, sizeof(h->key));
+		     header(head, "Sec-WebSocket-Key", h->key, sizeof(h->key)) && h->key[0];
 	h->version13 = header(head, "Sec-WebSocket-Version", v, sizeof(v)) && !strcmp(v, "13");
 	if (!header(head, "Authorization", h->auth, sizeof(h->auth)))
 		h->auth[0] = '\0';

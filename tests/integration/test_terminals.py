@@ -297,6 +297,15 @@ def test_bad_handshakes(client, room):
     head = s.recv(65536)
     assert head.split(b" ")[1] in (b"426", b"400"), head
     s.close()
+    # an upgrade whose key is empty is no upgrade
+    ticket = client.post(f"/api/rooms/{room}/sandbox/terminals/{t['id']}/ticket").json["ticket"]
+    s = socket.create_connection(("127.0.0.1", client.port), timeout=30)
+    s.sendall(f"GET /api/rooms/{room}/sandbox/terminals/{t['id']}/ws?ticket={ticket} HTTP/1.1\r\n"
+              "Host: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+              "Sec-WebSocket-Key: \r\n\r\n".encode())
+    head = s.recv(65536)
+    assert head.split(b" ")[1] in (b"426", b"400"), head
+    s.close()
     for bad in ("t0000000000z", "short", "t00000000000/../x"):
         ws = WS(client, f"/api/rooms/{room}/sandbox/terminals/{bad}/ws?ticket={ticket}")
         assert ws.status in (400, 401, 404), (bad, ws.status)
