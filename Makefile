@@ -230,9 +230,10 @@ integration: all
 security: all
 	@tools/integration.sh tests/security
 
-# The browser console in headless Chromium (tests/console/), through nginx.
+# The browser console in headless Chromium (tests/console/), through nginx;
+# in one process (-n 0): its browsers have not been tried side by side.
 console-test: all
-	@tools/integration.sh tests/console
+	@tools/integration.sh tests/console -n 0
 
 check: deps
 	$(MAKE) all

@@ -153,24 +153,99 @@ rooms_left() {
 	done
 }
 
-# destroy_left DIR PORT UP: destroy what is left of a stack's rooms, with
-# its API if it is UP, then with its helper directly.
+# state_hash STATE_DIR: what names an instance on the host (its cgroup
+# folder roombox-<hash>, sandbox-helper/cgroup.c; its nft table and room
+# interfaces, net.c): FNV-1a (32 bits) of its state_dir, in hex.
+state_hash() {
+	python3 -c 'import sys
+h = 2166136261
+for c in sys.argv[1].encode(): h = ((h ^ c) * 16777619) & 0xffffffff
+print("%08x" % h)' "$1"
+}
+
+# cgroup_groups DIR: the cgroup folders of the stack in DIR, one for each
+# hierarchy (one on cgroup v2, one per controller on v1).
+cgroup_groups() {
+	local g d
+	g=roombox-$(state_hash "$1/state")
+	for d in "/sys/fs/cgroup/$g" /sys/fs/cgroup/*/"$g"; do
+		[ -d "$d" ] && echo "$d"
+	done
+}
+
+# all_rooms_left DIR: every room of the stack in DIR that anything is left
+# of on the host: its state folder, its run folder or a cgroup.  A destroy
+# removes a room's files even when its cgroup will not go yet (processes
+# still on their way out), so after a DELETE that failed or timed out the
+# cgroup can be all there is left of a room: thousands of empty cgroups
+# after a bench-scale run slow every room start on the host.
+all_rooms_left() {
+	local d g
+	{
+		rooms_left "$1"
+		for d in "$1/run/rooms"/*/; do
+			[ -d "$d" ] && basename "$d"
+		done
+		while read -r g; do
+			for d in "$g"/*/; do
+				[ -d "$d" ] && basename "$d"
+			done
+		done < <(cgroup_groups "$1")
+	} | sort -u
+}
+
+# cgroup_sweep DIR: rmdir what is left below the stack's cgroup folders,
+# deepest first (a cgroup goes only once it is empty), then the folders;
+# prints how many room cgroups it removed.
+cgroup_sweep() {
+	local g d n=0
+	while read -r g; do
+		while read -r d; do
+			rmdir "$d" 2>/dev/null && n=$((n + 1))
+		done < <(find "$g" -mindepth 1 -depth -type d 2>/dev/null)
+		rmdir "$g" 2>/dev/null
+	done < <(cgroup_groups "$1")
+	echo "$n"
+}
+
+# destroy_left DIR PORT UP: destroy what is left of a stack's rooms with its
+# API if it is UP (helper_destroy_left then deals with what that leaves).
 destroy_left() {
 	local dir=$1 p=$2 up=$3
-	[ -n "$(rooms_left "$dir" | head -n1)" ] || return 0
-	say "destroying the rooms left over in $dir"
-	if [ -n "$up" ]; then
-		rooms_left "$dir" | xargs -r -P 8 -I{} curl -s -o /dev/null -X DELETE \
-			-H "Authorization: Bearer $(head -n1 "$dir/tokens")" \
-			"http://127.0.0.1:$p/api/rooms/{}"
-	fi
+	[ -n "$up" ] && [ -n "$(rooms_left "$dir" | head -n1)" ] || return 0
+	say "destroying the rooms left over in $dir through its API"
+	rooms_left "$dir" | xargs -r -P 8 -I{} curl -s --max-time 120 -o /dev/null -X DELETE \
+		-H "Authorization: Bearer $(head -n1 "$dir/tokens")" \
+		"http://127.0.0.1:$p/api/rooms/{}"
 }
+# helper_destroy_left DIR: with the stack stopped, destroy with its helper
+# directly every room anything is left of (all_rooms_left: a destroy also
+# removes the cgroup of a room whose files are gone), in up to three rounds
+# (a room whose processes are still ending keeps its cgroup for a moment),
+# then remove the cgroups still there; says what it did.
 helper_destroy_left() {
-	local dir=$1
+	local dir=$1 n round swept
 	[ -s "$dir/roombox.conf" ] || return 0
-	timeout 120 "$helper" -c "$dir/roombox.conf" stop-all >/dev/null 2>&1 </dev/null
-	rooms_left "$dir" | xargs -r -P 8 -I{} \
-		timeout 60 "$helper" -c "$dir/roombox.conf" destroy {} >/dev/null 2>&1 </dev/null
+	n=$(all_rooms_left "$dir" | wc -l)
+	if [ "$n" -gt 0 ]; then
+		say "destroying the $n rooms left over in $dir with its helper"
+		timeout 300 "$helper" -c "$dir/roombox.conf" stop-all >/dev/null 2>&1 </dev/null
+		for round in 1 2 3; do
+			# (no </dev/null here: that would be xargs' input, not the
+			# helper's; xargs gives the helper /dev/null itself)
+			all_rooms_left "$dir" | xargs -r -P 8 -I{} \
+				timeout 60 "$helper" -c "$dir/roombox.conf" destroy {} \
+				>>"$dir/cleanup.log" 2>&1
+			n=$(all_rooms_left "$dir" | wc -l)
+			[ "$n" -gt 0 ] || break
+			say "round $round: $n rooms still have something left (the helper's errors: $dir/cleanup.log)"
+			sleep 2
+		done
+	fi
+	swept=$(cgroup_sweep "$dir")
+	[ "$swept" -eq 0 ] || say "removed $swept cgroups the helper's destroys left in $dir's cgroup folders"
+	n=$(all_rooms_left "$dir" | wc -l)
+	[ "$n" -eq 0 ] || say "$n rooms of $dir could not be removed: $(all_rooms_left "$dir" | head -n5 | tr '\n' ' ')"
 }
 
 # The egress figures' test host: a network namespace with nginx, joined by
@@ -208,7 +283,7 @@ cleanup() {
 	stop_testhost
 	if [ -n "${BENCH_KEEP_TMP:-}" ]; then
 		say "kept $tmp"
-	elif [ -n "$(rooms_left "$tmp" | head -n1)$(rooms_left "$eg" | head -n1)" ]; then
+	elif [ -n "$(all_rooms_left "$tmp" | head -n1)$(all_rooms_left "$eg" | head -n1)" ]; then
 		say "rooms could not be destroyed; keeping $tmp for inspection"
 	else
 		rm -rf "$tmp"
@@ -289,7 +364,8 @@ cgroup_mem() {
 
 # delete_all DIR PORT NAME: DELETE every room of the stack in DIR through
 # its API, 8 at a time (statuses in out/NAME.txt); sets n_left, del (the
-# statuses counted) and del_fail.
+# statuses counted) and del_fail.  A DELETE not answered within 5 minutes
+# counts as failed (000): the cleanup's helper_destroy_left takes its room.
 delete_all() {
 	local dir=$1 p=$2 out=$tmp/out/$3.txt t0
 	rooms_left "$dir" > "$tmp/rooms.txt"
@@ -297,7 +373,7 @@ delete_all() {
 	t0=$(date +%s.%N)
 	del=$(xargs -a "$tmp/rooms.txt" -P 8 -n 64 sh -c '
 		for r in "$@"; do
-			code=$(curl -s -o /dev/null -w "%{http_code}" -X DELETE \
+			code=$(curl -s --max-time 300 -o /dev/null -w "%{http_code}" -X DELETE \
 				-H "Authorization: Bearer $(head -n1 "'"$dir/tokens"'")" \
 				"http://127.0.0.1:'"$p"'/api/rooms/$r")
 			echo "$code $r"
@@ -430,7 +506,7 @@ ref_nginx="    server {
     }"
 
 # A uid range no process uses: each room owns 65536 host ids (the tests use
-# 70000000 onwards, make run 200000 to 65736000; the egress stack's range,
+# 70000000 to 300000000, make run 200000 to 65736000; the egress stack's range,
 # from 1.5e9, lies above every one this can pick).
 span=1024
 # make bench-scale: room for its rooms and the one measured beside them.
@@ -986,11 +1062,7 @@ eg_uid_base=$(free_uid_base 1500000000 "$eg_span") || die "no free uid range for
 start_stack "$eg" "$eg_port" "$eg_uid_base" "$eg_span" "network = egress
 dns = $TH_ADDR" ""
 eg_fcgi_pid=$started_fcgi eg_nginx_pid=$started_nginx eg_up=1
-# The instance's names (sandbox-helper/net.c): FNV-1a of state_dir.
-eg_hash=$(python3 -c 'import sys
-h = 2166136261
-for c in sys.argv[1].encode(): h = ((h ^ c) * 16777619) & 0xffffffff
-print("%08x" % h)' "$eg/state")
+eg_hash=$(state_hash "$eg/state")
 eg_table=roombox_$eg_hash eg_ifprefix=rb${eg_hash:2:6}-
 echo "stack: nginx 127.0.0.1:$eg_port -> roombox-fcgi -> roombox-helper; network = egress, dns $TH_ADDR, max_rooms $eg_span, uid_base $eg_uid_base"
 echo "health: $health"

@@ -12,6 +12,7 @@ packages=(
 	libarchive-dev libssl-dev zstd  # the export archive (room_archive.c); zstd: tests
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests python3-pip  # pip in rooms with rootfs = host (test_pip.py)
+	python3-pytest-xdist  # tools/integration.sh: a suite's modules on several workers at once
 	python3-jsonschema  # answers checked against docs/openapi.json (test_openapi.py)
 	chromium chromium-driver python3-selenium  # the console's tests (tests/console/)
 	time

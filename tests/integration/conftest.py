@@ -460,17 +460,26 @@ def _claimed_uid_ranges():
     return ranges
 
 
+UID_TESTS_FIRST = 70_000_000
+UID_TESTS_END = 300_000_000    # make bench's stacks start here (tools/bench.sh)
+
+
 def pick_uid_base(span):
     """A uid range no host process uses and no running test stack claims,
     away from the default 200000 (and the default max_rooms' 1000 * 65536
     ids after it) so a test stack never shares uids with a `make run`
-    stack.  Claimed until release_uid_base."""
+    stack, and below UID_TESTS_END: make bench picks its ranges from there
+    up by the processes it sees, without claims, so a test stack's range
+    there could take a bench's ids before their processes exist.  Claimed
+    until release_uid_base."""
+    slots = (UID_TESTS_END - UID_TESTS_FIRST - span) // ROOM_IDS
+    assert slots > 0, f"a span of {span} host ids does not fit the tests' range"
     UID_CLAIMS.mkdir(exist_ok=True)
     with open(UID_CLAIMS / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         claimed = _claimed_uid_ranges()
         for _ in range(200):
-            base = 70_000_000 + random.randrange(0, 4000) * ROOM_IDS
+            base = UID_TESTS_FIRST + random.randrange(0, slots + 1) * ROOM_IDS
             if any(base < hi and lo < base + span for lo, hi in claimed):
                 continue
             if not procs_with_uid_in(base, base + span):
@@ -887,3 +896,36 @@ def pytest_runtest_makereport(item, call):
     if rep.skipped and not hasattr(rep, "wasxfail"):
         rep.outcome = "failed"
         rep.longrepr = f"skipped tests count as failures here: {rep.longrepr}"
+
+
+# ---------------------------------------------------------------- serial tests
+
+# tools/integration.sh runs a suite in two passes: first every test not
+# marked serial, on several pytest-xdist workers at once (a module's tests on
+# one worker, with that module's own stacks), then the serial ones alone.  A
+# test is serial when, while it runs, it changes something host-wide that
+# the rooms of other tests would feel (a sysctl, the host's accounts, from
+# which every new room's /etc/passwd is made) or measures the whole host.
+# ROOMBOX_TEST_PASS names the pass: "parallel" leaves the serial tests out,
+# "serial" keeps only them; unset (pytest run by hand) every test runs.
+TEST_PASSES = ("parallel", "serial")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: changes or measures something host-wide; run alone, "
+        "after the parallel pass (tools/integration.sh)")
+
+
+def pytest_collection_modifyitems(config, items):
+    which = os.environ.get("ROOMBOX_TEST_PASS")
+    if not which:
+        return
+    if which not in TEST_PASSES:
+        raise pytest.UsageError(f"ROOMBOX_TEST_PASS={which!r}: not one of {TEST_PASSES}")
+    want = which == "serial"
+    keep = [i for i in items if (i.get_closest_marker("serial") is not None) == want]
+    if len(keep) < len(items):   # both folders' copies of this hook may run
+        kept = set(keep)
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = keep

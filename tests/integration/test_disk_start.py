@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import cgroup_dirs_named, loop_devices_backed_by, procs_of_room, unique_room, wait_until
 
 SERVERS = ("nginx",)
@@ -78,6 +80,9 @@ def test_an_image_that_cannot_be_attached_is_a_clear_error(client, stack, room):
     assert client.sh(room, "cat /workspace/f") == "kept\n"
 
 
+# serial: a host group added is every stack's (new rooms' /etc/group, disk
+# templates and the images made ahead from them)
+@pytest.mark.serial
 def test_a_new_room_sees_the_host_system_accounts_of_its_creation(client, stack):
     """New rooms' disks come from a template that already holds the room's
     /etc/passwd and /etc/group (made from the host's system accounts): a

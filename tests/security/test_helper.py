@@ -107,12 +107,14 @@ def group_member(service_group):
         subprocess.run(["userdel", name], capture_output=True)
 
 
+@pytest.mark.serial   # the service group and its member are host accounts
 def test_setuid_copy_works_for_root(suid_helper, stack):
     """Control for the caller tests: the copy is a working helper."""
     rc, out = run_helper([suid_helper, "-c", stack.conf_path], {"op": "info"})
     assert rc == 0 and "cgroup" in out, out
 
 
+@pytest.mark.serial   # the service group and its member are host accounts
 def test_caller_outside_the_service_group_is_denied(suid_helper, stack, service_group):
     assert "nobody" not in service_group.gr_mem
     for argv in ([suid_helper], [suid_helper, "-c", stack.conf_path]):
@@ -121,6 +123,7 @@ def test_caller_outside_the_service_group_is_denied(suid_helper, stack, service_
         assert "group" in out["error"], out
 
 
+@pytest.mark.serial   # the service group and its member are host accounts
 def test_service_group_member_cannot_name_another_configuration(suid_helper, stack, group_member):
     rc, out = run_helper([suid_helper, "-c", stack.conf_path], {"op": "list"}, user=group_member)
     assert denied(rc, out), out
@@ -131,6 +134,7 @@ def test_service_group_member_cannot_name_another_configuration(suid_helper, sta
     assert rc == 0 or ("group" not in out["error"] and "-c" not in out["error"]), out
 
 
+@pytest.mark.serial   # the service group and its member are host accounts
 def test_command_line_has_the_caller_checks(suid_helper, stack, group_member):
     """The scripts' command line (roombox-helper stop-all, destroy ROOM)
     is refused to the same callers, before anything is done."""

@@ -397,6 +397,8 @@ print(json.dumps({"opened": opened, "caught": caught}))
 '''
 
 
+# serial: fs.suid_dumpable is the whole host's, every other room's too
+@pytest.mark.serial
 @pytest.mark.parametrize("who", ["user", "root"])
 @pytest.mark.parametrize("suid_dumpable", ["0", "1"])
 def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, suid_dumpable, who):

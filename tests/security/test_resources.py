@@ -4,6 +4,8 @@ limits so that each is crossed quickly."""
 
 import os
 
+import pytest
+
 from conftest import (GONE_TIMEOUT, ROOM_IDS, procs_of_room, procs_with_uid, procs_with_uid_in,
                       unique_room, wait_until)
 from security_helpers import (FORK_LOOP, Background, assert_room_holds_only_keeper_and_this_exec,
@@ -199,6 +201,9 @@ def host_free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
+# serial: the free space it measures is the host's /tmp, which every other
+# test's stacks write to as well
+@pytest.mark.serial
 def test_filling_the_disk_stops_at_disk_limit(client, stack):
     a, b = unique_room("a"), unique_room("b")
     client.sh(a, "true")
