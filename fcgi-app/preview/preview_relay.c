@@ -231,6 +231,7 @@ struct relay {
 	bool reused;             /* its room socket is a kept connection (see "kept") */
 	bool fresh;              /* ... which failed: a new connection this time */
 	bool room_extra;         /* the room sent bytes past its answer's end */
+	bool client_early;       /* input came while the request was over */
 	unsigned revocations;    /* the count when its token was looked up */
 	long deadline;           /* head, connect or reject; 0 = none */
 	long last_io;
@@ -1196,7 +1197,7 @@ static void relay_next(struct relay *r)
 	r->head_len = carry;
 	r->h = (struct preview_head){ 0 };
 	r->fr = (struct frame){ 0 };
-	r->retried = r->reused = r->fresh = r->room_extra = false;
+	r->retried = r->reused = r->fresh = r->room_extra = r->client_early = false;
 	r->st = R_HEAD;
 	r->deadline = now_ms() + (r->head_len ? PREVIEW_HEAD_MS : PREVIEW_KEEP_MS);
 	watch(r->client, &r->rc, &r->mask_c, EPOLLIN);
@@ -1244,6 +1245,14 @@ static void relay_update(struct relay *r)
 	 * request waits in the socket) */
 	bool read_c = !r->c2r.eof && !r->c2r.len && (!r->h.framed || r->req_left);
 	bool hup_only_c = r->h.framed && !r->req_left;
+	/* ... but left watched for input too until some comes while the
+	 * request is over (a web server sends the next request only after
+	 * the answer): two changes of the watch each exchange cost more than
+	 * the rest of the loop's own bookkeeping */
+	if (hup_only_c && !r->client_early && (r->mask_c & EPOLLIN)) {
+		read_c = true;
+		hup_only_c = false;
+	}
 	bool read_r = !r->r2c.eof && (r->resp_head || (!r->r2c.len && !(r->h.framed && r->fr.done)));
 	watch(r->client, &r->rc, &r->mask_c,
 	      (read_c ? EPOLLIN : 0) | (hup_only_c ? EPOLLHUP : 0) |
@@ -1282,6 +1291,8 @@ static void relay_event(struct relay *r, bool room_side, uint32_t ev)
 	 * half-close, or its close): what it sent is still there to read */
 	if (ev & EPOLLHUP)
 		*(room_side ? &r->hup_r : &r->hup_c) = true;
+	else if (!room_side && (ev & EPOLLIN) && r->h.framed && !r->req_left)
+		r->client_early = true;   /* not read now: watched for its end alone */
 	if (ev & (EPOLLIN | EPOLLHUP)) {
 		int rc = room_side ? room_recv(r) : client_recv(r) ? ROOM_OK : ROOM_END;
 		if (rc == ROOM_ANSWERED)
