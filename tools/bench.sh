@@ -478,11 +478,17 @@ start_stack() {
 # temporary file, renamed into place) and static GET of the same bytes, and
 # a location proxying straight to the page server on the host, with the
 # preview location's own settings, and "Connection: close" to the server
-# as the relay sends it into the room (a new connection per request, on
-# both paths, to the server itself).
+# (a new connection per request: how nginx proxies unless told to keep
+# them).  The relay keeps its connections into the room; for context only,
+# a second location proxies to the same server with nginx keeping its
+# connections too (an upstream with keepalive), so a reader sees both.
 ref_port=$(free_port)
 page_port=$(free_port)
-ref_nginx="    server {
+ref_nginx="    upstream bench_page_keep {
+        server 127.0.0.1:$page_port;
+        keepalive 32;
+    }
+    server {
         listen 127.0.0.1:$ref_port;
         location /dav/ {
             root $tmp/ref;
@@ -497,6 +503,17 @@ ref_nginx="    server {
             proxy_set_header Host       \$http_host;
             proxy_set_header Upgrade    \$http_upgrade;
             proxy_set_header Connection close;
+            proxy_buffering         off;
+            proxy_request_buffering off;
+            client_max_body_size    0;
+            proxy_read_timeout      1h;
+            proxy_send_timeout      1h;
+        }
+        location /proxykeep/ {
+            proxy_pass http://bench_page_keep/;
+            proxy_http_version 1.1;
+            proxy_set_header Host       \$http_host;
+            proxy_set_header Connection \"\";
             proxy_buffering         off;
             proxy_request_buffering off;
             client_max_body_size    0;
@@ -882,8 +899,9 @@ if want 11; then
 section "11. requests through a preview URL: wrk -t16 -c16 -d${WRK_SECONDS}s, a 1 KiB page"
 echo "server: tools/bench/pageserver.c (epoll, one thread), uploaded into room ${prefix}p as /workspace/pageserver"
 echo "  and run there as a managed process on 127.0.0.1:8000; the same binary on the host's 127.0.0.1:$page_port"
-echo "reference: nginx proxying straight to the host's copy (a location with the preview location's settings);"
-echo "  measured before and after the preview run, mean"
+echo "reference: nginx proxying straight to the host's copy (a location with the preview location's settings,"
+echo "  a new connection to the server per request); measured before and after the preview run, mean"
+echo "context only: nginx keeping its connections to the host's copy (upstream keepalive), as the relay keeps its own"
 echo "first exec (creates room ${prefix}p): $(hb -m POST -b "$exec_body" -n 1 -k '"exitCode":0' "$(exec_path p)")"
 api="http://127.0.0.1:$port/api/rooms/${prefix}p/sandbox"
 echo "upload: $(curl -s "${auth[@]}" -T "$tmp/bin/pageserver" "$api/files/pageserver?mode=0755")"
@@ -916,13 +934,15 @@ pv_rps=$(wrk_run "$preview_url" preview)
 c_ngx1=$(cpu_ms $(ngx_pids)) c_fcgi1=$(cpu_ms "$fcgi_pid")
 pv_ref2=$(wrk_run "$proxy_url" proxy2)
 c_ngx2=$(cpu_ms $(ngx_pids))
+pv_keep=$(wrk_run "http://127.0.0.1:$ref_port/proxykeep/" proxykeep)
 echo "CPU per request (context): nginx $(per_req preview "$c_ngx0" "$c_ngx1") ms through the preview URL," \
 	"$(per_req proxy2 "$c_ngx1" "$c_ngx2") ms proxying straight; roombox-fcgi (its relay loop; the room's connector not counted)" \
 	"$(per_req preview "$c_fcgi0" "$c_fcgi1") ms"
 pv_ref=$(calc "($pv_ref1 + $pv_ref2) / 2")
 sed 's/^/  /' "$tmp/out/preview.txt"
-pv_non2xx=$(( $(non2xx preview) + $(non2xx proxy1) + $(non2xx proxy2) + 0 ))
+pv_non2xx=$(( $(non2xx preview) + $(non2xx proxy1) + $(non2xx proxy2) + $(non2xx proxykeep) + 0 ))
 echo "preview $pv_rps req/s; reference $pv_ref1 before, $pv_ref2 after, mean $pv_ref; non-2xx answers: $pv_non2xx"
+echo "context: nginx keeping its connections to the server $pv_keep req/s; the preview URL $(ratio "${pv_rps:-}" "$pv_keep") x that"
 stop_pids 100 "$page_pid"
 page_pid=
 

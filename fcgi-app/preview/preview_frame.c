@@ -14,6 +14,7 @@
  * clean, then the response is passed on to its close. */
 struct fields {
 	bool bad, chunked, length;
+	bool close;        /* the room's server ends its connection after it */
 	uint64_t content_length;
 };
 
@@ -32,6 +33,9 @@ static void field(struct fields *fs, const char *name, size_t nlen, const char *
 			fs->bad = true;
 		fs->length = true;
 		fs->content_length = x;
+	} else if (http_name_is(name, nlen, "connection")) {
+		size_t others;
+		fs->close |= http_list_has(v, vlen, "close", &others);
 	} else if (http_name_is(name, nlen, "transfer-encoding")) {
 		/* only a lone "chunked": any other coding is read to the close */
 		if (fs->chunked || vlen != 7 || strncasecmp(v, "chunked", 7) != 0)
@@ -176,6 +180,7 @@ static int head_once(char *buf, size_t *len, size_t cap, bool head_request, bool
 		f->end = FRAME_CLOSE;
 	f->left = f->end == FRAME_LENGTH ? fs.content_length : 0;
 	f->keep = may_keep && f->end != FRAME_CLOSE;
+	f->reuse = f->end != FRAME_CLOSE && !http10 && !fs.close;
 	f->done = f->end == FRAME_NONE || (f->end == FRAME_LENGTH && f->left == 0);
 	if (f->keep && http10)
 		buf[7] = '1';

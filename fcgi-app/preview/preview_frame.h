@@ -31,6 +31,10 @@ enum frame_end {
 struct frame {
 	enum frame_end end;
 	bool keep;          /* the web server may send another request after this response */
+	bool reuse;         /* the room's server keeps its connection after it (HTTP/1.1,
+			     * no "close", its end found): the relay may send another
+			     * request on it once the response is done, not broken, and
+			     * no byte came past its end */
 	bool done;          /* the response's last byte has been counted */
 	bool broken;        /* chunked framing went wrong: nothing more may go on */
 	int status;

@@ -263,9 +263,6 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 	int slash = h->target_len == 0 || buf[h->target_off] != '/';
 	size_t tail = h->head_len - h->rest_off;
 	size_t need = h->method_len + 1 + (size_t)slash + h->target_len + tail;
-	static const char close_line[] = "Connection: close\r\n";
-	if (h->keep)
-		need += sizeof(close_line) - 1;
 	if (need > outcap)
 		return 0;
 	char *o = out;
@@ -276,8 +273,7 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 	memcpy(o, buf + h->target_off, h->target_len);
 	o += h->target_len;
 	/* the request line's rest, the lines that go on (a line folded into
-	 * a field follows its field), with keep "Connection: close", the
-	 * blank line */
+	 * a field follows its field), the blank line */
 	size_t i = h->rest_off;
 	int keeping = 1;
 	while (i < h->head_len) {
@@ -286,10 +282,6 @@ size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 			eol++;
 		size_t next = eol + 1, le = eol > i && buf[eol - 1] == '\r' ? eol - 1 : eol;
 		if (le == i) {   /* the blank line */
-			if (h->keep) {
-				memcpy(o, close_line, sizeof(close_line) - 1);
-				o += sizeof(close_line) - 1;
-			}
 			memcpy(o, buf + i, next - i);
 			o += next - i;
 			break;

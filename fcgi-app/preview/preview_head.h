@@ -65,10 +65,11 @@ struct preview_strip {
 
 /* The head to send into the room: the request line with its target
  * rewritten, then the header lines unchanged but for those strip leaves
- * out (strip may be NULL) — and with keep, the Connection and Keep-Alive
- * lines make way for "Connection: close" (the room's server ends its
- * connection after each answer).  Returns its length, or 0 if it does not
- * fit in outcap (never more than head_len + PREVIEW_HEAD_GROWTH). */
+ * out (strip may be NULL) — and with keep, without the Connection and
+ * Keep-Alive lines (HTTP/1.1's default: the room's server keeps its
+ * connection, which the relay may use for a later request of the same
+ * exposure).  Returns its length, or 0 if it does not fit in outcap
+ * (never more than head_len + PREVIEW_HEAD_GROWTH). */
 #define PREVIEW_HEAD_GROWTH 20
 size_t preview_head_rewrite(const struct preview_head *h, const char *buf,
 			    const struct preview_strip *strip, char *out, size_t outcap);

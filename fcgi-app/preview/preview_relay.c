@@ -40,12 +40,13 @@
  *   relay's own work.  So the relay finds where each exchange ends: a
  *   request that allows it (HTTP/1.1, a Content-Length or no body, no
  *   Upgrade, no Connection but keep-alive: preview_head.c) is a kept
- *   exchange — the room's server is asked to close after its answer
- *   ("Connection: close"), no byte of the client past the request's body
- *   is read until the answer has ended, the answer's head is read whole
- *   and its end found (preview_frame.c), and no byte of the room past that
- *   end goes on; then the room's socket is closed and the next request
- *   on the connection is read like the first (another room's, maybe).
+ *   exchange — no byte of the client past the request's body is read
+ *   until the answer has ended, the answer's head is read whole and its
+ *   end found (preview_frame.c), and no byte of the room past that end
+ *   goes on; then the room's socket is kept for its exposure's next
+ *   request or closed ("kept connections" below), and the next request on
+ *   the web server's connection is read like the first (another room's,
+ *   maybe).
  *   An answer whose end the relay cannot find for sure goes on with
  *   "Connection: close" added to its head, so the web server never sends
  *   another request on that connection: one room's bytes never reach
@@ -67,6 +68,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -169,6 +171,8 @@ static struct fair_share room_relays;
  * connect only if one came meanwhile (the store's file is gone first). */
 static atomic_uint revocations;
 
+static void kept_revoke(const char *token);
+
 void preview_relay_revoke(const char *token)
 {
 	atomic_fetch_add(&revocations, 1);
@@ -180,6 +184,7 @@ void preview_relay_revoke(const char *token)
 				shutdown(slots[i].room, SHUT_RDWR);
 		}
 	pthread_mutex_unlock(&slots_lock);
+	kept_revoke(token);
 }
 
 /* ---- one connection's state ---- */
@@ -194,7 +199,7 @@ enum relay_state {
 };
 
 /* what an epoll event points at */
-enum ref_kind { REF_LISTEN, REF_CLIENT, REF_ROOM, REF_CONNECTOR };
+enum ref_kind { REF_LISTEN, REF_CLIENT, REF_ROOM, REF_CONNECTOR, REF_KEPT };
 struct ref {
 	enum ref_kind kind;
 	void *p;
@@ -223,6 +228,10 @@ struct relay {
 	int port;
 	bool shared;             /* holds one of room_id's share of relays */
 	bool retried;            /* a connector already failed under it */
+	bool reused;             /* its room socket is a kept connection (see "kept") */
+	bool fresh;              /* ... which failed: a new connection this time */
+	bool room_extra;         /* the room sent bytes past its answer's end */
+	bool client_early;       /* input came while the request was over */
 	unsigned revocations;    /* the count when its token was looked up */
 	long deadline;           /* head, connect or reject; 0 = none */
 	long last_io;
@@ -404,6 +413,16 @@ static void relay_linger(struct relay *r)
 _Static_assert(PORT_SOCKETS_MAX <= FDRECV_MAX, "a batch fits one recv_with_fds");
 #define ASK_EVERY_MS 1000
 
+/* A kept connection into the room, waiting for its exposure's next
+ * request (see "kept connections" below). */
+struct kept {
+	int fd;                   /* -1 = free */
+	int port;
+	char token[PREVIEW_TOKEN_LEN + 1];
+	long since;
+	struct ref ref;
+};
+
 struct connector {
 	char room[ROOM_ID_MAX + 1];   /* "" = free */
 	int sock;                 /* our end of the socketpair, -1 = none */
@@ -416,6 +435,7 @@ struct connector {
 	int pooled;
 	bool asking;              /* a request for sockets is out */
 	long asked_ms;
+	struct kept kept[PREVIEW_ROOM_KEPT];   /* under table_lock (revocations) */
 };
 static struct connector connectors[CONNECTORS_MAX];
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -425,7 +445,115 @@ static void connectors_init(void)
 	for (int i = 0; i < CONNECTORS_MAX; i++) {
 		connectors[i].sock = -1;
 		connectors[i].ref = (struct ref){ REF_CONNECTOR, &connectors[i] };
+		for (int j = 0; j < PREVIEW_ROOM_KEPT; j++)
+			connectors[i].kept[j] = (struct kept){ .fd = -1,
+				.ref = { REF_KEPT, &connectors[i].kept[j] } };
 	}
+}
+
+/* ---- kept connections into a room ----
+ *
+ * The room's server is asked to keep its connection (a kept exchange's
+ * head goes without Connection, HTTP/1.1's default), and after an answer
+ * whose end was found, with no byte past it and the server not closing,
+ * the connection waits in its room's connector for the same exposure's
+ * next request: a connect, the room's accept and both closes per request
+ * were most of the relay's work (the way nginx's upstream keepalive
+ * saves them).  Bytes are the room's own on both kinds of use, and a
+ * connection serves one token only.  A waiting connection is watched: any
+ * byte or its end (the server's own keep-alive timeout) closes it, so no
+ * stray byte of the room's can be taken for the next answer.  Only a
+ * request the relay can send again uses one (GET, HEAD or OPTIONS without
+ * a body): should the server have closed it just then, the request goes
+ * again on a new connection before any byte reached the client.  At most
+ * PREVIEW_ROOM_KEPT wait per room, none longer than PREVIEW_ROOM_KEEP_MS;
+ * they end with the room's connector (the room stopped or forgotten) and
+ * with their token (a revocation shuts them down).  Stray bytes a server
+ * sends after an answer that have not arrived yet (its kernel may hold a
+ * small write back for the ACK the next request brings) can still be
+ * taken for that request's answer, as through any proxy that keeps its
+ * connections: they are the same exposure's own, never another's. */
+
+static void kept_close(struct kept *k)
+{
+	pthread_mutex_lock(&table_lock);
+	int fd = k->fd;
+	k->fd = -1;
+	pthread_mutex_unlock(&table_lock);
+	if (fd >= 0)
+		close(fd);   /* which takes it out of the loop's epoll too */
+}
+
+static void kept_close_all(struct connector *c, long older_than)
+{
+	for (int j = 0; j < PREVIEW_ROOM_KEPT; j++)
+		if (c->kept[j].fd >= 0 && c->kept[j].since < older_than)
+			kept_close(&c->kept[j]);
+}
+
+/* The most recently kept connection of token's exposure of port; -1 if none. */
+static int kept_take(struct connector *c, int port, const char *token)
+{
+	struct kept *best = NULL;
+	for (int j = 0; j < PREVIEW_ROOM_KEPT; j++) {
+		struct kept *k = &c->kept[j];
+		if (k->fd >= 0 && k->port == port && strcmp(k->token, token) == 0 &&
+		    (!best || k->since > best->since))
+			best = k;
+	}
+	if (!best)
+		return -1;
+	pthread_mutex_lock(&table_lock);
+	int fd = best->fd;
+	best->fd = -1;
+	pthread_mutex_unlock(&table_lock);
+	return fd;
+}
+
+/* Keep fd (watched as *mask) in c for token's port; the oldest kept
+ * makes room when all are taken. */
+static void kept_put(struct connector *c, int fd, uint32_t mask, int port, const char *token)
+{
+	struct kept *k = NULL;
+	for (int j = 0; j < PREVIEW_ROOM_KEPT && (!k || k->fd >= 0); j++)
+		if (!k || c->kept[j].fd < 0 || c->kept[j].since < k->since)
+			k = &c->kept[j];
+	if (k->fd >= 0)
+		kept_close(k);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &k->ref };
+	if (epoll_ctl(loop_fd, mask ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&table_lock);
+	k->fd = fd;
+	k->port = port;
+	snprintf(k->token, sizeof(k->token), "%s", token);
+	k->since = now_ms();
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* A byte or the end on a waiting connection: it is not used again.  (An
+ * event fetched before its connection was taken finds it taken: the
+ * relay, level-triggered, gets it on the next round.) */
+static void kept_event(struct kept *k)
+{
+	if (k->fd >= 0)
+		kept_close(k);
+}
+
+/* A revocation (another thread): the token's waiting connections are shut
+ * down; the loop then sees their end and closes them. */
+static void kept_revoke(const char *token)
+{
+	pthread_mutex_lock(&table_lock);
+	for (int i = 0; i < CONNECTORS_MAX; i++)
+		for (int j = 0; j < PREVIEW_ROOM_KEPT; j++) {
+			struct kept *k = &connectors[i].kept[j];
+			if (k->fd >= 0 && strcmp(k->token, token) == 0)
+				shutdown(k->fd, SHUT_RDWR);
+		}
+	pthread_mutex_unlock(&table_lock);
 }
 
 /* Close our end (the helper then exits) and reap it; why it ended, from
@@ -437,6 +565,7 @@ static void connector_end(struct connector *c, char *code, size_t codelen, char 
 	watch(c->sock, &c->ref, &c->mask, 0);
 	while (c->pooled)
 		close(c->pool[--c->pooled]);
+	kept_close_all(c, LONG_MAX);
 	c->asking = false;
 	pthread_mutex_lock(&table_lock);
 	if (c->sock >= 0)
@@ -532,8 +661,22 @@ static void connector_refill(struct connector *c)
 }
 
 static void relay_dial(struct relay *r, int fd);
+static void relay_start(struct relay *r, bool connected);
+static bool relay_retry(struct relay *r);
 
-/* A socket of r's room for r: from the pool, or once the next batch comes. */
+/* May r's request go on a kept connection: can it be sent again, should
+ * the server have closed that connection just then? */
+static bool relay_resendable(const struct relay *r)
+{
+	const char *m = r->head;
+	size_t n = r->h.method_len;
+	return r->h.keep && !r->fresh && r->h.body_len == 0 &&
+	       ((n == 3 && memcmp(m, "GET", 3) == 0) || (n == 4 && memcmp(m, "HEAD", 4) == 0) ||
+		(n == 7 && memcmp(m, "OPTIONS", 7) == 0));
+}
+
+/* A socket of r's room for r: a kept connection to its port, or one from
+ * the pool, or once the next batch comes. */
 static void relay_ask(struct relay *r)
 {
 	char why[256] = "";
@@ -543,6 +686,20 @@ static void relay_ask(struct relay *r)
 		return;
 	}
 	c->used_ms = now_ms();
+	int fd = relay_resendable(r) ? kept_take(c, r->port, r->h.token) : -1;
+	if (fd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->rr };
+		epoll_ctl(loop_fd, EPOLL_CTL_MOD, fd, &ev);
+		r->room = fd;
+		r->mask_r = EPOLLIN;
+		r->reused = true;
+		slot_set(r->slot, r->h.token, fd);
+		/* the room's activity (idle_timeout) is told by asking for
+		 * sockets, at least once a second */
+		connector_refill(c);
+		relay_start(r, true);
+		return;
+	}
 	if (c->pooled) {
 		relay_dial(r, c->pool[--c->pooled]);
 		connector_refill(c);
@@ -631,8 +788,10 @@ static void connector_readable(struct connector *c)
  * nothing queued: reaped, so no exited helper waits long for its parent. */
 static void connectors_reap(void)
 {
+	long old = now_ms() - PREVIEW_ROOM_KEEP_MS;
 	for (int i = 0; i < CONNECTORS_MAX; i++) {
 		struct connector *c = &connectors[i];
+		kept_close_all(c, old);
 		if (!c->run || c->first)
 			continue;
 		struct pollfd p = { helper_run_pidfd(c->run), POLLIN, 0 };
@@ -744,7 +903,6 @@ static void relay_parse(struct relay *r)
 	relay_ask(r);
 }
 
-static void relay_start(struct relay *r, bool connected);
 
 /* The bytes read with a framed request's head past its body's end: the
  * start of the next request, at the end of head[0..head_len). */
@@ -929,6 +1087,8 @@ static int room_recv(struct relay *r)
 		ssize_t n = recv(r->room, f->buf + f->len, RELAY_BUF - FRAME_SLACK - f->len, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return ROOM_OK;
+		if (n <= 0 && relay_retry(r))
+			return ROOM_ANSWERED;
 		if (n <= 0) {   /* nothing has gone on yet: the answer is ours */
 			char msg[128];
 			snprintf(msg, sizeof(msg), "the server on port %d in the room closed without an answer",
@@ -957,8 +1117,11 @@ static int room_recv(struct relay *r)
 			return ROOM_ANSWERED;
 		}
 		r->resp_head = false;
-		if (r->h.framed)
-			f->len = head + frame_body(&r->fr, f->buf + head, f->len - head);
+		if (r->h.framed) {
+			size_t body = frame_body(&r->fr, f->buf + head, f->len - head);
+			r->room_extra |= body < f->len - head;
+			f->len = head + body;
+		}
 		return ROOM_OK;
 	}
 	size_t want = RELAY_BUF;
@@ -968,18 +1131,63 @@ static int room_recv(struct relay *r)
 	if (n < 0)
 		return ROOM_END;
 	f->len = r->h.framed ? frame_body(&r->fr, f->buf, (size_t)n) : (size_t)n;
+	r->room_extra |= f->len < (size_t)n;
 	return ROOM_OK;
 }
 
+/* The kept connection r's request went on ended (or was reset) before
+ * any byte of an answer: its server closed it just then.  The request
+ * goes again on a new connection; false when it cannot. */
+static bool relay_retry(struct relay *r)
+{
+	if (!r->reused || !r->resp_head || r->resp_read || r->c2r.shut)
+		return false;
+	watch(r->room, &r->rr, &r->mask_r, 0);
+	slot_set(r->slot, r->h.token, -1);   /* before the close: its number may be reused at once */
+	close(r->room);
+	r->room = -1;
+	r->hup_r = false;
+	r->reused = false;
+	r->fresh = true;
+	char *cb = r->c2r.buf, *rb = r->r2c.buf;
+	r->c2r = (struct flow){ .buf = cb };
+	r->r2c = (struct flow){ .buf = rb };
+	relay_ask(r);
+	return true;
+}
+
+/* An exchange is over: its room socket kept for the exposure's next
+ * request when the server keeps it and nothing else came on it, else
+ * closed. */
+static void relay_room_done(struct relay *r)
+{
+	if (r->room < 0)
+		return;
+	char byte;
+	struct connector *c = NULL;
+	bool clean = r->h.keep && r->fr.done && r->fr.reuse && !r->fr.broken && !r->room_extra &&
+		     !r->r2c.eof && !r->hup_r && !r->c2r.shut && !r->c2r.len && !r->req_left &&
+		     recv(r->room, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN;
+	for (int i = 0; clean && i < CONNECTORS_MAX && !c; i++)
+		if (connectors[i].sock >= 0 && strcmp(connectors[i].room, r->room_id) == 0)
+			c = &connectors[i];
+	slot_set(r->slot, "", -1);   /* before the close: its number may be reused at once */
+	if (c) {
+		kept_put(c, r->room, r->mask_r, r->port, r->h.token);
+		r->mask_r = 0;
+	} else {
+		watch(r->room, &r->rr, &r->mask_r, 0);
+		close(r->room);
+	}
+	r->room = -1;
+}
+
 /* A kept exchange is over: the connection waits for the web server's next
- * request, the room's socket is closed (its server was asked to close). */
+ * request; the room's socket is kept or closed (relay_room_done). */
 static void relay_next(struct relay *r)
 {
 	relay_share_give(r);
-	watch(r->room, &r->rr, &r->mask_r, 0);
-	slot_set(r->slot, "", -1);   /* before the close: its number may be reused at once */
-	close(r->room);
-	r->room = -1;
+	relay_room_done(r);
 	char *cb = r->c2r.buf, *rb = r->r2c.buf;
 	r->c2r = (struct flow){ .buf = cb };
 	r->r2c = (struct flow){ .buf = rb };
@@ -989,7 +1197,7 @@ static void relay_next(struct relay *r)
 	r->head_len = carry;
 	r->h = (struct preview_head){ 0 };
 	r->fr = (struct frame){ 0 };
-	r->retried = false;
+	r->retried = r->reused = r->fresh = r->room_extra = r->client_early = false;
 	r->st = R_HEAD;
 	r->deadline = now_ms() + (r->head_len ? PREVIEW_HEAD_MS : PREVIEW_KEEP_MS);
 	watch(r->client, &r->rc, &r->mask_c, EPOLLIN);
@@ -1001,8 +1209,12 @@ static void relay_next(struct relay *r)
 static void relay_update(struct relay *r)
 {
 	long now = now_ms();
-	if (!flow_send(&r->c2r, r->room, now) ||
-	    (!r->resp_head && !flow_send(&r->r2c, r->client, now))) {
+	if (!flow_send(&r->c2r, r->room, now)) {
+		if (!relay_retry(r))
+			relay_end(r);
+		return;
+	}
+	if (!r->resp_head && !flow_send(&r->r2c, r->client, now)) {
 		relay_end(r);
 		return;
 	}
@@ -1013,10 +1225,12 @@ static void relay_update(struct relay *r)
 	/* a framed exchange ends with its answer; when kept, the next request
 	 * may follow if the answer's end was found and the body all came */
 	if (r->h.framed && !r->resp_head && !r->r2c.len && (r->fr.done || r->r2c.eof)) {
-		if (r->fr.done && r->fr.keep && !r->fr.broken && !r->req_left && !r->c2r.eof && !r->hup_c)
+		if (r->fr.done && r->fr.keep && !r->fr.broken && !r->req_left && !r->c2r.eof && !r->hup_c) {
 			relay_next(r);
-		else
+		} else {
+			relay_room_done(r);
 			relay_end(r);
+		}
 		return;
 	}
 	/* a framed request is over and its client has gone (the web server
@@ -1031,6 +1245,14 @@ static void relay_update(struct relay *r)
 	 * request waits in the socket) */
 	bool read_c = !r->c2r.eof && !r->c2r.len && (!r->h.framed || r->req_left);
 	bool hup_only_c = r->h.framed && !r->req_left;
+	/* ... but left watched for input too until some comes while the
+	 * request is over (a web server sends the next request only after
+	 * the answer): two changes of the watch each exchange cost more than
+	 * the rest of the loop's own bookkeeping */
+	if (hup_only_c && !r->client_early && (r->mask_c & EPOLLIN)) {
+		read_c = true;
+		hup_only_c = false;
+	}
 	bool read_r = !r->r2c.eof && (r->resp_head || (!r->r2c.len && !(r->h.framed && r->fr.done)));
 	watch(r->client, &r->rc, &r->mask_c,
 	      (read_c ? EPOLLIN : 0) | (hup_only_c ? EPOLLHUP : 0) |
@@ -1061,13 +1283,16 @@ static void relay_event(struct relay *r, bool room_side, uint32_t ev)
 		break;
 	}
 	if (ev & EPOLLERR) {   /* reset: nothing more either way */
-		relay_end(r);
+		if (!room_side || !relay_retry(r))
+			relay_end(r);
 		return;
 	}
 	/* EPOLLHUP: both directions are shut (the peer's end after our own
 	 * half-close, or its close): what it sent is still there to read */
 	if (ev & EPOLLHUP)
 		*(room_side ? &r->hup_r : &r->hup_c) = true;
+	else if (!room_side && (ev & EPOLLIN) && r->h.framed && !r->req_left)
+		r->client_early = true;   /* not read now: watched for its end alone */
 	if (ev & (EPOLLIN | EPOLLHUP)) {
 		int rc = room_side ? room_recv(r) : client_recv(r) ? ROOM_OK : ROOM_END;
 		if (rc == ROOM_ANSWERED)
@@ -1170,6 +1395,14 @@ static void *loop_main(void *arg)
 		int n = epoll_wait(loop_fd, evs, 64, wait < 0 ? 0 : (int)wait);
 		if (n < 0 && errno != EINTR)
 			return NULL;
+		/* waiting connections into rooms first: one that has ended or
+		 * got a stray byte is gone before a request of this round can
+		 * take it */
+		for (int i = 0; i < n; i++) {
+			struct ref *ref = evs[i].data.ptr;
+			if (ref->kind == REF_KEPT)
+				kept_event(ref->p);
+		}
 		for (int i = 0; i < n; i++) {
 			struct ref *ref = evs[i].data.ptr;
 			uint32_t e = evs[i].events;
@@ -1178,6 +1411,8 @@ static void *loop_main(void *arg)
 					return NULL;   /* shut down */
 			} else if (ref->kind == REF_CONNECTOR) {
 				connector_readable(ref->p);
+			} else if (ref->kind == REF_KEPT) {
+				continue;
 			} else if (!((struct relay *)ref->p)->dead) {
 				relay_event(ref->p, ref->kind == REF_ROOM, e);
 			}

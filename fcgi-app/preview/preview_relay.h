@@ -17,6 +17,12 @@
 #define PREVIEW_ROOM_RELAYS (PREVIEW_RELAYS_MAX / 4)
 /* A relay with no byte either way for this long is closed. */
 #define PREVIEW_IDLE_MS (10 * 60 * 1000)
+/* Kept connections into one room waiting for a request (preview_relay.c,
+ * "kept connections"), and how long one waits at most.  Enough for the
+ * exchanges of one room a web server runs at once in practice; with the
+ * connectors' pools they bound the descriptors the relay keeps. */
+#define PREVIEW_ROOM_KEPT 16
+#define PREVIEW_ROOM_KEEP_MS (60 * 1000)
 /* The client's request head must be whole within this. */
 #define PREVIEW_HEAD_MS (15 * 1000)
 /* A kept connection waits this long for the web server's next request

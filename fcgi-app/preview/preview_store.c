@@ -17,13 +17,21 @@
  *   so a crash leaves an exposure either absent or complete.  Exposing and
  *   unexposing take one mutex, so one port of a room has one token.
  * - A token is 16 characters drawn with getrandom() (rejection sampling,
- *   no bias): 82 bits, and it is the URL's only secret. */
+ *   no bias): 82 bits, and it is the URL's only secret.
+ * - Every preview request looks its token up, and an open, a read and a
+ *   close per request were a sizeable part of the relay's work: the tokens
+ *   looked up lately are remembered (a small table, one entry a hash
+ *   slot).  The files stay the truth: an entry is dropped when its file is
+ *   removed (preview_unexpose, before the relays are told), and a lookup
+ *   that read a file remembers it only if no exposure ended meanwhile, so
+ *   a token never outlives its exposure.  Misses are not remembered. */
 #include "preview_store.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +44,37 @@
 #define PREVIEW_FILE_MAX 128
 #define PREVIEW_LIST_MAX 1024    /* exposures of one room */
 
+#define CACHE_SLOTS 256
+
 static int preview_dirfd = -1;
+
+struct cached {
+	char token[PREVIEW_TOKEN_LEN + 1];   /* "" = empty */
+	char room[ROOM_ID_MAX + 1];
+	int port;
+};
+static struct cached cache[CACHE_SLOTS];
+static unsigned long cache_gen;          /* bumped by every removal */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct cached *cache_slot(const char *token)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+	for (const char *p = token; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return &cache[h % CACHE_SLOTS];
+}
+
+/* The token's exposure is gone (its file removed): not remembered. */
+static void cache_forget(const char *token)
+{
+	struct cached *c = cache_slot(token);
+	pthread_mutex_lock(&cache_lock);
+	cache_gen++;
+	if (strcmp(c->token, token) == 0)
+		c->token[0] = '\0';
+	pthread_mutex_unlock(&cache_lock);
+}
 static pthread_mutex_t preview_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct preview_exposure list[PREVIEW_LIST_MAX];   /* under preview_lock */
 
@@ -94,7 +132,26 @@ int preview_lookup(const char *token, char *room, size_t roomlen, int *port)
 {
 	if (preview_dirfd < 0 || !preview_token_valid(token, strlen(token)))
 		return -1;
-	return exposure_read(token, room, roomlen, port);
+	struct cached *c = cache_slot(token);
+	pthread_mutex_lock(&cache_lock);
+	if (strcmp(c->token, token) == 0 && strlen(c->room) < roomlen) {
+		strcpy(room, c->room);
+		*port = c->port;
+		pthread_mutex_unlock(&cache_lock);
+		return 0;
+	}
+	unsigned long gen = cache_gen;
+	pthread_mutex_unlock(&cache_lock);
+	if (exposure_read(token, room, roomlen, port) < 0)
+		return -1;
+	pthread_mutex_lock(&cache_lock);
+	if (gen == cache_gen && strlen(room) < sizeof(c->room)) {
+		snprintf(c->token, sizeof(c->token), "%s", token);
+		strcpy(c->room, room);
+		c->port = *port;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return 0;
 }
 
 static int exposure_write(const char *token, const char *room, int port)
@@ -195,6 +252,7 @@ int preview_unexpose(const char *room, int port, void (*ended)(const char *token
 		(*found)++;
 		if (unlinkat(preview_dirfd, list[i].token, 0) < 0 && errno != ENOENT)
 			rc = errorf(err, errlen, "room %s: previews: remove port %d: %m", room, list[i].port);
+		cache_forget(list[i].token);
 		ended(list[i].token);
 	}
 	if (*found)

@@ -7,8 +7,9 @@
  * buffer; a head it rewrites keeps the body bytes after it unchanged; a
  * kept answer has no Connection field left and a known end; any other
  * (101 to an upgrade aside) has "Connection: close" right before its
- * blank line; and the body never takes more bytes than it is given, nor
- * any once its end was found.  Interim answers (1xx but 101) are dropped. */
+ * blank line; an answer after which the room's connection may be used
+ * again has a known end and came as HTTP/1.1; and the body never takes
+ * more bytes than it is given, nor any once its end was found.  Interim answers (1xx but 101) are dropped. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -66,6 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_ASSERT(head >= 2 && buf[head - 1] == '\n', "the head does not end a line");
 			FUZZ_ASSERT(f.status < 100 || f.status >= 200 || f.status == 101,
 				    "an interim answer (%d) passed on", f.status);
+			FUZZ_ASSERT(!f.reuse || (f.end != FRAME_CLOSE && memcmp(buf, "HTTP/1.1 ", 9) == 0),
+				    "the room's connection reused after an answer with no end, or not HTTP/1.1");
 			if (f.keep) {
 				FUZZ_ASSERT(may_keep, "kept an exchange that may not be");
 				FUZZ_ASSERT(f.end != FRAME_CLOSE, "kept with no end");

@@ -9,7 +9,7 @@
  * tokens, rooms and ports, and rewrite to a head that is the original's
  * request line with only its target changed, never longer than
  * head_len + PREVIEW_HEAD_GROWTH: the header lines as they came, or (a kept
- * exchange) without Connection and Keep-Alive, "Connection: close" last.
+ * exchange) without Connection and Keep-Alive, nothing added.
  * Stripped, the head is the same but for whole lines left out, none of
  * them a Cookie or an Authorization with the API's token anywhere in it.
  * A head with a CR not before an LF is never OK. */
@@ -132,12 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_ASSERT(h.framed && memcmp(buf + h.rest_off, " HTTP/1.1", 9) == 0, "kept, not framed HTTP/1.1");
-	size_t blank = out[n - 2] == '\r' ? 2 : 1;
-	static const char close_line[] = "Connection: close\r\n";
-	size_t cl = sizeof(close_line) - 1;
-	FUZZ_ASSERT(n >= cl + blank && memcmp(out + n - blank - cl, close_line, cl) == 0,
-		    "kept, no Connection: close last");
-	for (size_t i = 1; i < n - blank - cl; i++)
+	FUZZ_ASSERT(n <= h.head_len + 1, "kept, and something added");
+	for (size_t i = 1; i < n; i++)
 		if (out[i - 1] == '\n')
 			FUZZ_ASSERT(strncasecmp(out + i, "connection:", 11) != 0 &&
 				    strncasecmp(out + i, "keep-alive:", 11) != 0 &&

@@ -377,7 +377,10 @@ def test_hostile_extra_answer_never_reaches_the_next_request(client, room):
         assert c.open_and_quiet()
 
 
-def test_room_is_asked_to_close_and_its_connection_fields_are_dropped(client, room):
+def test_connection_fields_are_dropped_both_ways(client, room):
+    """The web server's Connection and Keep-Alive never reach the room (its
+    connection is the relay's, kept by HTTP/1.1's default:
+    test_preview_pool.py), nor the room's the web server."""
     a = serving_room(client, room)
     with Relay(client.stack) as c:
         for extra in ([], ["Connection: keep-alive", "Keep-Alive: timeout=30"],
@@ -387,8 +390,7 @@ def test_room_is_asked_to_close_and_its_connection_fields_are_dropped(client, ro
             assert status == "HTTP/1.1 200 OK", status
             seen = body.decode("latin-1").split("\r\n")
             assert seen[0] == "GET /echo HTTP/1.1", seen
-            conn = [l for l in seen if l.lower().startswith("connection:")]
-            assert [l.split(":", 1)[1].strip().lower() for l in conn] == ["close"], seen
+            assert not [l for l in seen if l.lower().startswith("connection:")], seen
             assert not [l for l in seen if l.lower().startswith("keep-alive:")], seen
             assert "X-Mine: 1" in seen, seen
             # the room sent Connection, Keep-Alive and Proxy-Connection:
@@ -540,12 +542,17 @@ def test_post_body_is_forwarded_exactly_and_chunked_request_is_not_kept(client, 
             assert_closing(fields)
             assert c.ended()
     # what the room received on each POST's connection: the head, the body,
-    # nothing after it
+    # nothing after it but, maybe, the next request to this room (GET
+    # /name: the relay keeps its connections into the room,
+    # test_preview_pool.py), never the other room's
+    name_head = b"GET /name HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     for got, total in room_log(client, room, "/post", 3):
         head = got.partition(b"\r\n\r\n")[0]
         n = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0]
                 .split(b":")[1])
-        assert total == len(head) + 4 + n, (n, total - len(head) - 4)
+        assert total - (len(head) + 4 + n) in (0, len(name_head)), (n, total - len(head) - 4)
+        if total <= len(got) and total > len(head) + 4 + n:
+            assert got[len(head) + 4 + n:] == name_head, got[len(head) + 4 + n:]
     # a chunked request: not kept
     with Relay(client.stack) as c:
         c.send(req(a, "post", method="POST", headers=["Transfer-Encoding: chunked"]) +

@@ -47,6 +47,32 @@ static void test_content_length_kept_and_hop_fields_dropped(void **state)
 	assert_int_equal(frame_body(&fr, "more", 4), 0);
 }
 
+/* Whether the room's server keeps its connection after the answer, for
+ * the relay to send the exposure's next request on it. */
+static void test_room_connection_reuse(void **state)
+{
+	(void)state;
+	assert_int_equal(parse("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, true), 1);
+	assert_true(fr.reuse);
+	assert_int_equal(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, false), 1);
+	assert_true(fr.reuse);   /* whatever the web server's side */
+	assert_int_equal(parse("HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n", false, true), 1);
+	assert_true(fr.reuse);
+	static const char *const not_reused[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nConnection: x, CLOSE\r\nContent-Length: 2\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n\r\n",   /* to its close */
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(not_reused) / sizeof(*not_reused); i++) {
+		assert_int_equal(parse(not_reused[i], false, true), 1);
+		assert_false(fr.reuse);
+	}
+}
+
 static void test_http10_with_length_becomes_11(void **state)
 {
 	(void)state;
@@ -267,6 +293,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_head_end_in_any_pieces),
 		cmocka_unit_test(test_content_length_kept_and_hop_fields_dropped),
+		cmocka_unit_test(test_room_connection_reuse),
 		cmocka_unit_test(test_http10_with_length_becomes_11),
 		cmocka_unit_test(test_no_body_answers),
 		cmocka_unit_test(test_unsure_answers_get_connection_close),

@@ -39,14 +39,14 @@ static void test_path_style(void **state)
 	assert_string_equal(h.token, TOK);
 	assert_int_equal(h.host_style, 0);
 	assert_int_equal(h.head_len, strlen(req) - 4);
-	assert_string_equal(rewritten(req, NULL),   /* kept: the room closes after its answer */
-			    "GET /a/b.js?x=1 HTTP/1.1\r\nHost: h:80\r\nConnection: close\r\n\r\n");
+	assert_string_equal(rewritten(req, NULL),   /* kept: no Connection, the room's keeps too */
+			    "GET /a/b.js?x=1 HTTP/1.1\r\nHost: h:80\r\n\r\n");
 	assert_string_equal(rewritten("GET /preview/" TOK " HTTP/1.0\r\n\r\n", NULL),
 			    "GET / HTTP/1.0\r\n\r\n");
 	assert_string_equal(rewritten("GET /preview/" TOK "?q HTTP/1.1\n\n", NULL),
-			    "GET /?q HTTP/1.1\nConnection: close\r\n\n");
+			    "GET /?q HTTP/1.1\n\n");
 	assert_string_equal(rewritten("POST /preview/" TOK "/ HTTP/1.1\r\n\r\n", "d.test"),
-			    "POST / HTTP/1.1\r\nConnection: close\r\n\r\n");
+			    "POST / HTTP/1.1\r\n\r\n");
 }
 
 static void test_no_token(void **state)
@@ -95,9 +95,7 @@ static void test_host_style(void **state)
 	assert_int_equal(h.port, 8000);
 	assert_string_equal(h.room, "Room_1-x");
 	assert_string_equal(h.token, TOK);
-	char want[256];
-	snprintf(want, sizeof(want), "%.*sConnection: close\r\n\r\n", (int)strlen(req) - 2, req);
-	assert_string_equal(rewritten(req, "preview.test"), want);
+	assert_string_equal(rewritten(req, "preview.test"), req);
 	static const char *const bad[] = {
 		"0-r-" TOK ".preview.test", "65536-r-" TOK ".preview.test", "080-r-" TOK ".preview.test",
 		"80-" TOK ".preview.test", "80--" TOK ".preview.test", "80-r-" TOK "preview.test",
@@ -139,11 +137,10 @@ static void test_keep(void **state)
 	assert_false(h.head_method);
 	assert_string_equal(rewritten("POST /preview/" TOK "/a HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n"
 				      "Connection: keep-alive\r\nKeep-Alive: 5\r\nX: y\r\n\r\n", NULL),
-			    "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\nX: y\r\n"
-			    "Connection: close\r\n\r\n");
+			    "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\nX: y\r\n\r\n");
 	/* nginx's kept request: no Connection at all; LF alone as line ends */
 	assert_string_equal(rewritten("HEAD /preview/" TOK " HTTP/1.1\nHost: h\n\n", NULL),
-			    "HEAD / HTTP/1.1\nHost: h\nConnection: close\r\n\n");
+			    "HEAD / HTTP/1.1\nHost: h\n\n");
 	assert_int_equal(parse("HEAD /preview/" TOK " HTTP/1.1\r\n\r\n", NULL, &h), PREVIEW_HEAD_OK);
 	assert_true(h.keep && h.head_method);
 	assert_int_equal(h.body_len, 0);
@@ -180,7 +177,7 @@ static void test_keep(void **state)
 	assert_int_equal(preview_head_parse(big, PREVIEW_HEAD_MAX, NULL, &h), PREVIEW_HEAD_OK);
 	assert_true(h.keep);
 	size_t n = preview_head_rewrite(&h, big, NULL, out, sizeof(out));
-	assert_int_equal(n, PREVIEW_HEAD_MAX + 1 + strlen("Connection: close\r\n") - strlen("/preview/" TOK));
+	assert_int_equal(n, PREVIEW_HEAD_MAX + 1 - strlen("/preview/" TOK));
 }
 
 /* The API's credential in these tests: "Bearer api-token", the scheme in
@@ -212,10 +209,10 @@ static void test_credentials_stripped(void **state)
 	/* a token anywhere in the value: the line goes */
 	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.1\r\n"
 				     "Authorization: Bearer api-token, Bearer other\r\nX: y\r\n\r\n", NULL),
-			    "GET / HTTP/1.1\r\nX: y\r\nConnection: close\r\n\r\n");
+			    "GET / HTTP/1.1\r\nX: y\r\n\r\n");
 	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.1\r\n"
 				     "Authorization: Basic eA==,bearer  api-token\r\nX: y\r\n\r\n", NULL),
-			    "GET / HTTP/1.1\r\nX: y\r\nConnection: close\r\n\r\n");
+			    "GET / HTTP/1.1\r\nX: y\r\n\r\n");
 	/* path-style: the API token and every cookie go (a "Cookie :" too,
 	 * which leaves the head unframed); the app's own Authorization and the
 	 * rest stay */
@@ -225,7 +222,7 @@ static void test_credentials_stripped(void **state)
 			    "GET / HTTP/1.1\r\nHost: h\r\nX: y\r\n\r\n");
 	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.1\r\nCookie: a=1\r\n"
 				     "authorization:  bearer api-token\r\nX: y\r\n\r\n", NULL),
-			    "GET / HTTP/1.1\r\nX: y\r\nConnection: close\r\n\r\n");
+			    "GET / HTTP/1.1\r\nX: y\r\n\r\n");
 	assert_string_equal(stripped("GET /preview/" TOK "/ HTTP/1.0\r\n"
 				     "Authorization: Bearer app-token\r\n"
 				     "Authorization: Basic dXNlcjpwYXNz\r\n\r\n", NULL),
@@ -245,8 +242,7 @@ static void test_credentials_stripped(void **state)
 	assert_string_equal(stripped("GET /x HTTP/1.1\r\nHost: 8000-r1-" TOK ".preview.test\r\n"
 				     "Cookie: a=1\r\nAuthorization: Bearer api-token\r\n\r\n",
 				     "preview.test"),
-			    "GET /x HTTP/1.1\r\nHost: 8000-r1-" TOK ".preview.test\r\nCookie: a=1\r\n"
-			    "Connection: close\r\n\r\n");
+			    "GET /x HTTP/1.1\r\nHost: 8000-r1-" TOK ".preview.test\r\nCookie: a=1\r\n\r\n");
 }
 
 int main(void)
