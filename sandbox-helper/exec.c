@@ -23,6 +23,11 @@
  * the shell's writes wake no one, and the helper sleeps through the whole
  * exec until that one answer comes.
  *
+ * A warm exec from roombox-fcgi may come over the room's exec channel
+ * instead (exec_channel_open below, keeper/channel.c): the keeper then
+ * reads and saves the same session files itself, in place
+ * (common/session_file.h), so both ways see one session.
+ *
  * Everything is prepared (exec_prepare) before the keeper is connected, so
  * the request follows the connection at once; the keeper then wakes the
  * helper once per exec, with its answer (keeper/keeper_proto.h).

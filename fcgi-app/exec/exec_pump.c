@@ -7,6 +7,12 @@
  * room's output never passes through the setuid helper -- and the helper
  * only waits for the shell to end and answers with the facts.
  *
+ * Once a room runs, its plain commands (not a tool, streamed input or a
+ * file on stdout) go the same way over the room's exec channel instead of
+ * through a helper (exec_channels.c): the keeper gets the same pipes, and
+ * its answer takes the helper's exit's place.  What the channel could not
+ * run goes to the helper, on fresh pipes, as the same attempt.
+ *
  * An exec is three steps: setup (the pipes, the helper started), the pump
  * (one poll loop that writes the input, reads both streams -- each kept up
  * to output_limit for the result, past it read and dropped -- and tells

@@ -44,6 +44,12 @@
  * signal from inside the room that would end the keeper is ignored (as PID 1
  * it cannot get SIGKILL or SIGSTOP from there); SIGTERM from the host ends
  * the room.  Exec connections are taken from outside the room only.
+ *
+ * Exec channels (channel.c): on the helper's word the keeper also serves
+ * roombox-fcgi's warm execs over restricted socketpairs -- plain commands
+ * only, each request checked as untrusted, run by the same spawn and
+ * deadline code as the helper's, the room's session and marks kept on
+ * files the helper opened for it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -659,9 +665,16 @@ int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t time
 		return (int)shell;
 	}
 	fcntl(ep[0], F_SETFL, O_NONBLOCK);
-	*x = (struct exec){ .used = true, .conn = -1, .start = ep[0], .shell = shell,
-			    .session = NO_SESSION, .deadline = monotonic_ms() + (int64_t)timeout_ms,
-			    .plan = x->plan, .spawn = x->spawn, .job = job };
+	/* field by field: the child still reads x->spawn */
+	x->used = true;
+	x->conn = -1;
+	x->start = ep[0];
+	x->shell = shell;
+	x->session = NO_SESSION;
+	x->status = 0;
+	x->timed_out = x->reported = false;
+	x->deadline = monotonic_ms() + (int64_t)timeout_ms;
+	x->job = job;
 	return 0;
 }
 
