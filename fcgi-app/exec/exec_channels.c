@@ -53,6 +53,7 @@ struct chan_run {
 	struct app *app;
 	int slot, fd;
 	uint64_t t0_ns;
+	long deadline;            /* monotonic ms: past it, the keeper is hung */
 };
 
 /* ---- the pool (under lock) ----------------------------------------------- */
@@ -193,14 +194,15 @@ static bool as_user(const struct app *app, const struct exec_request *ex)
 	return app->cfg.exec_user == EXEC_USER_USER;
 }
 
-/* The request sent on the channel; false when it could not be (the
- * keeper is gone: nothing ran). */
-static bool request_send(struct app *app, int ch, const struct exec_request *ex, const int pass[3])
+/* The request sent on the channel: 0; 1 when it is not one for a channel
+ * (its text too large, or no memory: the helper answers it); -1 when the
+ * channel is broken (the keeper is gone).  Nothing ran either way. */
+static int request_send(struct app *app, int ch, const struct exec_request *ex, const int pass[3])
 {
 	struct kc_req q = { .magic = KC_MAGIC, .version = KC_VERSION, .op = KC_EXEC };
 	int text = text_make(ex, &q.nenv, &q.text_size);
 	if (text < 0)
-		return false;
+		return 1;
 	q.timeout_ms = ex->timeout_ms ? ex->timeout_ms : app->cfg.exec_timeout_ms;
 	q.flags = (as_user(app, ex) ? KC_AS_USER : 0) | (ex->cwd ? KC_CWD : 0) |
 		(ex->timeout_ms == 0 || ex->timeout_cap ? KC_TIMEOUT_CAP : 0);
@@ -217,7 +219,7 @@ static bool request_send(struct app *app, int ch, const struct exec_request *ex,
 	memcpy(CMSG_DATA(c), fds, sizeof(fds));
 	ssize_t n = sendmsg(ch, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	close(text);
-	return n == (ssize_t)sizeof(q);
+	return n == (ssize_t)sizeof(q) ? 0 : -1;
 }
 
 struct chan_run *exec_channel_start(struct app *app, const char *room, const struct exec_request *ex,
@@ -243,9 +245,12 @@ struct chan_run *exec_channel_start(struct app *app, const char *room, const str
 		slot_give(i, false);
 		return NULL;
 	}
-	*run = (struct chan_run){ app, i, slots[i].fd, metrics_now_ns() };
-	if (!request_send(app, run->fd, ex, pass)) {
-		slot_give(i, true);
+	uint64_t timeout = ex->timeout_ms ? ex->timeout_ms : app->cfg.exec_timeout_ms;
+	*run = (struct chan_run){ app, i, slots[i].fd, metrics_now_ns(),
+				  monotonic_ms() + (long)timeout + HELPER_EXEC_GRACE_MS };
+	int sent = request_send(app, run->fd, ex, pass);
+	if (sent != 0) {
+		slot_give(i, sent < 0);
 		free(run);
 		return NULL;
 	}
@@ -257,13 +262,20 @@ int exec_channel_fd(const struct chan_run *run)
 	return run->fd;
 }
 
+long exec_channel_deadline(const struct chan_run *run)
+{
+	return run->deadline;
+}
+
 int exec_channel_finish(struct chan_run *run, struct helper_exec_ans *ans, struct helper_error *err)
 {
 	struct kc_ans a;
 	struct pollfd p = { run->fd, POLLIN, 0 };
 	ssize_t n = -1;
-	/* the pump has seen it readable; a bound all the same */
-	if (poll(&p, 1, HELPER_EXEC_GRACE_MS) == 1)
+	/* the pump has seen it readable, or the deadline pass (a hung keeper:
+	 * letting the channel go kills the exec) */
+	long left = run->deadline - monotonic_ms();
+	if (poll(&p, 1, left > 0 ? (int)left : 0) == 1)
 		n = recv(run->fd, &a, sizeof(a), 0);
 	bool whole = n == (ssize_t)sizeof(a) && a.magic == KC_MAGIC && a.version == KC_VERSION;
 	char room[HELPER_ROOM_LEN];

@@ -19,6 +19,9 @@ struct chan_run *exec_channel_start(struct app *app, const char *room, const str
 				    const int pass[3]);
 /* Readable once the keeper has answered (or is gone). */
 int exec_channel_fd(const struct chan_run *run);
+/* When to stop waiting for it (monotonic ms): the exec's timeout and
+ * HELPER_EXEC_GRACE_MS, as a helper's own alarm bounds a helper exec. */
+long exec_channel_deadline(const struct chan_run *run);
 /* The answer, run freed: 0 with *ans; EXEC_CHANNEL_ELSEWHERE when the
  * command did not run (the caller takes it to the helper, which gives
  * that case its answer); -1 with err (the room stopped under it). */

@@ -408,6 +408,16 @@ static void pump_run(struct pump *p)
 		wait = drain_until >= 0 ? drain_until - now : quiet_since + KEEPALIVE_MS - now;
 		if (p->sink->stdin_until && p->in >= 0 && wait > STDIN_UNTIL_POLL_MS)
 			wait = STDIN_UNTIL_POLL_MS;
+		if (p->chan && drain_until < 0) {   /* a hung keeper: given up at its deadline */
+			long left = exec_channel_deadline(p->chan) - now;
+			if (left <= 0) {
+				close_fd(&p->in);
+				drain_until = now + (long)p->app->cfg.drain_ms;
+				continue;
+			}
+			if (left < wait)
+				wait = left;
+		}
 		if (poll(pf, (nfds_t)n, wait < 0 ? 0 : (int)wait) < 0 && errno != EINTR)
 			break;
 		now = monotonic_ms();
