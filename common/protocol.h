@@ -197,6 +197,16 @@
  *            once the stream's end record came and all of it is written:
  *            any failure leaves no room (no state, slot or image).  Not
  *            started.
+ *   exec-channel room, no args -> nothing.  The helper's fd 3 is a unix
+ *            stream socket the caller made; a running room's keeper makes
+ *            a new exec channel (common/exec_channel.h) and the helper
+ *            sends it over fd 3 (SCM_RIGHTS, with one byte 'C'), then
+ *            answers.  Over the channel the caller runs plain execs (no
+ *            tool, no detached start, no more than exec allows) straight
+ *            with the keeper, which reads and saves the room's session
+ *            and marks it busy and active as exec does.  A room that does
+ *            not run is not started (failed): its first exec goes through
+ *            exec.
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
  *
@@ -249,7 +259,7 @@ enum helper_op {
 	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
 	HOP_PORT_CONNECT, HOP_SET_LIMITS,
 	HOP_SNAPSHOT, HOP_SNAPSHOTS, HOP_SNAPSHOT_DELETE, HOP_RESTORE, HOP_FORK,
-	HOP_EXPORT, HOP_IMPORT,
+	HOP_EXPORT, HOP_IMPORT, HOP_EXEC_CHANNEL,
 	HOP_COUNT   /* one past the last */
 };
 /* their names: the helper's command line, roombox-fcgi's metrics and logs */
@@ -273,6 +283,7 @@ enum helper_op {
 #define HELPER_OP_FORK      "fork"
 #define HELPER_OP_EXPORT    "export"     /* GET /api/rooms/{id}/export */
 #define HELPER_OP_IMPORT    "import"     /* PUT /api/rooms/{id}/import */
+#define HELPER_OP_EXEC_CHANNEL "exec-channel" /* warm execs without the helper */
 
 static inline const char *helper_op_name(uint32_t op)
 {
@@ -288,6 +299,7 @@ static inline const char *helper_op_name(uint32_t op)
 		[HOP_SNAPSHOT_DELETE] = HELPER_OP_SNAPSHOT_DELETE, [HOP_RESTORE] = HELPER_OP_RESTORE,
 		[HOP_FORK] = HELPER_OP_FORK,
 		[HOP_EXPORT] = HELPER_OP_EXPORT, [HOP_IMPORT] = HELPER_OP_IMPORT,
+		[HOP_EXEC_CHANNEL] = HELPER_OP_EXEC_CHANNEL,
 	};
 	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
 }

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdrecv.h"
 #include "helper_client.h"
 #include "helper_rec.h"
 #include "metrics.h"
@@ -873,6 +875,37 @@ struct helper_run *helper_port_serve_start(const struct helper_target *t, const 
 int helper_port_serve_finish(struct helper_run *run, struct helper_error *err)
 {
 	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
+}
+
+/* exec-channel: the helper sends the channel over a socketpair of ours
+ * (its fd 3), then answers. */
+int helper_exec_channel(const struct helper_target *t, const char *room, int *channel,
+			struct helper_error *err)
+{
+	struct helper_rec b;
+	size_t len = 0;
+	int sp[2], nfds = 0;
+	char byte;
+
+	*channel = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return fail_reply(err, "exec-channel: socketpair: %s", strerror(errno));
+	int pass[3] = { sp[1], -1, -1 };
+	helper_rec_begin(&b, HOP_EXEC_CHANNEL, room, NULL, 0);
+	char *req = helper_rec_end(&b, &len);
+	struct helper_run *run = call_start(t, HOP_EXEC_CHANNEL, req, len, HELPER_DEFAULT_DEADLINE_MS,
+					    pass, err);
+	close(sp[1]);
+	int rc = run ? call_finish(run, NULL, 0, NULL, NULL, NULL, err) : -1;
+	if (rc == 0 && (recv_with_fds(sp[0], &byte, 1, MSG_DONTWAIT, channel, 1, &nfds) != 1 ||
+			byte != 'C' || nfds != 1)) {
+		if (nfds == 1)
+			close(*channel);
+		*channel = -1;
+		rc = fail_reply(err, "roombox-helper: exec-channel: no channel came");
+	}
+	close(sp[0]);
+	return rc;
 }
 
 /* ---- snapshots ---- */

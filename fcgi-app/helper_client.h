@@ -119,6 +119,11 @@ struct helper_run *helper_port_serve_start(const struct helper_target *t, const 
 					   long deadline_ms, int sock, struct helper_error *err);
 int helper_port_serve_finish(struct helper_run *run, struct helper_error *err);
 
+/* exec-channel: a running room's exec channel (common/exec_channel.h) in
+ * *channel; a stopped room is not started (the call fails). */
+int helper_exec_channel(const struct helper_target *t, const char *room, int *channel,
+			struct helper_error *err);
+
 /* export: the files of the room's snapshot (its id or name; NULL or "":
  * the room now) as a tree stream written to tree_fd (a pipe's write end;
  * the caller closes its copy and reads the other end), the sessions in

@@ -105,6 +105,7 @@
 #include "store.h"
 #include "auth.h"
 #include "fair_share.h"
+#include "exec_channels.h"
 #include "helper_client.h"
 #include "protocol.h"
 #include "http.h"
@@ -830,6 +831,8 @@ static unsigned stop_idle(void)
 		fprintf(stderr, "roombox-fcgi: %s: %s\n", HELPER_OP_STOP_IDLE, err.message);
 	else {
 		log_stopped("idle", &st);
+		for (size_t i = 0; i < st.count; i++)
+			exec_channel_forget(st.ids[i]);
 		count = (unsigned)st.count;
 		free(st.ids);
 	}

@@ -13,7 +13,8 @@
  * directory as the text of `export -p` in the state directory, outside the
  * room's tree, one for the room's root and one for its user (room.h): what
  * a user's command writes on fd 9 only ever reaches the user's own next
- * shell, never a root one, and root's variables never reach the user's.  WRAPPER evaluates it, runs the command, and an EXIT trap
+ * shell, never a root one, and root's variables never reach the user's.  The
+ * wrapper (common/shell_env.c) evaluates it, runs the command, and an EXIT trap
  * writes the new `export -p` on fd 9, ended by a marker line; the helper
  * saves it only when the marker came, i.e. only when the shell ended by
  * itself (not killed, not timed out), and only for execs without cwd or env.
@@ -21,6 +22,11 @@
  * session lands after them), read once the keeper says the shell ended:
  * the shell's writes wake no one, and the helper sleeps through the whole
  * exec until that one answer comes.
+ *
+ * A warm exec from roombox-fcgi may come over the room's exec channel
+ * instead (exec_channel_open below, keeper/channel.c): the keeper then
+ * reads and saves the same session files itself, in place
+ * (common/session_file.h), so both ways see one session.
  *
  * Everything is prepared (exec_prepare) before the keeper is connected, so
  * the request follows the connection at once; the keeper then wakes the
@@ -46,41 +52,9 @@
 #include "errbuf.h"
 #include "fdpass.h"
 #include "keeper/keeper_proto.h"
-#include "shquote.h"
+#include "shell_env.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
-#define SESSION_MAX (120 * 1024)   /* one environment string (MAX_ARG_STRLEN) */
-#define SESSION_END "#roombox-session-end\n"
-
-/* Every redirection costs dash about seven system calls (save, dup2,
- * restore), so the usual path has none: the saved directory is tested
- * before cd (2>/dev/null only on the way to a fallback), and the EXIT trap
- * moves stdout to fd 9 once for both of its writes (the shell is ending:
- * nothing else is written to stdout).  `command exec`: a command that
- * closed fd 9 gets dash's complaint on stderr and keeps its own exit status
- * (a plain special builtin's failure would end the shell with 2), and no
- * session is written to its stdout. */
-static const char WRAPPER[] =
-	"__RB_WRAPPER=\n"
-	"__rb_h=$HOME __rb_u=$USER\n"
-	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
-	"HOME=$__rb_h USER=$__rb_u LOGNAME=$__rb_u; unset __rb_h __rb_u\n"
-	"if [ -n \"$__RB_ONEOFF_CWD\" ]; then\n"
-	"  cd -- \"$__RB_ONEOFF_CWD\" || exit 1\n"
-	"else\n"
-	"  __rb_d=${__RB_CWD:-/workspace}\n"
-	"  if ! { [ -d \"$__rb_d\" ] && [ -x \"$__rb_d\" ] && cd -- \"$__rb_d\"; }; then\n"
-	"    cd /workspace 2>/dev/null || cd /\n"
-	"  fi\n"
-	"  unset __rb_d\n"
-	"fi\n"
-	"unset __RB_CWD __RB_ONEOFF_CWD\n"
-	"__rb_c=$1; shift\n"
-	"if [ -n \"$__RB_SAVE\" ]; then\n"
-	"  unset __RB_SAVE\n"
-	"  trap '__RB_CWD=$PWD; export __RB_CWD; if command exec >&9; then export -p; echo \"#roombox-session-end\"; fi' EXIT\n"
-	"fi\n"
-	"eval \"$__rb_c\"\n";
 
 static double ms_since(const struct timespec *a)
 {
@@ -89,159 +63,33 @@ static double ms_since(const struct timespec *a)
 	return (double)(b.tv_sec - a->tv_sec) * 1e3 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
 }
 
-/* Room for `need` bytes in the growing buffer *buf (capacity *cap). */
-static int reserve(char **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	char *p = realloc(*buf, need * 2);
-	if (!p)
-		return -1;
-	*buf = p;
-	*cap = need * 2;
-	return 0;
-}
-
-static int append(char **buf, size_t *len, size_t *cap, const char *s)
-{
-	size_t n = strlen(s);
-	if (reserve(buf, cap, *len + n + 1) < 0)
-		return -1;
-	memcpy(*buf + *len, s, n + 1);
-	*len += n;
-	return 0;
-}
-
-static bool shell_name(const char *s)
-{
-	if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
-		return false;
-	for (s++; *s; s++)
-		if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
-			return false;
-	return true;
-}
-
-/* execve takes no single argument or environment string longer than this
- * (MAX_ARG_STRLEN, 32 pages): the command and the session travel as one. */
-#define ARG_STRLEN_MAX (32 * 4096 - 1)
-
-/* The environment of the shell: fixed defaults, the session text and, for a
- * one-off scope, the request's variables appended as export lines (so they
- * win over the session's).  Every string is owned by envp (freed by
- * child_env_free). */
-struct child_env {
-	char **envp;
-	size_t n;
-	size_t old_len;          /* the saved session: envp[session] + 13, old_len bytes */
-	const char *session;     /* "__RB_SESSION=..." */
-};
-
-static const char *const ENV_FIXED[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"SHELL=/bin/sh", "LANG=C.UTF-8", "TERM=dumb",
-};
-#define N_ENV_FIXED (sizeof(ENV_FIXED) / sizeof(ENV_FIXED[0]))
-/* who the shell is: the room's root or its user */
-static const char *const ENV_ROOT[] = { "HOME=/root", "USER=root", "LOGNAME=root" };
-static const char *const ENV_USER[] = { "HOME=/home/user", "USER=user", "LOGNAME=user" };
-#define N_ENV_WHO 3
-
-static void child_env_add(struct child_env *ce, char *s)
-{
-	if (s)
-		ce->envp[ce->n++] = s;
-}
-
-static void child_env_free(struct child_env *ce)
-{
-	for (size_t i = 0; ce->envp && i < ce->n; i++)
-		free(ce->envp[i]);
-	free(ce->envp);
-}
-
+/* The shell's environment with the room's saved session (shell_env.c). */
 static int build_env(const struct room *r, const struct exec_order *q, bool save,
-		     struct child_env *ce, char *err, size_t errlen)
+		     struct shell_env *ce, char *err, size_t errlen)
 {
-	ce->envp = calloc(N_ENV_FIXED + N_ENV_WHO + 5, sizeof(char *));
-	size_t len = 0, cap = 256;
-	char *s = malloc(cap);
-	if (!ce->envp || !s) {
-		free(s);
-		return ERR("room %s: out of memory", r->id);
-	}
-	for (size_t i = 0; i < N_ENV_FIXED; i++)
-		child_env_add(ce, strdup(ENV_FIXED[i]));
-	for (size_t i = 0; i < N_ENV_WHO; i++)
-		child_env_add(ce, strdup(q->as_user ? ENV_USER[i] : ENV_ROOT[i]));
-	child_env_add(ce, strdup(WRAPPER));
-	if (save)
-		child_env_add(ce, strdup("__RB_SAVE=1"));
-	if (q->cwd && asprintf(&ce->envp[ce->n], "__RB_ONEOFF_CWD=%s", q->cwd) > 0)
-		ce->n++;
-
-	s[0] = '\0';
-	append(&s, &len, &cap, "__RB_SESSION=");
-	char *old = room_session_read(r, q->as_user, SESSION_MAX);
-	append(&s, &len, &cap, old ? old : "");
-	ce->old_len = len - strlen("__RB_SESSION=");
+	char *old = room_session_read(r, q->as_user, SHELL_SESSION_MAX);
+	int rc = shell_env_build(ce, r->id, q->cmd, q->as_user, save, q->cwd, old ? old : "",
+				 q->env, q->nenv, err, errlen);
 	free(old);
-	const char *e = q->env;
-	for (uint32_t i = 0; i < q->nenv; i++, e += strlen(e) + 1) {
-		const char *eq = strchr(e, '=');
-		char name[256];
-		/* /bin/sh (dash) drops such names from the environment of
-		 * everything it runs, so they cannot be passed on */
-		if (!eq || (size_t)(eq - e) >= sizeof(name))
-			continue;
-		memcpy(name, e, (size_t)(eq - e));
-		name[eq - e] = '\0';
-		if (!shell_name(name))
-			continue;
-		append(&s, &len, &cap, "\nexport ");
-		append(&s, &len, &cap, name);
-		append(&s, &len, &cap, "=");
-		char qerr[128], *v = shquote_alloc(eq + 1, strlen(eq + 1), qerr, sizeof(qerr));
-		if (!v) {
-			free(s);
-			return ERR("room %s: env %s: %s", r->id, name, qerr);
-		}
-		append(&s, &len, &cap, v);
-		free(v);
-	}
-	append(&s, &len, &cap, "\n");
-	ce->session = s;
-	child_env_add(ce, s);
-	for (size_t i = 0; i < ce->n; i++)
-		if (strlen(ce->envp[i]) > ARG_STRLEN_MAX)
-			return ERR("room %s: the environment (session and env) is larger than "
-				   "a shell can take (%d bytes in one variable)", r->id, ARG_STRLEN_MAX);
-	if (strlen(q->cmd) > ARG_STRLEN_MAX)
-		return ERR("room %s: the command is %zu bytes; a shell takes at most %d",
-			   r->id, strlen(q->cmd), ARG_STRLEN_MAX);
-	return 0;
+	return rc;
 }
 
 /* Keep the session only when the shell wrote it to the end, and write it
  * only when it changed (most commands change nothing).  It follows the
- * blob in the memfd (from off); more than SESSION_MAX is not a session a
- * shell could take back. */
+ * blob in the memfd (from off); more than SHELL_SESSION_MAX is not a
+ * session a shell could take back. */
 static void save_session(const struct room *r, bool as_user, int fd, off_t off,
-			 const struct child_env *ce)
+			 const struct shell_env *ce)
 {
 	struct stat st;
-	size_t m = strlen(SESSION_END);
-	if (fstat(fd, &st) < 0 || st.st_size - off < (off_t)m || st.st_size - off > SESSION_MAX)
+	if (fstat(fd, &st) < 0 || st.st_size - off < 0 || st.st_size - off > SHELL_SESSION_MAX)
 		return;
-	size_t len = (size_t)(st.st_size - off);
-	char *buf = malloc(len);
+	size_t len = (size_t)(st.st_size - off), n;
+	char *buf = malloc(len + 1);
 	if (!buf)
 		return;
-	if (pread(fd, buf, len, off) == (ssize_t)len && memcmp(buf + len - m, SESSION_END, m) == 0) {
-		size_t n = len - m;
-		if (n != ce->old_len || memcmp(buf, ce->session + strlen("__RB_SESSION="), n) != 0)
-			room_session_write(r, as_user, buf, n);
-	}
+	if (pread(fd, buf, len, off) == (ssize_t)len && shell_env_session_new(ce, buf, len, &n))
+		room_session_write(r, as_user, buf, n);
 	free(buf);
 }
 
@@ -378,7 +226,7 @@ static void close_fd(int *fd)
  * the first keeper turns out to be gone. */
 struct exec_job {
 	bool save;
-	struct child_env ce;
+	struct shell_env ce;
 	int blob;                 /* argv and environment, then the session */
 	size_t blob_len;
 	int io[3];                /* the caller's stdin, stdout, stderr */
@@ -393,7 +241,7 @@ void exec_job_free(struct exec_job *j)
 	for (int i = 0; i < 3; i++)
 		if (j->io_own[i])
 			close_fd(&j->io[i]);
-	child_env_free(&j->ce);
+	shell_env_free(&j->ce);
 	free(j);
 }
 
@@ -417,8 +265,7 @@ struct exec_job *exec_prepare(const struct room *r, const struct exec_order *q,
 		exec_job_free(j);
 		return NULL;
 	} else {
-		char *argv[] = { "/bin/sh", "-c", "eval \"$__RB_WRAPPER\"", "sh", (char *)q->cmd, NULL };
-		j->blob = blob_make(r, argv, j->ce.envp, q, &j->blob_len);
+		j->blob = blob_make(r, (char *const *)j->ce.argv, j->ce.envp, q, &j->blob_len);
 	}
 	/* passed I/O (fds 3-5, close-on-exec already) is used as it is; the
 	 * command line's own 0-2 are copied close-on-exec, so that no keeper
@@ -474,4 +321,61 @@ int exec_run(const struct room *r, int conn, struct exec_job *j, const struct ex
 		.started_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000,
 	};
 	return 0;
+}
+
+/* ---- exec channels ------------------------------------------------------- */
+
+/* The keeper's one answer to KP_CHANNEL: the channel's descriptor, or -1
+ * with why. */
+static int channel_answer(const struct room *r, int conn, char *err, size_t errlen)
+{
+	struct kp_msg m;
+	char cbuf[CMSG_SPACE(sizeof(int) * 2)];
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct pollfd p = { conn, POLLIN, 0 };
+	ssize_t n = poll(&p, 1, 10000) == 1 ? recvmsg(conn, &mh, MSG_CMSG_CLOEXEC) : -1;
+	int fd = -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int got;
+				memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (fd < 0)
+					fd = got;
+				else
+					close(got);
+			}
+	if (n == (ssize_t)sizeof(m) && m.type == KP_CHANNEL_OK && fd >= 0)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	m.text[sizeof(m.text) - 1] = '\0';
+	return ERR("room %s: exec channel: %s", r->id,
+		   n == (ssize_t)sizeof(m) && m.type == KP_FAILED ? m.text : "the room's keeper did not answer");
+}
+
+int exec_channel_open(const struct room *r, uint32_t pids_limit, uint64_t exec_timeout_max_ms,
+		      char *err, size_t errlen)
+{
+	int conn = exec_connect(r);
+	if (conn < 0)
+		return ERR("room %s: not running (an exec channel is for a running room)", r->id);
+	int fds[KP_CHANNEL_FDS] = { room_session_open(r, false, O_RDWR | O_CREAT),
+				    room_session_open(r, true, O_RDWR | O_CREAT), -1, -1 };
+	room_marks_open(r, &fds[2], &fds[3]);
+	struct kp_channel c = { KP_CHANNEL, pids_limit, exec_timeout_max_ms };
+	int ch = -1;
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || fds[3] < 0)
+		ERR("room %s: exec channel: open its session and marks: %s", r->id, strerror(errno));
+	else if (fds_send(conn, &c, sizeof(c), fds, KP_CHANNEL_FDS) != (ssize_t)sizeof(c))
+		ERR("room %s: exec channel: the room's keeper is gone", r->id);
+	else
+		ch = channel_answer(r, conn, err, errlen);
+	for (int i = 0; i < KP_CHANNEL_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	close(conn);
+	return ch;
 }

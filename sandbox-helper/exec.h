@@ -65,4 +65,12 @@ void exec_job_free(struct exec_job *j);
 int exec_run(const struct room *r, int conn, struct exec_job *j, const struct exec_order *q,
 	     struct exec_outcome *o, char *err, size_t errlen);
 
+/* A new exec channel of the room's running keeper (common/exec_channel.h)
+ * for roombox-fcgi: the helper opens the room's sessions and busy and
+ * active files for the keeper and gives it the room's limits.  The
+ * channel's descriptor, or -1 with err (the room not running, or its
+ * keeper refused). */
+int exec_channel_open(const struct room *r, uint32_t pids_limit, uint64_t exec_timeout_max_ms,
+		      char *err, size_t errlen);
+
 #endif

@@ -40,6 +40,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "exec.h"
+#include "fdpass.h"
 #include "hostmask.h"
 #include "jail.h"
 #include "helper_rec.h"
@@ -914,6 +915,31 @@ static int op_port_connect(struct helper *h, struct call *c)
 	return 0;
 }
 
+/* A warm room's exec channel for the caller (exec.c, keeper/channel.c),
+ * sent over its unix socket on fd 3.  A stopped room is not started: the
+ * caller's first exec, through exec, starts it. */
+static int op_exec_channel(struct helper *h, struct call *c)
+{
+	struct room *r = &c->r;
+	if (passed_sock < 0) {
+		snprintf(h->err, sizeof(h->err), "room %s: exec-channel: fd 3 must be a unix stream socket", r->id);
+		return fail(h, HELPER_E_INVALID);
+	}
+	alarm(30);   /* the keeper answers at once; this bounds a hung one */
+	struct config_room_limits lim = room_limits_effective(r);
+	int ch = exec_channel_open(r, lim.pids > 0 ? (uint32_t)lim.pids : 0, lim.exec_timeout_max_ms,
+				   h->err, sizeof(h->err));
+	if (ch < 0)
+		return fail(h, HELPER_E_FAILED);
+	ssize_t n = fds_send(passed_sock, "C", 1, &ch, 1);
+	close(ch);
+	if (n != 1) {
+		snprintf(h->err, sizeof(h->err), "room %s: exec-channel: send it: %s", r->id, strerror(errno));
+		return fail(h, HELPER_E_FAILED);
+	}
+	return 0;
+}
+
 /* ---- snapshots (snapshot.c) ------------------------------------------------ */
 
 /* A field of helper_snap_args: NUL-terminated, NUL-padded, "" or an id. */
@@ -1262,6 +1288,14 @@ static const struct op OPS[] = {
 	 * the fresh disk's upper/ (openat2 RESOLVE_BENEATH); no room is left
 	 * unless all of it came and was written */
 	{ HOP_IMPORT, sizeof(struct helper_import_args), ROOM_LOCK, PRIV_ROOT, op_import, NULL },
+	/* asks the running room's keeper for a restricted channel and hands
+	 * it to the caller: over it only plain execs as the room's root or
+	 * user, checked by the keeper as untrusted, within the room's
+	 * limits as this op reads them -- what exec already gives the
+	 * caller.  Opens (creating when missing) only the room's own
+	 * session and mark files, by its checked id, as root's owner: no
+	 * capability needed; never starts a room */
+	{ HOP_EXEC_CHANNEL, 0, ROOM_EXISTING, PRIV_READ, op_exec_channel, NULL },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -1399,7 +1433,8 @@ static char *cli_request(int argc, char **argv, size_t *len, bool *is_exec)
 		if (strcmp(name, helper_op_name(op)) != 0)
 			continue;
 		const struct op *o = op_find(op);
-		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS || op == HOP_EXPORT || op == HOP_IMPORT)
+		if (op == HOP_PORT_CONNECT || op == HOP_SET_LIMITS || op == HOP_EXPORT || op == HOP_IMPORT ||
+		    op == HOP_EXEC_CHANNEL)
 			return NULL;
 		if (op == HOP_EXEC) {
 			/* exec ROOM CMD: the command's stdin, stdout and stderr

@@ -23,6 +23,7 @@
 #include "disk.h"
 #include "errbuf.h"
 #include "fnv.h"
+#include "session_file.h"
 #include "timefmt.h"
 
 #define ERR(...) errorf(err, errlen, __VA_ARGS__)
@@ -183,9 +184,8 @@ void room_unlock(struct room *r)
 }
 
 /* A regular file is read as far as its size (up to max), into a buffer of
- * that size: the session, read on every exec, would otherwise cost a 120
- * KiB allocation, mapped and unmapped each time.  (The state files are
- * replaced by rename, never grown in place.) */
+ * that size.  (These state files are replaced by rename, never grown in
+ * place; the sessions, written in place, are read by session_file.c.) */
 static char *read_small(const char *dir, const char *name, size_t max, size_t *len)
 {
 	int fd = open_in(dir, name, O_RDONLY, 0);
@@ -1091,6 +1091,12 @@ int room_busy_enter(const struct room *r)
 	return fd;
 }
 
+void room_marks_open(const struct room *r, int *busy, int *active)
+{
+	*busy = open_in(r->run, "busy", O_RDWR | O_CREAT, 0600);
+	*active = open_in(r->state, "active", O_WRONLY | O_CREAT, 0600);
+}
+
 bool room_is_busy(const struct room *r)
 {
 	int fd = open_in(r->run, "busy", O_RDWR, 0);
@@ -1137,14 +1143,28 @@ static const char *session_name(bool as_user)
 
 char *room_session_read(const struct room *r, bool as_user, size_t max)
 {
-	char *s = read_small(r->state, session_name(as_user), max, NULL);
+	int fd = room_session_open(r, as_user, O_RDONLY);
+	char *s = fd >= 0 ? session_file_read(fd, max) : NULL;
+	if (fd >= 0)
+		close(fd);
 	return s ? s : strdup("");
 }
 
-/* Not fsync'd: the session is a convenience, and this runs on every exec. */
+/* Not fsync'd: the session is a convenience, and this runs on every exec.
+ * In place (session_file.h): a keeper's exec channel holds the file open. */
 int room_session_write(const struct room *r, bool as_user, const char *text, size_t len)
 {
-	return room_file_write(r->state, session_name(as_user), text, len, false);
+	int fd = room_session_open(r, as_user, O_RDWR | O_CREAT);
+	if (fd < 0)
+		return -1;
+	int rc = session_file_write(fd, text, len);
+	close(fd);
+	return rc;
+}
+
+int room_session_open(const struct room *r, bool as_user, int flags)
+{
+	return open_in(r->state, session_name(as_user), flags, 0600);
 }
 
 static uint64_t du_total;

@@ -7,8 +7,9 @@
  *                                      and is converted at its next start)
  *   <state_dir>/rooms/<id>/session     the room root's shell session (exported
  *                                      variables and working directory),
- *                                      written by the helper, never inside the
- *                                      room's tree
+ *                                      written in place by the helper or the
+ *                                      keeper (common/session_file.h), never
+ *                                      inside the room's tree
  *   <state_dir>/rooms/<id>/session.user  the room user's, kept apart: nothing
  *                                      a command of one writes reaches the
  *                                      other's (a room made before has only
@@ -173,6 +174,10 @@ void room_keeper_forget(const struct room *r);
  * activity stamp, and whether any exec is running. */
 int room_busy_enter(const struct room *r);
 bool room_is_busy(const struct room *r);
+/* The busy file (read-write, unlocked) and the active file (write-only),
+ * created when missing, for a keeper that marks them itself (its exec
+ * channels): each -1 on failure. */
+void room_marks_open(const struct room *r, int *busy, int *active);
 void room_touch_active(const struct room *r);
 int64_t room_last_active_ms(const struct room *r);
 
@@ -180,6 +185,9 @@ int64_t room_last_active_ms(const struct room *r);
  * empty).  Reads at most max bytes; malloc'd. */
 char *room_session_read(const struct room *r, bool as_user, size_t max);
 int room_session_write(const struct room *r, bool as_user, const char *text, size_t len);
+/* The session file opened (flags as open's; O_NOFOLLOW added): for the
+ * keeper's exec channel, which reads and writes it in place. */
+int room_session_open(const struct room *r, bool as_user, int flags);
 
 /* The room's own limits (all 0 when it has none or the file is not one
  * record), and their writing (durably): 0, or -1 with err. */

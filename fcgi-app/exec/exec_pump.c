@@ -7,6 +7,12 @@
  * room's output never passes through the setuid helper -- and the helper
  * only waits for the shell to end and answers with the facts.
  *
+ * Once a room runs, its plain commands (not a tool, streamed input or a
+ * file on stdout) go the same way over the room's exec channel instead of
+ * through a helper (exec_channels.c): the keeper gets the same pipes, and
+ * its answer takes the helper's exit's place.  What the channel could not
+ * run goes to the helper, on fresh pipes, as the same attempt.
+ *
  * An exec is three steps: setup (the pipes, the helper started), the pump
  * (one poll loop that writes the input, reads both streams -- each kept up
  * to output_limit for the result, past it read and dropped -- and tells
@@ -42,6 +48,7 @@
 
 #include "clock.h"
 #include "drain.h"
+#include "exec_channels.h"
 #include "exec_pump.h"
 #include "fdrecv.h"
 #include "http.h"
@@ -261,6 +268,8 @@ struct pump {
 	struct exec_sink *sink;
 	bool base64;
 	struct helper_run *run;
+	struct chan_run *chan;   /* instead of run: over the room's exec channel */
+	bool elsewhere;          /* the channel did not run it: the helper will */
 	int in;                  /* our end of the command's stdin, -1 once closed */
 	struct out_stream so, se;
 	char *feed;              /* a piece of sink->input on its way to the pipe */
@@ -280,7 +289,7 @@ static void pump_free(struct pump *p)
 
 /* The pipes, and the helper started with their far ends; false with err
  * set (nothing started). */
-static bool pump_setup(struct pump *p, const char *room, struct helper_error *err)
+static bool pump_setup(struct pump *p, const char *room, bool via_channel, struct helper_error *err)
 {
 	struct helper_target target = app_helper(p->app);
 	const struct exec_request *ex = p->ex;
@@ -310,15 +319,18 @@ static bool pump_setup(struct pump *p, const char *room, struct helper_error *er
 	int pass[3] = { in[0], out[1], errp[1] };
 	x.tool = sink->tool;   /* a tool in place of the command */
 	x.existing = sink->existing;
-	p->run = helper_exec_start(&target, room, &x,
-				   (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, pass, err);
+	if (via_channel)
+		p->chan = exec_channel_start(p->app, room, ex, pass);
+	if (!p->chan)
+		p->run = helper_exec_start(&target, room, &x,
+					   (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, pass, err);
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);
 	p->in = in[1];
 	p->so.fd = out[0];
 	p->se.fd = errp[0];
-	if (!p->run) {
+	if (!p->run && !p->chan) {
 		pump_free(p);
 		return false;
 	}
@@ -391,10 +403,21 @@ static void pump_run(struct pump *p)
 		if (p->in >= 0 && drain_until < 0 && !p->sink->stdin_until)
 			pf[i_in = n++] = (struct pollfd){ p->in, POLLOUT, 0 };
 		if (drain_until < 0)
-			pf[i_run = n++] = (struct pollfd){ helper_run_pidfd(p->run), POLLIN, 0 };
+			pf[i_run = n++] = (struct pollfd){ p->chan ? exec_channel_fd(p->chan)
+							   : helper_run_pidfd(p->run), POLLIN, 0 };
 		wait = drain_until >= 0 ? drain_until - now : quiet_since + KEEPALIVE_MS - now;
 		if (p->sink->stdin_until && p->in >= 0 && wait > STDIN_UNTIL_POLL_MS)
 			wait = STDIN_UNTIL_POLL_MS;
+		if (p->chan && drain_until < 0) {   /* a hung keeper: given up at its deadline */
+			long left = exec_channel_deadline(p->chan) - now;
+			if (left <= 0) {
+				close_fd(&p->in);
+				drain_until = now + (long)p->app->cfg.drain_ms;
+				continue;
+			}
+			if (left < wait)
+				wait = left;
+		}
 		if (poll(pf, (nfds_t)n, wait < 0 ? 0 : (int)wait) < 0 && errno != EINTR)
 			break;
 		now = monotonic_ms();
@@ -428,14 +451,27 @@ static void pump_run(struct pump *p)
 	close_fd(&p->in);
 }
 
-/* The helper reaped and its answer made the result; NULL with err set. */
-static json_object *pump_finish(struct pump *p, struct helper_error *err)
+/* The helper reaped (or the channel's answer read) and the answer made
+ * the result; NULL with err set, or with p->elsewhere (the helper is to
+ * run it). */
+static json_object *pump_finish(struct pump *p, const char *room, struct helper_error *err)
 {
 	struct helper_exec_ans ans;
 	json_object *result = NULL;
-	int rc = helper_exec_finish(p->run, &ans, err);
+	int rc;
 
-	p->run = NULL;
+	if (p->chan) {
+		rc = exec_channel_finish(p->chan, &ans, err);
+		p->chan = NULL;
+		p->elsewhere = rc == EXEC_CHANNEL_ELSEWHERE;
+		if (p->elsewhere)
+			return NULL;
+	} else {
+		rc = helper_exec_finish(p->run, &ans, err);
+		p->run = NULL;
+		if (rc == 0)
+			exec_channel_warm(room);   /* it runs: the next exec may take a channel */
+	}
 	if (rc == 0) {
 		struct exec_output o = { p->so.buf, p->se.buf, p->so.len, p->se.len,
 					 p->so.cut, p->se.cut };
@@ -505,10 +541,14 @@ json_object *exec_pump_in_room(struct app *app, const char *room, const struct e
 		snprintf(err->message, sizeof(err->message), "too many concurrent execs");
 		return NULL;
 	}
+	/* a channel takes a plain command; a tool, streamed input or a file
+	 * on stdout is the helper's */
+	bool via_channel = !sink->tool && !sink->input && !sink->stdin_until && !sink->stdout_file;
+
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct pump p = { .app = app, .ex = ex, .sink = sink, .base64 = base64 };
 
-		if (!pump_setup(&p, room, err))
+		if (!pump_setup(&p, room, via_channel, err))
 			break;
 		if (!sink->started) {
 			sink->started = true;
@@ -516,7 +556,13 @@ json_object *exec_pump_in_room(struct app *app, const char *room, const struct e
 				sink->start(sink->ctx, ex);
 		}
 		pump_run(&p);
-		result = pump_finish(&p, err);
+		result = pump_finish(&p, room, err);
+		if (p.elsewhere) {   /* nothing ran: the same attempt, through the helper */
+			pump_free(&p);
+			via_channel = false;
+			attempt--;
+			continue;
+		}
 		bool rerun = attempt == 0 && result && free_room_at_limit(&p, room, result);
 
 		pump_free(&p);

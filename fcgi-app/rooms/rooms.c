@@ -5,6 +5,7 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
+#include "exec_channels.h"
 #include "http.h"
 #include "label_store.h"
 #include "preview_relay.h"
@@ -268,7 +269,9 @@ void api_rooms_patch(struct request *rq, struct response *rs)
 	if (limits_in && limits.set) {
 		struct helper_target target = app_helper(rq->app);
 		struct helper_error herr;
-		if (helper_set_limits(&target, rq->room, &limits, &st, &herr) < 0) {
+		int set = helper_set_limits(&target, rq->room, &limits, &st, &herr);
+		exec_channel_forget(rq->room);   /* its channels hold the old limits */
+		if (set < 0) {
 			json_object_put(labels);
 			if (herr.http_status == 404) {
 				/* cleaned up meanwhile: no labels for a room made
@@ -304,6 +307,7 @@ void api_rooms_stop(struct request *rq, struct response *rs)
 		helper_failure(rs, rq->room, HELPER_OP_STOP, &err);
 		return;
 	}
+	exec_channel_forget(rq->room);
 	fprintf(stderr, "roombox-fcgi: room %s: stopped (asked)\n", rq->room);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "stopped", json_object_new_boolean(1));
@@ -324,6 +328,7 @@ static int cleanup_sandbox(struct app *app, const char *room, char *errbuf, size
 	struct helper_target target = app_helper(app);
 	struct helper_error err;
 
+	exec_channel_forget(room);
 	if (helper_destroy(&target, room, &err) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: destroy: %s\n", room, err.message);
 		strip_host_paths(errbuf, errlen, err.message);
@@ -448,6 +453,7 @@ void api_rooms_restart(struct request *rq, struct response *rs)
 			helper_failure(rs, rq->room, HELPER_OP_RESTART, &err);
 		return;
 	}
+	exec_channel_forget(rq->room);
 	metrics_room_started(ROOM_START_RESTART);
 	json_object *answer = json_object_new_object();
 	json_object_object_add(answer, "restarted", json_object_new_boolean(1));

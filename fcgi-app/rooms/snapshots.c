@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "exec_channels.h"
 #include "http.h"
 #include "metrics.h"
 #include "process_store.h"
@@ -202,6 +203,7 @@ void api_rooms_restore(struct request *rq, struct response *rs)
 		return;
 	}
 	metrics_snapshot_op(SNAP_RESTORE, true, 0);
+	exec_channel_forget(rq->room);
 	records_step(procs_snapshot_restore(rq->room, s.id, rq->room, why, sizeof(why)), why);
 	metrics_room_started(ROOM_START_RESTART);
 	json_object *answer = json_object_new_object();

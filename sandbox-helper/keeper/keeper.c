@@ -44,6 +44,12 @@
  * signal from inside the room that would end the keeper is ignored (as PID 1
  * it cannot get SIGKILL or SIGSTOP from there); SIGTERM from the host ends
  * the room.  Exec connections are taken from outside the room only.
+ *
+ * Exec channels (channel.c): on the helper's word the keeper also serves
+ * roombox-fcgi's warm execs over restricted socketpairs -- plain commands
+ * only, each request checked as untrusted, run by the same spawn and
+ * deadline code as the helper's, the room's session and marks kept on
+ * files the helper opened for it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -67,6 +73,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "channel.h"
 #include "clock.h"
 #include "keeper_proto.h"
 #include "plan.h"
@@ -342,6 +349,7 @@ struct exec {
 	bool timed_out, reported;
 	int64_t deadline;
 	struct exec_plan plan;    /* the child reads it until it has exec'd */
+	struct chan_job *job;     /* an exec channel's (channel.c), else NULL */
 	struct spawn_plan spawn;
 };
 
@@ -373,10 +381,19 @@ static bool in_running_exec(const struct proc_table *t, int i)
  * the plan or uses the slot's stack) and the helper has hung up. */
 static void exec_maybe_done(struct exec *x)
 {
-	if (x->used && !x->shell && x->conn < 0 && x->start < 0) {
+	if (x->used && !x->shell && x->conn < 0 && x->start < 0 && !x->job) {
 		plan_free(&x->plan);
 		x->used = false;
 	}
+}
+
+/* A channel's exec answered (channel.c), once. */
+static void exec_job_end(struct exec *x, bool failed, const char *text)
+{
+	struct chan_job *job = x->job;
+	x->job = NULL;
+	x->reported = true;
+	channel_exec_done(job, x->status, x->timed_out, failed, 0, text);
 }
 
 /* What the child said on its error pipe: nothing (it exec'd, so its audit
@@ -399,6 +416,8 @@ static void exec_started(struct exec *x, bool dead)
 	x->start = -1;
 	if (n == 0 || open_elsewhere) {
 		x->session = session_of(x->shell);
+	} else if (x->job) {
+		exec_job_end(x, true, n > 0 ? text : "the shell did not start");
 	} else {
 		if (x->conn >= 0)
 			send_msg(x->conn, KP_FAILED, 0, 0, n > 0 ? text : "the shell did not start");
@@ -413,6 +432,8 @@ static void exec_started(struct exec *x, bool dead)
  * need not wake up for the helper's hang-up. */
 static void exec_report(struct exec *x)
 {
+	if (!x->reported && !x->shell && x->job)
+		exec_job_end(x, false, NULL);
 	if (!x->reported && !x->shell && x->conn >= 0) {
 		send_msg(x->conn, KP_EXITED, x->status, x->timed_out, NULL);
 		x->reported = true;
@@ -613,6 +634,61 @@ static void exec_start(int conn, int *fds, int nfds)
 	x->deadline = monotonic_ms() + (int64_t)plan.hdr.timeout_ms;
 }
 
+/* A channel's exec (channel.c): its shell started as a helper's exec's
+ * is, from the plan the channel made. */
+int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t timeout_ms,
+		   uint32_t pids, char *why, size_t whylen)
+{
+	int k = 0, ep[2];
+	while (k < MAX_EXECS && execs[k].used)
+		k++;
+	if (k == MAX_EXECS) {
+		snprintf(why, whylen, "too many execs at once in this room");
+		return -EBUSY;
+	}
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		snprintf(why, whylen, "pipe failed");
+		return -errno;
+	}
+	struct exec *x = &execs[k];
+	uid_t id = job->as_user ? KP_USER_ID : KP_ROOT_ID;
+	pids_limit = pids;
+	x->plan = (struct exec_plan){ 0 };
+	x->spawn = (struct spawn_plan){ (char **)job->env.argv, job->env.envp, out, err, job->session_out,
+					in, ep[1], id, id, false, false };
+	pid_t shell = spawn_shell(&x->spawn, &stacks[k]);
+	close(ep[1]);
+	if (shell < 0) {
+		close(ep[0]);
+		snprintf(why, whylen, "fork: %s", shell == -EAGAIN
+			 ? "the room is at its process limit (pids_limit)" : strerror((int)-shell));
+		return (int)shell;
+	}
+	fcntl(ep[0], F_SETFL, O_NONBLOCK);
+	/* field by field: the child still reads x->spawn */
+	x->used = true;
+	x->conn = -1;
+	x->start = ep[0];
+	x->shell = shell;
+	x->session = NO_SESSION;
+	x->status = 0;
+	x->timed_out = x->reported = false;
+	x->deadline = monotonic_ms() + (int64_t)timeout_ms;
+	x->job = job;
+	return 0;
+}
+
+void exec_cancel_job(struct chan_job *job)
+{
+	for (int k = 0; k < MAX_EXECS; k++)
+		if (execs[k].used && execs[k].job == job) {
+			if (execs[k].shell > 0)
+				exec_kill(&execs[k]);
+			exec_maybe_done(&execs[k]);
+			return;
+		}
+}
+
 /* Read the request on conn (an exec): 1 taken (or refused and closed), 0
  * not there yet. */
 static int take_request(int conn)
@@ -624,10 +700,13 @@ static int take_request(int conn)
 		return 0;
 	if (n > 0 && m.type == KP_EXEC && got >= EXEC_FDS - 1)
 		exec_start(conn, fds, got);
+	else if (n > 0 && m.type == KP_CHANNEL)
+		channel_open(conn, &m, (size_t)n, fds, got);
 	else
 		close(conn);
 	for (int i = 0; i < got; i++)
-		close(fds[i]);
+		if (fds[i] >= 0)
+			close(fds[i]);
 	return 1;
 }
 
@@ -692,8 +771,8 @@ int main(int argc, char **argv)
 	if (sigfd < 0 || write(FD_REPORT, "ok", 2) != 2)
 		return 2;
 	close(FD_REPORT);
-	static struct pollfd p[2 + MAX_EXECS + MAX_PENDING];
-	static struct exec *owner[2 + MAX_EXECS + MAX_PENDING];
+	static struct pollfd p[2 + MAX_EXECS + MAX_CHANNELS + MAX_PENDING];
+	static struct exec *owner[2 + MAX_EXECS + MAX_CHANNELS + MAX_PENDING];
 	for (;;) {
 		int n = 0;
 		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
@@ -705,6 +784,8 @@ int main(int argc, char **argv)
 				p[n++] = (struct pollfd){ x->conn, POLLIN, 0 };
 			}
 		}
+		int first_chan = n, n_chan = channel_poll_add(p + n, MAX_CHANNELS);
+		n += n_chan;
 		int first_pending = n;
 		for (int i = 0; i < n_pending; i++)
 			p[n++] = (struct pollfd){ pending[i].fd, POLLIN, 0 };
@@ -722,7 +803,7 @@ int main(int argc, char **argv)
 					return 0;
 			reap();
 		}
-		for (int i = 2; i < first_pending; i++) {
+		for (int i = 2; i < first_chan; i++) {
 			struct exec *x = owner[i];
 			if (!p[i].revents || !x->used)
 				continue;
@@ -730,6 +811,7 @@ int main(int argc, char **argv)
 				exec_message(x);
 			exec_maybe_done(x);
 		}
+		channel_poll_check(p + first_chan, n_chan);
 		/* from the end: pending_check moves the last entry into a
 		 * closed slot */
 		int64_t now = monotonic_ms();

@@ -39,6 +39,16 @@
  *                      itself ends at once (status 0), so the answer comes
  *                      at once and the shell is no longer the exec's: its
  *                      deadline never reaches it (a managed process).
+ *   helper -> keeper   KP_CHANNEL (struct kp_channel, not kp_msg): a new
+ *                      exec channel for roombox-fcgi (common/
+ *                      exec_channel.h), with descriptors [root's session,
+ *                      the user's session, busy, active] (room.h's files,
+ *                      opened by the helper: the keeper cannot reach the
+ *                      state directory) and the room's pids_limit and
+ *                      execTimeoutMax.  The room's latest descriptors and
+ *                      limits serve all its channels.
+ *   keeper -> helper   KP_CHANNEL_OK with the channel (SCM_RIGHTS), or
+ *                      KP_FAILED; then the keeper closes the connection.
  *   What the exec leaves running becomes the keeper's; if at the exec's
  *   deadline the room is at its process limit, that is a background fork
  *   bomb, and every process outside running execs is killed.
@@ -50,13 +60,20 @@
 
 #define KP_MAGIC 0x72626b36u  /* "rbk6" */
 
-enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED };
+enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_CHANNEL, KP_CHANNEL_OK };
 
 struct kp_msg {
 	uint32_t type;
 	int32_t status;
 	int32_t timed_out;
 	char text[200];
+};
+
+#define KP_CHANNEL_FDS 4   /* session root, session user, busy, active */
+struct kp_channel {
+	uint32_t type;            /* KP_CHANNEL */
+	uint32_t pids_limit;
+	uint64_t exec_timeout_max_ms;
 };
 
 struct kp_blob {

@@ -1,0 +1,62 @@
+"""Warm execs go over the room's exec channel, not through the setuid
+helper: once a room runs, roombox-fcgi runs its plain commands straight
+with the room's keeper, and every exec behaves as before -- session,
+limits, a keeper gone under it.  (The channel's own protocol and its
+refusals: tests/security/test_exec_channel.py.)"""
+
+import os
+import signal
+import threading
+
+from conftest import HELPER, proc_cmdline, proc_pids, wait_until
+
+SERVERS = ("nginx",)
+
+
+def helpers_running():
+    """This build's roombox-helper processes now."""
+    found = []
+    for pid in proc_pids():
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == str(HELPER):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def test_a_warm_exec_runs_without_the_helper(client, room):
+    client.sh(room, "true")     # the helper starts the room
+    client.sh(room, "true")     # the room's channel is asked for
+    done, seen = {}, []
+    t = threading.Thread(target=lambda: done.setdefault("out", client.sh(room, "sleep 1.517; echo slept")))
+    t.start()
+    try:
+        wait_until(lambda: any(proc_cmdline(p) == "sleep 1.517" for p in proc_pids()), 10,
+                   "the command to run")
+        while t.is_alive() and len(seen) < 200:
+            seen.append(helpers_running())
+    finally:
+        t.join(30)
+    assert done.get("out") == "slept\n"
+    assert not any(seen), f"a helper ran during a warm exec: {seen}"
+
+
+def test_session_limits_and_a_lost_keeper(client, room):
+    stack = client.stack
+    client.sh(room, "true")
+    client.sh(room, "export A=1; cd /tmp")
+    assert client.sh(room, "echo $A $PWD") == "1 /tmp\n"
+    assert client.sh(room, "echo $A", user="user") == "\n"
+    assert client.exec(room, "pwd", cwd="/etc")["stdout"] == "/etc\n"
+    assert client.sh(room, "echo $B", env={"B": "2"}) == "2\n"
+    assert client.sh(room, "echo ${B:-none} $PWD") == "none /tmp\n"     # a one-off scope is not saved
+    r = client.exec(room, "sleep 5", timeout=500)
+    assert r["timedOut"] is True, r
+    # the keeper goes (as if the room stopped by itself): the next exec
+    # is the helper's, which starts the room again
+    keeper = stack.keeper_pid(room)
+    os.kill(keeper, signal.SIGTERM)
+    wait_until(lambda: stack.keeper_pid(room) is None, 20, "the keeper to end")
+    assert client.sh(room, "echo $A $PWD") == "1 /tmp\n"
+    assert client.sh(room, "echo again") == "again\n"
