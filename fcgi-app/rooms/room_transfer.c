@@ -562,6 +562,21 @@ static int exposures_apply(const char *room, const struct room_part *e, char *er
 	return 0;
 }
 
+/* The process records and logs ("processes/<file>"): the new room's. */
+static int processes_apply(const char *room, const struct room_parts *p, char *err, size_t errlen)
+{
+	struct proc_file *f = calloc(p->n ? p->n : 1, sizeof(*f));
+	size_t n = 0;
+	if (!f)
+		return snprintf(err, errlen, "import: out of memory"), -1;
+	for (size_t i = 0; i < p->n; i++)
+		if (strncmp(p->v[i].name, "processes/", 10) == 0)
+			f[n++] = (struct proc_file){ p->v[i].name + 10, p->v[i].data, p->v[i].len };
+	int rc = procs_room_import(room, f, n, err, errlen);
+	free(f);
+	return rc;
+}
+
 static void import_fail(struct request *rq, struct response *rs, int status, const char *text)
 {
 	fprintf(stderr, "roombox-fcgi: room %s: import refused: %s\n", rq->room, text);
@@ -669,12 +684,15 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		rc = store_write_raw(rq->room, (const char *)m->data, m->len, err, sizeof(err));
 	if (rc == 0 && e)
 		rc = exposures_apply(rq->room, e, err, sizeof(err));
+	if (rc == 0)
+		rc = processes_apply(rq->room, &j->parts, err, sizeof(err));
 	if (rc < 0) {
 		struct helper_error derr;
 		char e2[256];
 		helper_destroy(&target, rq->room, &derr);
 		store_reset(rq->room, e2, sizeof(e2));
 		preview_room_forget(rq->room, e2, sizeof(e2));
+		procs_room_reset(rq->room, e2, sizeof(e2));
 		import_fail(rq, rs, 400, err);
 		goto close_all;
 	}

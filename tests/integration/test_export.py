@@ -169,6 +169,32 @@ def test_a_snapshot_exports_its_files_sessions_and_records(client, room):
     assert r.status == 404, (r.status, r.body[:300])
 
 
+def test_an_import_brings_the_process_records(client, room):
+    start(client, room, "done", "echo out-of-done; echo err-of-done >&2; exit 3")
+    wait_until(lambda: status_of(client, room, "done") == "exited", 10, "`done` to end")
+    start(client, room, "napper", "exec sleep 1000")
+    wait_until(lambda: status_of(client, room, "napper") == "running", 10, "the napper to run")
+    before = client.get(f"/api/rooms/{room}/sandbox/processes/done").json["process"]
+    data = export(client, room)
+    new = unique_room("xp")
+    assert import_(client, new, data).status == 201
+    ps = {p["id"]: p for p in client.get(f"/api/rooms/{new}/sandbox/processes").json["processes"]}
+    assert set(ps) == {"done", "napper"}, ps
+    assert ps["done"] == before, (ps["done"], before)
+    assert ps["done"]["status"] == "exited" and ps["done"]["exitCode"] == 3
+    # running at the cut: not carried, its record reads lost
+    assert ps["napper"]["status"] == "lost", ps["napper"]
+    logs = client.get(f"/api/rooms/{new}/sandbox/processes/done/logs").json
+    assert logs["stdout"] == "out-of-done\n" and logs["stderr"] == "err-of-done\n", logs
+    # the room's own records are as they were
+    assert status_of(client, room, "napper") == "running"
+    # and the imported room runs processes of its own beside them
+    start(client, new, "fresh", "echo fresh")
+    wait_until(lambda: status_of(client, new, "fresh") == "exited", 10, "`fresh` to end")
+    client.destroy(new)
+    assert not (client.stack.state_dir / "processes" / new).exists()
+
+
 def test_a_running_room_is_exported_without_stopping_it(client, room):
     start(client, room, "napper", "echo $$ > /tmp/napper.pid; exec sleep 1000")
     alive = "kill -0 $(cat /tmp/napper.pid) && tr '\\0' ' ' < /proc/$(cat /tmp/napper.pid)/cmdline"
@@ -351,6 +377,21 @@ def tar_add_after_manifest(data, name, content):
 def manifest_of(data):
     with tarfile.open(fileobj=io.BytesIO(unzstd(data[: -(8 + 80)]))) as t:
         return t.extractfile("roombox/manifest").read()
+
+
+def test_a_record_under_another_name_refused(client, room):
+    """A process record is its file's: one that names another process (it
+    would take that one's logs) is refused, though the archive is whole."""
+    start(client, room, "done", "echo hi")
+    wait_until(lambda: status_of(client, room, "done") == "exited", 10, "`done` to end")
+    data = export(client, room)
+    tar = unzstd(data[: -(8 + 80)])
+    record = members_of(data, "processes/done.json")
+    forged = record.replace(b'"id":"done"', b'"id":"dxne"')
+    assert forged != record and tar.count(record) == 1
+    old, new = (hashlib.sha256(x).hexdigest().encode() for x in (record, forged))
+    tar = tar.replace(record, forged).replace(old + b" processes/done.json", new + b" processes/done.json")
+    refused(client, seal(zstd(tar)), 400, "processes/done.json: not the record of process done")
 
 
 @pytest.fixture(scope="module")
