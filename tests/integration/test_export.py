@@ -9,11 +9,13 @@ docs/export-format.md says (tar + the zstd CLI, manifest, seal)."""
 
 import hashlib
 import hmac
+import http.client
 import io
 import os
 import struct
 import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -209,6 +211,30 @@ def test_a_running_room_is_exported_without_stopping_it(client, room):
     assert client.sh(room, alive) == "sleep 1000 "
     # the cut is no snapshot, and left nothing behind
     assert client.get(f"/api/rooms/{room}/snapshots").json == {"snapshots": []}
+    assert not list(client.stack.room_state_dir(room).glob(".cut*"))
+
+
+def test_an_exec_does_not_wait_for_an_export_being_read(client, room):
+    """The room's lock goes once the cut is taken: an export that a
+    client reads slowly (here: not at all) holds no exec of the room."""
+    client.sh(room, "head -c 96M /dev/urandom > /workspace/noise")
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+    try:
+        conn.request("GET", f"/api/rooms/{room}/export",
+                     headers={"Authorization": f"Bearer {client.token}"})
+        r = conn.getresponse()
+        assert r.status == 200
+        head = r.read(65536)   # streaming, and now stalled on us
+        t0 = time.monotonic()
+        assert client.sh(room, "echo meanwhile > /workspace/m; cat /workspace/m") == "meanwhile\n"
+        assert time.monotonic() - t0 < 10
+        data = head + r.read()
+    finally:
+        conn.close()
+    # the export is of the cut: what came after is not in it
+    listing = subprocess.run(["sh", "-c", "zstd -dc | tar -tf -"], input=data,
+                             capture_output=True, check=True).stdout.decode()
+    assert "state/root/workspace/noise" in listing and "workspace/m\n" not in listing, listing
     assert not list(client.stack.room_state_dir(room).glob(".cut*"))
 
 
