@@ -217,7 +217,11 @@ static int processes_add(struct part_list *l, const struct app *app, const char 
 	while (d && (de = readdir(d))) {
 		char pname[160];
 		snprintf(pname, sizeof(pname), "processes/%s", de->d_name);
-		if (de->d_name[0] == '.' || room_part_name_ok(pname) < 0)
+		size_t dn = strlen(de->d_name);
+		/* a record being written (or a crash's leftover of one) is
+		 * not a record: an import takes only what is whole */
+		if (de->d_name[0] == '.' || room_part_name_ok(pname) < 0 ||
+		    (dn > 4 && strcmp(de->d_name + dn - 4, ".tmp") == 0))
 			continue;
 		if (n == cap) {
 			char **v = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*v));
