@@ -12,8 +12,8 @@
  * mount namespace, on a loop device over disk.img.  The helper gets a
  * descriptor on that file system by mounting the room's loop device once
  * more (fsopen/fsmount, attached nowhere: the kernel hands back the
- * superblock already mounted, so nothing is mounted twice), found among
- * the keeper's mounts and checked by the image's device and inode.  Then (cut_running):
+ * superblock already mounted, so nothing is mounted twice), found by the
+ * image's device and inode.  Then (cut_running):
  *   0. syncfs while the room runs: what it wrote reaches the image now,
  *      so what follows has little left to write;
  *   1. the room's cgroup is frozen (its processes stop where they are);
@@ -276,37 +276,6 @@ static int loop_of(const char *img, const struct stat *st, char *dev, size_t dev
 	return rc;
 }
 
-/* The loop device under the keeper's mounts (keeper its pid): the one
- * of major 7 in its mountinfo whose backing file is the image (its
- * device and inode, asked of the device itself).  Where loop devices are
- * many (a host keeps every one it ever made: ten thousand cost the scan
- * of /sys/block 0.1-0.3 s), this reads one file.  0, or -1. */
-static int loop_of_keeper(pid_t keeper, const struct stat *st, char *dev, size_t devlen)
-{
-	char p[64], *line = NULL;
-	size_t cap = 0;
-	int rc = -1;
-	snprintf(p, sizeof(p), "/proc/%d/mountinfo", (int)keeper);
-	FILE *f = fopen(p, "re");
-	while (f && rc < 0 && getline(&line, &cap, f) > 0) {
-		unsigned maj, min;
-		struct loop_info64 info;
-		if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 || maj != 7)
-			continue;
-		snprintf(dev, devlen, "/dev/loop%u", min);
-		int lfd = open(dev, O_RDONLY | O_CLOEXEC);
-		if (lfd >= 0 && ioctl(lfd, LOOP_GET_STATUS64, &info) == 0 &&
-		    info.lo_inode == st->st_ino && info.lo_device == st->st_dev)
-			rc = 0;
-		if (lfd >= 0)
-			close(lfd);
-	}
-	free(line);
-	if (f)
-		fclose(f);
-	return rc;
-}
-
 /* A descriptor on the root of the ext4 mounted from dev: the same
  * superblock as the room's own mount, attached nowhere.  -1 with errno. */
 static int ext4_root_open(const char *dev)
@@ -415,9 +384,8 @@ static int cut_image(const struct room *r, const struct cgroup_sys *cg, int out,
 		return ERR("room %s: open its disk image: %s", r->id, strerror(errno));
 	}
 	int fs = -1;
-	pid_t keeper = room_keeper_pid(r);
-	if (keeper > 0) {
-		if (loop_of_keeper(keeper, &st, dev, sizeof(dev)) < 0 && loop_of(img, &st, dev, sizeof(dev)) < 0) {
+	if (room_keeper_pid(r) > 0) {
+		if (loop_of(img, &st, dev, sizeof(dev)) < 0) {
 			close(in);
 			return ERR("room %s: the loop device of its disk image is not found", r->id);
 		}
