@@ -178,8 +178,10 @@
  *            its image and sessions (not_found when the room has none of
  *            that id or name); its id in the answer.  Without: a running
  *            room is cut as snapshot cuts it, into a temporary copy that
- *            is no snapshot (never listed nor counted, removed before the
- *            answer), and keeps running; a stopped room is read as it
+ *            is no snapshot (never listed nor counted; its name removed
+ *            once it is mounted, and the room's lock released then: the
+ *            room's other calls do not wait for the walk), and keeps
+ *            running; a stopped room is read as it
  *            lies; a running room without a disk image (a plain
  *            directory, which cannot be cut) is stopped for the walk and
  *            started again.  The disk is walked by a child keeping only

@@ -884,6 +884,7 @@ static int host_side(struct room *r, bool creating, int disk_sock, char *err, si
 		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
 		if (loop < 0)
 			return room_error_relative(r, "attach its disk image", err, errlen);
+		room_loop_note(r, dev);   /* for a cut (snapshot.c) */
 		mnt = disk_image_fsmount(dev, err, errlen);
 		close(loop);   /* the mount holds it; without one it is freed */
 		if (mnt < 0)

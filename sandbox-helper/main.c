@@ -1039,9 +1039,11 @@ static int op_fork(struct helper *h, struct call *c)
 
 /* The room's files to fd 4 as a tree stream, its sessions in the answer:
  * a snapshot's, or the room's now -- a running one cut as a snapshot is
- * (snap_export_source), into a copy walked and removed while the room
- * runs on.  Only a running room without a disk image (a plain directory
- * cannot be cut) is stopped for the walk (its lock is held: nothing
+ * (snap_export_source), into a copy walked while the room runs on: the
+ * room's lock goes once the copy is mounted (its name removed), so an
+ * exec does not wait for the walk, nor for a client that reads slowly.
+ * Only a running room without a disk image (a plain directory cannot be
+ * cut) is stopped for the walk (its lock is held throughout: nothing
  * starts it meanwhile) and started again. */
 static int op_export(struct helper *h, struct call *c)
 {
@@ -1060,19 +1062,30 @@ static int op_export(struct helper *h, struct call *c)
 	bool stopped = !src.temporary && src.was_running;
 	if (stopped && stop_room(h, r) < 0)
 		return fail(h, HELPER_E_FAILED);
-	int rc = transfer_export(r, src.img, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
-	close(passed_io[1]);   /* the reader sees the stream's end now */
-	passed_io[1] = -1;
-	if (src.temporary)
-		unlink(src.img);
-	if (stopped && ensure_running(h, r, false) <= 0 && rc == 0)
-		rc = -1;
-	if (rc < 0)
-		return h->code ? -1 : fail(h, HELPER_E_FAILED);
+	/* the sessions as they were at the cut: read before the lock goes */
 	struct room from = *r;   /* the sessions' directory: the room's or the snapshot's */
 	snprintf(from.state, sizeof(from.state), "%s", src.sessions);
 	char *root = room_session_read(&from, false, HELPER_SESSION_MAX);
 	char *user = room_session_read(&from, true, HELPER_SESSION_MAX);
+	int upper = -1;
+	int rc = transfer_export_open(r, src.img, &upper, h->err, sizeof(h->err));
+	if (src.temporary) {
+		/* the cut is the mount's alone now: its name goes, and the
+		 * room is free for its execs while the copy is walked */
+		unlink(src.img);
+		call_unlock(c);
+	}
+	if (rc == 0)
+		rc = transfer_export_walk(r, upper, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
+	close(passed_io[1]);   /* the reader sees the stream's end now */
+	passed_io[1] = -1;
+	if (stopped && ensure_running(h, r, false) <= 0 && rc == 0)
+		rc = -1;
+	if (rc < 0) {
+		free(root);
+		free(user);
+		return h->code ? -1 : fail(h, HELPER_E_FAILED);
+	}
 	struct helper_export_ans x = { .root_len = root ? (uint32_t)strlen(root) : 0,
 				       .user_len = user ? (uint32_t)strlen(user) : 0,
 				       .was_running = src.was_running };

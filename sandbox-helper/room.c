@@ -1081,6 +1081,21 @@ void room_keeper_forget(const struct room *r)
 	unlink(p);
 }
 
+void room_loop_note(const struct room *r, const char *dev)
+{
+	room_file_write(r->run, "loop", dev, strlen(dev), false);
+}
+
+char *room_loop_hint(const struct room *r)
+{
+	char *text = read_small(r->run, "loop", 64, NULL);
+	if (text && strncmp(text, "/dev/loop", 9) != 0) {
+		free(text);
+		text = NULL;
+	}
+	return text;
+}
+
 int room_busy_enter(const struct room *r)
 {
 	int fd = open_in(r->run, "busy", O_RDWR | O_CREAT, 0600);

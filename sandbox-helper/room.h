@@ -167,6 +167,14 @@ int room_meta_mark_ids(const struct room *r, char *err, size_t errlen);
 
 /* The keeper's pid if it is alive and is the one recorded, else 0. */
 pid_t room_keeper_pid(const struct room *r);
+
+/* The loop device ("/dev/loopN") the room's start put its disk image on,
+ * noted in its run directory: a hint only (a cut checks it against the
+ * image, and a stopped room's is stale), which spares reading every
+ * /sys/block/loop* of a host that has thousands.  The hint: malloc'd, or
+ * NULL. */
+void room_loop_note(const struct room *r, const char *dev);
+char *room_loop_hint(const struct room *r);
 int room_keeper_record(const struct room *r, pid_t pid, char *err, size_t errlen);
 void room_keeper_forget(const struct room *r);
 

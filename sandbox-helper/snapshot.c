@@ -236,11 +236,33 @@ static int snap_find(const struct room *r, const char *ref, struct helper_snapsh
 
 /* ---- the cut -------------------------------------------------------------- */
 
-/* The loop device the running room's image is attached to, in dev: the
- * one whose backing file is that image (by path, then by device and
- * inode).  0, or -1. */
-static int loop_of(const char *img, const struct stat *st, char *dev, size_t devlen)
+/* Is the loop device dev attached to the image of st (its device and
+ * inode, as the device itself says)? */
+static bool loop_is(const char *dev, const struct stat *st)
 {
+	struct loop_info64 info;
+	int lfd = open(dev, O_RDONLY | O_CLOEXEC);
+	bool yes = lfd >= 0 && ioctl(lfd, LOOP_GET_STATUS64, &info) == 0 &&
+		info.lo_inode == st->st_ino && info.lo_device == st->st_dev;
+	if (lfd >= 0)
+		close(lfd);
+	return yes;
+}
+
+/* The loop device the running room's image is attached to, in dev: the
+ * one its start noted, if it is still the image's, else the one whose
+ * backing file is that image (by path, then by device and inode).  0, or
+ * -1. */
+static int loop_of(const struct room *r, const char *img, const struct stat *st, char *dev,
+		   size_t devlen)
+{
+	char *hint = room_loop_hint(r);
+	bool hit = hint && strlen(hint) < devlen && loop_is(hint, st);
+	if (hit)
+		snprintf(dev, devlen, "%s", hint);
+	free(hint);
+	if (hit)
+		return 0;
 	char real[PATH_MAX];
 	if (!realpath(img, real))
 		return -1;
@@ -263,13 +285,8 @@ static int loop_of(const char *img, const struct stat *st, char *dev, size_t dev
 		if (strcmp(back, real) != 0)
 			continue;
 		snprintf(dev, devlen, "/dev/%s", e->d_name);
-		struct loop_info64 info;
-		int lfd = open(dev, O_RDONLY | O_CLOEXEC);
-		if (lfd >= 0 && ioctl(lfd, LOOP_GET_STATUS64, &info) == 0 &&
-		    info.lo_inode == st->st_ino && info.lo_device == st->st_dev)
+		if (loop_is(dev, st))
 			rc = 0;
-		if (lfd >= 0)
-			close(lfd);
 	}
 	if (d)
 		closedir(d);
@@ -385,7 +402,7 @@ static int cut_image(const struct room *r, const struct cgroup_sys *cg, int out,
 	}
 	int fs = -1;
 	if (room_keeper_pid(r) > 0) {
-		if (loop_of(img, &st, dev, sizeof(dev)) < 0) {
+		if (loop_of(r, img, &st, dev, sizeof(dev)) < 0) {
 			close(in);
 			return ERR("room %s: the loop device of its disk image is not found", r->id);
 		}

@@ -147,12 +147,15 @@ static int walk_child(void *arg, int upper, int out_fd, char *err, size_t errlen
 	return rc;
 }
 
-int transfer_export(const struct room *r, const char *image, int out_fd, transfer_confine_fn *confine,
-		    char *err, size_t errlen)
+int transfer_export_open(const struct room *r, const char *image, int *upper,
+			 char *err, size_t errlen)
 {
-	int upper;
-	if (disk_open(r, image, true, &upper, err, errlen) < 0)
-		return -1;
+	return disk_open(r, image, true, upper, err, errlen);
+}
+
+int transfer_export_walk(const struct room *r, int upper, int out_fd, transfer_confine_fn *confine,
+			 char *err, size_t errlen)
+{
 	/* reading every file whoever owns it, and the overlay's trusted.*
 	 * mark (CAP_SYS_ADMIN) on a read-only mount */
 	int rc = in_child(walk_child, NULL, upper, out_fd,

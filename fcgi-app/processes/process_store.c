@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "exec_result.h"
+#include "http.h"
 #include "metrics.h"
 #include "process_store.h"
 #include "timefmt.h"
@@ -593,4 +594,119 @@ void procs_snapshot_remove(const char *room, const char *sid)
 		rmdir(dir);
 	}
 	pthread_mutex_unlock(&procs_lock);
+}
+
+/* ---- import (room_transfer.c) ----
+ *
+ * The files are written into <state_dir>/processes/.import-<room>/ (the
+ * loader passes over dot names) without procs_lock, then moved into the
+ * room's directory and loaded under it: a large log never holds the lock.
+ * A record whose id a process of the room took meanwhile (a POST that
+ * came before the import answered) stays out, with its logs. */
+
+/* name as "<id><suffix>" of a kept file: the suffix, or NULL. */
+static const char *import_suffix(const char *name, char *id, size_t idlen)
+{
+	static const char *const kinds[] = { ".json", ".stdout", ".stdout.1", ".stderr", ".stderr.1" };
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		size_t k = strlen(kinds[i]);
+
+		if (n <= k || strcmp(name + n - k, kinds[i]) || n - k >= idlen)
+			continue;
+		memcpy(id, name, n - k);
+		id[n - k] = '\0';
+		if (room_id_valid(id))
+			return kinds[i];
+	}
+	return NULL;
+}
+
+static int import_write(const char *dir, const struct proc_file *f, char *err, size_t errlen)
+{
+	char id[ROOM_ID_MAX + 1], path[PATH_MAX + 300];
+	const char *suffix = import_suffix(f->name, id, sizeof(id));
+
+	if (!suffix)
+		return snprintf(err, errlen, "import: processes/%.200s: not a process record or log",
+				f->name), -1;
+	if (!strcmp(suffix, ".json")) {
+		json_object *o = NULL;
+		char why[128];
+		const char *rid = json_parse_strict(f->data, f->len, &o, why, sizeof(why)) == 0 && o &&
+			json_object_is_type(o, json_type_object) ? jstr(o, "id") : NULL;
+		bool ok = rid && !strcmp(rid, id) && jstr(o, "command") && jstr(o, "status");
+
+		json_object_put(o);
+		if (!ok)
+			return snprintf(err, errlen, "import: processes/%s: not the record of process %s",
+					f->name, id), -1;
+	}
+	snprintf(path, sizeof(path), "%s/%s", dir, f->name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	const char *p = f->data;
+	size_t left = f->len;
+
+	errno = 0;
+	while (fd >= 0 && left) {
+		ssize_t w = write(fd, p, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		p += w;
+		left -= (size_t)w;
+	}
+	/* a record durably, as record_write makes one; a log as the logger
+	 * writes one */
+	bool ok = fd >= 0 && !left && (strcmp(suffix, ".json") || fsync(fd) == 0);
+	int e = left && errno == 0 ? EIO : errno;
+
+	if (fd >= 0 && close(fd) < 0 && ok) {
+		ok = false;
+		e = errno;
+	}
+	if (!ok)
+		return snprintf(err, errlen, "import: processes/%s: write: %s", f->name, strerror(e)), -1;
+	return 0;
+}
+
+int procs_room_import(const char *room, const struct proc_file *files, size_t n,
+		      char *err, size_t errlen)
+{
+	char stage[PATH_MAX], dir[PATH_MAX], a[PATH_MAX + 300], b[PATH_MAX + 300];
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	snprintf(stage, sizeof(stage), "%s/.import-%s", procs_dir, room);
+	dir_remove(stage);   /* a crash's leftover */
+	if (mkdir(stage, 0700) < 0)
+		return snprintf(err, errlen, "import: processes: mkdir: %s", strerror(errno)), -1;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = import_write(stage, &files[i], err, errlen);
+	pthread_mutex_lock(&procs_lock);
+	if (rc == 0 && room_dir(room, dir, sizeof(dir)) < 0)
+		rc = (snprintf(err, errlen, "import: processes: mkdir: %s", strerror(errno)), -1);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char id[ROOM_ID_MAX + 1];
+
+		import_suffix(files[i].name, id, sizeof(id));
+		if (proc_find(room, id))
+			continue;
+		snprintf(a, sizeof(a), "%s/%s", stage, files[i].name);
+		snprintf(b, sizeof(b), "%s/%s", dir, files[i].name);
+		if (rename(a, b) < 0)
+			rc = (snprintf(err, errlen, "import: processes/%s: %s", files[i].name,
+				       strerror(errno)), -1);
+	}
+	if (rc == 0 && fsync_dir(dir) < 0)
+		rc = (snprintf(err, errlen, "import: processes: sync: %s", strerror(errno)), -1);
+	if (rc == 0)
+		load_room(room, true);
+	pthread_mutex_unlock(&procs_lock);
+	dir_remove(stage);
+	return rc;
 }

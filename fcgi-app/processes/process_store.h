@@ -84,6 +84,20 @@ int procs_snapshot_restore(const char *room, const char *sid, const char *to_roo
 			   char *err, size_t errlen);
 void procs_snapshot_remove(const char *room, const char *sid);
 
+/* Import (room_transfer.c): an archive's process files ("<id>.json",
+ * "<id>.stdout", ...: the names as kept here) made the records of room, a
+ * room just made by that import; one that was running at the export
+ * reads `lost`.  A name of another form, or a record whose id is not its
+ * file's, refuses the lot (nothing kept).  Takes procs_lock itself for
+ * the list only; 0, or -1 with err set. */
+struct proc_file {
+	const char *name;
+	const void *data;
+	size_t len;
+};
+int procs_room_import(const char *room, const struct proc_file *files, size_t n,
+		      char *err, size_t errlen);
+
 /* The rest under procs_lock. */
 
 struct proc *proc_find(const char *room, const char *id);

@@ -254,6 +254,77 @@ static void seal_bytes(const unsigned char dg[32], unsigned char out[SEAL_LEN])
 	out[SEAL_LEN - 1] = '\n';
 }
 
+/* ---- the seal's digest (room_archive.h) ---- */
+
+_Static_assert(SEAL_LEN == ROOM_SEAL_LEN, "the seal's length");
+
+struct room_sealer {
+	EVP_MD_CTX *md;
+	unsigned char tail[SEAL_LEN];   /* held back: maybe the seal */
+	size_t tail_len;
+};
+
+struct room_sealer *room_sealer_new(void)
+{
+	struct room_sealer *s = calloc(1, sizeof *s);
+	if (s && (!(s->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL))) {
+		EVP_MD_CTX_free(s->md);
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+void room_sealer_free(struct room_sealer *s)
+{
+	if (s) {
+		EVP_MD_CTX_free(s->md);
+		free(s);
+	}
+}
+
+void room_sealer_add(struct room_sealer *s, const void *p, size_t n)
+{
+	EVP_DigestUpdate(s->md, p, n);
+}
+
+/* (tail, new bytes): all but the last SEAL_LEN hashed (when hash), those
+ * kept. */
+static void tail_feed(struct room_sealer *s, const unsigned char *p, size_t n, bool hash)
+{
+	size_t total = s->tail_len + n;
+	size_t hashable = total > SEAL_LEN ? total - SEAL_LEN : 0;
+	size_t from_tail = hashable < s->tail_len ? hashable : s->tail_len;
+	if (hash) {
+		EVP_DigestUpdate(s->md, s->tail, from_tail);
+		EVP_DigestUpdate(s->md, p, hashable - from_tail);
+	}
+	unsigned char keep[SEAL_LEN];
+	size_t k = total - hashable, kt = s->tail_len - from_tail;
+	memcpy(keep, s->tail + from_tail, kt);
+	memcpy(keep + kt, p + (hashable - from_tail), k - kt);
+	memcpy(s->tail, keep, k);
+	s->tail_len = k;
+}
+
+void room_sealer_feed(struct room_sealer *s, const void *p, size_t n)
+{
+	tail_feed(s, p, n, true);
+}
+
+void room_sealer_digest(struct room_sealer *s, unsigned char out[32])
+{
+	unsigned dn;
+	EVP_DigestFinal_ex(s->md, out, &dn);
+}
+
+void room_sealer_seal(struct room_sealer *s, unsigned char out[ROOM_SEAL_LEN])
+{
+	unsigned char dg[32];
+	room_sealer_digest(s, dg);
+	seal_bytes(dg, out);
+}
+
 /* The member name of a tree path. */
 static void state_name(char *out, size_t n, const char *path)
 {
@@ -264,7 +335,8 @@ static void state_name(char *out, size_t n, const char *path)
 
 struct exporter {
 	int out_fd;
-	EVP_MD_CTX *whole;          /* every byte written, for the seal */
+	EVP_MD_CTX *whole;          /* every byte written, for the seal; NULL:
+				     * the caller seals */
 	struct archive *a;
 	struct archive_entry *e;
 	struct ts_reader r;
@@ -298,7 +370,8 @@ static la_ssize_t sink_write(struct archive *a, void *client, const void *p, siz
 		archive_set_error(a, errno, "write: %s", strerror(errno));
 		return -1;
 	}
-	EVP_DigestUpdate(x->whole, p, n);
+	if (x->whole)
+		EVP_DigestUpdate(x->whole, p, n);
 	return (la_ssize_t)n;
 }
 
@@ -494,8 +567,8 @@ int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, si
 	return archive_from_tree_late(tree_fd, out_fd, parts_given, &g, key, err, errlen);
 }
 
-int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
-			   const struct room_key *key, char *err, size_t errlen)
+static int export_run(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
+		      const struct room_key *key, bool seal, char *err, size_t errlen)
 {
 	struct exporter x = { .out_fd = out_fd, .err = err, .errlen = errlen };
 	/* the keeper's stream is checked as any other, without a budget:
@@ -508,9 +581,9 @@ int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, vo
 	x.zeros = calloc(1, ZERO_CHUNK);
 	x.a = archive_write_new();
 	x.e = archive_entry_new();
-	x.whole = EVP_MD_CTX_new();
-	if (!x.chunk || !x.zeros || !x.a || !x.e || !x.whole ||
-	    !EVP_DigestInit_ex(x.whole, EVP_sha256(), NULL) || digest_init(&x.d) < 0 ||
+	x.whole = seal ? EVP_MD_CTX_new() : NULL;
+	if (!x.chunk || !x.zeros || !x.a || !x.e || (seal && !x.whole) ||
+	    (seal && !EVP_DigestInit_ex(x.whole, EVP_sha256(), NULL)) || digest_init(&x.d) < 0 ||
 	    ts_reader_init(&x.r, tree_fd, &lim) < 0) {
 		errorf(err, errlen, "export: out of memory");
 		goto out;
@@ -563,13 +636,15 @@ int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, vo
 		ar_fail(&x, "close");
 		goto out;
 	}
-	unsigned char dg[32], seal[SEAL_LEN];
+	unsigned char dg[32], sealed[SEAL_LEN];
 	unsigned dn;
-	EVP_DigestFinal_ex(x.whole, dg, &dn);
-	seal_bytes(dg, seal);
-	if (write_fd(out_fd, seal, sizeof seal) < 0) {
-		errorf(err, errlen, "export: write: %s", strerror(errno));
-		goto out;
+	if (seal) {
+		EVP_DigestFinal_ex(x.whole, dg, &dn);
+		seal_bytes(dg, sealed);
+		if (write_fd(out_fd, sealed, sizeof sealed) < 0) {
+			errorf(err, errlen, "export: write: %s", strerror(errno));
+			goto out;
+		}
 	}
 	rc = 0;
 out:
@@ -586,6 +661,18 @@ out:
 	return rc;
 }
 
+int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
+			   const struct room_key *key, char *err, size_t errlen)
+{
+	return export_run(tree_fd, out_fd, get_parts, ctx, key, true, err, errlen);
+}
+
+int archive_from_tree_unsealed(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
+			       const struct room_key *key, char *err, size_t errlen)
+{
+	return export_run(tree_fd, out_fd, get_parts, ctx, key, false, err, errlen);
+}
+
 /* ---- import ---- */
 
 enum stage { ST_VERSION, ST_STATE, ST_PARTS, ST_HMAC, ST_DONE };
@@ -594,10 +681,10 @@ enum stage { ST_VERSION, ST_STATE, ST_PARTS, ST_HMAC, ST_DONE };
  * SEAL_LEN are hashed (those may be the seal). */
 struct source {
 	int fd;
-	EVP_MD_CTX *whole;
+	struct room_sealer *seal;   /* hashing here unless the caller does */
+	room_digest_fn *digest;     /* the caller's: the digest at the end */
+	void *digest_ctx;
 	unsigned char buf[SOURCE_BUF];
-	unsigned char tail[SEAL_LEN];
-	size_t tail_len;
 	bool eof;
 	int read_errno;
 };
@@ -639,18 +726,7 @@ static la_ssize_t source_read(struct archive *a, void *client, const void **out)
 		s->eof = true;
 		return 0;
 	}
-	/* (tail, new bytes): hash all but the last SEAL_LEN, keep those */
-	size_t total = s->tail_len + (size_t)n;
-	size_t hashable = total > SEAL_LEN ? total - SEAL_LEN : 0;
-	size_t from_tail = hashable < s->tail_len ? hashable : s->tail_len;
-	EVP_DigestUpdate(s->whole, s->tail, from_tail);
-	EVP_DigestUpdate(s->whole, s->buf, hashable - from_tail);
-	unsigned char keep[SEAL_LEN];
-	size_t k = total - hashable, kt = s->tail_len - from_tail;
-	memcpy(keep, s->tail + from_tail, kt);
-	memcpy(keep + kt, s->buf + (hashable - from_tail), k - kt);
-	memcpy(s->tail, keep, k);
-	s->tail_len = k;
+	tail_feed(s->seal, s->buf, (size_t)n, !s->digest);
 	*out = s->buf;
 	return n;
 }
@@ -666,11 +742,15 @@ static int check_seal(struct importer *m)
 		return errorf(m->err, m->errlen, "import: read: %s", strerror(m->src.read_errno));
 	unsigned char dg[32], want[SEAL_LEN];
 	unsigned dn;
-	EVP_DigestFinal_ex(m->src.whole, dg, &dn);
+	if (!m->src.digest)
+		EVP_DigestFinal_ex(m->src.seal->md, dg, &dn);
+	else if (m->src.digest(m->src.digest_ctx, dg) < 0)
+		return errorf(m->err, m->errlen, "import: the archive's bytes were not all read");
 	seal_bytes(dg, want);
-	if (m->src.tail_len != SEAL_LEN || memcmp(m->src.tail, want, 8) != 0)
+	const unsigned char *tail = m->src.seal->tail;
+	if (m->src.seal->tail_len != SEAL_LEN || memcmp(tail, want, 8) != 0)
 		return errorf(m->err, m->errlen, "import: the archive has no seal at its end (truncated?)");
-	if (CRYPTO_memcmp(m->src.tail, want, SEAL_LEN) != 0)
+	if (CRYPTO_memcmp(tail, want, SEAL_LEN) != 0)
 		return errorf(m->err, m->errlen, "import: the seal does not match the archive's bytes (corrupted)");
 	return 0;
 }
@@ -1028,6 +1108,13 @@ static int import_member(struct importer *m, struct archive_entry *e)
 int archive_to_tree(int in_fd, int tree_fd, uint64_t budget, const struct room_key *key,
 		    struct room_parts *parts, char *err, size_t errlen)
 {
+	return archive_to_tree_digested(in_fd, tree_fd, budget, key, NULL, NULL, parts, err, errlen);
+}
+
+int archive_to_tree_digested(int in_fd, int tree_fd, uint64_t budget, const struct room_key *key,
+			     room_digest_fn *digest, void *digest_ctx, struct room_parts *parts,
+			     char *err, size_t errlen)
+{
 	/* on the heap: the source's buffer is large */
 	struct importer *m = calloc(1, sizeof *m);
 	if (!m)
@@ -1040,9 +1127,11 @@ int archive_to_tree(int in_fd, int tree_fd, uint64_t budget, const struct room_k
 	parts->v = NULL;
 	parts->n = 0;
 	m->src.fd = in_fd;
-	m->src.whole = EVP_MD_CTX_new();
+	m->src.seal = room_sealer_new();
+	m->src.digest = digest;
+	m->src.digest_ctx = digest_ctx;
 	m->a = archive_read_new();
-	if (!m->a || !m->src.whole || !EVP_DigestInit_ex(m->src.whole, EVP_sha256(), NULL) ||
+	if (!m->a || !m->src.seal ||
 	    digest_init(&m->d) < 0 || ts_validator_init(&m->v, &lim) < 0 ||
 	    ts_writer_init(&m->w, tree_fd) < 0 || buf_add(&m->manifest, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) < 0) {
 		errorf(err, errlen, "import: out of memory");
@@ -1092,7 +1181,7 @@ out:
 	ts_writer_free(&m->w);
 	ts_validator_free(&m->v);
 	digest_free(&m->d);
-	EVP_MD_CTX_free(m->src.whole);
+	room_sealer_free(m->src.seal);
 	free(m->manifest.p);
 	free(m);
 	return rc;

@@ -59,6 +59,27 @@ typedef int room_parts_fn(void *ctx, const struct room_part **parts, size_t *npa
 int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
 			   const struct room_key *key, char *err, size_t errlen);
 
+/* The same without the seal: the caller hashes every byte it takes from
+ * out_fd (room_sealer_add, on another thread: the second of the two
+ * SHA-256 passes over the archive runs beside the first) and writes the
+ * seal (room_sealer_seal) once this returned 0. */
+int archive_from_tree_unsealed(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
+			       const struct room_key *key, char *err, size_t errlen);
+
+/* The seal's SHA-256, taken by whoever passes the archive's bytes on. */
+#define ROOM_SEAL_LEN 88
+struct room_sealer;
+struct room_sealer *room_sealer_new(void);
+void room_sealer_free(struct room_sealer *s);
+/* Export: every byte of the archive, then the seal to write after them. */
+void room_sealer_add(struct room_sealer *s, const void *p, size_t n);
+void room_sealer_seal(struct room_sealer *s, unsigned char out[ROOM_SEAL_LEN]);
+/* Import: every byte of the body; the last ROOM_SEAL_LEN (the seal, if
+ * the body is whole) are held back from the digest. */
+void room_sealer_feed(struct room_sealer *s, const void *p, size_t n);
+/* The digest so far (once: the sealer is spent after it). */
+void room_sealer_digest(struct room_sealer *s, unsigned char out[32]);
+
 /* Reads an archive from in_fd and writes the room's files to tree_fd as a
  * tree stream, each entry checked (treestream.h) against a room disk of
  * budget bytes; the parts go to *parts.  The tree stream's end record is
@@ -68,5 +89,15 @@ int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, vo
  * 0, or -1 with err naming the member and the reason (*parts then empty). */
 int archive_to_tree(int in_fd, int tree_fd, uint64_t budget, const struct room_key *key,
 		    struct room_parts *parts, char *err, size_t errlen);
+
+/* The same, with the seal's digest taken by the caller, who feeds every
+ * byte it writes to in_fd to a room_sealer (on another thread: see
+ * archive_from_tree_unsealed): once in_fd has ended, digest(ctx, out)
+ * gives the SHA-256 of all but the last ROOM_SEAL_LEN bytes (-1: the
+ * body did not come whole). */
+typedef int room_digest_fn(void *ctx, unsigned char out[32]);
+int archive_to_tree_digested(int in_fd, int tree_fd, uint64_t budget, const struct room_key *key,
+			     room_digest_fn *digest, void *digest_ctx, struct room_parts *parts,
+			     char *err, size_t errlen);
 
 #endif

@@ -40,6 +40,7 @@
 
 #define KEY_MAX 4096
 #define CHUNK (256u << 10)
+#define PIPE_BIG (1 << 20)
 
 /* export_key_file's bytes (a last newline dropped): 0 with *key (len 0:
  * none configured), or -1 with err. */
@@ -71,6 +72,18 @@ static int key_load(const struct app *app, unsigned char **bytes, struct room_ke
 	*bytes = b;
 	key->bytes = b;
 	key->len = (size_t)n;
+	return 0;
+}
+
+/* A pipe that holds a megabyte: the archive's bytes cross it between two
+ * threads (or processes) that each work in 1 MiB buffers; the default
+ * 64 KiB would wake the other side sixteen times as often.  Where the
+ * kernel refuses the size (pipe-max-size), the default pipe does. */
+static int pipe_big(int p[2])
+{
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	fcntl(p[1], F_SETPIPE_SZ, PIPE_BIG);
 	return 0;
 }
 
@@ -204,7 +217,11 @@ static int processes_add(struct part_list *l, const struct app *app, const char 
 	while (d && (de = readdir(d))) {
 		char pname[160];
 		snprintf(pname, sizeof(pname), "processes/%s", de->d_name);
-		if (de->d_name[0] == '.' || room_part_name_ok(pname) < 0)
+		size_t dn = strlen(de->d_name);
+		/* a record being written (or a crash's leftover of one) is
+		 * not a record: an import takes only what is whole */
+		if (de->d_name[0] == '.' || room_part_name_ok(pname) < 0 ||
+		    (dn > 4 && strcmp(de->d_name + dn - 4, ".tmp") == 0))
 			continue;
 		if (n == cap) {
 			char **v = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*v));
@@ -246,6 +263,7 @@ struct export_job {
 	struct helper_error herr;
 	int tree_fd, out_fd;
 	struct room_key key;
+	struct room_sealer *seal;   /* the worker's: it hashes what it sends */
 	struct part_list parts;
 	int rc;
 	char err[1024];
@@ -292,8 +310,8 @@ static int export_parts(void *ctx, const struct room_part **parts, size_t *npart
 static void *export_thread(void *arg)
 {
 	struct export_job *j = arg;
-	j->rc = archive_from_tree_late(j->tree_fd, j->out_fd, export_parts, j, &j->key, j->err,
-				       sizeof(j->err));
+	j->rc = archive_from_tree_unsealed(j->tree_fd, j->out_fd, export_parts, j, &j->key, j->err,
+					   sizeof(j->err));
 	/* the helper sees its reader gone, and the client the archive's end */
 	close_fd(&j->tree_fd);
 	close_fd(&j->out_fd);
@@ -337,6 +355,21 @@ static bool snapshot_known(const struct helper_target *t, struct request *rq, st
 	return found;
 }
 
+/* The answer's head, before its first byte. */
+static int export_headers(struct request *rq, struct response *rs, const struct http_output *out,
+			  bool *sent)
+{
+	char hdr[512];
+	int n = snprintf(hdr, sizeof(hdr), "Status: 200 OK\r\n"
+			 "Content-Type: application/x-roombox-room\r\n"
+			 "Content-Disposition: attachment; filename=\"%s.roombox\"\r\n"
+			 "X-Accel-Buffering: no\r\n%s%s%s\r\n", rq->room,
+			 rs->request_id[0] ? "X-Request-Id: " : "", rs->request_id,
+			 rs->request_id[0] ? "\r\n" : "");
+	*sent = true;
+	return out->write(out->ctx, hdr, (size_t)n) < 0 ? -1 : 0;
+}
+
 void api_rooms_export(struct request *rq, struct response *rs)
 {
 	struct helper_target target = app_helper(rq->app);
@@ -374,7 +407,8 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	}
 	j->app = rq->app;
 	j->room = rq->room;
-	if (pipe2(tree, O_CLOEXEC) < 0 || pipe2(arch, O_CLOEXEC) < 0) {
+	if (!(j->seal = room_sealer_new()) || pipe_big(tree) < 0 || pipe_big(arch) < 0) {
+		room_sealer_free(j->seal);
 		export_answer_error(rq, rs, 500, "pipe failed");
 		close_fd(&tree[0]);
 		close_fd(&tree[1]);
@@ -385,6 +419,7 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	close_fd(&tree[1]);
 	if (!j->run) {
 		export_answer_error(rq, rs, herr.http_status, herr.message);
+		room_sealer_free(j->seal);
 		close_fd(&tree[0]);
 		close_fd(&arch[0]);
 		close_fd(&arch[1]);
@@ -405,6 +440,7 @@ void api_rooms_export(struct request *rq, struct response *rs)
 			free(b);
 		}
 		export_answer_error(rq, rs, 500, "export: cannot start its thread");
+		room_sealer_free(j->seal);
 		part_list_free(&j->parts);
 		free(j);
 		goto done;
@@ -418,24 +454,24 @@ void api_rooms_export(struct request *rq, struct response *rs)
 				continue;
 			break;
 		}
-		if (!headers) {
-			char hdr[512];
-			int n = snprintf(hdr, sizeof(hdr), "Status: 200 OK\r\n"
-					 "Content-Type: application/x-roombox-room\r\n"
-					 "Content-Disposition: attachment; filename=\"%s.roombox\"\r\n"
-					 "X-Accel-Buffering: no\r\n%s%s%s\r\n", rq->room,
-					 rs->request_id[0] ? "X-Request-Id: " : "", rs->request_id,
-					 rs->request_id[0] ? "\r\n" : "");
-			headers = true;
-			if (out->write(out->ctx, hdr, (size_t)n) < 0)
-				gone = true;
-		}
+		if (!headers)
+			gone = export_headers(rq, rs, out, &headers) < 0;
+		/* the seal's pass over the archive, beside the thread's over
+		 * the files */
+		room_sealer_add(j->seal, buf, (size_t)k);
 		if (!gone && out->write(out->ctx, buf, (size_t)k) < 0)
 			gone = true;
 	}
 	free(buf);
 	close_fd(&arch[0]);   /* a client gone: the thread's writes fail, it ends */
 	pthread_join(th, NULL);
+	if (j->rc == 0 && !gone && (headers || export_headers(rq, rs, out, &headers) == 0)) {
+		unsigned char seal[ROOM_SEAL_LEN];
+		room_sealer_seal(j->seal, seal);
+		if (out->write(out->ctx, (const char *)seal, sizeof(seal)) < 0)
+			gone = true;
+	}
+	room_sealer_free(j->seal);
 	if (!headers) {
 		if (j->rc < 0 && j->herr.http_status == 404 && strstr(j->herr.message, ": snapshot "))
 			export_answer_error(rq, rs, 404, "snapshot not found");   /* snapshot.c's words */
@@ -466,7 +502,40 @@ struct import_job {
 	struct room_parts parts;
 	int rc;
 	char err[1024];
+	/* the seal's digest: the worker hashes the body as it passes it on,
+	 * beside the thread's pass over the files, and hands it over here
+	 * before the body's pipe ends */
+	struct room_sealer *seal;
+	pthread_mutex_t lock;
+	pthread_cond_t ready_cv;
+	bool ready, whole;
+	unsigned char digest[32];
 };
+
+/* The worker's digest of the body, once the body has ended. */
+static int import_digest(void *ctx, unsigned char out[32])
+{
+	struct import_job *j = ctx;
+	pthread_mutex_lock(&j->lock);
+	while (!j->ready)
+		pthread_cond_wait(&j->ready_cv, &j->lock);
+	memcpy(out, j->digest, 32);
+	bool whole = j->whole;
+	pthread_mutex_unlock(&j->lock);
+	return whole ? 0 : -1;
+}
+
+static void import_digest_done(struct import_job *j, bool whole)
+{
+	pthread_mutex_lock(&j->lock);
+	if (!j->ready) {
+		room_sealer_digest(j->seal, j->digest);
+		j->whole = whole;
+		j->ready = true;
+		pthread_cond_broadcast(&j->ready_cv);
+	}
+	pthread_mutex_unlock(&j->lock);
+}
 
 static const struct room_part *part_find(const struct room_parts *p, const char *name)
 {
@@ -498,8 +567,8 @@ static int sessions_send(struct import_job *j)
 static void *import_thread(void *arg)
 {
 	struct import_job *j = arg;
-	j->rc = archive_to_tree(j->body_fd, j->tree_fd, j->budget, &j->key, &j->parts, j->err,
-				sizeof(j->err));
+	j->rc = archive_to_tree_digested(j->body_fd, j->tree_fd, j->budget, &j->key, import_digest, j,
+					 &j->parts, j->err, sizeof(j->err));
 	close_fd(&j->body_fd);   /* the body's reader stops */
 	close_fd(&j->tree_fd);
 	if (j->rc == 0)
@@ -562,6 +631,21 @@ static int exposures_apply(const char *room, const struct room_part *e, char *er
 	return 0;
 }
 
+/* The process records and logs ("processes/<file>"): the new room's. */
+static int processes_apply(const char *room, const struct room_parts *p, char *err, size_t errlen)
+{
+	struct proc_file *f = calloc(p->n ? p->n : 1, sizeof(*f));
+	size_t n = 0;
+	if (!f)
+		return snprintf(err, errlen, "import: out of memory"), -1;
+	for (size_t i = 0; i < p->n; i++)
+		if (strncmp(p->v[i].name, "processes/", 10) == 0)
+			f[n++] = (struct proc_file){ p->v[i].name + 10, p->v[i].data, p->v[i].len };
+	int rc = procs_room_import(room, f, n, err, errlen);
+	free(f);
+	return rc;
+}
+
 static void import_fail(struct request *rq, struct response *rs, int status, const char *text)
 {
 	fprintf(stderr, "roombox-fcgi: room %s: import refused: %s\n", rq->room, text);
@@ -578,10 +662,12 @@ void api_rooms_import(struct request *rq, struct response *rs)
 	int body[2] = { -1, -1 }, tree[2] = { -1, -1 }, sess[2] = { -1, -1 };
 	struct import_job *j = calloc(1, sizeof(*j));
 
-	if (!j) {
+	if (!j || !(j->seal = room_sealer_new())) {
 		import_fail(rq, rs, 500, "out of memory");
 		goto done;
 	}
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_cond_init(&j->ready_cv, NULL);
 	if (helper_status(&target, rq->room, &st, &herr) == 0) {
 		import_fail(rq, rs, 409, "room exists already");
 		goto done;
@@ -606,7 +692,7 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		struct statvfs vs;
 		j->budget = statvfs(rq->app->cfg.state_dir, &vs) == 0 ? (uint64_t)vs.f_bavail * vs.f_frsize : 0;
 	}
-	if (pipe2(body, O_CLOEXEC) < 0 || pipe2(tree, O_CLOEXEC) < 0 || pipe2(sess, O_CLOEXEC) < 0) {
+	if (pipe_big(body) < 0 || pipe_big(tree) < 0 || pipe2(sess, O_CLOEXEC) < 0) {
 		import_fail(rq, rs, 500, "pipe failed");
 		goto close_all;
 	}
@@ -634,15 +720,22 @@ void api_rooms_import(struct request *rq, struct response *rs)
 	char *buf = malloc(CHUNK);
 	int k;
 	bool short_body = false;
-	while (threaded && buf && (k = rq->in->read(rq->in->ctx, buf, (int)CHUNK)) != 0) {
+	bool ended = false;
+	while (threaded && buf) {
+		if ((k = rq->in->read(rq->in->ctx, buf, (int)CHUNK)) == 0) {
+			ended = true;
+			break;
+		}
 		if (k < 0) {
 			short_body = true;
 			break;
 		}
+		room_sealer_feed(j->seal, buf, (size_t)k);
 		if (write_all_fd(body[1], buf, (size_t)k) < 0)
 			break;   /* refused already: the rest is thrown away */
 	}
 	free(buf);
+	import_digest_done(j, ended);   /* before the parser sees the end */
 	close_fd(&body[1]);
 	if (threaded)
 		pthread_join(th, NULL);
@@ -669,12 +762,15 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		rc = store_write_raw(rq->room, (const char *)m->data, m->len, err, sizeof(err));
 	if (rc == 0 && e)
 		rc = exposures_apply(rq->room, e, err, sizeof(err));
+	if (rc == 0)
+		rc = processes_apply(rq->room, &j->parts, err, sizeof(err));
 	if (rc < 0) {
 		struct helper_error derr;
 		char e2[256];
 		helper_destroy(&target, rq->room, &derr);
 		store_reset(rq->room, e2, sizeof(e2));
 		preview_room_forget(rq->room, e2, sizeof(e2));
+		procs_room_reset(rq->room, e2, sizeof(e2));
 		import_fail(rq, rs, 400, err);
 		goto close_all;
 	}
@@ -688,8 +784,14 @@ close_all:
 		close_fd(&sess[i]);
 	}
 done:
-	if (j)
+	if (j) {
 		room_parts_free(&j->parts);
+		if (j->seal) {
+			room_sealer_free(j->seal);
+			pthread_mutex_destroy(&j->lock);
+			pthread_cond_destroy(&j->ready_cv);
+		}
+	}
 	free(j);
 	free(keybuf);
 	metrics_transfer(true, rs->status);

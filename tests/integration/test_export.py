@@ -9,11 +9,13 @@ docs/export-format.md says (tar + the zstd CLI, manifest, seal)."""
 
 import hashlib
 import hmac
+import http.client
 import io
 import os
 import struct
 import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -169,6 +171,34 @@ def test_a_snapshot_exports_its_files_sessions_and_records(client, room):
     assert r.status == 404, (r.status, r.body[:300])
 
 
+def test_an_import_brings_the_process_records(client, room):
+    start(client, room, "done", "echo out-of-done; echo err-of-done >&2; exit 3")
+    wait_until(lambda: status_of(client, room, "done") == "exited", 10, "`done` to end")
+    start(client, room, "napper", "exec sleep 1000")
+    wait_until(lambda: status_of(client, room, "napper") == "running", 10, "the napper to run")
+    before = client.get(f"/api/rooms/{room}/sandbox/processes/done").json["process"]
+    # a record a crash left half written is no record: not exported
+    (client.stack.state_dir / "processes" / room / "done.json.tmp").write_text('{"id":')
+    data = export(client, room)
+    new = unique_room("xp")
+    assert import_(client, new, data).status == 201
+    ps = {p["id"]: p for p in client.get(f"/api/rooms/{new}/sandbox/processes").json["processes"]}
+    assert set(ps) == {"done", "napper"}, ps
+    assert ps["done"] == before, (ps["done"], before)
+    assert ps["done"]["status"] == "exited" and ps["done"]["exitCode"] == 3
+    # running at the cut: not carried, its record reads lost
+    assert ps["napper"]["status"] == "lost", ps["napper"]
+    logs = client.get(f"/api/rooms/{new}/sandbox/processes/done/logs").json
+    assert logs["stdout"] == "out-of-done\n" and logs["stderr"] == "err-of-done\n", logs
+    # the room's own records are as they were
+    assert status_of(client, room, "napper") == "running"
+    # and the imported room runs processes of its own beside them
+    start(client, new, "fresh", "echo fresh")
+    wait_until(lambda: status_of(client, new, "fresh") == "exited", 10, "`fresh` to end")
+    client.destroy(new)
+    assert not (client.stack.state_dir / "processes" / new).exists()
+
+
 def test_a_running_room_is_exported_without_stopping_it(client, room):
     start(client, room, "napper", "echo $$ > /tmp/napper.pid; exec sleep 1000")
     alive = "kill -0 $(cat /tmp/napper.pid) && tr '\\0' ' ' < /proc/$(cat /tmp/napper.pid)/cmdline"
@@ -183,6 +213,30 @@ def test_a_running_room_is_exported_without_stopping_it(client, room):
     assert client.sh(room, alive) == "sleep 1000 "
     # the cut is no snapshot, and left nothing behind
     assert client.get(f"/api/rooms/{room}/snapshots").json == {"snapshots": []}
+    assert not list(client.stack.room_state_dir(room).glob(".cut*"))
+
+
+def test_an_exec_does_not_wait_for_an_export_being_read(client, room):
+    """The room's lock goes once the cut is taken: an export that a
+    client reads slowly (here: not at all) holds no exec of the room."""
+    client.sh(room, "head -c 96M /dev/urandom > /workspace/noise")
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+    try:
+        conn.request("GET", f"/api/rooms/{room}/export",
+                     headers={"Authorization": f"Bearer {client.token}"})
+        r = conn.getresponse()
+        assert r.status == 200
+        head = r.read(65536)   # streaming, and now stalled on us
+        t0 = time.monotonic()
+        assert client.sh(room, "echo meanwhile > /workspace/m; cat /workspace/m") == "meanwhile\n"
+        assert time.monotonic() - t0 < 10
+        data = head + r.read()
+    finally:
+        conn.close()
+    # the export is of the cut: what came after is not in it
+    listing = subprocess.run(["sh", "-c", "zstd -dc | tar -tf -"], input=data,
+                             capture_output=True, check=True).stdout.decode()
+    assert "state/root/workspace/noise" in listing and "workspace/m\n" not in listing, listing
     assert not list(client.stack.room_state_dir(room).glob(".cut*"))
 
 
@@ -351,6 +405,21 @@ def tar_add_after_manifest(data, name, content):
 def manifest_of(data):
     with tarfile.open(fileobj=io.BytesIO(unzstd(data[: -(8 + 80)]))) as t:
         return t.extractfile("roombox/manifest").read()
+
+
+def test_a_record_under_another_name_refused(client, room):
+    """A process record is its file's: one that names another process (it
+    would take that one's logs) is refused, though the archive is whole."""
+    start(client, room, "done", "echo hi")
+    wait_until(lambda: status_of(client, room, "done") == "exited", 10, "`done` to end")
+    data = export(client, room)
+    tar = unzstd(data[: -(8 + 80)])
+    record = members_of(data, "processes/done.json")
+    forged = record.replace(b'"id":"done"', b'"id":"dxne"')
+    assert forged != record and tar.count(record) == 1
+    old, new = (hashlib.sha256(x).hexdigest().encode() for x in (record, forged))
+    tar = tar.replace(record, forged).replace(old + b" processes/done.json", new + b" processes/done.json")
+    refused(client, seal(zstd(tar)), 400, "processes/done.json: not the record of process done")
 
 
 @pytest.fixture(scope="module")
