@@ -4,6 +4,7 @@
 #   make check    install missing Debian packages, then every test
 #   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
+#   make run-cluster  HOSTS (3) hosts in network namespaces behind HAProxy on 127.0.0.1:$(PORT)
 #   make bench    speed figures beside their references (make bench-scale: 10,000 rooms)
 #   make install  DESTDIR-aware install (used by debian/rules)
 
@@ -256,6 +257,13 @@ run: deps
 bench: deps
 	$(MAKE) all
 	@tools/bench.sh
+
+# Cluster mode on one machine (docs/cluster.md): tools/run-cluster.sh.
+HOSTS ?= 3
+.PHONY: run-cluster
+run-cluster: deps
+	$(MAKE) all
+	@PORT=$(PORT) HOSTS=$(HOSTS) tools/run-cluster.sh
 
 # The 10,000-room figure (BENCH_SCALE_ROOMS), on its own: tools/bench-scale.sh.
 bench-scale: deps

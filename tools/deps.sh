@@ -19,6 +19,7 @@ packages=(
 	xfsprogs  # make bench: snapshots and forks on an XFS with reflinks (figure 15)
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	nftables dnsmasq-base
+	etcd-server etcd-client haproxy  # make run-cluster, tests/cluster/
 	debhelper devscripts lintian fakeroot
 	dpkg-dev
 )
