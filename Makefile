@@ -104,15 +104,16 @@ $(B)/console.stamp: $(CONSOLE_SRC) $(B)/console-npm/.stamp
 		sed '/sourceMappingURL=/d' $$f > $(B)/console/vendor/$$(basename $$f); done
 	@touch $@
 
-# The operator's command line (ctl/): a FastCGI client of roombox-fcgi and
-# an editor of tokens_file; links the configuration parser, roombox-fcgi's
-# base64 (textenc.c) and json-c only.
+# The operator's command line (ctl/): a FastCGI client of roombox-fcgi, an
+# editor of tokens_file, and a client of etcd and HAProxy's runtime API for
+# the cluster verbs; links the configuration parser, roombox-fcgi's base64
+# (textenc.c), json-c and libcurl (etcd's JSON gateway) only.
 CTL_SRC := $(wildcard ctl/*.c)
 all: $(B)/roomboxctl
 $(call obj,$(CTL_SRC)): $(wildcard ctl/*.h)
 $(call obj,$(CTL_SRC)): CFLAGS += -Ifcgi-app/http
 $(B)/roomboxctl: $(call obj,$(CTL_SRC)) $(B)/fcgi-app/http/textenc.o $(LIB_COMMON)
-	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c 2>/dev/null) -o $@
+	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c libcurl 2>/dev/null) -o $@
 
 # PID 1 of every room: static and libc-only, so an idle room costs a few pages.
 # Built against musl: a few dozen KiB instead of glibc's 700, and no start-up
