@@ -559,6 +559,8 @@ int main(int argc, char **argv)
 	}
 	if (!c.socket)
 		c.socket = c.cfg.socket;
+	if (!c.cluster.etcd)
+		c.cluster.etcd = c.cfg.cluster_etcd;
 	if (!c.cluster.haproxy_socket)
 		c.cluster.haproxy_socket = HAPROXY_ADMIN;
 	rc = dispatch(&c, argc - optind, argv + optind);
