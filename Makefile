@@ -266,6 +266,12 @@ run-cluster: deps
 	$(MAKE) all
 	@PORT=$(PORT) HOSTS=$(HOSTS) tools/run-cluster.sh
 
+# tests/cluster/: one cluster (tools/run-cluster.sh, 3 hosts) for the suite.
+.PHONY: cluster-test
+cluster-test: deps
+	$(MAKE) all
+	@tools/integration.sh tests/cluster
+
 # The 10,000-room figure (BENCH_SCALE_ROOMS), on its own: tools/bench-scale.sh.
 bench-scale: deps
 	$(MAKE) all
