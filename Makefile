@@ -5,6 +5,7 @@
 #   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
 #   make run-cluster  HOSTS (3) hosts in network namespaces behind HAProxy on 127.0.0.1:$(PORT)
+#   make cluster-test, make bench-cluster   the cluster's tests and its router's cost
 #   make bench    speed figures beside their references (make bench-scale: 10,000 rooms)
 #   make install  DESTDIR-aware install (used by debian/rules)
 
@@ -265,6 +266,12 @@ HOSTS ?= 3
 run-cluster: deps
 	$(MAKE) all
 	@PORT=$(PORT) HOSTS=$(HOSTS) tools/run-cluster.sh
+
+# The router's cost: warm exec through HAProxy vs straight to the host.
+.PHONY: bench-cluster
+bench-cluster: deps
+	$(MAKE) all
+	@tools/bench-cluster.sh
 
 # tests/cluster/: one cluster (tools/run-cluster.sh, 3 hosts) for the suite.
 .PHONY: cluster-test
