@@ -6,10 +6,12 @@
  *
  *   route-sync   makes the router's map (hosts.map: room -> server) equal
  *                to /roombox/rooms/ with the fewest set/add/del map
- *                commands on its runtime socket, and gives each server the
+ *                commands on its runtime socket, drops from previews.map
+ *                (token -> room, which the router fills itself) the tokens
+ *                of rooms that are gone, and gives each server the
  *                weight of its host's state (maint: 0, so the consistent
  *                hash sends no new room there; rooms in the map still go
- *                to it).  The map's file is rewritten too, so a restarted
+ *                to it).  The maps' files are rewritten too, so a restarted
  *                HAProxy starts from the last sync.  Run it after anything
  *                moves or is created; running it again changes nothing.
  *   drain/undrain  set the host's state in etcd (a txn on the key's
@@ -311,7 +313,7 @@ static void batch_add(struct batch *b, const char *cmd)
 
 /* The map's file as the runtime map now is, so a restarted router starts
  * from here: written beside it and renamed over it. */
-static int map_file_write(const char *path, const struct entry *want, int n)
+static int map_file_write(const char *path, const struct entry *want, int n, const char *what)
 {
 	char tmp[4200];
 	FILE *f;
@@ -320,7 +322,7 @@ static int map_file_write(const char *path, const struct entry *want, int n)
 	f = fopen(tmp, "w");
 	if (!f)
 		return -1;
-	fprintf(f, "# room -> host: written by roomboxctl route-sync from etcd's /roombox/rooms/\n");
+	fprintf(f, "# %s\n", what);
 	for (int i = 0; i < n; i++)
 		fprintf(f, "%s %s\n", want[i].room, want[i].host);
 	if (fclose(f) != 0 || rename(tmp, path) != 0) {
@@ -360,13 +362,58 @@ static int sync_weights(const char *sock, const struct placement *p)
 	return failed;
 }
 
+/* previews.map (preview token -> room id), filled by the router itself
+ * from the answers that expose ports: tokens of rooms etcd no longer has
+ * are deleted, and the map is written to its file, so a restarted router
+ * still knows the tokens of the last sync.  A router without it: 0. */
+static int sync_previews(const char *sock, struct entry *rooms, int nrooms, int *pruned)
+{
+	struct entry *have = NULL, key;
+	struct batch b = { .sock = sock };
+	char err[512], cmd[700], *map;
+	int n = 0, keep = 0;
+
+	*pruned = 0;
+	map = haproxy_find_map(sock, "/previews.map", err, sizeof(err));
+	if (!map)
+		return 0;
+	if (map_read(sock, map, &have, &n, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roomboxctl: route-sync: %s\n", err);
+		free(map);
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		key.room = have[i].host;     /* the value: a room id */
+		if (bsearch(&key, rooms, (size_t)nrooms, sizeof(*rooms), by_room)) {
+			have[keep++] = have[i];
+			continue;
+		}
+		snprintf(cmd, sizeof(cmd), "del map %s %s", map, have[i].room);
+		batch_add(&b, cmd);
+		(*pruned)++;
+		free(have[i].room);
+		free(have[i].host);
+	}
+	batch_flush(&b);
+	if (b.failed)
+		fprintf(stderr, "roomboxctl: route-sync: %s\n", b.err);
+	qsort(have, (size_t)keep, sizeof(*have), by_room);
+	if (map_file_write(map, have, keep, "preview token -> room: the router's own, "
+			   "written by roomboxctl route-sync") < 0)
+		fprintf(stderr, "roomboxctl: route-sync: could not rewrite %s: %s\n", map,
+			strerror(errno));
+	entries_free(have, keep);
+	free(map);
+	return b.failed ? 1 : 0;
+}
+
 static int route_sync(const struct cluster_ctl *c, struct etcd *e, bool quiet)
 {
 	struct placement p;
 	struct entry *have = NULL, *want;
 	struct batch b = { .sock = c->haproxy_socket };
 	char err[512], cmd[700], *map;
-	int nhave = 0, nwant = 0, added = 0, changed = 0, removed = 0, i, j;
+	int nhave = 0, nwant = 0, added = 0, changed = 0, removed = 0, pruned = 0, i, j;
 
 	if (placement_load(e, &p, true) < 0) {
 		fprintf(stderr, "roomboxctl: %s\n", e->err);
@@ -423,14 +470,17 @@ static int route_sync(const struct cluster_ctl *c, struct etcd *e, bool quiet)
 	}
 	batch_flush(&b);
 	b.failed += sync_weights(c->haproxy_socket, &p);
-	if (map_file_write(map, want, nwant) < 0)
+	b.failed += sync_previews(c->haproxy_socket, want, nwant, &pruned);
+	if (map_file_write(map, want, nwant, "room -> host: written by roomboxctl route-sync "
+			   "from etcd's /roombox/rooms/") < 0)
 		fprintf(stderr, "roomboxctl: route-sync: could not rewrite %s: %s (the router's "
 			"map itself is synced)\n", map, strerror(errno));
 	if (b.failed)
 		fprintf(stderr, "roomboxctl: route-sync: %s\n", b.err);
 	else if (!quiet)
-		printf("route-sync: %d rooms; %d added, %d changed, %d removed (map %s)\n", nwant,
-		       added, changed, removed, map);
+		printf("route-sync: %d rooms; %d added, %d changed, %d removed (map %s); "
+		       "%d preview tokens of deleted rooms dropped\n", nwant, added, changed, removed,
+		       map, pruned);
 	entries_free(want, nwant);
 	entries_free(have, nhave);
 	free(map);

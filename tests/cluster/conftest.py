@@ -35,6 +35,7 @@ RUN_CLUSTER = REPO / "tools" / "run-cluster.sh"
 CTL = REPO / "build" / "roomboxctl"
 HOSTS = 3
 START_TIMEOUT = 90.0
+PREVIEW_DOMAIN = "rbx.test"
 
 
 def wait_until(pred, timeout, what):
@@ -88,8 +89,8 @@ class Cluster:
             return ("127.0.0.1", self.port)
         return (f"10.77.0.{host[1:]}", 80)
 
-    def request(self, method, path, body=None, host=None, timeout=60, headers=None):
-        h = {"Authorization": f"Bearer {self.token}"}
+    def request(self, method, path, body=None, host=None, timeout=60, headers=None, auth=True):
+        h = {"Authorization": f"Bearer {self.token}"} if auth else {}
         if body is not None:
             body = json.dumps(body)
             h["Content-Type"] = "application/json"
@@ -166,6 +167,30 @@ class Cluster:
     def map_name(self):
         return str(self.run / "haproxy" / "hosts.map")
 
+    # ---- a host's web server down and up again (the host, for the router)
+    def nginx_stop(self, host):
+        pid = int((self.run / host / "nginx.pid").read_text())
+        os.killpg(pid, signal.SIGKILL)     # its workers too: they would go on serving
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or
+                   "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10,
+                   f"{host}'s nginx to end")
+
+    def nginx_start(self, host):
+        conf = self.run / host / "nginx" / "nginx.conf"
+        p = subprocess.Popen(["nsenter", f"--net=/run/netns/roombox-{host}", "nginx",
+                              "-e", str(self.run / host / "nginx" / "error.log"),
+                              "-c", str(conf), "-g", "daemon off;"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        (self.run / host / "nginx.pid").write_text(str(p.pid))
+        wait_until(lambda: self._health(host), 20, f"{host}'s nginx to answer")
+
+    def _health(self, host):
+        try:
+            return self.request("GET", "/api/health", host=host, timeout=2).status == 200
+        except OSError:
+            return False
+
     # ---- etcd members down and up again
     def etcd_pid(self, host):
         return int((self.run / host / "etcd.pid").read_text())
@@ -201,6 +226,8 @@ def cluster():
         if not shutil.which(tool):
             pytest.skip(f"{tool} is not installed (tools/deps.sh installs it)")
     run = Path(tempfile.mkdtemp(prefix="rbx-cluster-"))
+    # host-style previews (<port>-<room>-<token>.rbx.test) for test_preview.py
+    (run / "local.conf").write_text(f"preview_domain = {PREVIEW_DOMAIN}\n")
     port = free_port()
     env = dict(os.environ, CLUSTER_RUN_DIR=str(run), PORT=str(port), HOSTS=str(HOSTS))
     log = open(run / "run-cluster.out", "w+")

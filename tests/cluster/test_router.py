@@ -6,6 +6,7 @@ request ever reaches, so these tests hold with or without cluster mode in
 roombox-fcgi."""
 
 import re
+import time
 import shutil
 import subprocess
 import secrets
@@ -120,3 +121,36 @@ def test_drain_and_undrain(cluster):
 def test_drain_of_a_host_that_is_not_up(cluster):
     r = cluster.ctl("drain", "h7", check=False)
     assert r.returncode == 1 and "not up" in r.stderr, r
+
+
+def test_a_room_whose_host_is_down_gets_a_fast_503_never_another_host(cluster):
+    """option persist, no redispatch: the map's host down -> 503 at once,
+    before and after the health checks mark it down; back when it is."""
+    c = cluster
+    rooms = [f"dn{secrets.token_hex(5)}" for _ in range(4)]
+    for r in rooms:
+        c.etcd_put(f"/roombox/rooms/{r}", {"host": "h2", "epoch": 1})
+    c.ctl("route-sync")
+    c.nginx_stop("h2")
+    try:
+        def marked_down():
+            for line in c.admin_cmd("show servers state roombox_hosts").splitlines():
+                f = line.split()
+                if len(f) > 5 and f[3] == "h2":
+                    return f[5] == "0"
+        for phase in ("before the checks", "after the checks"):
+            for r in rooms:
+                t0 = time.monotonic()
+                a = c.request("GET", f"/api/rooms/{r}", timeout=10)
+                assert a.status == 503 and time.monotonic() - t0 < 2, (phase, r, a)
+            if phase == "before the checks":
+                wait_until(marked_down, 20, "the router to mark h2 down")
+        # a new room still lands on a host that is up
+        fresh = f"up{secrets.token_hex(5)}"
+        assert c.exec(fresh, "true").status == 200
+        c.request("DELETE", f"/api/rooms/{fresh}")
+    finally:
+        c.nginx_start("h2")
+        for r in rooms:
+            c.etcd_del(f"/roombox/rooms/{r}")
+        c.ctl("route-sync")
