@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "cluster.h"
 #include "fair_share.h"
 #include "metrics.h"
 #include "reqlog.h"
@@ -263,6 +264,19 @@ static bool room_worker_take(struct app *app, const struct request *rq, unsigned
 	return false;
 }
 
+/* Does this request make its room when the room does not exist (as an
+ * exec does)?  Then, in cluster mode, a room nobody placed is placed on
+ * this host first.  Reads, the requests that end a room's activity and
+ * those that answer 404 for a missing room place nothing. */
+static bool request_creates_room(const struct request *rq, const struct route_method *m)
+{
+	if (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0 ||
+	    (m->flags & ROUTE_ENDS_ROOM))
+		return false;
+	return m->handler != api_rooms_patch && m->handler != api_rooms_restart &&
+	       m->handler != api_rooms_fork;
+}
+
 void router_serve(struct app *app, const struct http_input *in,
 		  struct response *rs)
 {
@@ -302,6 +316,10 @@ void router_serve(struct app *app, const struct http_input *in,
 		}
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
+		/* cluster mode: is the room this host's?  (a cached answer:
+		 * no etcd call for a room the cache knows) */
+		if (!cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m), rs))
+			goto done;
 		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
 		worker_taken = app->room_workers != NULL;
