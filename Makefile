@@ -244,6 +244,7 @@ check: deps
 	$(MAKE) integration
 	$(MAKE) security
 	$(MAKE) console-test
+	$(MAKE) cluster-test
 	$(MAKE) package-test
 	$(MAKE) soak SOAK_S=600
 

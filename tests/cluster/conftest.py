@@ -49,6 +49,14 @@ def wait_until(pred, timeout, what):
         time.sleep(0.05)
 
 
+def gone(pid):
+    """The process has ended (a zombie waiting for its parent counts)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,10 +178,11 @@ class Cluster:
     # ---- a host's web server down and up again (the host, for the router)
     def nginx_stop(self, host):
         pid = int((self.run / host / "nginx.pid").read_text())
-        os.killpg(pid, signal.SIGKILL)     # its workers too: they would go on serving
-        wait_until(lambda: not Path(f"/proc/{pid}").exists() or
-                   "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10,
-                   f"{host}'s nginx to end")
+        try:
+            os.killpg(pid, signal.SIGKILL)     # its workers too: they would go on serving
+        except ProcessLookupError:
+            pass
+        wait_until(lambda: gone(pid), 10, f"{host}'s nginx to end")
 
     def nginx_start(self, host):
         conf = self.run / host / "nginx" / "nginx.conf"
@@ -197,10 +206,22 @@ class Cluster:
 
     def etcd_stop(self, host):
         pid = self.etcd_pid(host)
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not Path(f"/proc/{pid}").exists() or
-                   "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10,
-                   f"{host}'s etcd to end")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        wait_until(lambda: gone(pid), 10, f"{host}'s etcd to end")
+
+    def etcd_has_leader(self):
+        """A linearizable read answers: the members left have a leader (after
+        the leader is killed, the others elect one within a few seconds)."""
+        def read():
+            try:
+                self.etcd("/v3/kv/range", {"key": "AA=="})
+                return True
+            except AssertionError:
+                return False
+        wait_until(read, 30, "etcd's members to have a leader")
 
     def etcd_start(self, host):
         p = subprocess.Popen([str(self.run / host / "etcd.sh")], stdin=subprocess.DEVNULL,

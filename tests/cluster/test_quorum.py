@@ -20,8 +20,10 @@ def test_one_member_of_three_down(cluster_mode, room, restore_etcd):
     c = cluster_mode
     old = room + "old"
     assert c.exec(old, "echo kept > /tmp/f").status == 200
-    c.etcd_stop("h3")
     restore_etcd.append("h3")
+    c.etcd_stop("h3")
+    # if h3 led, the two left elect a leader first (etcd's election timeout)
+    c.etcd_has_leader()
     a = c.exec(room, "echo new")
     assert a.status == 200 and a.json["result"]["stdout"] == "new\n", a
     assert c.owner(room) == a.host
@@ -41,9 +43,9 @@ def test_two_members_of_three_down(cluster_mode, room, restore_etcd):
     assert a.status == 200, a
     owner = a.host
     c.ctl("route-sync")
+    restore_etcd.extend(["h2", "h3"])
     c.etcd_stop("h2")
     c.etcd_stop("h3")
-    restore_etcd.extend(["h2", "h3"])
     new = c.exec(room, "echo new")
     assert new.status == 503 and "retry-after" in new.headers, new
     assert new.json["error"], new
@@ -53,9 +55,9 @@ def test_two_members_of_three_down(cluster_mode, room, restore_etcd):
     # roomboxctl says the quorum is gone instead of hanging
     r = c.ctl("route-sync", check=False)
     assert r.returncode == 1 and "etcd" in r.stderr, r
+    restore_etcd.clear()
     for h in ("h2", "h3"):
         c.etcd_start(h)
-    restore_etcd.clear()
     wait_until(lambda: c.exec(room, "echo new").status == 200, 30,
                "creation to work again once etcd has its quorum")
     for r in (room, old):
@@ -67,12 +69,13 @@ def test_roomboxctl_with_members_down(cluster, restore_etcd):
     says etcd has no quorum, shows one member's copy for hosts, and
     route-sync leaves the map alone."""
     c = cluster
-    c.etcd_stop("h1")
     restore_etcd.append("h1")
+    c.etcd_stop("h1")
+    c.etcd_has_leader()
     assert "HOST" in c.ctl("hosts").stdout
     c.ctl("route-sync")
-    c.etcd_stop("h2")
     restore_etcd.append("h2")
+    c.etcd_stop("h2")
     r = c.ctl("hosts", check=False)
     assert r.returncode == 0 and "possibly stale" in r.stderr, r
     r = c.ctl("route-sync", check=False)
