@@ -27,6 +27,7 @@ fi
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 port=${PORT:-8080}
 hosts=${HOSTS:-3}
+sync_s=${ROUTE_SYNC_S:-5}
 run=${CLUSTER_RUN_DIR:-$repo/.run/cluster}
 me="make run-cluster"
 bridge=rbxbr0
@@ -45,6 +46,7 @@ say() { echo "$me: $*" >&2; }
 [ "$(id -u)" -eq 0 ] || die "needs root: network namespaces, a bridge, and rooms (see make run). Run it as root, e.g. sudo make run-cluster"
 case $port in ''|*[!0-9]*) die "PORT must be a number, not '$port'" ;; esac
 case $hosts in [1-9]) ;; *) die "HOSTS must be 1 to 9, not '$hosts'" ;; esac
+case $sync_s in ''|*[!0-9]*) die "ROUTE_SYNC_S must be a number of seconds, not '$sync_s'" ;; esac
 for b in roombox-fcgi roombox-helper roomboxctl; do
 	[ -x "$repo/build/$b" ] || die "build/$b is missing: run make first"
 done
@@ -110,6 +112,7 @@ stop_all() {
 	[ -z "$stopping" ] || return 0
 	stopping=1
 	say "stopping"
+	[ -z "${sync_pid:-}" ] || stop_pids 100 "$sync_pid"
 	[ -z "${haproxy_pid:-}" ] || stop_pids 100 "$haproxy_pid"
 	for n in $(seq "$hosts"); do
 		# shellcheck disable=SC2046
@@ -304,9 +307,15 @@ for _ in $(seq 200); do
 done
 [ -n "$ok" ] || die "no answer from http://127.0.0.1:$port/api/health within 10 s"
 
+# The router's map kept in step with etcd: route-sync now, then every
+# ROUTE_SYNC_S seconds (0: never; the tests run it themselves).
 ctl=("$repo/build/roomboxctl" -c "$run/h1/roombox.conf" -e "$endpoints" -a "$hp/admin.sock")
-if "$repo/build/roomboxctl" -h 2>&1 | grep -q route-sync; then
-	"${ctl[@]}" route-sync >/dev/null || say "roomboxctl route-sync failed (see above)"
+"${ctl[@]}" route-sync >/dev/null || say "roomboxctl route-sync failed (see above)"
+if [ "$sync_s" -gt 0 ]; then
+	( while sleep "$sync_s"; do
+		"${ctl[@]}" route-sync >/dev/null 2>>"$hp/route-sync.log" || true
+	  done ) < /dev/null &
+	sync_pid=$!
 fi
 
 case $tokens in
@@ -318,6 +327,7 @@ roombox cluster is running: HAProxy on http://127.0.0.1:$port -> h1..h$hosts ($n
   etcd:    $endpoints
   state:   $run   (hN/roombox.conf, hN/*.log, haproxy/haproxy.cfg)
   operate: build/roomboxctl -c ${run#"$repo"/}/h1/roombox.conf -a ${hp#"$repo"/}/admin.sock hosts | where ROOM | route-sync | drain HOST
+           (route-sync also runs every ${sync_s} s: ROUTE_SYNC_S, 0 for never)
 Try (from $repo):
 curl -i -H "Authorization: Bearer \$(cat $shown)" -d '{"cmd":"echo hi"}' localhost:$port/api/rooms/room-123/sandbox/exec
 Press Ctrl-C to stop.

@@ -1,15 +1,13 @@
 """Placement (cluster mode in roombox-fcgi): where new rooms land, that
 every answer comes from the room's owner, that concurrent first execs of
 one id make one room, and that a router that lost its map never makes an
-empty twin.  Skipped, with the reason, while roombox-fcgi has no cluster
-mode."""
+empty twin."""
 
 import re
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 
 LIVES = re.compile(r"room (\S+) lives on host (\S+)")
 
