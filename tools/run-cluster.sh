@@ -117,7 +117,7 @@ stop_all() {
 	for n in $(seq "$hosts"); do
 		# shellcheck disable=SC2046
 		stop_pids 100 $(cat "$run/h$n/nginx.pid" "$run/h$n/fcgi.pid" 2>/dev/null)
-		[ -f "$run/h$n/roombox.conf" ] &&
+		[ -f "$run/h$n/roombox.conf" ] &&  # shellcheck disable=SC2015
 			timeout 60 "$repo/build/roombox-helper" -c "$run/h$n/roombox.conf" stop-all \
 				>/dev/null 2>&1 </dev/null || true
 	done
