@@ -143,11 +143,12 @@ static bool entry_get(const char *room, struct placement *out)
 }
 
 /* ---- tombstones ----
- * A record that names another host is queued here; the tombstone thread
- * removes this host's copy of the room when it has one (an epoch file)
- * older than the record: the room moved away (or was restored elsewhere),
- * and the copy left here is never served again.  The epoch file stays as
- * the tombstone.  Not under the cache's lock: removing a room runs the
+ * A record that names another host is queued here (and so is the end of a
+ * move); the tombstone thread removes this host's copy of the room when it
+ * has one (an epoch file) and no move is in flight: the room moved away or
+ * was restored elsewhere, or a move to here was given up before its
+ * commit, and the copy left here is never served again.  The epoch file
+ * stays as the tombstone.  Not under the cache's lock: removing a room runs the
  * helper. */
 static pthread_mutex_t tomb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tomb_cond = PTHREAD_COND_INITIALIZER;
@@ -182,8 +183,8 @@ static void tomb_one(const char *room)
 
 	if (epoch_get(room, &mine, err, sizeof(err)) < 0 || mine == 0)
 		return;   /* no copy of ours was ever placed */
-	if (!entry_get(room, &p) || !p.has_record || p.bad_record ||
-	    strcmp(p.rec.host, cl.me) == 0 || p.rec.epoch <= mine)
+	if (!entry_get(room, &p) || !p.has_record || p.bad_record || p.moving ||
+	    strcmp(p.rec.host, cl.me) == 0)
 		return;
 	if (rooms_remove_local(cl.app, room, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: removing the copy superseded by host "
@@ -250,7 +251,8 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
 				"unreadable; the room is not served\n", room);
 		}
 	}
-	bool elsewhere = p && !moving && p->has_record && !p->bad_record && strcmp(p->rec.host, cl.me) != 0;
+	bool elsewhere = p && !p->moving && p->has_record && !p->bad_record &&
+			 strcmp(p->rec.host, cl.me) != 0;
 	if (p && resync)
 		p->seen = resync;
 	pthread_rwlock_unlock(&cl.lock);

@@ -380,3 +380,34 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
     finally:
         etcd.ctl("del", f"/roombox/moving/{room}")
         owner_cleanup(hosts, room)
+
+
+def test_a_move_given_up_before_its_commit_leaves_the_room_where_it_was(hosts, etcd):
+    """The import went through, then the mover gave up (the moving key
+    deleted, no commit): the source serves the room as it was, and the
+    target's copy, never served, is removed."""
+    room = unique_room()
+    h1, h2 = hosts["h1"], hosts["h2"]
+    try:
+        assert run(h1, room, "echo stays > /workspace/f").status == 200
+        etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
+        wait_until(lambda: run(h1, room, "true").status == 503, 10, "h1 to freeze the room")
+        exp = h1.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
+                         headers=move_header(room, "h1", "h2", 2))
+        assert exp.status == 200, exp
+        imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
+                         headers={**move_header(room, "h1", "h2", 2),
+                                  "Content-Type": "application/x-roombox-room"})
+        assert imp.status == 201, imp
+        assert h2.stack.room_state_dir(room).exists()
+        etcd.ctl("del", f"/roombox/moving/{room}")
+        wait_until(lambda: run(h1, room, "true").status == 200, 10, "h1 to serve again")
+        assert run(h1, room, "cat /workspace/f").json["result"]["stdout"] == "stays\n"
+        assert etcd.get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+        r = run(h2, room, "true")
+        assert r.status == 421 and r.json == {"error": f"room {room} lives on host h1"}, r
+        wait_until(lambda: not h2.stack.room_state_dir(room).exists(), 20,
+                   "h2 to remove the copy it was never to serve")
+    finally:
+        etcd.ctl("del", f"/roombox/moving/{room}")
+        owner_cleanup(hosts, room)
