@@ -13,7 +13,8 @@
  *                                  (its epoch, epoch_store.c) is not older
  *                                  than the record; an older copy is never
  *                                  served (another copy superseded it)
- *   no record, request creates     a create-if-absent transaction places
+ *   no record, request creates     (503 while this host is in "maint")
+ *                                  a create-if-absent transaction places
  *                                  it here (one winner among any number of
  *                                  concurrent first requests on any hosts;
  *                                  the others see the winner's record)
@@ -80,6 +81,7 @@ static struct {
 	void *tree;               /* of struct placement */
 	int64_t resync;           /* count of full reads */
 	atomic_bool synced;       /* the cache follows a live watch */
+	atomic_bool maint;        /* this host's record says "maint" (drain) */
 	atomic_bool stop;
 } cl = { .lock = PTHREAD_RWLOCK_INITIALIZER };
 
@@ -228,6 +230,13 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
 	const char *room;
 	bool moving = false;
 
+	if (strncmp(kv->key, CLUSTER_HOSTS_PREFIX, strlen(CLUSTER_HOSTS_PREFIX)) == 0) {
+		struct host_record h;
+		if (strcmp(kv->key + strlen(CLUSTER_HOSTS_PREFIX), cl.me) == 0)
+			atomic_store(&cl.maint, !deleted && host_record_parse(kv->value, kv->value_len, &h) == 0 &&
+				     h.maint);
+		return;
+	}
 	if ((room = key_room(kv->key, CLUSTER_ROOMS_PREFIX)) == NULL) {
 		if ((room = key_room(kv->key, CLUSTER_MOVING_PREFIX)) == NULL)
 			return;
@@ -551,6 +560,13 @@ static int place_here(const char *room, struct response *rs)
 	bool created;
 	int64_t rev;
 
+	if (atomic_load(&cl.maint)) {
+		/* drained: its rooms go elsewhere, no new one comes */
+		rs->retry_after = NO_QUORUM_RETRY_S;
+		response_error(rs, 503, "room %s: host %s is in maintenance and takes no new rooms",
+			       room, cl.me);
+		return -1;
+	}
 	snprintf(rec.host, sizeof(rec.host), "%s", cl.me);
 	record_key(room, key, sizeof(key));
 	value = room_record_json(&rec);

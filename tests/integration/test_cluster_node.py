@@ -411,3 +411,23 @@ def test_a_move_given_up_before_its_commit_leaves_the_room_where_it_was(hosts, e
     finally:
         etcd.ctl("del", f"/roombox/moving/{room}")
         owner_cleanup(hosts, room)
+
+
+def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts, etcd):
+    room, new = unique_room(), unique_room()
+    h1 = hosts["h1"]
+    url = h1.stack.base_url
+    try:
+        assert run(h1, room, "true").status == 200
+        etcd.ctl("put", "--ignore-lease", "/roombox/hosts/h1", json.dumps({"url": url, "state": "maint"}))
+        wait_until(lambda: run(h1, new, "true").status == 503, 10, "h1 to see its maint")
+        r = run(h1, new, "true")
+        assert "maintenance" in r.json["error"] and int(r.header("Retry-After")) > 0, r
+        assert etcd.get(f"/roombox/rooms/{new}") is None
+        assert run(h1, room, "true").status == 200
+    finally:
+        etcd.ctl("put", "--ignore-lease", "/roombox/hosts/h1", json.dumps({"url": url, "state": "ready"}))
+        wait_until(lambda: run(h1, room, "true").status == 200 and
+                   run(h1, new, "true").status == 200, 10, "h1 ready again")
+        owner_cleanup(hosts, room)
+        owner_cleanup(hosts, new)
