@@ -13,7 +13,8 @@
  *                                  (its epoch, epoch_store.c) is not older
  *                                  than the record; an older copy is never
  *                                  served (another copy superseded it)
- *   no record, request creates     a create-if-absent transaction places
+ *   no record, request creates     (503 while this host is in "maint")
+ *                                  a create-if-absent transaction places
  *                                  it here (one winner among any number of
  *                                  concurrent first requests on any hosts;
  *                                  the others see the winner's record)
@@ -51,6 +52,7 @@
 #include "epoch_store.h"
 #include "etcd.h"
 #include "http.h"
+#include "move.h"
 #include "roomid.h"
 
 #define LEASE_TTL_S 10
@@ -79,6 +81,7 @@ static struct {
 	void *tree;               /* of struct placement */
 	int64_t resync;           /* count of full reads */
 	atomic_bool synced;       /* the cache follows a live watch */
+	atomic_bool maint;        /* this host's record says "maint" (drain) */
 	atomic_bool stop;
 } cl = { .lock = PTHREAD_RWLOCK_INITIALIZER };
 
@@ -141,6 +144,75 @@ static bool entry_get(const char *room, struct placement *out)
 	return ok;
 }
 
+/* ---- tombstones ----
+ * A record that names another host is queued here (and so is the end of a
+ * move); the tombstone thread removes this host's copy of the room when it
+ * has one (an epoch file) and no move is in flight: the room moved away or
+ * was restored elsewhere, or a move to here was given up before its
+ * commit, and the copy left here is never served again.  The epoch file
+ * stays as the tombstone.  Not under the cache's lock: removing a room runs the
+ * helper. */
+static pthread_mutex_t tomb_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tomb_cond = PTHREAD_COND_INITIALIZER;
+static char (*tomb_queue)[ROOM_ID_MAX + 1];
+static size_t tomb_n, tomb_cap;
+
+static void tomb_push(const char *room)
+{
+	pthread_mutex_lock(&tomb_lock);
+	if (tomb_n == tomb_cap) {
+		size_t cap = tomb_cap ? tomb_cap * 2 : 64;
+		void *q = realloc(tomb_queue, cap * sizeof(*tomb_queue));
+		if (!q) {
+			pthread_mutex_unlock(&tomb_lock);
+			return;
+		}
+		tomb_queue = q;
+		tomb_cap = cap;
+	}
+	snprintf(tomb_queue[tomb_n++], ROOM_ID_MAX + 1, "%s", room);
+	pthread_cond_signal(&tomb_cond);
+	pthread_mutex_unlock(&tomb_lock);
+}
+
+static bool entry_get(const char *room, struct placement *out);
+
+static void tomb_one(const char *room)
+{
+	struct placement p;
+	char err[1024];
+	uint64_t mine;
+
+	if (epoch_get(room, &mine, err, sizeof(err)) < 0 || mine == 0)
+		return;   /* no copy of ours was ever placed */
+	if (!entry_get(room, &p) || !p.has_record || p.bad_record || p.moving ||
+	    strcmp(p.rec.host, cl.me) == 0)
+		return;
+	if (rooms_remove_local(cl.app, room, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: room %s: cluster: removing the copy superseded by host "
+			"%s's (epoch %llu): %s\n", room, p.rec.host, (unsigned long long)p.rec.epoch, err);
+		return;
+	}
+	fprintf(stderr, "roombox-fcgi: room %s: cluster: now on host %s at epoch %llu; this host's "
+		"copy (epoch %llu) removed, its epoch kept as a tombstone\n", room, p.rec.host,
+		(unsigned long long)p.rec.epoch, (unsigned long long)mine);
+}
+
+static void *tomb_main(void *unused)
+{
+	char room[ROOM_ID_MAX + 1];
+
+	for (;;) {
+		pthread_mutex_lock(&tomb_lock);
+		while (!tomb_n)
+			pthread_cond_wait(&tomb_cond, &tomb_lock);
+		memcpy(room, tomb_queue[--tomb_n], sizeof(room));
+		pthread_mutex_unlock(&tomb_lock);
+		tomb_one(room);
+	}
+	return NULL;
+}
+
 /* A key under /roombox/rooms/ or /roombox/moving/: its room id, or NULL
  * for a key that names none (left alone: not ours to read). */
 static const char *key_room(const char *key, const char *prefix)
@@ -158,6 +230,13 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
 	const char *room;
 	bool moving = false;
 
+	if (strncmp(kv->key, CLUSTER_HOSTS_PREFIX, strlen(CLUSTER_HOSTS_PREFIX)) == 0) {
+		struct host_record h;
+		if (strcmp(kv->key + strlen(CLUSTER_HOSTS_PREFIX), cl.me) == 0)
+			atomic_store(&cl.maint, !deleted && host_record_parse(kv->value, kv->value_len, &h) == 0 &&
+				     h.maint);
+		return;
+	}
 	if ((room = key_room(kv->key, CLUSTER_ROOMS_PREFIX)) == NULL) {
 		if ((room = key_room(kv->key, CLUSTER_MOVING_PREFIX)) == NULL)
 			return;
@@ -181,9 +260,13 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
 				"unreadable; the room is not served\n", room);
 		}
 	}
+	bool elsewhere = p && !p->moving && p->has_record && !p->bad_record &&
+			 strcmp(p->rec.host, cl.me) != 0;
 	if (p && resync)
 		p->seen = resync;
 	pthread_rwlock_unlock(&cl.lock);
+	if (elsewhere)
+		tomb_push(room);
 }
 
 /* ---- the watch thread ---- */
@@ -370,12 +453,15 @@ int cluster_start(struct app *app, char *err, size_t errlen)
 	snprintf(http_host_header, sizeof(http_host_header), "X-Roombox-Host: %s\r\n", cl.me);
 	cl.on = true;
 	/* a first read before requests come, so that they find the cache
-	 * full; an etcd that does not answer yet is the watch's to retry */
+	 * full; an etcd that does not answer yet is the watch's to retry
+	 * (what it queues for the tombstone thread waits for it) */
 	int64_t rev;
 	char why[256];
 	if (resync(&rev, why, sizeof(why)) < 0)
 		fprintf(stderr, "roombox-fcgi: cluster: %s (retrying)\n", why);
-	if (pthread_create(&t, NULL, watch_main, NULL) != 0 ||
+	if (pthread_create(&t, NULL, tomb_main, NULL) != 0 ||
+	    pthread_detach(t) != 0 ||
+	    pthread_create(&t, NULL, watch_main, NULL) != 0 ||
 	    pthread_detach(t) != 0 ||
 	    pthread_create(&t, NULL, lease_main, NULL) != 0 ||
 	    pthread_detach(t) != 0) {
@@ -474,6 +560,13 @@ static int place_here(const char *room, struct response *rs)
 	bool created;
 	int64_t rev;
 
+	if (atomic_load(&cl.maint)) {
+		/* drained: its rooms go elsewhere, no new one comes */
+		rs->retry_after = NO_QUORUM_RETRY_S;
+		response_error(rs, 503, "room %s: host %s is in maintenance and takes no new rooms",
+			       room, cl.me);
+		return -1;
+	}
 	snprintf(rec.host, sizeof(rec.host), "%s", cl.me);
 	record_key(room, key, sizeof(key));
 	value = room_record_json(&rec);
@@ -625,4 +718,21 @@ void cluster_rooms_add_remote(json_object *list)
 	pthread_rwlock_rdlock(&cl.lock);
 	twalk_r(cl.tree, remote_visit, list);
 	pthread_rwlock_unlock(&cl.lock);
+}
+
+/* ---- moves ---- */
+
+bool cluster_move_admit(struct app *app, const char *room, bool export, const char *header,
+			uint64_t *epoch, struct response *rs)
+{
+	return move_admit(app, &cl.etcd, cl.me, room, export, header, epoch, rs);
+}
+
+void cluster_move_imported(const char *room, uint64_t epoch)
+{
+	/* the copy is whole (an import makes the room only once all of it
+	 * came and was found right); its epoch says which copy it is */
+	if (local_epoch_set(room, epoch) == 0)
+		fprintf(stderr, "roombox-fcgi: room %s: cluster: moved in at epoch %llu; served once "
+			"etcd's record names this host\n", room, (unsigned long long)epoch);
 }

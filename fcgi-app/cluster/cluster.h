@@ -42,4 +42,17 @@ void cluster_room_ended(const char *room);
 bool cluster_room_listed_here(const char *room);
 void cluster_rooms_add_remote(json_object *list);
 
+/* A room's export or import signed as part of a move (X-Roombox-Move,
+ * move.c): true with the room's epoch once moved, or false with rs
+ * answered.  Stands instead of the token and of the placement check. */
+bool cluster_move_admit(struct app *app, const char *room, bool export, const char *header,
+			uint64_t *epoch, struct response *rs);
+
+/* The import of a move answered 201: this host's copy is at epoch. */
+void cluster_move_imported(const char *room, uint64_t epoch);
+
+/* rooms.c: this host's copy of room removed (every part a cleanup
+ * removes) without touching its record in etcd. */
+int rooms_remove_local(struct app *app, const char *room, char *err, size_t errlen);
+
 #endif

@@ -303,7 +303,22 @@ void router_serve(struct app *app, const struct http_input *in,
 	}
 	if (!match.m)
 		goto done;
-	if (route_needs_token(app, match.m) &&
+	/* cluster mode: a room's export or import signed as part of a move
+	 * (move.c) stands on its signature instead of a token, and on etcd's
+	 * move records instead of the room's placement */
+	const char *move = cluster_enabled() ? in->param(in->ctx, "HTTP_X_ROOMBOX_MOVE") : NULL;
+	bool move_import = match.m->handler == api_rooms_import;
+	uint64_t move_epoch = 0;
+	if (move) {
+		if (!match.has_room || !room_id_valid(match.room) ||
+		    (match.m->handler != api_rooms_export && !move_import)) {
+			response_error(rs, 403, "X-Roombox-Move is for a room's export and import only");
+			goto done;
+		}
+		if (!cluster_move_admit(app, match.room, !move_import, move, &move_epoch, rs))
+			goto done;
+	}
+	if (!move && route_needs_token(app, match.m) &&
 	    !auth_tokens_check(app->tokens, in->param(in->ctx, "HTTP_AUTHORIZATION"))) {
 		rs->www_authenticate = true;
 		response_error(rs, 401, "unauthorized");
@@ -318,7 +333,7 @@ void router_serve(struct app *app, const struct http_input *in,
 		rq.room[sizeof(rq.room) - 1] = '\0';
 		/* cluster mode: is the room this host's?  (a cached answer:
 		 * no etcd call for a room the cache knows) */
-		if (!cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m), rs))
+		if (!move && !cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m), rs))
 			goto done;
 		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
@@ -332,6 +347,8 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 	}
 	match.m->handler(&rq, rs);
+	if (move && move_import && rs->status == 201)
+		cluster_move_imported(rq.room, move_epoch);
 done:
 	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
 		free(path);

@@ -398,6 +398,24 @@ static const struct cleanup_part {
 	{ "labels", cleanup_labels },
 };
 
+int rooms_remove_local(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	char err[1024];
+	size_t used = 0;
+
+	errbuf[0] = '\0';
+	for (size_t i = 0; i < sizeof(cleanup_parts) / sizeof(cleanup_parts[0]); i++) {
+		err[0] = '\0';
+		if (cleanup_parts[i].run(app, room, err, sizeof(err)) == 0)
+			continue;
+		used += (size_t)snprintf(errbuf + used, errlen - used, "%s%s: %s", used ? "; " : "",
+					 cleanup_parts[i].name, err);
+		if (used >= errlen)
+			used = errlen - 1;
+	}
+	return errbuf[0] ? -1 : 0;
+}
+
 void api_rooms_cleanup(struct request *rq, struct response *rs)
 {
 	json_object *errors = json_object_new_array(), *answer;
