@@ -14,10 +14,13 @@
  *                to it).  The maps' files are rewritten too, so a restarted
  *                HAProxy starts from the last sync.  Run it after anything
  *                moves or is created; running it again changes nothing.
+ *   move         one room to another host (move.c), the router's map
+ *                flipped to it just before the commit.
  *   drain/undrain  set the host's state in etcd (a txn on the key's
  *                mod_revision, keeping its lease), then route-sync's
- *                weights.  Moving the rooms off is roombox-fcgi's side
- *                (a move); drain says how many are left.
+ *                weights; drain then moves the host's rooms, one at a
+ *                time, each to the ready host with the fewest rooms (the
+ *                map flipped as for move).
  *
  * The backend's name, roombox_hosts, is conf/haproxy-cluster.cfg.example's;
  * its servers are named as the hosts' cluster_host. */
@@ -31,6 +34,7 @@
 #include "cluster.h"
 #include "etcd.h"
 #include "haproxy.h"
+#include "move.h"
 #include "roomid.h"
 
 #define HOSTS_PREFIX "/roombox/hosts/"
@@ -41,7 +45,8 @@
 
 bool cluster_is_verb(const char *verb)
 {
-	static const char *const verbs[] = { "hosts", "where", "route-sync", "drain", "undrain", NULL };
+	static const char *const verbs[] = { "hosts", "where", "route-sync", "move", "drain", "undrain",
+					     NULL };
 
 	for (int i = 0; verbs[i]; i++)
 		if (strcmp(verb, verbs[i]) == 0)
@@ -490,6 +495,81 @@ static int route_sync(const struct cluster_ctl *c, struct etcd *e, bool quiet)
 
 /* ---- drain, undrain ---- */
 
+/* move_flip for move_room: the room's entry in the router's map. */
+static void flip_map(void *ctx, const char *room, const char *host)
+{
+	const struct cluster_ctl *c = ctx;
+	char err[512], cmd[700], *map, *ans = NULL;
+
+	if (access(c->haproxy_socket, F_OK) != 0)
+		return;
+	map = haproxy_find_map(c->haproxy_socket, MAP_SUFFIX, err, sizeof(err));
+	if (!map)
+		return;
+	/* set for an entry that is there, add for one that is not */
+	snprintf(cmd, sizeof(cmd), "del map %s %s;add map %s %s %s", map, room, map, room, host);
+	if (haproxy_cmd(c->haproxy_socket, cmd, &ans, err, sizeof(err)) < 0)
+		fprintf(stderr, "roomboxctl: %s (route-sync will set it)\n", err);
+	free(ans);
+	free(map);
+}
+
+/* Every room of host, each to the ready host with the fewest rooms; the
+ * number that failed. */
+static int drain_moves(const struct cluster_ctl *c, struct etcd *e, const char *host, bool router)
+{
+	struct placement p;
+	int failed = 0, moved = 0;
+
+	if (placement_load(e, &p, true) < 0 || p.stale) {
+		fprintf(stderr, "roomboxctl: drain %s: %s\n", host, e->err);
+		if (!p.stale)
+			return 1;
+		placement_free(&p);
+		return 1;
+	}
+	int *count = calloc((size_t)p.nhosts + 1, sizeof(*count));
+	bool *ready = calloc((size_t)p.nhosts + 1, sizeof(*ready));
+
+	for (int k = 0; k < p.nhosts; k++) {
+		json_object *v = json_tokener_parse(p.hosts[k].value);
+		const char *name = p.hosts[k].key + strlen(HOSTS_PREFIX), *st = field(v, "state");
+
+		ready[k] = st && strcmp(st, "ready") == 0 && strcmp(name, host) != 0;
+		count[k] = rooms_on(&p, name);
+		json_object_put(v);
+	}
+	for (int i = 0; i < p.nrooms; i++) {
+		const char *h = room_host(&p, i), *room = p.rooms[i].key + strlen(ROOMS_PREFIX);
+		int best = -1;
+
+		if (!h || strcmp(h, host) != 0 || !room_id_valid(room))
+			continue;
+		for (int k = 0; k < p.nhosts; k++)
+			if (ready[k] && (best < 0 || count[k] < count[best]))
+				best = k;
+		if (best < 0) {
+			fprintf(stderr, "roomboxctl: drain %s: no other host is ready to take its rooms\n",
+				host);
+			failed++;
+			break;
+		}
+		if (move_room(e, c->key_file, room, p.hosts[best].key + strlen(HOSTS_PREFIX),
+			      router ? flip_map : NULL, (void *)c) == 0) {
+			count[best]++;
+			moved++;
+		} else {
+			failed++;
+		}
+	}
+	if (moved || failed)
+		printf("host %s: %d room%s moved, %d not\n", host, moved, moved == 1 ? "" : "s", failed);
+	free(count);
+	free(ready);
+	placement_free(&p);
+	return failed;
+}
+
 static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *host, const char *state)
 {
 	char key[128];
@@ -538,6 +618,12 @@ static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *ho
 		fprintf(stderr, "roomboxctl: %s kept changing; try again\n", key);
 		return 1;
 	}
+	/* The router's weights follow (a router that is not there is not an error). */
+	bool router = access(c->haproxy_socket, F_OK) == 0;
+	int failed = router ? route_sync(c, e, true) : 0;
+
+	if (strcmp(state, "maint") == 0)
+		failed += drain_moves(c, e, host, router);
 	if (placement_load(e, &p, true) < 0) {
 		fprintf(stderr, "roomboxctl: %s\n", e->err);
 		return 1;
@@ -549,10 +635,20 @@ static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *ho
 		       left == 1 ? "" : "s");
 	else
 		printf("host %s: ready (%d room%s on it)\n", host, left, left == 1 ? "" : "s");
-	/* The router's weights follow (a router that is not there is not an error). */
-	if (access(c->haproxy_socket, F_OK) == 0)
-		return route_sync(c, e, true);
-	return 0;
+	return failed || (strcmp(state, "maint") == 0 && left) ? 1 : 0;
+}
+
+static int verb_move(const struct cluster_ctl *c, struct etcd *e, const char *room, const char *to)
+{
+	int rc;
+
+	if (!room_id_valid(room) || !host_name_ok(to)) {
+		fprintf(stderr, "roomboxctl: invalid %s '%s'\n", room_id_valid(room) ? "host name" : "room id",
+			room_id_valid(room) ? to : room);
+		return 2;
+	}
+	rc = move_room(e, c->key_file, room, to, flip_map, (void *)c);
+	return rc ? 1 : 0;
 }
 
 int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
@@ -563,7 +659,8 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 
 	if (!((strcmp(verb, "hosts") == 0 || strcmp(verb, "route-sync") == 0) && argc == 1) &&
 	    !((strcmp(verb, "where") == 0 || strcmp(verb, "drain") == 0 ||
-	       strcmp(verb, "undrain") == 0) && argc == 2))
+	       strcmp(verb, "undrain") == 0) && argc == 2) &&
+	    !(strcmp(verb, "move") == 0 && argc == 3))
 		return -1;
 	if (etcd_open(&e, c->etcd) < 0) {
 		fprintf(stderr, "roomboxctl: %s\n", e.err);
@@ -575,6 +672,8 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 		rc = verb_where(c, &e, argv[1]);
 	else if (strcmp(verb, "route-sync") == 0)
 		rc = route_sync(c, &e, false);
+	else if (strcmp(verb, "move") == 0)
+		rc = verb_move(c, &e, argv[1], argv[2]);
 	else
 		rc = set_state(c, &e, argv[1], strcmp(verb, "drain") == 0 ? "maint" : "ready");
 	etcd_close(&e);

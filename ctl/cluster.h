@@ -1,4 +1,4 @@
-/* roomboxctl's cluster verbs: hosts, where, route-sync, drain, undrain.
+/* roomboxctl's cluster verbs: hosts, where, route-sync, move, drain, undrain.
  * They read and write etcd (etcd.c) and the router's runtime API
  * (haproxy.c); none of them talks to roombox-fcgi. */
 #ifndef ROOMBOX_CTL_CLUSTER_H
@@ -9,6 +9,7 @@
 struct cluster_ctl {
 	const char *etcd;            /* client URLs: -e, else cluster_etcd */
 	const char *haproxy_socket;  /* -a, else the example's path */
+	const char *key_file;        /* cluster_key_file: moves are signed with it */
 };
 
 bool cluster_is_verb(const char *verb);

@@ -262,26 +262,43 @@ int etcd_get(struct etcd *e, const char *key, struct etcd_kv *kv)
 	return 1;
 }
 
-int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value,
-			  int64_t mod_revision)
+static json_object *b64_field(const char *field, const char *s)
 {
-	json_object *req = json_object_new_object(), *cmp = json_object_new_object();
-	json_object *cmps = json_object_new_array(), *ops = json_object_new_array();
-	json_object *op = json_object_new_object(), *put = json_object_new_object(), *ans = NULL, *ok;
+	json_object *o = json_object_new_object();
+
+	add_str(o, field, b64(s));
+	return o;
+}
+
+int etcd_txn(struct etcd *e, const char *cmp_key, const char *target, int64_t revision,
+	     const char *put_key, const char *put_value, bool keep_lease, const char *del_key)
+{
+	json_object *req = json_object_new_object(), *cmp = b64_field("key", cmp_key);
+	json_object *cmps = json_object_new_array(), *ops = json_object_new_array(), *ans = NULL, *ok;
 	char rev[24];
 	int rc;
 
-	snprintf(rev, sizeof(rev), "%lld", (long long)mod_revision);
-	add_str(cmp, "key", b64(key));
+	snprintf(rev, sizeof(rev), "%lld", (long long)revision);
 	json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
-	json_object_object_add(cmp, "target", json_object_new_string("MOD"));
-	json_object_object_add(cmp, "mod_revision", json_object_new_string(rev));
+	json_object_object_add(cmp, "target", json_object_new_string(target));
+	json_object_object_add(cmp, strcmp(target, "CREATE") == 0 ? "create_revision" : "mod_revision",
+			       json_object_new_string(rev));
 	json_object_array_add(cmps, cmp);
-	add_str(put, "key", b64(key));
-	add_str(put, "value", b64(value));
-	json_object_object_add(put, "ignore_lease", json_object_new_boolean(1));
-	json_object_object_add(op, "request_put", put);
-	json_object_array_add(ops, op);
+	if (put_key) {
+		json_object *op = json_object_new_object(), *put = b64_field("key", put_key);
+
+		add_str(put, "value", b64(put_value));
+		if (keep_lease)
+			json_object_object_add(put, "ignore_lease", json_object_new_boolean(1));
+		json_object_object_add(op, "request_put", put);
+		json_object_array_add(ops, op);
+	}
+	if (del_key) {
+		json_object *op = json_object_new_object();
+
+		json_object_object_add(op, "request_delete_range", b64_field("key", del_key));
+		json_object_array_add(ops, op);
+	}
 	json_object_object_add(req, "compare", cmps);
 	json_object_object_add(req, "success", ops);
 	rc = post(e, "/v3/kv/txn", req, &ans);
@@ -289,6 +306,22 @@ int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value,
 	if (rc < 0)
 		return -1;
 	rc = json_object_object_get_ex(ans, "succeeded", &ok) && json_object_get_boolean(ok);
+	json_object_put(ans);
+	return rc;
+}
+
+int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value,
+			  int64_t mod_revision)
+{
+	return etcd_txn(e, key, "MOD", mod_revision, key, value, true, NULL);
+}
+
+int etcd_delete(struct etcd *e, const char *key)
+{
+	json_object *req = b64_field("key", key), *ans = NULL;
+	int rc = post(e, "/v3/kv/deleterange", req, &ans);
+
+	json_object_put(req);
 	json_object_put(ans);
 	return rc;
 }

@@ -7,6 +7,7 @@
 #ifndef ROOMBOX_CTL_ETCD_H
 #define ROOMBOX_CTL_ETCD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ETCD_MAX_ENDPOINTS 16
@@ -38,6 +39,16 @@ int etcd_get(struct etcd *e, const char *key, struct etcd_kv *kv);
  * the key's lease: 1 done, 0 the key changed meanwhile, -1 with e->err. */
 int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value,
 			  int64_t mod_revision);
+
+/* One transaction: if cmp_key's revision of kind target ("MOD": its
+ * mod_revision, "CREATE": its create_revision, 0 for a key that does not
+ * exist) equals revision, put put_value at put_key (keep_lease: the key's
+ * lease kept) and delete del_key, each when not NULL.  1 done, 0 the
+ * comparison failed, -1 with e->err. */
+int etcd_txn(struct etcd *e, const char *cmp_key, const char *target, int64_t revision,
+	     const char *put_key, const char *put_value, bool keep_lease, const char *del_key);
+/* 0 (deleted, or there was nothing), -1 with e->err. */
+int etcd_delete(struct etcd *e, const char *key);
 
 void etcd_kv_clear(struct etcd_kv *kv);
 void etcd_kvs_free(struct etcd_kv *kvs, int n);

@@ -19,8 +19,9 @@
  *   token verbs            edit tokens_file (tokens.c); the service notices
  *                          the change on its next request.
  *   cluster verbs          read and write etcd and the router's runtime API
- *                          (cluster.c): hosts, where, route-sync, drain,
- *                          undrain.  No token and no roombox-fcgi needed.
+ *                          (cluster.c): hosts, where, route-sync, move,
+ *                          drain, undrain.  No token needed: moves are
+ *                          signed with cluster_key_file.
  *
  * It never runs the setuid helper nor touches a room directly.  Reading the
  * tokens and connecting to the socket need what the service's own users
@@ -88,7 +89,8 @@ static void usage(FILE *f)
 		"  hosts               the cluster's hosts: state, rooms, URL (down: rooms but no live record)\n"
 		"  where ROOM          the room's host and epoch, and the router's map entry\n"
 		"  route-sync          make the router's map (room -> host) and weights match etcd\n"
-		"  drain HOST          put HOST in maint: no new rooms; says how many are left on it\n"
+		"  move ROOM HOST      move the room to HOST (signed with cluster_key_file), then route-sync\n"
+		"  drain HOST          put HOST in maint (no new rooms) and move its rooms to the ready hosts\n"
 		"  undrain HOST        put HOST back in ready\n"
 		"  -c CONFIG  configuration (default %s)\n"
 		"  -s SOCKET  roombox-fcgi's FastCGI socket (default: `socket` of CONFIG)\n"
@@ -561,6 +563,7 @@ int main(int argc, char **argv)
 		c.socket = c.cfg.socket;
 	if (!c.cluster.etcd)
 		c.cluster.etcd = c.cfg.cluster_etcd;
+	c.cluster.key_file = c.cfg.cluster_key_file;
 	if (!c.cluster.haproxy_socket)
 		c.cluster.haproxy_socket = HAPROXY_ADMIN;
 	rc = dispatch(&c, argc - optind, argv + optind);
