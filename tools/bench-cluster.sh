@@ -53,15 +53,9 @@ hb() { "$tmp/bin/httpbench" -T "$tokens" -m POST -b "$body" -k '"exitCode":0' "$
 kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
 
 echo "first exec (creates room $room through the router): $(hb -P "$port" -n 1)"
-# The room's host: X-Roombox-Host when roombox-fcgi is in cluster mode,
-# else the host whose state has the room.
+# The room's host: its answers say (X-Roombox-Host).
 owner=$(curl -sS -o /dev/null -D - -H "Authorization: Bearer $(head -n1 "$tokens")" -d "$body" \
 	"http://127.0.0.1:$port$path" | tr -d '\r' | awk 'tolower($1) == "x-roombox-host:" { print $2 }')
-if [ -z "$owner" ]; then
-	for d in "$tmp"/cluster/h*/state/rooms/"$room"; do
-		[ -e "$d" ] && owner=$(basename "$(dirname "$(dirname "$(dirname "$d")")")")
-	done
-fi
 [ -n "$owner" ] || die "could not tell which host has room $room"
 addr=10.77.0.${owner#h}
 "$repo/build/roomboxctl" -c "$tmp/cluster/h1/roombox.conf" -e "$(cat "$tmp/cluster/etcd-endpoints")" \

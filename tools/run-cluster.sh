@@ -54,11 +54,6 @@ for c in etcd haproxy nginx curl ip nsenter flock; do
 	command -v "$c" >/dev/null || die "$c is not installed (tools/deps.sh installs it)"
 done
 
-# roombox-fcgi knows the cluster keys once cluster mode is built in; until
-# then the hosts run side by side behind the router, each on its own.
-cluster_keys=
-grep -q '"cluster_etcd"' "$repo/common/config.c" && cluster_keys=1
-
 mkdir -p "$run"
 run=$(cd "$run" && pwd)
 
@@ -117,9 +112,10 @@ stop_all() {
 	for n in $(seq "$hosts"); do
 		# shellcheck disable=SC2046
 		stop_pids 100 $(cat "$run/h$n/nginx.pid" "$run/h$n/fcgi.pid" 2>/dev/null)
-		[ -f "$run/h$n/roombox.conf" ] &&  # shellcheck disable=SC2015
+		if [ -f "$run/h$n/roombox.conf" ]; then
 			timeout 60 "$repo/build/roombox-helper" -c "$run/h$n/roombox.conf" stop-all \
 				>/dev/null 2>&1 </dev/null || true
+		fi
 	done
 	for n in $(seq "$hosts"); do
 		# shellcheck disable=SC2046
@@ -224,12 +220,10 @@ for n in $(seq "$hosts"); do
 		echo "max_rooms = $max_rooms"
 		echo "# many rooms of 1G images written little: more than the disk has free"
 		echo "disk_overcommit = 1000"
-		if [ -n "$cluster_keys" ]; then
-			echo "cluster_etcd = $endpoints"
-			echo "cluster_host = h$n"
-			echo "cluster_url = http://$net.$n:80"
-			echo "cluster_key_file = $key"
-		fi
+		echo "cluster_etcd = $endpoints"
+		echo "cluster_host = h$n"
+		echo "cluster_url = http://$net.$n:80"
+		echo "cluster_key_file = $key"
 		if [ -f "$run/local.conf" ]; then
 			echo "# appended from $run/local.conf"
 			cat "$run/local.conf"
