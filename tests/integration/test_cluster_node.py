@@ -335,6 +335,14 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
     try:
         assert run(h1, room, "echo moved > /workspace/f").status == 200
         assert h1.post(f"/api/rooms/{room}/messages", {"role": "user", "content": "hi"}).status == 201
+        # a write in flight when the move freezes the room is acknowledged
+        # and must move with it
+        late = {}
+        writer = threading.Thread(target=lambda: late.update(r=run(
+            h1, room, "echo started > /workspace/g; sleep 1.5; echo acked >> /workspace/f")))
+        writer.start()
+        wait_until(lambda: run(h1, room, "cat /workspace/g").json["result"]["stdout"] == "started\n",
+                   10, "the writer to start")
         etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
         wait_until(lambda: run(h1, room, "true").status == 503, 10, "h1 to freeze the room")
 
@@ -350,6 +358,8 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
                          headers=move_header(room, "h1", "h2", 2))
         assert exp.status == 200, exp
         assert exp.header("X-Roombox-Host") == "h1"
+        writer.join()
+        assert late["r"].status == 200, late["r"]
         imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
                          headers={**move_header(room, "h1", "h2", 2),
                                   "Content-Type": "application/x-roombox-room"})
@@ -368,7 +378,7 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
 
         wait_until(lambda: run(h2, room, "true").status == 200, 10, "h2 to serve the room")
         r = run(h2, room, "cat /workspace/f")
-        assert r.json["result"]["stdout"] == "moved\n", r
+        assert r.json["result"]["stdout"] == "moved\nacked\n", r
         msgs = h2.get(f"/api/rooms/{room}/messages").json
         assert any(m.get("content") == "hi" for m in msgs["messages"]), msgs
         r = run(h1, room, "true")
