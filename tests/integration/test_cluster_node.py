@@ -179,6 +179,13 @@ def test_a_room_lives_where_it_was_placed(hosts, etcd):
         assert r.status == 200 and r.json["result"]["stdout"] == "here\n", r
         assert r.header("X-Roombox-Host") == "h1"
         assert etcd.get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+        # answers written as they go name their host too
+        assert run(hosts["h1"], room, "echo x > /workspace/a.txt").status == 200
+        r = hosts["h1"].request("GET", f"/api/rooms/{room}/sandbox/files/a.txt", check_json=False)
+        assert r.status == 200 and r.body == b"x\n" and r.header("X-Roombox-Host") == "h1", r
+        r = hosts["h1"].request("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": "echo s"},
+                                headers={"Accept": "text/event-stream"}, check_json=False)
+        assert r.status == 200 and r.header("X-Roombox-Host") == "h1", r
         for method, path, body in (("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": "true"}),
                                    ("GET", f"/api/rooms/{room}", None),
                                    ("PUT", f"/api/rooms/{room}/sandbox/files/a.txt", None)):
@@ -213,6 +220,11 @@ def test_twenty_concurrent_first_execs_make_one_room(hosts, etcd):
         for r in answers:
             if r.status == 200:
                 assert r.json["result"]["stdout"] == "made\n"
+            elif r.status == 503:
+                # the owner's own limit: the room's share of its workers
+                # (room_workers), held by the first execs while its jail starts
+                assert r.header("X-Roombox-Host") == owner and "busy" in r.json["error"], r
+                assert int(r.header("Retry-After")) > 0
             else:
                 assert r.status == 421, r
                 assert r.json == {"error": f"room {room} lives on host {owner}"}
@@ -427,10 +439,17 @@ def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts
     room, new = unique_room(), unique_room()
     h1 = hosts["h1"]
     url = h1.stack.base_url
+    probes = []
     try:
         assert run(h1, room, "true").status == 200
         etcd.ctl("put", "--ignore-lease", "/roombox/hosts/h1", json.dumps({"url": url, "state": "maint"}))
-        wait_until(lambda: run(h1, new, "true").status == 503, 10, "h1 to see its maint")
+        # each probe a new id: one that came before h1 saw its maint is
+        # placed (and cleaned up below)
+
+        def refused():
+            probes.append(unique_room())
+            return run(h1, probes[-1], "true").status == 503
+        wait_until(refused, 10, "h1 to see its maint")
         r = run(h1, new, "true")
         assert "maintenance" in r.json["error"] and int(r.header("Retry-After")) > 0, r
         assert etcd.get(f"/roombox/rooms/{new}") is None
@@ -439,5 +458,5 @@ def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts
         etcd.ctl("put", "--ignore-lease", "/roombox/hosts/h1", json.dumps({"url": url, "state": "ready"}))
         wait_until(lambda: run(h1, room, "true").status == 200 and
                    run(h1, new, "true").status == 200, 10, "h1 ready again")
-        owner_cleanup(hosts, room)
-        owner_cleanup(hosts, new)
+        for r in [room, new, *probes]:
+            owner_cleanup(hosts, r)
