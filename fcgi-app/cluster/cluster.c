@@ -666,11 +666,12 @@ void cluster_room_ended(const char *room)
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
 		return;
 	record_key(room, key, sizeof(key));
-	if (etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, err, sizeof(err)) < 0 || !done) {
+	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, err, sizeof(err));
+	if (rc < 0 || !done) {
 		/* the epoch stays with it: the id made again here is this
 		 * host's to serve */
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: its record stays in etcd: %s\n",
-			room, done ? "" : err);
+			room, rc < 0 ? err : "it changed meanwhile");
 		return;
 	}
 	struct etcd_kv gone = { .value = (char *)"", .mod_rev = p.mod_rev + 1 };
