@@ -5,8 +5,12 @@ names its host (X-Roombox-Host), a room lives on the host that placed it
 and the other answers 421 naming it, twenty concurrent first execs of one
 id through both hosts make one room, the room list covers both hosts, a
 room moving answers 503 + Retry-After, a copy older than etcd's record is
-never served, and with etcd gone existing rooms keep serving while a new
-one gets a clear 503.  No router here: that is tests/cluster/."""
+never served, a drained host takes no new room, and with etcd gone existing
+rooms keep serving while a new one gets a clear 503 (also with three
+members, two of them down; one down changes nothing).  A move's steps are
+played here as roomboxctl plays them: signed export and import, commit,
+the source's tombstone, and a move given up.  No router here: that is
+tests/cluster/."""
 
 import base64
 import hashlib
@@ -35,25 +39,32 @@ def b64(text):
 
 
 class Etcd:
-    """One etcd member on loopback; stop() and start() keep its data."""
+    """One etcd member on loopback; stop() and start() keep its data.  A
+    member of a cluster of several is given the cluster's names and peers."""
 
-    def __init__(self):
+    def __init__(self, name="e1"):
+        self.name = name
         self.dir = Path(tempfile.mkdtemp(prefix="rbx-etcd-"))
         self.client_port, self.peer_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.client_port}"
+        self.peer = f"http://127.0.0.1:{self.peer_port}"
+        self.initial_cluster = f"{name}={self.peer}"
+        self.cluster_token = self.dir.name
         self.proc = None
 
-    def start(self):
-        peer = f"http://127.0.0.1:{self.peer_port}"
+    def spawn(self):
         log = open(self.dir / "etcd.log", "ab")
         self.proc = subprocess.Popen(
-            [ETCD, "--name", "e1", "--data-dir", str(self.dir / "data"),
+            [ETCD, "--name", self.name, "--data-dir", str(self.dir / "data"),
              "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"e1={peer}"],
+             "--listen-peer-urls", self.peer, "--initial-advertise-peer-urls", self.peer,
+             "--initial-cluster", self.initial_cluster, "--initial-cluster-token", self.cluster_token],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         log.close()
+
+    def start(self):
+        self.spawn()
         wait_until(self.healthy, 20, "etcd to answer")
 
     def healthy(self):
@@ -112,8 +123,8 @@ def etcd():
 KEY = b"the-hosts-shared-secret-" + os.urandom(16).hex().encode()
 
 
-def cluster_stack(name, etcd):
-    s = Stack("nginx", {"cluster_etcd": etcd.url, "cluster_host": name,
+def cluster_stack(name, etcd, etcd_urls=None):
+    s = Stack("nginx", {"cluster_etcd": etcd_urls or etcd.url, "cluster_host": name,
                         "cluster_url": "http://127.0.0.1:1"})
     key = s.dir / "cluster-key"
     key.write_bytes(KEY + b"\n")
@@ -460,3 +471,45 @@ def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts
                    run(h1, new, "true").status == 200, 10, "h1 ready again")
         for r in [room, new, *probes]:
             owner_cleanup(hosts, r)
+
+
+def test_with_three_etcd_members_one_down_all_works_two_down_only_creating_stops():
+    """A host given three etcd members: the member it talks to stopped, it
+    goes on with the others; two stopped (no quorum), a new room is a clear
+    503 and an existing room keeps serving."""
+    if not ETCD:
+        pytest.fail("etcd is not installed (tools/deps.sh: etcd-server)")
+    members = [Etcd(f"m{i}") for i in range(3)]
+    for m in members:
+        m.initial_cluster = ",".join(f"{x.name}={x.peer}" for x in members)
+        m.cluster_token = members[0].dir.name
+    stack = None
+    room = placed = "none"
+    try:
+        for m in members:
+            m.spawn()
+        for m in members:
+            wait_until(m.healthy, 30, f"etcd member {m.name} to answer")
+        stack = cluster_stack("h3", None, etcd_urls=" ".join(m.url for m in members))
+        h3 = Client(stack)
+        room, placed = unique_room(), unique_room()
+        assert run(h3, room, "true").status == 200
+        members[0].stop()   # the one it talked to first
+        r = run(h3, placed, "echo placed")
+        assert r.status == 200, r
+        assert run(h3, room, "true").status == 200
+        members[1].stop()   # no quorum left
+        r = run(h3, unique_room(), "true")
+        assert r.status == 503 and "etcd" in r.json["error"] and int(r.header("Retry-After")) > 0, r
+        assert r.elapsed < 5, f"the 503 took {r.elapsed:.1f} s"
+        r = run(h3, room, "echo still")
+        assert r.status == 200 and r.json["result"]["stdout"] == "still\n", r
+    finally:
+        if stack:
+            for r in (room, placed):
+                Client(stack).delete(f"/api/rooms/{r}")
+            problems = stack.stop()
+            assert not problems, problems
+        for m in members:
+            m.stop()
+            shutil.rmtree(m.dir, ignore_errors=True)
