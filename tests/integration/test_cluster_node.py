@@ -80,6 +80,17 @@ class Etcd:
             self.proc.terminate()
             self.proc.wait(timeout=20)
 
+    def kv_calls(self):
+        """How many Range and Txn calls etcd has answered (its own metrics)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        n = 0
+        for line in text.splitlines():
+            if line.startswith("grpc_server_handled_total{") and 'grpc_service="etcdserverpb.KV"' in line \
+                    and ('grpc_method="Range"' in line or 'grpc_method="Txn"' in line):
+                n += int(float(line.rsplit(" ", 1)[1]))
+        return n
+
     def ctl(self, *args):
         return subprocess.run([ETCDCTL, "--endpoints", self.url, *args], check=True,
                               capture_output=True, text=True,
@@ -208,6 +219,22 @@ def test_a_room_lives_where_it_was_placed(hosts, etcd):
         assert not hosts["h2"].stack.room_state_dir(room).exists()
     finally:
         owner_cleanup(hosts, room)
+
+
+def test_a_warm_exec_makes_no_etcd_call(hosts, etcd):
+    room, fresh = unique_room(), unique_room()
+    try:
+        assert run(hosts["h1"], room, "true").status == 200
+        before = etcd.kv_calls()
+        for _ in range(20):
+            assert run(hosts["h1"], room, "true").status == 200
+        assert etcd.kv_calls() == before, "warm execs asked etcd"
+        # while the first exec of a new room asks it once (its placement)
+        assert run(hosts["h1"], fresh, "true").status == 200
+        assert etcd.kv_calls() > before
+    finally:
+        owner_cleanup(hosts, room)
+        owner_cleanup(hosts, fresh)
 
 
 def test_twenty_concurrent_first_execs_make_one_room(hosts, etcd):
