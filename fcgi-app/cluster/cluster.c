@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "epoch_store.h"
+#include "fair_share.h"
 #include "etcd.h"
 #include "http.h"
 #include "move.h"
@@ -60,6 +61,7 @@
 #define RETRY_MS 1000
 #define MOVING_RETRY_S 2
 #define NO_QUORUM_RETRY_S 5
+#define QUIESCE_MS (60 * 1000)   /* a move's export waits this long for the room's requests */
 
 struct placement {
 	char room[ROOM_ID_MAX + 1];
@@ -664,11 +666,12 @@ void cluster_room_ended(const char *room)
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
 		return;
 	record_key(room, key, sizeof(key));
-	if (etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, err, sizeof(err)) < 0 || !done) {
+	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, err, sizeof(err));
+	if (rc < 0 || !done) {
 		/* the epoch stays with it: the id made again here is this
 		 * host's to serve */
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: its record stays in etcd: %s\n",
-			room, done ? "" : err);
+			room, rc < 0 ? err : "it changed meanwhile");
 		return;
 	}
 	struct etcd_kv gone = { .value = (char *)"", .mod_rev = p.mod_rev + 1 };
@@ -735,4 +738,23 @@ void cluster_move_imported(const char *room, uint64_t epoch)
 	if (local_epoch_set(room, epoch) == 0)
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: moved in at epoch %llu; served once "
 			"etcd's record names this host\n", room, (unsigned long long)epoch);
+}
+
+bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs)
+{
+	/* the room answers 503 to every new request since the moving key; those
+	 * admitted before it may still write, and an acknowledged write must be
+	 * in the copy that moves: wait until this export is the room's only
+	 * request (parked ones hold nothing and meet the 503 when released) */
+	for (int waited = 0; app->room_workers && fair_share_held(app->room_workers, room) > 1;
+	     waited += 10) {
+		if (waited >= QUIESCE_MS) {
+			rs->retry_after = MOVING_RETRY_S;
+			response_error(rs, 503, "move of room %s: its requests still run after %d s",
+				       room, QUIESCE_MS / 1000);
+			return false;
+		}
+		sleep_ms(10);
+	}
+	return true;
 }

@@ -48,6 +48,11 @@ void cluster_rooms_add_remote(json_object *list);
 bool cluster_move_admit(struct app *app, const char *room, bool export, const char *header,
 			uint64_t *epoch, struct response *rs);
 
+/* A move's export, holding its room's share: true once no other request
+ * of the room runs (they were admitted before the move froze the room),
+ * or false with rs answered (503) when they do not end in time. */
+bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs);
+
 /* The import of a move answered 201: this host's copy is at epoch. */
 void cluster_move_imported(const char *room, uint64_t epoch);
 

@@ -339,6 +339,8 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 		worker_taken = app->room_workers != NULL;
 		memcpy(share_room, rq.room, sizeof(share_room));
+		if (move && !move_import && !cluster_move_quiesce(app, rq.room, rs))
+			goto done;
 	}
 	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {

@@ -5,8 +5,12 @@ names its host (X-Roombox-Host), a room lives on the host that placed it
 and the other answers 421 naming it, twenty concurrent first execs of one
 id through both hosts make one room, the room list covers both hosts, a
 room moving answers 503 + Retry-After, a copy older than etcd's record is
-never served, and with etcd gone existing rooms keep serving while a new
-one gets a clear 503.  No router here: that is tests/cluster/."""
+never served, a drained host takes no new room, and with etcd gone existing
+rooms keep serving while a new one gets a clear 503 (also with three
+members, two of them down; one down changes nothing).  A move's steps are
+played here as roomboxctl plays them: signed export and import, commit,
+the source's tombstone, and a move given up.  No router here: that is
+tests/cluster/."""
 
 import base64
 import hashlib
@@ -35,25 +39,32 @@ def b64(text):
 
 
 class Etcd:
-    """One etcd member on loopback; stop() and start() keep its data."""
+    """One etcd member on loopback; stop() and start() keep its data.  A
+    member of a cluster of several is given the cluster's names and peers."""
 
-    def __init__(self):
+    def __init__(self, name="e1"):
+        self.name = name
         self.dir = Path(tempfile.mkdtemp(prefix="rbx-etcd-"))
         self.client_port, self.peer_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.client_port}"
+        self.peer = f"http://127.0.0.1:{self.peer_port}"
+        self.initial_cluster = f"{name}={self.peer}"
+        self.cluster_token = self.dir.name
         self.proc = None
 
-    def start(self):
-        peer = f"http://127.0.0.1:{self.peer_port}"
+    def spawn(self):
         log = open(self.dir / "etcd.log", "ab")
         self.proc = subprocess.Popen(
-            [ETCD, "--name", "e1", "--data-dir", str(self.dir / "data"),
+            [ETCD, "--name", self.name, "--data-dir", str(self.dir / "data"),
              "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"e1={peer}"],
+             "--listen-peer-urls", self.peer, "--initial-advertise-peer-urls", self.peer,
+             "--initial-cluster", self.initial_cluster, "--initial-cluster-token", self.cluster_token],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         log.close()
+
+    def start(self):
+        self.spawn()
         wait_until(self.healthy, 20, "etcd to answer")
 
     def healthy(self):
@@ -68,6 +79,17 @@ class Etcd:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=20)
+
+    def kv_calls(self):
+        """How many Range and Txn calls etcd has answered (its own metrics)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        n = 0
+        for line in text.splitlines():
+            if line.startswith("grpc_server_handled_total{") and 'grpc_service="etcdserverpb.KV"' in line \
+                    and ('grpc_method="Range"' in line or 'grpc_method="Txn"' in line):
+                n += int(float(line.rsplit(" ", 1)[1]))
+        return n
 
     def ctl(self, *args):
         return subprocess.run([ETCDCTL, "--endpoints", self.url, *args], check=True,
@@ -112,8 +134,8 @@ def etcd():
 KEY = b"the-hosts-shared-secret-" + os.urandom(16).hex().encode()
 
 
-def cluster_stack(name, etcd):
-    s = Stack("nginx", {"cluster_etcd": etcd.url, "cluster_host": name,
+def cluster_stack(name, etcd, etcd_urls=None):
+    s = Stack("nginx", {"cluster_etcd": etcd_urls or etcd.url, "cluster_host": name,
                         "cluster_url": "http://127.0.0.1:1"})
     key = s.dir / "cluster-key"
     key.write_bytes(KEY + b"\n")
@@ -179,6 +201,13 @@ def test_a_room_lives_where_it_was_placed(hosts, etcd):
         assert r.status == 200 and r.json["result"]["stdout"] == "here\n", r
         assert r.header("X-Roombox-Host") == "h1"
         assert etcd.get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+        # answers written as they go name their host too
+        assert run(hosts["h1"], room, "echo x > /workspace/a.txt").status == 200
+        r = hosts["h1"].request("GET", f"/api/rooms/{room}/sandbox/files/a.txt", check_json=False)
+        assert r.status == 200 and r.body == b"x\n" and r.header("X-Roombox-Host") == "h1", r
+        r = hosts["h1"].request("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": "echo s"},
+                                headers={"Accept": "text/event-stream"}, check_json=False)
+        assert r.status == 200 and r.header("X-Roombox-Host") == "h1", r
         for method, path, body in (("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": "true"}),
                                    ("GET", f"/api/rooms/{room}", None),
                                    ("PUT", f"/api/rooms/{room}/sandbox/files/a.txt", None)):
@@ -190,6 +219,22 @@ def test_a_room_lives_where_it_was_placed(hosts, etcd):
         assert not hosts["h2"].stack.room_state_dir(room).exists()
     finally:
         owner_cleanup(hosts, room)
+
+
+def test_a_warm_exec_makes_no_etcd_call(hosts, etcd):
+    room, fresh = unique_room(), unique_room()
+    try:
+        assert run(hosts["h1"], room, "true").status == 200
+        before = etcd.kv_calls()
+        for _ in range(20):
+            assert run(hosts["h1"], room, "true").status == 200
+        assert etcd.kv_calls() == before, "warm execs asked etcd"
+        # while the first exec of a new room asks it once (its placement)
+        assert run(hosts["h1"], fresh, "true").status == 200
+        assert etcd.kv_calls() > before
+    finally:
+        owner_cleanup(hosts, room)
+        owner_cleanup(hosts, fresh)
 
 
 def test_twenty_concurrent_first_execs_make_one_room(hosts, etcd):
@@ -213,6 +258,11 @@ def test_twenty_concurrent_first_execs_make_one_room(hosts, etcd):
         for r in answers:
             if r.status == 200:
                 assert r.json["result"]["stdout"] == "made\n"
+            elif r.status == 503:
+                # the owner's own limit: the room's share of its workers
+                # (room_workers), held by the first execs while its jail starts
+                assert r.header("X-Roombox-Host") == owner and "busy" in r.json["error"], r
+                assert int(r.header("Retry-After")) > 0
             else:
                 assert r.status == 421, r
                 assert r.json == {"error": f"room {room} lives on host {owner}"}
@@ -335,6 +385,14 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
     try:
         assert run(h1, room, "echo moved > /workspace/f").status == 200
         assert h1.post(f"/api/rooms/{room}/messages", {"role": "user", "content": "hi"}).status == 201
+        # a write in flight when the move freezes the room is acknowledged
+        # and must move with it
+        late = {}
+        writer = threading.Thread(target=lambda: late.update(r=run(
+            h1, room, "echo started > /workspace/g; sleep 1.5; echo acked >> /workspace/f")))
+        writer.start()
+        wait_until(lambda: run(h1, room, "cat /workspace/g").json["result"]["stdout"] == "started\n",
+                   10, "the writer to start")
         etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
         wait_until(lambda: run(h1, room, "true").status == 503, 10, "h1 to freeze the room")
 
@@ -350,6 +408,8 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
                          headers=move_header(room, "h1", "h2", 2))
         assert exp.status == 200, exp
         assert exp.header("X-Roombox-Host") == "h1"
+        writer.join()
+        assert late["r"].status == 200, late["r"]
         imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
                          headers={**move_header(room, "h1", "h2", 2),
                                   "Content-Type": "application/x-roombox-room"})
@@ -368,7 +428,7 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
 
         wait_until(lambda: run(h2, room, "true").status == 200, 10, "h2 to serve the room")
         r = run(h2, room, "cat /workspace/f")
-        assert r.json["result"]["stdout"] == "moved\n", r
+        assert r.json["result"]["stdout"] == "moved\nacked\n", r
         msgs = h2.get(f"/api/rooms/{room}/messages").json
         assert any(m.get("content") == "hi" for m in msgs["messages"]), msgs
         r = run(h1, room, "true")
@@ -417,10 +477,17 @@ def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts
     room, new = unique_room(), unique_room()
     h1 = hosts["h1"]
     url = h1.stack.base_url
+    probes = []
     try:
         assert run(h1, room, "true").status == 200
         etcd.ctl("put", "--ignore-lease", "/roombox/hosts/h1", json.dumps({"url": url, "state": "maint"}))
-        wait_until(lambda: run(h1, new, "true").status == 503, 10, "h1 to see its maint")
+        # each probe a new id: one that came before h1 saw its maint is
+        # placed (and cleaned up below)
+
+        def refused():
+            probes.append(unique_room())
+            return run(h1, probes[-1], "true").status == 503
+        wait_until(refused, 10, "h1 to see its maint")
         r = run(h1, new, "true")
         assert "maintenance" in r.json["error"] and int(r.header("Retry-After")) > 0, r
         assert etcd.get(f"/roombox/rooms/{new}") is None
@@ -429,5 +496,47 @@ def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts
         etcd.ctl("put", "--ignore-lease", "/roombox/hosts/h1", json.dumps({"url": url, "state": "ready"}))
         wait_until(lambda: run(h1, room, "true").status == 200 and
                    run(h1, new, "true").status == 200, 10, "h1 ready again")
-        owner_cleanup(hosts, room)
-        owner_cleanup(hosts, new)
+        for r in [room, new, *probes]:
+            owner_cleanup(hosts, r)
+
+
+def test_with_three_etcd_members_one_down_all_works_two_down_only_creating_stops():
+    """A host given three etcd members: the member it talks to stopped, it
+    goes on with the others; two stopped (no quorum), a new room is a clear
+    503 and an existing room keeps serving."""
+    if not ETCD:
+        pytest.fail("etcd is not installed (tools/deps.sh: etcd-server)")
+    members = [Etcd(f"m{i}") for i in range(3)]
+    for m in members:
+        m.initial_cluster = ",".join(f"{x.name}={x.peer}" for x in members)
+        m.cluster_token = members[0].dir.name
+    stack = None
+    room = placed = "none"
+    try:
+        for m in members:
+            m.spawn()
+        for m in members:
+            wait_until(m.healthy, 30, f"etcd member {m.name} to answer")
+        stack = cluster_stack("h3", None, etcd_urls=" ".join(m.url for m in members))
+        h3 = Client(stack)
+        room, placed = unique_room(), unique_room()
+        assert run(h3, room, "true").status == 200
+        members[0].stop()   # the one it talked to first
+        r = run(h3, placed, "echo placed")
+        assert r.status == 200, r
+        assert run(h3, room, "true").status == 200
+        members[1].stop()   # no quorum left
+        r = run(h3, unique_room(), "true")
+        assert r.status == 503 and "etcd" in r.json["error"] and int(r.header("Retry-After")) > 0, r
+        assert r.elapsed < 5, f"the 503 took {r.elapsed:.1f} s"
+        r = run(h3, room, "echo still")
+        assert r.status == 200 and r.json["result"]["stdout"] == "still\n", r
+    finally:
+        if stack:
+            for r in (room, placed):
+                Client(stack).delete(f"/api/rooms/{r}")
+            problems = stack.stop()
+            assert not problems, problems
+        for m in members:
+            m.stop()
+            shutil.rmtree(m.dir, ignore_errors=True)
