@@ -109,3 +109,23 @@ def test_drain_under_load_empties_the_host(cluster_mode):
         c.ctl("undrain", host, check=False)
         for r in rooms:
             c.request("DELETE", f"/api/rooms/{r}")
+
+
+def test_a_move_to_a_host_that_cannot_be_reached_is_given_up(cluster_mode, room):
+    """The target's web server down mid-way: the import fails, the mover
+    deletes the moving key, the room serves from its host as before."""
+    c = cluster_mode
+    a = c.exec(room, "echo stay > /root/f")
+    assert a.status == 200, a
+    dst = other(c, a.host)
+    c.nginx_stop(dst)
+    try:
+        r = c.ctl("move", room, dst, check=False)
+    finally:
+        c.nginx_start(dst)
+    assert r.returncode == 1 and f"the room stays on {a.host}" in r.stderr, r
+    assert c.etcd_get(f"/roombox/moving/{room}") is None
+    assert c.etcd_get(f"/roombox/rooms/{room}") == {"host": a.host, "epoch": 1}
+    b = c.exec(room, "cat /root/f")
+    assert b.status == 200 and b.host == a.host and b.json["result"]["stdout"] == "stay\n", b
+    c.request("DELETE", f"/api/rooms/{room}")
