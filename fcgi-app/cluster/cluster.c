@@ -38,7 +38,12 @@
  * The cache is a tree (tsearch: room ids are the client's, so no hash
  * whose collisions a client could pick) behind a read-write lock; each
  * entry keeps the etcd revision it was last changed at, so a watch event
- * and a transaction's answer arriving in either order leave the newer. */
+ * and a transaction's answer arriving in either order leave the newer.  An
+ * answer of this host's own (a transaction, a range) is applied only when
+ * it is newer than everything the watch has brought: so the entry of a
+ * room whose record and moving key are gone can be freed (the cache does
+ * not grow with every room ever made) without an older answer arriving
+ * late to bring it back. */
 #include "cluster.h"
 
 #include <pthread.h>
@@ -84,6 +89,9 @@ static struct {
 	int64_t resync;           /* count of full reads */
 	atomic_bool synced;       /* the cache follows a live watch */
 	atomic_bool maint;        /* this host's record says "maint" (drain) */
+	int64_t known_rev;        /* the cache holds every change up to it
+				   * (the watch's or a full read's revision;
+				   * under lock) */
 	atomic_bool stop;
 } cl = { .lock = PTHREAD_RWLOCK_INITIALIZER };
 
@@ -226,8 +234,20 @@ static const char *key_room(const char *key, const char *prefix)
 	return key + n;
 }
 
-/* One key as read or watched: newer than what the cache has wins. */
-static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
+/* An entry that says nothing any more: freed (with the write lock held). */
+static void entry_drop_locked(struct placement *p)
+{
+	if (p->has_record || p->moving || p->bad_record)
+		return;
+	tdelete(p, &cl.tree, by_room);
+	free(p);
+}
+
+/* One key as read or watched: newer than what the cache has wins.
+ * answer_rev: the revision of this host's own answer it came in (a
+ * transaction's, a range's), skipped when the cache knows past it; 0 for
+ * the watch and a full read, which are the cache's own order. */
+static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync, int64_t answer_rev)
 {
 	const char *room;
 	bool moving = false;
@@ -245,6 +265,10 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
 		moving = true;
 	}
 	pthread_rwlock_wrlock(&cl.lock);
+	if (answer_rev && answer_rev <= cl.known_rev) {
+		pthread_rwlock_unlock(&cl.lock);
+		return;   /* the watch brought this, or what came after it */
+	}
 	struct placement *p = entry_locked(room);
 	if (p && moving && kv->mod_rev >= p->moving_rev) {
 		p->moving = !deleted;
@@ -266,9 +290,19 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync)
 			 strcmp(p->rec.host, cl.me) != 0;
 	if (p && resync)
 		p->seen = resync;
+	if (p && deleted)
+		entry_drop_locked(p);
 	pthread_rwlock_unlock(&cl.lock);
 	if (elsewhere)
 		tomb_push(room);
+}
+
+static void known_up_to(int64_t rev)
+{
+	pthread_rwlock_wrlock(&cl.lock);
+	if (rev > cl.known_rev)
+		cl.known_rev = rev;
+	pthread_rwlock_unlock(&cl.lock);
 }
 
 /* ---- the watch thread ---- */
@@ -312,7 +346,10 @@ static void sweep_unseen(int64_t gen, int64_t rev)
 			p->has_record = p->bad_record = false;
 		if (p->moving && p->moving_rev <= rev)
 			p->moving = false;
+		entry_drop_locked(p);
 	}
+	if (rev > cl.known_rev)
+		cl.known_rev = rev;
 	pthread_rwlock_unlock(&cl.lock);
 }
 
@@ -327,7 +364,7 @@ static int resync(int64_t *rev, char *err, size_t errlen)
 		return -1;
 	int64_t gen = ++cl.resync;
 	for (size_t i = 0; i < n; i++)
-		apply_kv(&kvs[i], false, gen);
+		apply_kv(&kvs[i], false, gen, 0);
 	etcd_kvs_free(kvs, n);
 	sweep_unseen(gen, *rev);
 	return 0;
@@ -344,7 +381,12 @@ static int on_watch(void *ctx, const struct etcd_watch_msg *m)
 	if (m->created)
 		atomic_store(&cl.synced, true);
 	for (size_t i = 0; i < m->n_events; i++)
-		apply_kv(&m->events[i].kv, m->events[i].deleted, 0);
+		apply_kv(&m->events[i].kv, m->events[i].deleted, 0, 0);
+	/* events come in revision order: every change up to the last one's
+	 * is in (a message's header revision is the store's, which may be
+	 * ahead of the events sent so far) */
+	if (m->n_events)
+		known_up_to(m->events[m->n_events - 1].kv.mod_rev);
 	return 0;
 }
 
@@ -589,13 +631,13 @@ static int place_here(const char *room, struct response *rs)
 		struct etcd_kv mine = { .value = value, .value_len = strlen(value),
 					.create_rev = rev, .mod_rev = rev };
 		record_key(room, mine.key, sizeof(mine.key));
-		apply_kv(&mine, false, 0);
+		apply_kv(&mine, false, 0, rev);
 		free(value);
 		return local_epoch_set(room, 1) == 0 ? 0 :
 		       (response_error(rs, 500, "room %s: cannot record its epoch", room), -1);
 	}
 	free(value);
-	apply_kv(&existing, false, 0);
+	apply_kv(&existing, false, 0, rev);
 	free(existing.value);
 	return 0;
 }
@@ -612,7 +654,7 @@ static void look_up(const char *room)
 	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, err, sizeof(err)) < 0)
 		return;   /* nothing to learn: the handler answers from what is here */
 	for (size_t i = 0; i < n; i++)
-		apply_kv(&kvs[i], false, 0);
+		apply_kv(&kvs[i], false, 0, rev);
 	etcd_kvs_free(kvs, n);
 }
 
@@ -662,11 +704,12 @@ void cluster_room_ended(const char *room)
 	struct placement p;
 	char key[128], err[512];
 	bool done = false;
+	int64_t rev = 0;
 
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
 		return;
 	record_key(room, key, sizeof(key));
-	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, err, sizeof(err));
+	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
 	if (rc < 0 || !done) {
 		/* the epoch stays with it: the id made again here is this
 		 * host's to serve */
@@ -674,15 +717,17 @@ void cluster_room_ended(const char *room)
 			room, rc < 0 ? err : "it changed meanwhile");
 		return;
 	}
-	struct etcd_kv gone = { .value = (char *)"", .mod_rev = p.mod_rev + 1 };
-	memcpy(gone.key, key, strlen(key) + 1);
-	apply_kv(&gone, true, 0);
 	if (epoch_forget(room, err, sizeof(err)) < 0)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
+	struct etcd_kv gone = { .value = (char *)"", .mod_rev = rev };
+	memcpy(gone.key, key, strlen(key) + 1);
+	apply_kv(&gone, true, 0, rev);
+	/* an entry kept (a move in flight) reads the epoch again */
+	struct placement k, **found;
+	snprintf(k.room, sizeof(k.room), "%s", room);
 	pthread_rwlock_wrlock(&cl.lock);
-	struct placement *q = entry_locked(room);
-	if (q)
-		q->local_loaded = false;
+	if ((found = tfind(&k, &cl.tree, by_room)) != NULL)
+		(*found)->local_loaded = false;
 	pthread_rwlock_unlock(&cl.lock);
 }
 

@@ -309,18 +309,17 @@ int etcd_put(struct etcd *e, const char *key, const char *value, int64_t lease,
 	return rc;
 }
 
-int etcd_delete_if(struct etcd *e, const char *key, int64_t mod_rev, bool *done,
+int etcd_delete_if(struct etcd *e, const char *key, int64_t mod_rev, bool *done, int64_t *rev,
 		   char *err, size_t errlen)
 {
 	json_object *req = json_object_new_object(), *del = json_object_new_object(), *a;
 	json_object *cmp = json_object_new_array();
-	int64_t rev;
 
 	add_b64(del, "key", key);
 	json_object_array_add(cmp, compare(key, "MOD", "mod_revision", mod_rev));
 	json_object_object_add(req, "compare", cmp);
 	json_object_object_add(req, "success", one("request_delete_range", del));
-	if (txn_post(e, req, done, &rev, &a, err, errlen) < 0)
+	if (txn_post(e, req, done, rev, &a, err, errlen) < 0)
 		return -1;
 	json_object_put(a);
 	return 0;

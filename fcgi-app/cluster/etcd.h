@@ -43,8 +43,9 @@ int etcd_create_if_absent(struct etcd *e, const char *key, const char *value,
 int etcd_put(struct etcd *e, const char *key, const char *value, int64_t lease,
 	     char *err, size_t errlen);
 
-/* key deleted only if its mod_revision is still mod_rev; *done says. */
-int etcd_delete_if(struct etcd *e, const char *key, int64_t mod_rev, bool *done,
+/* key deleted only if its mod_revision is still mod_rev; *done says, *rev
+ * is the store's revision after. */
+int etcd_delete_if(struct etcd *e, const char *key, int64_t mod_rev, bool *done, int64_t *rev,
 		   char *err, size_t errlen);
 
 int etcd_lease_grant(struct etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen);

@@ -532,11 +532,12 @@ def test_with_three_etcd_members_one_down_all_works_two_down_only_creating_stops
         r = run(h3, room, "echo still")
         assert r.status == 200 and r.json["result"]["stdout"] == "still\n", r
     finally:
+        problems = []
         if stack:
             for r in (room, placed):
                 Client(stack).delete(f"/api/rooms/{r}")
             problems = stack.stop()
-            assert not problems, problems
         for m in members:
             m.stop()
             shutil.rmtree(m.dir, ignore_errors=True)
+        assert not problems, problems
