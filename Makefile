@@ -4,6 +4,8 @@
 #   make check    install missing Debian packages, then every test
 #   make fuzz     every libFuzzer target in tests/fuzz/ for FUZZ_S seconds (300)
 #   make run      local stack: nginx on 127.0.0.1:$(PORT) -> fcgi -> helper
+#   make run-cluster  HOSTS (3) hosts in network namespaces behind HAProxy on 127.0.0.1:$(PORT)
+#   make cluster-test, make bench-cluster   the cluster's tests and its router's cost
 #   make bench    speed figures beside their references (make bench-scale: 10,000 rooms)
 #   make install  DESTDIR-aware install (used by debian/rules)
 
@@ -103,15 +105,16 @@ $(B)/console.stamp: $(CONSOLE_SRC) $(B)/console-npm/.stamp
 		sed '/sourceMappingURL=/d' $$f > $(B)/console/vendor/$$(basename $$f); done
 	@touch $@
 
-# The operator's command line (ctl/): a FastCGI client of roombox-fcgi and
-# an editor of tokens_file; links the configuration parser, roombox-fcgi's
-# base64 (textenc.c) and json-c only.
+# The operator's command line (ctl/): a FastCGI client of roombox-fcgi, an
+# editor of tokens_file, and a client of etcd and HAProxy's runtime API for
+# the cluster verbs; links the configuration parser, roombox-fcgi's base64
+# (textenc.c), json-c and libcurl (etcd's JSON gateway) only.
 CTL_SRC := $(wildcard ctl/*.c)
 all: $(B)/roomboxctl
 $(call obj,$(CTL_SRC)): $(wildcard ctl/*.h)
 $(call obj,$(CTL_SRC)): CFLAGS += -Ifcgi-app/http
 $(B)/roomboxctl: $(call obj,$(CTL_SRC)) $(B)/fcgi-app/http/textenc.o $(LIB_COMMON)
-	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c 2>/dev/null) -o $@
+	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c libcurl 2>/dev/null) -o $@
 
 # PID 1 of every room: static and libc-only, so an idle room costs a few pages.
 # Built against musl: a few dozen KiB instead of glibc's 700, and no start-up
@@ -244,6 +247,7 @@ check: deps
 	$(MAKE) integration
 	$(MAKE) security
 	$(MAKE) console-test
+	$(MAKE) cluster-test
 	$(MAKE) package-test
 	$(MAKE) soak SOAK_S=600
 
@@ -259,6 +263,25 @@ run: deps
 bench: deps
 	$(MAKE) all
 	@tools/bench.sh
+
+# Cluster mode on one machine (docs/cluster.md): tools/run-cluster.sh.
+HOSTS ?= 3
+.PHONY: run-cluster
+run-cluster: deps
+	$(MAKE) all
+	@PORT=$(PORT) HOSTS=$(HOSTS) tools/run-cluster.sh
+
+# The router's cost: warm exec through HAProxy vs straight to the host.
+.PHONY: bench-cluster
+bench-cluster: deps
+	$(MAKE) all
+	@tools/bench-cluster.sh
+
+# tests/cluster/: one cluster (tools/run-cluster.sh, 3 hosts) for the suite.
+.PHONY: cluster-test
+cluster-test: deps
+	$(MAKE) all
+	@tools/integration.sh tests/cluster
 
 # The 10,000-room figure (BENCH_SCALE_ROOMS), on its own: tools/bench-scale.sh.
 bench-scale: deps

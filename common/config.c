@@ -68,6 +68,8 @@ enum value_kind {
 	V_ADDRS,	/* list of IPv4 addresses */
 	V_CIDRS,	/* list of IPv4 CIDR[:port] */
 	V_LIMITS,	/* name=value list of struct config_room_limits */
+	V_URLS,		/* list of http:// URLs, kept as written (commas or spaces) */
+	V_HOSTNAME,	/* [a-z0-9-]{1,32}: a cluster host's name */
 };
 
 struct key_desc {
@@ -129,6 +131,10 @@ static const struct key_desc key_table[] = {
 	{ "egress_conns",         V_INT,      FIELD(egress_conns),         1, 0 },
 	{ "room_limits_max",      V_LIMITS,   FIELD(room_limits_max),      0, 0 },
 	{ "export_key_file",      V_PATH,     FIELD(export_key_file),      0, 0 },
+	{ "cluster_etcd",         V_URLS,     FIELD(cluster_etcd),         0, 0 },
+	{ "cluster_host",         V_HOSTNAME, FIELD(cluster_host),         0, 0 },
+	{ "cluster_url",          V_URL,      FIELD(cluster_url),          0, 0 },
+	{ "cluster_key_file",     V_PATH,     FIELD(cluster_key_file),     0, 0 },
 };
 
 /* The words of each V_CHOICE key, in the order of its enum. */
@@ -355,6 +361,36 @@ static bool url_ok(const char *s)
 	return n && word_ok(s) && s[n] && s[n] != '/';
 }
 
+/* cluster_etcd: every item of the list an http:// URL (etcd's JSON
+ * gateway; libcurl is told to speak nothing else); empty is single host. */
+static bool urls_ok(const char *s)
+{
+	char item[512];
+	size_t n = 0;
+
+	for (const char *p = s; ; p += n) {
+		p += strspn(p, ", ");
+		if (!*p)
+			return true;
+		n = strcspn(p, ", ");
+		if (n >= sizeof(item))
+			return false;
+		memcpy(item, p, n);
+		item[n] = '\0';
+		if (strncmp(item, "http://", 7) != 0 || !url_ok(item))
+			return false;
+	}
+}
+
+/* cluster_host: it names the host in etcd's keys, in HAProxy's map and in
+ * every answer's X-Roombox-Host. */
+static bool hostname_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= 32 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
 /* One decimal part of an address: 0-255, at most three digits. */
 static const char *parse_octet(const char *p, const char *end, uint32_t *out)
 {
@@ -479,6 +515,9 @@ static const char *expected_text(const struct key_desc *k)
 	case V_URL:      return "expected an http:// or https:// URL like http://127.0.0.1:11434/v1";
 	case V_TEXT:     return "expected a name without blanks, like llama3.1:8b";
 	case V_DOMAIN:   return "expected a lower-case DNS name like preview.example.com";
+	case V_URLS:
+		return "expected http:// URLs like http://10.0.0.1:2379, separated by commas or spaces";
+	case V_HOSTNAME: return "expected a host name of 1 to 32 characters a-z, 0-9 and -, like h1";
 	}
 	return "unexpected value";
 }
@@ -735,6 +774,14 @@ static int set_value(struct parse_state *st, unsigned line, struct config *c,
 		if (!domain_ok(value))
 			return bad_value(st, line, k, value);
 		return set_string(st, line, k, field, value);
+	case V_URLS:
+		if (!urls_ok(value))
+			return bad_value(st, line, k, value);
+		return set_string(st, line, k, field, value);
+	case V_HOSTNAME:
+		if (!hostname_ok(value))
+			return bad_value(st, line, k, value);
+		return set_string(st, line, k, field, value);
 	default:
 		if (set_number(k, field, value) < 0)
 			return bad_value(st, line, k, value);
@@ -868,6 +915,12 @@ static int check_consistency(struct parse_state *st, const struct config *c)
 	if (line && !c->llm_url[0] != !c->llm_model[0])
 		return fail(st, line, "llm_url and llm_model go together: set both "
 			    "(the agent) or neither");
+	line = later_line(st, "cluster_etcd", "cluster_host");
+	if (line < later_line(st, "cluster_url", "cluster_url"))
+		line = later_line(st, "cluster_url", "cluster_url");
+	if (line && c->cluster_etcd[0] && (!c->cluster_host[0] || !c->cluster_url[0]))
+		return fail(st, line, "cluster_etcd needs cluster_host and cluster_url: the name "
+			    "this host has in etcd and the URL peers and the router reach it at");
 	return 0;
 }
 

@@ -104,6 +104,11 @@ struct config {
 	struct config_cidr_list egress_deny;  /* empty */
 	int egress_conns;        /* 256 concurrent connections per room */
 	struct config_room_limits room_limits_max; /* all 0: the limits above */
+	/* cluster mode: on when cluster_etcd is set (fcgi-app/cluster/) */
+	char cluster_etcd[512];  /* "" = single host; etcd client URLs, commas or spaces */
+	char cluster_host[33];   /* this host's name, [a-z0-9-]{1,32} */
+	char cluster_url[256];   /* http://ADDR:PORT peers and the router reach it at */
+	char cluster_key_file[256]; /* "" or an absolute path: the hosts' shared secret */
 };
 
 /* The most a room's own limits may be: room_limits_max's, or the

@@ -18,6 +18,10 @@
  *                          roomboxctl already reads.
  *   token verbs            edit tokens_file (tokens.c); the service notices
  *                          the change on its next request.
+ *   cluster verbs          read and write etcd and the router's runtime API
+ *                          (cluster.c): hosts, where, route-sync, move,
+ *                          drain, undrain.  No token needed: moves are
+ *                          signed with cluster_key_file.
  *
  * It never runs the setuid helper nor touches a room directly.  Reading the
  * tokens and connecting to the socket need what the service's own users
@@ -35,6 +39,7 @@
 #include <string.h>
 #include <json-c/json.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "fcgi_client.h"
 #include "room_io.h"
@@ -44,11 +49,14 @@
 
 #define EXIT_EXEC_FAILED 125
 #define REQUEST_TIMEOUT_S (11 * 60)   /* above exec_timeout_max's default */
+/* conf/haproxy-cluster.cfg.example's stats socket */
+#define HAPROXY_ADMIN "/run/roombox/haproxy-admin.sock"
 
 struct ctl {
 	struct config cfg;
 	const char *config_path;
 	const char *socket;        /* -s, else cfg.socket */
+	struct cluster_ctl cluster;
 	char *token;               /* NULL under auth = none */
 };
 
@@ -60,7 +68,7 @@ struct answer {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: roomboxctl [-c CONFIG] [-s SOCKET] COMMAND [ARGS]\n"
+		"usage: roomboxctl [-c CONFIG] [-s SOCKET] [-e ETCD] [-a ADMIN] COMMAND [ARGS]\n"
 		"  status              the service's version, cgroup mode and rooms\n"
 		"  rooms               every room: state, processes, memory, disk, last activity\n"
 		"  exec ROOM CMD...    run CMD in ROOM; prints its stdout and stderr, exits with its status\n"
@@ -77,10 +85,19 @@ static void usage(FILE *f)
 		"  token new           add a token to tokens_file and print it (once)\n"
 		"  token list          the tokens' fingerprints (SHA-256, 12 hex digits)\n"
 		"  token revoke FP     remove the token with that fingerprint\n"
+		"cluster (etcd and the router, no token needed):\n"
+		"  hosts               the cluster's hosts: state, rooms, URL (down: rooms but no live record)\n"
+		"  where ROOM          the room's host and epoch, and the router's map entry\n"
+		"  route-sync          make the router's map (room -> host) and weights match etcd\n"
+		"  move ROOM HOST      move the room to HOST (signed with cluster_key_file), then route-sync\n"
+		"  drain HOST          put HOST in maint (no new rooms) and move its rooms to the ready hosts\n"
+		"  undrain HOST        put HOST back in ready\n"
 		"  -c CONFIG  configuration (default %s)\n"
 		"  -s SOCKET  roombox-fcgi's FastCGI socket (default: `socket` of CONFIG)\n"
+		"  -e ETCD    etcd client URLs, comma-separated (default: `cluster_etcd` of CONFIG)\n"
+		"  -a ADMIN   HAProxy's admin socket (default %s)\n"
 		"  -h, --help this text\n",
-		ROOMBOX_CONF);
+		ROOMBOX_CONF, HAPROXY_ADMIN);
 }
 
 /* ---- talking to roombox-fcgi ---- */
@@ -480,6 +497,13 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 
 	if (strcmp(verb, "token") == 0)
 		return verb_token(c, argc - 1, argv + 1);
+	if (cluster_is_verb(verb)) {
+		int rc = cluster_verb(&c->cluster, argc, argv);
+
+		if (rc < 0)
+			usage(stderr);
+		return rc < 0 ? 2 : rc;
+	}
 	if (!((strcmp(verb, "status") == 0 || strcmp(verb, "rooms") == 0) && argc == 1) &&
 	    !(strcmp(verb, "exec") == 0 && argc >= 3) &&
 	    !((strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0 ||
@@ -517,10 +541,12 @@ int main(int argc, char **argv)
 	};
 
 	/* "+": options stop at the verb, so `exec ROOM ls -l` keeps its -l */
-	while ((opt = getopt_long(argc, argv, "+c:s:h", longs, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+c:s:e:a:h", longs, NULL)) != -1) {
 		switch (opt) {
 		case 'c': c.config_path = optarg; break;
 		case 's': c.socket = optarg; break;
+		case 'e': c.cluster.etcd = optarg; break;
+		case 'a': c.cluster.haproxy_socket = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:  usage(stderr); return 2;
 		}
@@ -535,6 +561,11 @@ int main(int argc, char **argv)
 	}
 	if (!c.socket)
 		c.socket = c.cfg.socket;
+	if (!c.cluster.etcd)
+		c.cluster.etcd = c.cfg.cluster_etcd;
+	c.cluster.key_file = c.cfg.cluster_key_file;
+	if (!c.cluster.haproxy_socket)
+		c.cluster.haproxy_socket = HAPROXY_ADMIN;
 	rc = dispatch(&c, argc - optind, argv + optind);
 	free(c.token);
 	return rc;

@@ -43,6 +43,10 @@
  *             managed process are named in its keep list and stay;
  *   logger    (process_log.c) reads the pipes of every managed process into
  *             its logs on disk and to its live log readers;
+ *   cluster   with cluster_etcd set, two (cluster.c): one keeps this host's
+ *             lease in etcd alive, one follows a watch of the rooms'
+ *             records into the cache every request for a room is checked
+ *             against before its handler runs (421 for another host's);
  *   preview   accepts on preview.sock (beside `socket`), where the web
  *             server proxies preview URLs, and starts one detached relay
  *             thread per connection, at most PREVIEW_RELAYS_MAX
@@ -98,6 +102,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cluster.h"
 #include "clock.h"
 #include "app.h"
 #include "process_store.h"
@@ -1088,6 +1093,10 @@ int main(int argc, char **argv)
 	}
 	setup_auth();
 	app.log_requests = true;
+	if (cluster_start(&app, err_text, sizeof(err_text)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err_text);
+		return 2;
+	}
 	if (setup_agent() < 0)
 		return 2;
 

@@ -20,6 +20,9 @@ packages=(
 	xfsprogs  # make bench: snapshots and forks on an XFS with reflinks (figure 15)
 	prometheus  # promtool, for test_metrics.py; no smaller package ships it
 	nftables dnsmasq-base
+	etcd-server  # cluster mode: where each room lives (tests/integration/test_cluster_node.py, make run-cluster)
+	etcd-client  # etcdctl: looking at and changing a cluster's records by hand
+	haproxy      # cluster mode: the router in front of the hosts (make run-cluster, tests/cluster/)
 	debhelper devscripts lintian fakeroot
 	dpkg-dev
 )

@@ -63,8 +63,8 @@ static void sse_start(void *ctx, const struct exec_request *ex)
 			 "Content-Type: text/event-stream\r\n"
 			 "Cache-Control: no-cache\r\n"
 			 "X-Accel-Buffering: no\r\n"
-			 "%s%s%s\r\n", s->request_id[0] ? "X-Request-Id: " : "", s->request_id,
-			 s->request_id[0] ? "\r\n" : "");
+			 "%s%s%s%s\r\n", s->request_id[0] ? "X-Request-Id: " : "", s->request_id,
+			 s->request_id[0] ? "\r\n" : "", http_host_header);
 
 	sse_write(ctx, head, (size_t)n);
 	clock_gettime(CLOCK_REALTIME, &now);

@@ -334,9 +334,9 @@ static int get_stdout(void *ctx, const char *data, size_t n)
 		r->size = strtoull(r->head + 2, NULL, 10);
 		int len = snprintf(hdr, sizeof(hdr), "Status: 200 OK\r\n"
 				   "Content-Type: application/octet-stream\r\n"
-				   "Content-Length: %llu\r\n%s%s%s\r\n", (unsigned long long)r->size,
+				   "Content-Length: %llu\r\n%s%s%s%s\r\n", (unsigned long long)r->size,
 				   r->rs->request_id[0] ? "X-Request-Id: " : "", r->rs->request_id,
-				   r->rs->request_id[0] ? "\r\n" : "");
+				   r->rs->request_id[0] ? "\r\n" : "", http_host_header);
 		r->headers_sent = true;
 		if (out->write(out->ctx, hdr, (size_t)len) < 0)
 			r->client_gone = true;

@@ -377,9 +377,9 @@ void api_watch_get(struct request *rq, struct response *rs)
 	}
 	char head[256];
 	int k = snprintf(head, sizeof(head), "Status: 200 OK\r\nContent-Type: text/event-stream\r\n"
-			 "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n%s%s%s\r\n: watching\n\n",
+			 "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n%s%s%s%s\r\n: watching\n\n",
 			 rs->request_id[0] ? "X-Request-Id: " : "", rs->request_id,
-			 rs->request_id[0] ? "\r\n" : "");
+			 rs->request_id[0] ? "\r\n" : "", http_host_header);
 	uint64_t epoch = w->epoch;
 	pthread_mutex_unlock(&lock);
 	char *buf = malloc(WATCH_CHUNK);

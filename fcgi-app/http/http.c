@@ -55,6 +55,8 @@ const char *json_write(json_object *obj, size_t *len)
 	return s;
 }
 
+char http_host_header[48];
+
 const char *http_reason(int status)
 {
 	switch (status) {
@@ -68,6 +70,7 @@ const char *http_reason(int status)
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
+	case 421: return "Misdirected Request";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
@@ -85,7 +88,7 @@ char *http_render(const struct response *rs, size_t *len)
 	const char *body = fallback;
 	size_t blen = sizeof(fallback) - 1;
 	int status = rs->status;
-	char extra[224] = "";
+	char extra[288] = "";
 	const char *ctype = "application/json", *nl = "\n";
 	size_t used = 0;
 	char *out = NULL;
@@ -116,8 +119,10 @@ char *http_render(const struct response *rs, size_t *len)
 		used += snprintf(extra + used, sizeof(extra) - used,
 				 "Retry-After: %d\r\n", rs->retry_after);
 	if (rs->request_id[0] && used < sizeof(extra))
-		snprintf(extra + used, sizeof(extra) - used,
-			 "X-Request-Id: %s\r\n", rs->request_id);
+		used += snprintf(extra + used, sizeof(extra) - used,
+				 "X-Request-Id: %s\r\n", rs->request_id);
+	if (used < sizeof(extra))
+		snprintf(extra + used, sizeof(extra) - used, "%s", http_host_header);
 
 	n = asprintf(&out, "Status: %d %s\r\n"
 		     "Content-Type: %s\r\n"

@@ -60,6 +60,11 @@ void response_error(struct response *rs, int status, const char *fmt, ...)
 /* The one JSON writer: compact, "/" not escaped.  The string belongs to obj. */
 const char *json_write(json_object *obj, size_t *len);
 
+/* "X-Roombox-Host: <cluster_host>\r\n" in cluster mode (set once at start,
+ * before the workers), "" otherwise: every answer's headers carry it, the
+ * ones a handler writes itself included. */
+extern char http_host_header[48];
+
 /* "404 Not Found" style reason phrase. */
 const char *http_reason(int status);
 

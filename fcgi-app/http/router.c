@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "cluster.h"
 #include "fair_share.h"
 #include "metrics.h"
 #include "reqlog.h"
@@ -263,6 +264,19 @@ static bool room_worker_take(struct app *app, const struct request *rq, unsigned
 	return false;
 }
 
+/* Does this request make its room when the room does not exist (as an
+ * exec does)?  Then, in cluster mode, a room nobody placed is placed on
+ * this host first.  Reads, the requests that end a room's activity and
+ * those that answer 404 for a missing room place nothing. */
+static bool request_creates_room(const struct request *rq, const struct route_method *m)
+{
+	if (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0 ||
+	    (m->flags & ROUTE_ENDS_ROOM))
+		return false;
+	return m->handler != api_rooms_patch && m->handler != api_rooms_restart &&
+	       m->handler != api_rooms_fork;
+}
+
 void router_serve(struct app *app, const struct http_input *in,
 		  struct response *rs)
 {
@@ -289,7 +303,22 @@ void router_serve(struct app *app, const struct http_input *in,
 	}
 	if (!match.m)
 		goto done;
-	if (route_needs_token(app, match.m) &&
+	/* cluster mode: a room's export or import signed as part of a move
+	 * (move.c) stands on its signature instead of a token, and on etcd's
+	 * move records instead of the room's placement */
+	const char *move = cluster_enabled() ? in->param(in->ctx, "HTTP_X_ROOMBOX_MOVE") : NULL;
+	bool move_import = match.m->handler == api_rooms_import;
+	uint64_t move_epoch = 0;
+	if (move) {
+		if (!match.has_room || !room_id_valid(match.room) ||
+		    (match.m->handler != api_rooms_export && !move_import)) {
+			response_error(rs, 403, "X-Roombox-Move is for a room's export and import only");
+			goto done;
+		}
+		if (!cluster_move_admit(app, match.room, !move_import, move, &move_epoch, rs))
+			goto done;
+	}
+	if (!move && route_needs_token(app, match.m) &&
 	    !auth_tokens_check(app->tokens, in->param(in->ctx, "HTTP_AUTHORIZATION"))) {
 		rs->www_authenticate = true;
 		response_error(rs, 401, "unauthorized");
@@ -302,10 +331,16 @@ void router_serve(struct app *app, const struct http_input *in,
 		}
 		memcpy(rq.room, match.room, sizeof(rq.room) - 1);
 		rq.room[sizeof(rq.room) - 1] = '\0';
+		/* cluster mode: is the room this host's?  (a cached answer:
+		 * no etcd call for a room the cache knows) */
+		if (!move && !cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m), rs))
+			goto done;
 		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
 		worker_taken = app->room_workers != NULL;
 		memcpy(share_room, rq.room, sizeof(share_room));
+		if (move && !move_import && !cluster_move_quiesce(app, rq.room, rs))
+			goto done;
 	}
 	rq.rest = match.rest;
 	if (match.m->flags & ROUTE_BODY) {
@@ -314,6 +349,8 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 	}
 	match.m->handler(&rq, rs);
+	if (move && move_import && rs->status == 201)
+		cluster_move_imported(rq.room, move_epoch);
 done:
 	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
 		free(path);

@@ -248,18 +248,18 @@ static void answer_json(struct agent_job *job, struct response *rs)
 
 static void stream_start(struct agent_job *job)
 {
-	static const char head[] =
-		"Status: 200 OK\r\n"
-		"Content-Type: text/event-stream\r\n"
-		"Cache-Control: no-cache\r\n"
-		"X-Accel-Buffering: no\r\n"
-		"\r\n";
+	char head[192];
+	int n = snprintf(head, sizeof(head), "Status: 200 OK\r\n"
+			 "Content-Type: text/event-stream\r\n"
+			 "Cache-Control: no-cache\r\n"
+			 "X-Accel-Buffering: no\r\n"
+			 "%s\r\n", http_host_header);
 
 	if (job->headers_sent)
 		return;
 	job->headers_sent = true;
 	job->status = 200;
-	out_write(job, head, sizeof(head) - 1);
+	out_write(job, head, (size_t)n);
 }
 
 /* One "data: <json>\n\n" event; takes ev. */

@@ -734,9 +734,9 @@ static void logs_sse(struct request *rq, struct response *rs, const char *id)
 	pthread_mutex_unlock(&procs_lock);
 
 	n = snprintf(head, sizeof(head), "Status: 200 OK\r\nContent-Type: text/event-stream\r\n"
-		     "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n%s%s%s\r\n",
+		     "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n%s%s%s%s\r\n",
 		     rs->request_id[0] ? "X-Request-Id: " : "", rs->request_id,
-		     rs->request_id[0] ? "\r\n" : "");
+		     rs->request_id[0] ? "\r\n" : "", http_host_header);
 	sse_write(&s, head, (size_t)n);
 	for (int k = 0; k < 2; k++) {
 		if (data[k])

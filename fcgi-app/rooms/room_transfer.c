@@ -363,9 +363,9 @@ static int export_headers(struct request *rq, struct response *rs, const struct 
 	int n = snprintf(hdr, sizeof(hdr), "Status: 200 OK\r\n"
 			 "Content-Type: application/x-roombox-room\r\n"
 			 "Content-Disposition: attachment; filename=\"%s.roombox\"\r\n"
-			 "X-Accel-Buffering: no\r\n%s%s%s\r\n", rq->room,
+			 "X-Accel-Buffering: no\r\n%s%s%s%s\r\n", rq->room,
 			 rs->request_id[0] ? "X-Request-Id: " : "", rs->request_id,
-			 rs->request_id[0] ? "\r\n" : "");
+			 rs->request_id[0] ? "\r\n" : "", http_host_header);
 	*sent = true;
 	return out->write(out->ctx, hdr, (size_t)n) < 0 ? -1 : 0;
 }

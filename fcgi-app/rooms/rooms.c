@@ -6,6 +6,7 @@
 #include <uuid/uuid.h>
 
 #include "exec_channels.h"
+#include "cluster.h"
 #include "http.h"
 #include "label_store.h"
 #include "preview_relay.h"
@@ -61,6 +62,8 @@ void api_rooms_create(struct request *rq, struct response *rs)
 
 	uuid_generate_random(uu);
 	uuid_unparse_lower(uu, id);
+	if (!cluster_room_claim(id, rs))
+		return;
 	if (helper_create(&target, id, &st, &err) < 0) {
 		helper_failure(rs, id, HELPER_OP_CREATE, &err);
 		return;
@@ -104,6 +107,8 @@ static json_object *room_status_answer(const struct app *app, const struct helpe
 	}
 	json_object_object_add(st, "labels", labels);
 	json_object_object_add(st, "limits", room_limits_json(&app->cfg, &f->limits));
+	if (cluster_host_name())
+		json_object_object_add(st, "host", json_object_new_string(cluster_host_name()));
 	return st;
 }
 
@@ -186,6 +191,8 @@ void api_rooms_list(struct request *rq, struct response *rs)
 	list = json_object_new_array_ext((int)n);
 	for (size_t i = 0; i < n; i++) {
 		char why[256];
+		if (!cluster_room_listed_here(rooms[i].room))
+			continue;   /* a copy of a room another host serves */
 		json_object *labels = labels_get(rooms[i].room, why, sizeof(why));
 		if (!labels) {
 			fprintf(stderr, "roombox-fcgi: %s\n", why);
@@ -197,6 +204,10 @@ void api_rooms_list(struct request *rq, struct response *rs)
 			json_object_put(labels);
 	}
 	free(rooms);
+	/* cluster mode: the rooms of the other hosts, by their records (their
+	 * labels live there: a filtered list is this host's alone) */
+	if (f->n == 0)
+		cluster_rooms_add_remote(list);
 	free(f);
 	answer = json_object_new_object();
 	json_object_object_add(answer, "rooms", list);
@@ -392,6 +403,24 @@ static const struct cleanup_part {
 	{ "labels", cleanup_labels },
 };
 
+int rooms_remove_local(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	char err[1024];
+	size_t used = 0;
+
+	errbuf[0] = '\0';
+	for (size_t i = 0; i < sizeof(cleanup_parts) / sizeof(cleanup_parts[0]); i++) {
+		err[0] = '\0';
+		if (cleanup_parts[i].run(app, room, err, sizeof(err)) == 0)
+			continue;
+		used += (size_t)snprintf(errbuf + used, errlen - used, "%s%s: %s", used ? "; " : "",
+					 cleanup_parts[i].name, err);
+		if (used >= errlen)
+			used = errlen - 1;
+	}
+	return errbuf[0] ? -1 : 0;
+}
+
 void api_rooms_cleanup(struct request *rq, struct response *rs)
 {
 	json_object *errors = json_object_new_array(), *answer;
@@ -413,6 +442,7 @@ void api_rooms_cleanup(struct request *rq, struct response *rs)
 		return;
 	}
 	json_object_put(errors);
+	cluster_room_ended(rq->room);   /* its placement goes with it */
 	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
 	response_json(rs, 200, answer);
 }

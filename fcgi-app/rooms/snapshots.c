@@ -26,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "app.h"
 #include "exec_channels.h"
 #include "http.h"
@@ -245,6 +246,8 @@ void api_rooms_fork(struct request *rq, struct response *rs)
 	    (to[0] && strcmp(to, rq->room) == 0))
 		zod_issue(details, "to", "Invalid input: a new room, not this one");
 	if (body_invalid(rs, details))
+		return;
+	if (!cluster_room_claim(to, rs))   /* cluster mode: the new room is this host's */
 		return;
 	if (helper_fork(&target, rq->room, ref, to, &s, &err) < 0) {
 		metrics_snapshot_op(SNAP_FORK, false, 0);

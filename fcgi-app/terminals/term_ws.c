@@ -28,6 +28,7 @@
 
 #include "auth.h"
 #include "clock.h"
+#include "http.h"
 #include "roomid.h"
 #include "term_head.h"
 #include "term_ws.h"
@@ -244,7 +245,8 @@ static void answer(int fd, int status, const char *reason, const char *msg)
 	char body[256];
 	int bl = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", msg);
 	int n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-			 "Content-Length: %d\r\nConnection: close\r\n\r\n%s", status, reason, bl, body);
+			 "Content-Length: %d\r\nConnection: close\r\n%s\r\n%s", status, reason, bl,
+			 http_host_header, body);
 	send_all(fd, out, (size_t)n);
 }
 
@@ -320,7 +322,7 @@ static void *conn_main(void *arg)
 	}
 	char ok[256];
 	int n = snprintf(ok, sizeof(ok), "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-			 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", accept);
+			 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n", accept, http_host_header);
 	if (send_all(fd, ok, (size_t)n) < 0)
 		goto out;
 	struct conn c = { .fd = fd, .t = t };

@@ -6,7 +6,9 @@
  * accepted one leaves a configuration that holds what the parser checks:
  * NUL-terminated absolute paths, numbers at or above their minimum, the
  * socket path fitting sun_path, exec_timeout <= exec_timeout_max,
- * uid_base + max_rooms below 2^31, 0 < cpu_limit <= 65536. */
+ * uid_base + max_rooms below 2^31, 0 < cpu_limit <= 65536; cluster_host
+ * of [a-z0-9-]{0,32}, and cluster_etcd only with cluster_host and
+ * cluster_url. */
 #include <stdint.h>
 #include <string.h>
 #include <sys/un.h>
@@ -63,5 +65,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(c.exec_timeout_ms <= c.exec_timeout_max_ms, "exec_timeout > max");
 	FUZZ_ASSERT(c.cpu_limit > 0 && c.cpu_limit <= 65536.0, "cpu_limit %g", c.cpu_limit);
 	FUZZ_ASSERT(c.auth == AUTH_TOKEN || c.auth == AUTH_NONE, "auth %d", (int)c.auth);
+	size_t hn = strnlen(c.cluster_host, sizeof(c.cluster_host));
+	FUZZ_ASSERT(hn < sizeof(c.cluster_host) && hn <= 32 &&
+		    strspn(c.cluster_host, "abcdefghijklmnopqrstuvwxyz0123456789-") == hn,
+		    "cluster_host '%s' accepted", c.cluster_host);
+	/* cluster mode needs its name and URL (fcgi-app/cluster/) */
+	if (strspn(c.cluster_etcd, ", ") != strlen(c.cluster_etcd))
+		FUZZ_ASSERT(c.cluster_host[0] && c.cluster_url[0], "cluster_etcd without host or url");
 	return 0;
 }

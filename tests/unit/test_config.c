@@ -1002,6 +1002,40 @@ static void test_preview_domain(void **state)
 	assert_int_equal(parse(&d, text, err, sizeof(err)), -1);
 }
 
+static void test_cluster_keys(void **state)
+{
+	struct config c;
+
+	(void)state;
+	config_defaults(&c);
+	assert_string_equal(c.cluster_etcd, "");   /* single host */
+	c = expect_ok("cluster_etcd = http://10.0.0.1:2379, http://10.0.0.2:2379 http://10.0.0.3:2379\n"
+		      "cluster_host = h1-a\n"
+		      "cluster_url = http://10.0.0.1:8080\n"
+		      "cluster_key_file = /etc/roombox/cluster-key\n");
+	assert_string_equal(c.cluster_etcd, "http://10.0.0.1:2379, http://10.0.0.2:2379 http://10.0.0.3:2379");
+	assert_string_equal(c.cluster_host, "h1-a");
+	assert_string_equal(c.cluster_url, "http://10.0.0.1:8080");
+	assert_string_equal(c.cluster_key_file, "/etc/roombox/cluster-key");
+	expect_error("cluster_etcd = https://e:2379\n",
+		     "t.conf:1: bad value for cluster_etcd: 'https://e:2379' (expected http:// URLs "
+		     "like http://10.0.0.1:2379, separated by commas or spaces)");
+	expect_error("cluster_etcd = http://a:1,,ftp://b\n",
+		     "t.conf:1: bad value for cluster_etcd: 'http://a:1,,ftp://b' (expected http:// URLs "
+		     "like http://10.0.0.1:2379, separated by commas or spaces)");
+	expect_error("cluster_host = H1\n",
+		     "t.conf:1: bad value for cluster_host: 'H1' (expected a host name of 1 to 32 "
+		     "characters a-z, 0-9 and -, like h1)");
+	expect_error("cluster_host = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+		     "t.conf:1: bad value for cluster_host: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' (expected "
+		     "a host name of 1 to 32 characters a-z, 0-9 and -, like h1)");
+	expect_error("cluster_etcd = http://a:1\ncluster_host = h1\n",
+		     "t.conf:2: cluster_etcd needs cluster_host and cluster_url: the name this host "
+		     "has in etcd and the URL peers and the router reach it at");
+	c = expect_ok("cluster_host = h1\n");   /* named, but single host */
+	assert_string_equal(c.cluster_etcd, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1055,6 +1089,7 @@ int main(void)
 		cmocka_unit_test(test_llm_url_and_model_go_together),
 		cmocka_unit_test(test_llm_url_length_limit),
 		cmocka_unit_test(test_preview_domain),
+		cmocka_unit_test(test_cluster_keys),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,7 @@
  *
  *   httpbench [options] PATH-TEMPLATE
  *     -P PORT      nginx on 127.0.0.1:PORT (required)
+ *     -A ADDR      another IPv4 address than 127.0.0.1 (make bench-cluster: a host)
  *     -T FILE      token file: "Authorization: Bearer <first line>"
  *     -m METHOD    GET, POST (default) or DELETE
  *     -b BODY      request body (POST; sent as application/json)
@@ -38,6 +39,7 @@
 
 #include "stats.h"
 
+static struct in_addr addr = { .s_addr = 0 };
 static int port, nreq = 1, nwarm, nconn = 1, offset, want_status = 200;
 static const char *method = "POST", *body, *tmpl, *must_contain;
 static char token[512];
@@ -62,7 +64,7 @@ struct conn {
 static int conn_open(struct conn *c)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_addr.s_addr = addr.s_addr ? addr.s_addr : htonl(INADDR_LOOPBACK);
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
 		return -1;
@@ -284,9 +286,15 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "P:T:m:b:n:w:c:o:s:k:")) != -1) {
+	while ((opt = getopt(argc, argv, "P:A:T:m:b:n:w:c:o:s:k:")) != -1) {
 		switch (opt) {
 		case 'P': port = atoi(optarg); break;
+		case 'A':
+			if (inet_pton(AF_INET, optarg, &addr) != 1) {
+				fprintf(stderr, "httpbench: -A %s: not an IPv4 address\n", optarg);
+				return 2;
+			}
+			break;
 		case 'T': {
 			FILE *f = fopen(optarg, "r");
 			if (!f || !fgets(token, sizeof(token), f)) {

@@ -1,0 +1,21 @@
+/* roomboxctl's mover: a room from its host to another (the hosts' side is
+ * roombox-fcgi's: the signed export and import, the tombstone). */
+#ifndef ROOMBOX_CTL_MOVE_H
+#define ROOMBOX_CTL_MOVE_H
+
+#include "etcd.h"
+
+/* Called with the room and a host just before the commit (the new host)
+ * and after an abort (the old one): the router's map flipped there, so
+ * that no request reaches the old host after the commit (it would answer
+ * 421); while the move is in flight every host answers 503 anyway. */
+typedef void move_flip(void *ctx, const char *room, const char *host);
+
+/* Move room to host `to`, signing with the key in key_file.  0 moved (or
+ * already there), 1 not moved (the reason on stderr; before the commit
+ * nothing changed), 2 not moved and the moving key could not be deleted
+ * (said). */
+int move_room(struct etcd *e, const char *key_file, const char *room, const char *to,
+	      move_flip *flip, void *ctx);
+
+#endif

@@ -1,0 +1,459 @@
+/* The etcd client: see etcd.h.
+ *
+ * Why it is written this way:
+ * - etcd's JSON gateway (POST /v3/...) on each member's client URL, with
+ *   libcurl (as the agent's model calls, llm.c): no gRPC, no code
+ *   generator, and every answer goes through etcd_json.c's checks.
+ * - A unary call has ETCD_CALL_MS for all the members together, each
+ *   connect ETCD_CONNECT_MS: a member that is down refuses at once, one
+ *   cut off from its quorum answers nothing, and the caller (a request
+ *   creating a room) must get its 503 quickly either way.
+ * - The watch is one long POST whose answer never ends: libcurl hands its
+ *   bytes to etcd_lines_feed, one JSON message a line.  TCP keepalive
+ *   notices a member that vanished without closing (a cut cable, a
+ *   partition), which would otherwise leave the stream silent forever.
+ * - Only http, no redirects, sockets close-on-exec (no helper spawned by
+ *   another thread meanwhile inherits one). */
+#include "etcd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <curl/curl.h>
+
+#include "errbuf.h"
+#include "http.h"
+#include "llm.h"
+#include "textenc.h"
+
+#define ETCD_CALL_MS 2500
+#define ETCD_CONNECT_MS 1000
+#define ETCD_ANSWER_MAX (64u << 20)   /* a range of every room: 10,000s of them */
+
+int etcd_init(struct etcd *e, const char *list, char *err, size_t errlen)
+{
+	memset(e, 0, sizeof(*e));
+	e->timeout_ms = ETCD_CALL_MS;
+	for (const char *p = list; *(p += strspn(p, ", ")); ) {
+		size_t n = strcspn(p, ", ");
+		if (e->n == ETCD_MEMBERS_MAX)
+			return errorf(err, errlen, "cluster_etcd: more than %d members", ETCD_MEMBERS_MAX);
+		if (n >= sizeof(e->urls[0]))
+			return errorf(err, errlen, "cluster_etcd: URL too long");
+		memcpy(e->urls[e->n], p, n);
+		while (n && e->urls[e->n][n - 1] == '/')
+			n--;
+		e->urls[e->n][n] = '\0';
+		e->n++;
+		p += strcspn(p, ", ");
+	}
+	if (!e->n)
+		return errorf(err, errlen, "cluster_etcd: no URL");
+	return llm_init(err, errlen);   /* libcurl's global start, once */
+}
+
+void etcd_prefix_end(const char *prefix, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s", prefix);
+	size_t n = strlen(out);
+	if (n)
+		out[n - 1]++;   /* "/roombox/" -> "/roombox0": every key under it */
+}
+
+static curl_socket_t socket_cloexec(void *unused, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+struct answer {
+	char *buf;
+	size_t len;
+	bool too_big;
+};
+
+static size_t on_bytes(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct answer *a = arg;
+	size_t n = size * nmemb;
+
+	if (a->len + n > ETCD_ANSWER_MAX) {
+		a->too_big = true;
+		return 0;
+	}
+	char *b = realloc(a->buf, a->len + n + 1);
+	if (!b)
+		return 0;
+	memcpy(b + a->len, data, n);
+	a->len += n;
+	b[a->len] = '\0';
+	a->buf = b;
+	return n;
+}
+
+static void handle_setup(CURL *c, const char *url, const char *body, struct curl_slist *h,
+			 char *curl_err)
+{
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, socket_cloexec);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ETCD_CONNECT_MS);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "roombox/" ROOMBOX_VERSION);
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+}
+
+/* POST path with req to one member; its JSON answer, or NULL with err. */
+static json_object *post_one(const char *base, const char *path, const char *body, long timeout_ms,
+			     char *err, size_t errlen)
+{
+	char url[320], curl_err[CURL_ERROR_SIZE] = "", why[128];
+	struct answer a = { 0 };
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	CURL *c = curl_easy_init();
+	json_object *o = NULL;
+	long status = 0;
+
+	snprintf(url, sizeof(url), "%s%s", base, path);
+	if (!c || !h) {
+		errorf(err, errlen, "etcd %s: out of memory", base);
+		goto out;
+	}
+	handle_setup(c, url, body, h, curl_err);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_bytes);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	CURLcode rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (rc != CURLE_OK) {
+		errorf(err, errlen, "etcd %s: %s", base,
+		       a.too_big ? "answer too big" : curl_err[0] ? curl_err : curl_easy_strerror(rc));
+	} else if (json_parse_strict(a.buf ? a.buf : "", a.len, &o, why, sizeof(why)) < 0) {
+		errorf(err, errlen, "etcd %s: HTTP %ld, not JSON: %s", base, status, why);
+	} else if (status != 200 || !json_object_is_type(o, json_type_object)) {
+		json_object *msg = NULL;
+		if (json_object_is_type(o, json_type_object))
+			json_object_object_get_ex(o, "message", &msg);
+		errorf(err, errlen, "etcd %s: HTTP %ld: %.200s", base, status,
+		       json_object_is_type(msg, json_type_string) ? json_object_get_string(msg) : "");
+		json_object_put(o);
+		o = NULL;
+	}
+out:
+	free(a.buf);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return o;
+}
+
+/* Each member in turn from the last that answered, within the call's time. */
+static json_object *post(struct etcd *e, const char *path, json_object *req, char *err, size_t errlen)
+{
+	const char *body = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+	int start = atomic_load(&e->current);
+	long each = e->timeout_ms / e->n > ETCD_CONNECT_MS ? e->timeout_ms / e->n : ETCD_CONNECT_MS;
+	json_object *o = NULL;
+
+	for (int i = 0; i < e->n && !o; i++) {
+		int m = (start + i) % e->n;
+		o = post_one(e->urls[m], path, body, each, err, errlen);
+		if (o)
+			atomic_store(&e->current, m);
+	}
+	return o;
+}
+
+static void add_b64(json_object *o, const char *field, const char *s)
+{
+	char *b = base64_encode((const unsigned char *)s, strlen(s));
+	json_object_object_add(o, field, json_object_new_string(b ? b : ""));
+	free(b);
+}
+
+static void add_i64(json_object *o, const char *field, int64_t v)
+{
+	char n[24];
+	snprintf(n, sizeof(n), "%lld", (long long)v);
+	json_object_object_add(o, field, json_object_new_string(n));
+}
+
+int etcd_range(struct etcd *e, const char *key, const char *range_end,
+	       struct etcd_kv **kvs, size_t *n, int64_t *rev, char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *a, *arr = NULL;
+	int rc = -1;
+
+	*kvs = NULL;
+	*n = 0;
+	add_b64(req, "key", key);
+	if (range_end)
+		add_b64(req, "range_end", range_end);
+	a = post(e, "/v3/kv/range", req, err, errlen);
+	json_object_put(req);
+	if (!a)
+		return -1;
+	json_object_object_get_ex(a, "kvs", &arr);
+	if (etcd_header_revision(a, rev, err, errlen) == 0)
+		rc = etcd_kvs_parse(arr, kvs, n, err, errlen);
+	json_object_put(a);
+	return rc;
+}
+
+/* A txn's "succeeded" (left out when false) and its header revision. */
+static int txn_post(struct etcd *e, json_object *req, bool *ok, int64_t *rev, json_object **answer,
+		    char *err, size_t errlen)
+{
+	json_object *a = post(e, "/v3/kv/txn", req, err, errlen), *s;
+
+	json_object_put(req);
+	if (!a)
+		return -1;
+	*ok = json_object_object_get_ex(a, "succeeded", &s) &&
+	      json_object_is_type(s, json_type_boolean) && json_object_get_boolean(s);
+	if (etcd_header_revision(a, rev, err, errlen) < 0) {
+		json_object_put(a);
+		return -1;
+	}
+	*answer = a;
+	return 0;
+}
+
+static json_object *compare(const char *key, const char *target, const char *field, int64_t v)
+{
+	json_object *c = json_object_new_object();
+	add_b64(c, "key", key);
+	json_object_object_add(c, "target", json_object_new_string(target));
+	json_object_object_add(c, "result", json_object_new_string("EQUAL"));
+	add_i64(c, field, v);
+	return c;
+}
+
+static json_object *one(const char *op, json_object *inner)
+{
+	json_object *arr = json_object_new_array(), *o = json_object_new_object();
+	json_object_object_add(o, op, inner);
+	json_object_array_add(arr, o);
+	return arr;
+}
+
+int etcd_create_if_absent(struct etcd *e, const char *key, const char *value,
+			  bool *created, struct etcd_kv *existing, int64_t *rev,
+			  char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *put = json_object_new_object();
+	json_object *get = json_object_new_object(), *a, *res, *r0, *rr, *kvs = NULL;
+	struct etcd_kv *found = NULL;
+	size_t n = 0;
+
+	memset(existing, 0, sizeof(*existing));
+	add_b64(put, "key", key);
+	add_b64(put, "value", value);
+	add_b64(get, "key", key);
+	json_object *cmp = json_object_new_array();
+	json_object_array_add(cmp, compare(key, "CREATE", "create_revision", 0));
+	json_object_object_add(req, "compare", cmp);
+	json_object_object_add(req, "success", one("request_put", put));
+	json_object_object_add(req, "failure", one("request_range", get));
+	if (txn_post(e, req, created, rev, &a, err, errlen) < 0)
+		return -1;
+	if (*created) {
+		json_object_put(a);
+		return 0;
+	}
+	/* responses[0].response_range.kvs[0]: the key as it is */
+	if (!json_object_object_get_ex(a, "responses", &res) || !json_object_is_type(res, json_type_array) ||
+	    !(r0 = json_object_array_get_idx(res, 0)) || !json_object_is_type(r0, json_type_object) ||
+	    !json_object_object_get_ex(r0, "response_range", &rr) ||
+	    !json_object_is_type(rr, json_type_object)) {
+		json_object_put(a);
+		return errorf(err, errlen, "etcd: txn answer without its range");
+	}
+	json_object_object_get_ex(rr, "kvs", &kvs);
+	if (etcd_kvs_parse(kvs, &found, &n, err, errlen) < 0) {
+		json_object_put(a);
+		return -1;
+	}
+	json_object_put(a);
+	if (n != 1 || strcmp(found[0].key, key) != 0) {
+		etcd_kvs_free(found, n);
+		/* deleted between the compare and the range: cannot be, the
+		 * txn is atomic; anything else is not etcd's answer */
+		return errorf(err, errlen, "etcd: txn answer names another key");
+	}
+	*existing = found[0];
+	free(found);
+	return 0;
+}
+
+int etcd_put(struct etcd *e, const char *key, const char *value, int64_t lease,
+	     char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *a;
+	int64_t rev;
+
+	add_b64(req, "key", key);
+	add_b64(req, "value", value);
+	if (lease)
+		add_i64(req, "lease", lease);
+	a = post(e, "/v3/kv/put", req, err, errlen);
+	json_object_put(req);
+	if (!a)
+		return -1;
+	int rc = etcd_header_revision(a, &rev, err, errlen);
+	json_object_put(a);
+	return rc;
+}
+
+int etcd_delete_if(struct etcd *e, const char *key, int64_t mod_rev, bool *done, int64_t *rev,
+		   char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *del = json_object_new_object(), *a;
+	json_object *cmp = json_object_new_array();
+
+	add_b64(del, "key", key);
+	json_object_array_add(cmp, compare(key, "MOD", "mod_revision", mod_rev));
+	json_object_object_add(req, "compare", cmp);
+	json_object_object_add(req, "success", one("request_delete_range", del));
+	if (txn_post(e, req, done, rev, &a, err, errlen) < 0)
+		return -1;
+	json_object_put(a);
+	return 0;
+}
+
+int etcd_lease_grant(struct etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *a;
+	int rc = -1;
+
+	add_i64(req, "TTL", ttl_s);
+	a = post(e, "/v3/lease/grant", req, err, errlen);
+	json_object_put(req);
+	if (!a)
+		return -1;
+	if (etcd_int64(a, "ID", id) < 0 || *id == 0)
+		errorf(err, errlen, "etcd: lease grant answer without an ID");
+	else
+		rc = 0;
+	json_object_put(a);
+	return rc;
+}
+
+int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl_s, char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *a, *res;
+	int rc = -1;
+
+	add_i64(req, "ID", id);
+	a = post(e, "/v3/lease/keepalive", req, err, errlen);
+	json_object_put(req);
+	if (!a)
+		return -1;
+	if (!json_object_object_get_ex(a, "result", &res) || etcd_int64(res, "TTL", ttl_s) < 0)
+		errorf(err, errlen, "etcd: keepalive answer without a TTL");
+	else
+		rc = 0;
+	json_object_put(a);
+	return rc;
+}
+
+/* ---- the watch ---- */
+
+struct watch_state {
+	struct etcd_lines lines;
+	int (*on_msg)(void *ctx, const struct etcd_watch_msg *m);
+	void *ctx;
+	const atomic_bool *stop;
+	char *err;
+	size_t errlen;
+	bool failed;
+};
+
+static int watch_line(void *arg, const char *line, size_t len)
+{
+	struct watch_state *w = arg;
+	struct etcd_watch_msg m;
+
+	if (etcd_watch_parse(line, len, &m, w->err, w->errlen) < 0) {
+		w->failed = true;
+		return -1;
+	}
+	int rc = w->on_msg(w->ctx, &m);
+	etcd_watch_msg_free(&m);
+	if (rc < 0)
+		w->failed = true;
+	return rc;
+}
+
+static size_t watch_bytes(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct watch_state *w = arg;
+	size_t n = size * nmemb;
+
+	if (etcd_lines_feed(&w->lines, data, n, watch_line, w) < 0) {
+		if (!w->failed)
+			errorf(w->err, w->errlen, "etcd watch: a message past %u bytes", ETCD_LINE_MAX);
+		w->failed = true;
+		return 0;
+	}
+	return n;
+}
+
+static int watch_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	struct watch_state *w = arg;
+	return atomic_load(w->stop) ? 1 : 0;
+}
+
+int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t start_rev,
+	       int (*on_msg)(void *ctx, const struct etcd_watch_msg *m), void *ctx,
+	       const atomic_bool *stop, char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *cr = json_object_new_object();
+	struct watch_state w = { .on_msg = on_msg, .ctx = ctx, .stop = stop, .err = err, .errlen = errlen };
+	char url[320], curl_err[CURL_ERROR_SIZE] = "";
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	CURL *c = curl_easy_init();
+	int m = atomic_load(&e->current);
+
+	add_b64(cr, "key", key);
+	add_b64(cr, "range_end", range_end);
+	add_i64(cr, "start_revision", start_rev);
+	json_object_object_add(req, "create_request", cr);
+	snprintf(url, sizeof(url), "%s/v3/watch", e->urls[m]);
+	if (!c || !h) {
+		errorf(err, errlen, "etcd watch: out of memory");
+		goto out;
+	}
+	handle_setup(c, url, json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN), h, curl_err);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_bytes);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, watch_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &w);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 3L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
+	CURLcode rc = curl_easy_perform(c);
+	if (!w.failed) {
+		long status = 0;
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		if (rc != CURLE_OK)
+			errorf(err, errlen, "etcd watch %s: %s", e->urls[m],
+			       curl_err[0] ? curl_err : curl_easy_strerror(rc));
+		else
+			errorf(err, errlen, "etcd watch %s: the stream ended (HTTP %ld)", e->urls[m], status);
+		/* the next watch tries the next member */
+		atomic_compare_exchange_strong(&e->current, &m, (m + 1) % e->n);
+	}
+out:
+	etcd_lines_free(&w.lines);
+	json_object_put(req);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return -1;
+}

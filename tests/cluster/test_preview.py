@@ -1,0 +1,43 @@
+"""Preview URLs through the router: a path-style URL names only a token,
+which the router learns from the answer that exposed the port
+(previews.map: token -> room); a host-style URL names the room itself."""
+
+from conftest import PREVIEW_DOMAIN, wait_until
+
+
+def test_previews_reach_their_room_through_the_router(cluster, room):
+    c = cluster
+    a = c.exec(room, f"mkdir -p /tmp/site && echo page-of-{room} > /tmp/site/p.txt && "
+               "cd /tmp/site && nohup python3 -m http.server 8000 --bind 127.0.0.1 "
+               ">/tmp/http.log 2>&1 </dev/null &")
+    assert a.status == 200, a
+    e = c.request("POST", f"/api/rooms/{room}/sandbox/ports", {"port": 8000})
+    assert e.status == 201, e
+    token = e.json["token"]
+    previews = c.admin_cmd(f"show map {c.run / 'haproxy' / 'previews.map'}")
+    assert f" {token} {room}\n" in previews, previews
+
+    def page(headers=None, path=f"/preview/{token}/p.txt"):
+        r = c.request("GET", path, auth=False, headers=headers)
+        return r if r.status != 502 else None
+    # the room's server may take a moment to listen
+    r = wait_until(page, 20, "the room's server to answer through the router")
+    assert r.status == 200 and r.body == f"page-of-{room}\n", r
+    # the same token exposed again: 200 and the same entry
+    again = c.request("POST", f"/api/rooms/{room}/sandbox/ports", {"port": 8000})
+    assert again.status == 200 and again.json["token"] == token, again
+
+    # host-style: the room's id is in the Host
+    host = f"8000-{room}-{token}.{PREVIEW_DOMAIN}"
+    r = c.request("GET", "/p.txt", auth=False, headers={"Host": host})
+    assert r.status == 200 and r.body == f"page-of-{room}\n", r
+
+    if c.owner(room):     # cluster mode: route-sync keeps the token, and saves it
+        c.ctl("route-sync")
+        assert f" {token} {room}\n" in c.admin_cmd(f"show map {c.run / 'haproxy' / 'previews.map'}")
+        assert f"{token} {room}\n" in (c.run / "haproxy" / "previews.map").read_text()
+    c.request("DELETE", f"/api/rooms/{room}")
+    if c.owner(room) is None:
+        # the room is gone: route-sync drops its tokens
+        c.ctl("route-sync")
+        assert token not in c.admin_cmd(f"show map {c.run / 'haproxy' / 'previews.map'}")

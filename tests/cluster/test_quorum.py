@@ -1,0 +1,82 @@
+"""etcd members lost (cluster mode in roombox-fcgi): with 1 of 3 down all
+works; with 2 of 3 down creating a room answers a clear 503 with
+Retry-After and existing rooms keep serving.  The members are SIGKILLed
+and started again as run-cluster started them (hN/etcd.sh)."""
+
+import pytest
+
+from conftest import wait_until
+
+
+@pytest.fixture
+def restore_etcd(cluster):
+    stopped = []
+    yield stopped
+    for h in stopped:
+        cluster.etcd_start(h)
+
+
+def test_one_member_of_three_down(cluster_mode, room, restore_etcd):
+    c = cluster_mode
+    old = room + "old"
+    assert c.exec(old, "echo kept > /tmp/f").status == 200
+    restore_etcd.append("h3")
+    c.etcd_stop("h3")
+    # if h3 led, the two left elect a leader first (etcd's election timeout)
+    c.etcd_has_leader()
+    a = c.exec(room, "echo new")
+    assert a.status == 200 and a.json["result"]["stdout"] == "new\n", a
+    assert c.owner(room) == a.host
+    b = c.exec(old, "cat /tmp/f")
+    assert b.status == 200 and b.json["result"]["stdout"] == "kept\n", b
+    out = c.ctl("hosts").stdout
+    assert all(h in out for h in c.hosts), out
+    c.ctl("route-sync")
+    for r in (room, old):
+        c.request("DELETE", f"/api/rooms/{r}")
+
+
+def test_two_members_of_three_down(cluster_mode, room, restore_etcd):
+    c = cluster_mode
+    old = room + "old"
+    a = c.exec(old, "echo kept > /tmp/f")
+    assert a.status == 200, a
+    owner = a.host
+    c.ctl("route-sync")
+    restore_etcd.extend(["h2", "h3"])
+    c.etcd_stop("h2")
+    c.etcd_stop("h3")
+    new = c.exec(room, "echo new")
+    assert new.status == 503 and "retry-after" in new.headers, new
+    assert new.json["error"], new
+    for host in (None, owner):
+        b = c.exec(old, "cat /tmp/f", host=host)
+        assert b.status == 200 and b.json["result"]["stdout"] == "kept\n", b
+    # roomboxctl says the quorum is gone instead of hanging
+    r = c.ctl("route-sync", check=False)
+    assert r.returncode == 1 and "etcd" in r.stderr, r
+    restore_etcd.clear()
+    for h in ("h2", "h3"):
+        c.etcd_start(h)
+    wait_until(lambda: c.exec(room, "echo new").status == 200, 30,
+               "creation to work again once etcd has its quorum")
+    for r in (room, old):
+        c.request("DELETE", f"/api/rooms/{r}")
+
+
+def test_roomboxctl_with_members_down(cluster, restore_etcd):
+    """roomboxctl itself: with 1 of 3 members down it works; with 2 down it
+    says etcd has no quorum, shows one member's copy for hosts, and
+    route-sync leaves the map alone."""
+    c = cluster
+    restore_etcd.append("h1")
+    c.etcd_stop("h1")
+    c.etcd_has_leader()
+    assert "HOST" in c.ctl("hosts").stdout
+    c.ctl("route-sync")
+    restore_etcd.append("h2")
+    c.etcd_stop("h2")
+    r = c.ctl("hosts", check=False)
+    assert r.returncode == 0 and "possibly stale" in r.stderr, r
+    r = c.ctl("route-sync", check=False)
+    assert r.returncode == 1 and "left as it is" in r.stderr, r
