@@ -8,17 +8,21 @@ import os
 import signal
 import threading
 
-from conftest import HELPER, proc_cmdline, proc_pids, wait_until
+from conftest import HELPER, proc_cmdline, proc_pids, proc_status, wait_until
 
 SERVERS = ("nginx",)
 
 
-def helpers_running():
-    """This build's roombox-helper processes now."""
+def helpers_running(stack):
+    """This stack's roombox-helper processes now: children of its
+    roombox-fcgi (other stacks, on other test workers, run helpers of the
+    same build at the same time)."""
+    parents = {str(p) for p in stack.fcgi_pids()}
     found = []
     for pid in proc_pids():
         try:
-            if os.readlink(f"/proc/{pid}/exe") == str(HELPER):
+            if os.readlink(f"/proc/{pid}/exe") == str(HELPER) and \
+                    (proc_status(pid) or {}).get("PPid") in parents:
                 found.append(pid)
         except OSError:
             pass
@@ -35,7 +39,7 @@ def test_a_warm_exec_runs_without_the_helper(client, room):
         wait_until(lambda: any(proc_cmdline(p) == "sleep 1.517" for p in proc_pids()), 10,
                    "the command to run")
         while t.is_alive() and len(seen) < 200:
-            seen.append(helpers_running())
+            seen.append(helpers_running(client.stack))
     finally:
         t.join(30)
     assert done.get("out") == "slept\n"
