@@ -281,7 +281,7 @@ bench-cluster: deps
 .PHONY: cluster-test
 cluster-test: deps
 	$(MAKE) all
-	@tools/integration.sh tests/cluster
+	@tools/integration.sh tests/cluster -n 0
 
 # The 10,000-room figure (BENCH_SCALE_ROOMS), on its own: tools/bench-scale.sh.
 bench-scale: deps
