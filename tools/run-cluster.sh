@@ -60,7 +60,13 @@ run=$(cd "$run" && pwd)
 # One cluster per machine: the names (roombox-hN, rbxbr0, 10.77.0.0/24) are
 # fixed.  The lock is held for the life of this script.
 exec {lockfd}> /run/roombox-cluster.lock
-flock -n "$lockfd" || die "another make run-cluster is running (lock /run/roombox-cluster.lock)"
+# CLUSTER_LOCK_WAIT (seconds, default 0): wait that long for another
+# cluster to stop instead of refusing at once (the tests set it: one
+# cluster at a time, whoever runs them).
+flock -n "$lockfd" || {
+	[ "${CLUSTER_LOCK_WAIT:-0}" -gt 0 ] && echo "waiting for another cluster to stop (lock /run/roombox-cluster.lock)"
+	flock -w "${CLUSTER_LOCK_WAIT:-0}" "$lockfd"
+} || die "another make run-cluster is running (lock /run/roombox-cluster.lock)"
 
 # ---- the network: namespaces, veths, the bridge
 
