@@ -29,6 +29,13 @@ def fcgi_start(c, host):
     (c.run / host / "fcgi.pid").write_text(str(p.pid))
     wait_until(lambda: c.etcd_get(f"/roombox/hosts/{host}"), 20, f"{host} to register again")
 
+    # and the router's health checks see it up again (the suite's later tests expect every host up)
+    def router_up():
+        state = c.admin_cmd("show servers state roombox_hosts")
+        rows = [line.split() for line in state.splitlines() if line.startswith(tuple("0123456789"))]
+        return any(len(row) > 5 and row[3] == host and row[5] == "2" for row in rows)
+    wait_until(router_up, 30, f"the router to see {host} up")
+
 
 def export_to(c, room, path):
     conn = http.client.HTTPConnection(*c.addr(), timeout=120)
