@@ -651,6 +651,39 @@ static int verb_move(const struct cluster_ctl *c, struct etcd *e, const char *ro
 	return rc ? 1 : 0;
 }
 
+/* restore ROOM --to HOST --from FILE [--force]: the room's host lost for
+ * good, the room brought back from its backup; then route-sync. */
+static int verb_restore(const struct cluster_ctl *c, struct etcd *e, int argc, char **argv)
+{
+	const char *room = argv[1], *to = NULL, *file = NULL;
+	bool force = false;
+	int rc;
+
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--force") == 0)
+			force = true;
+		else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
+			to = argv[++i];
+		else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+			file = argv[++i];
+		else
+			to = file = NULL, i = argc;
+	}
+	if (!to || !file) {
+		fprintf(stderr, "roomboxctl: usage: restore ROOM --to HOST --from FILE [--force]\n");
+		return 2;
+	}
+	if (!room_id_valid(room) || !host_name_ok(to)) {
+		fprintf(stderr, "roomboxctl: invalid %s '%s'\n", room_id_valid(room) ? "host name" : "room id",
+			room_id_valid(room) ? to : room);
+		return 2;
+	}
+	rc = restore_room(e, c->key_file, room, to, file, force, flip_map, (void *)c);
+	if (rc == 0)
+		rc = route_sync(c, e, true);
+	return rc ? 1 : 0;
+}
+
 int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 {
 	const char *verb = argv[0];
@@ -660,7 +693,8 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 	if (!((strcmp(verb, "hosts") == 0 || strcmp(verb, "route-sync") == 0) && argc == 1) &&
 	    !((strcmp(verb, "where") == 0 || strcmp(verb, "drain") == 0 ||
 	       strcmp(verb, "undrain") == 0) && argc == 2) &&
-	    !(strcmp(verb, "move") == 0 && argc == 3))
+	    !(strcmp(verb, "move") == 0 && argc == 3) &&
+	    !(strcmp(verb, "restore") == 0 && argc >= 2))
 		return -1;
 	if (etcd_open(&e, c->etcd) < 0) {
 		fprintf(stderr, "roomboxctl: %s\n", e.err);
@@ -674,6 +708,8 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 		rc = route_sync(c, &e, false);
 	else if (strcmp(verb, "move") == 0)
 		rc = verb_move(c, &e, argv[1], argv[2]);
+	else if (strcmp(verb, "restore") == 0)
+		rc = verb_restore(c, &e, argc, argv);
 	else
 		rc = set_state(c, &e, argv[1], strcmp(verb, "drain") == 0 ? "maint" : "ready");
 	etcd_close(&e);

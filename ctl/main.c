@@ -19,7 +19,7 @@
  *   token verbs            edit tokens_file (tokens.c); the service notices
  *                          the change on its next request.
  *   cluster verbs          read and write etcd and the router's runtime API
- *                          (cluster.c): hosts, where, route-sync, move,
+ *                          (cluster.c): hosts, where, route-sync, move, restore,
  *                          drain, undrain.  No token needed: moves are
  *                          signed with cluster_key_file.
  *
@@ -90,6 +90,8 @@ static void usage(FILE *f)
 		"  where ROOM          the room's host and epoch, and the router's map entry\n"
 		"  route-sync          make the router's map (room -> host) and weights match etcd\n"
 		"  move ROOM HOST      move the room to HOST (signed with cluster_key_file), then route-sync\n"
+		"  restore ROOM --to HOST --from FILE [--force]\n"
+		"                      ROOM's host lost: import FILE (a backup) on HOST, then route-sync\n"
 		"  drain HOST          put HOST in maint (no new rooms) and move its rooms to the ready hosts\n"
 		"  undrain HOST        put HOST back in ready\n"
 		"  -c CONFIG  configuration (default %s)\n"
@@ -497,7 +499,11 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 
 	if (strcmp(verb, "token") == 0)
 		return verb_token(c, argc - 1, argv + 1);
-	if (cluster_is_verb(verb)) {
+	/* restore ROOM SNAPSHOT is a room's own; restore ROOM --to HOST
+	 * --from FILE brings a lost host's room back (cluster.c) */
+	bool cluster_restore = strcmp(verb, "restore") == 0 && argc > 2 && strncmp(argv[2], "--", 2) == 0;
+
+	if (cluster_is_verb(verb) || cluster_restore) {
 		int rc = cluster_verb(&c->cluster, argc, argv);
 
 		if (rc < 0)

@@ -22,6 +22,7 @@
  * child process doing the GET: two transfers at once with no temporary
  * file and no threads. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,19 +186,48 @@ static CURL *http(const char *url, struct curl_slist *h)
 	return c;
 }
 
+/* The archive read from fd into PUT B's /api/rooms/R/import, with the
+ * headers h (the signature; h is extended, and freed by the caller).
+ * 0, or -1 with the reason. */
+static int put_import(const char *b_url, const char *room, struct curl_slist *h, int fd,
+		      char *why, size_t whylen)
+{
+	char dst[600];
+	struct body in = { 0 };
+	long status = 0;
+
+	snprintf(dst, sizeof(dst), "%s/api/rooms/%s/import", b_url, room);
+	h = curl_slist_append(h, "Content-Type: application/x-roombox-room");
+	h = curl_slist_append(h, "Transfer-Encoding: chunked");
+	h = curl_slist_append(h, "Expect:");
+	CURL *c = http(dst, h);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, from_pipe);
+	curl_easy_setopt(c, CURLOPT_READDATA, &fd);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_text);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &in);
+	CURLcode cr = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (cr != CURLE_OK || status != 201) {
+		snprintf(why, whylen, "import on %s: %s %ld %s", dst,
+			 cr != CURLE_OK ? curl_easy_strerror(cr) : "HTTP", status, in.text);
+		return -1;
+	}
+	return 0;
+}
+
 /* The export from A into the import on B.  0, or -1 with the reason. */
 static int stream(const char *a_url, const char *b_url, const char *room, const char *header,
 		  char *why, size_t whylen)
 {
-	char src[600], dst[600];
-	struct curl_slist *h = curl_slist_append(NULL, header), *hb;
-	struct body in = { 0 };
-	long status = 0;
+	char src[600];
+	struct curl_slist *h = curl_slist_append(NULL, header);
 	int fds[2], wst = 0, rc;
 	pid_t pid;
 
 	snprintf(src, sizeof(src), "%s/api/rooms/%s/export", a_url, room);
-	snprintf(dst, sizeof(dst), "%s/api/rooms/%s/import", b_url, room);
 	if (pipe(fds) < 0) {
 		snprintf(why, whylen, "pipe: %s", strerror(errno));
 		curl_slist_free_all(h);
@@ -230,38 +260,25 @@ static int stream(const char *a_url, const char *b_url, const char *room, const 
 		_exit(0);
 	}
 	close(fds[1]);
-	hb = curl_slist_append(h, "Content-Type: application/x-roombox-room");
-	hb = curl_slist_append(hb, "Transfer-Encoding: chunked");
-	hb = curl_slist_append(hb, "Expect:");
-	CURL *c = http(dst, hb);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, from_pipe);
-	curl_easy_setopt(c, CURLOPT_READDATA, &fds[0]);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_text);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &in);
-	CURLcode cr = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
+	rc = put_import(b_url, room, h, fds[0], why, whylen);
 	close(fds[0]);
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
-	curl_slist_free_all(hb);
-	rc = 0;
+	curl_slist_free_all(h);
 	if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
 		snprintf(why, whylen, "the export from the room's host failed (above)");
-		rc = -1;
-	} else if (cr != CURLE_OK || status != 201) {
-		snprintf(why, whylen, "import on %s: %s %ld %s", dst,
-			 cr != CURLE_OK ? curl_easy_strerror(cr) : "HTTP", status, in.text);
 		rc = -1;
 	}
 	return rc;
 }
 
-int move_room(struct etcd *e, const char *key_file, const char *room, const char *to,
-	      move_flip *flip, void *ctx)
+/* A move (fd -1: the archive is A's export) or a restore (the archive
+ * read from fd, A asserted gone when force): the steps above either way,
+ * verb naming them in messages. */
+static int relocate(struct etcd *e, const char *key_file, const char *room, const char *to,
+		    int fd, bool force, move_flip *flip, void *ctx)
 {
+	const char *verb = fd < 0 ? "move" : "restore";
 	char rkey[160], mkey[160], header[400], msg[300], sig[65], why[900] = "", value[200];
 	char *a_url = NULL, *b_url = NULL, *b_state = NULL, *from = NULL;
 	struct etcd_kv rec = { 0 };
@@ -275,15 +292,15 @@ int move_room(struct etcd *e, const char *key_file, const char *room, const char
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	key = key_file && key_file[0] ? read_key(key_file, &klen) : NULL;
 	if (!key) {
-		fprintf(stderr, "roomboxctl: move %s: no key to sign with (cluster_key_file %s)\n",
-			room, key_file && key_file[0] ? key_file : "is not set");
+		fprintf(stderr, "roomboxctl: %s %s: no key to sign with (cluster_key_file %s)\n",
+			verb, room, key_file && key_file[0] ? key_file : "is not set");
 		return 1;
 	}
 	snprintf(rkey, sizeof(rkey), ROOMS_PREFIX "%s", room);
 	snprintf(mkey, sizeof(mkey), MOVING_PREFIX "%s", room);
 	got = etcd_get(e, rkey, &rec);
 	if (got != 1 || e->err[0]) {
-		fprintf(stderr, "roomboxctl: move %s: %s\n", room,
+		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
 			got == 0 ? "no record in etcd (the room was never placed)" : e->err);
 		goto out;
 	}
@@ -292,32 +309,43 @@ int move_room(struct etcd *e, const char *key_file, const char *room, const char
 	epoch = v ? json_object_get_int64(json_object_object_get(v, "epoch")) : 0;
 	json_object_put(v);
 	if (!from || epoch < 1) {
-		fprintf(stderr, "roomboxctl: move %s: its record is not {host, epoch}: %s\n", room,
+		fprintf(stderr, "roomboxctl: %s %s: its record is not {host, epoch}: %s\n", verb, room,
 			rec.value);
 		goto out;
 	}
-	if (strcmp(from, to) == 0) {
+	if (strcmp(from, to) == 0 && fd < 0) {
 		printf("room %s: already on %s\n", room, to);
 		rc = 0;
 		goto out;
 	}
+	if (strcmp(from, to) == 0) {
+		fprintf(stderr, "roomboxctl: restore %s: its record names %s already: restore it onto "
+			"another host\n", room, to);
+		goto out;
+	}
 	a_url = host_url(e, from, NULL);
 	b_url = host_url(e, to, &b_state);
-	if (!a_url || !b_url) {
-		fprintf(stderr, "roomboxctl: move %s: host %s is not up (no live record)\n", room,
-			!a_url ? from : to);
+	if (fd >= 0 && a_url && !force) {
+		fprintf(stderr, "roomboxctl: restore %s: its host %s is still registered (its lease is "
+			"alive): move the room instead, or add --force if %s is gone for good\n", room,
+			from, from);
+		goto out;
+	}
+	if ((!a_url && fd < 0) || !b_url) {
+		fprintf(stderr, "roomboxctl: %s %s: host %s is not up (no live record)\n", verb, room,
+			!b_url ? to : from);
 		goto out;
 	}
 	if (strcmp(b_state, "ready") != 0) {
-		fprintf(stderr, "roomboxctl: move %s: host %s is in %s: it takes no rooms\n", room, to,
-			b_state);
+		fprintf(stderr, "roomboxctl: %s %s: host %s is in %s: it takes no rooms\n", verb, room,
+			to, b_state);
 		goto out;
 	}
 	/* 1. the moving key */
 	snprintf(value, sizeof(value), "{\"from\":\"%s\",\"to\":\"%s\"}", from, to);
 	got = etcd_txn(e, mkey, "CREATE", 0, mkey, value, false, NULL);
 	if (got != 1) {
-		fprintf(stderr, "roomboxctl: move %s: %s\n", room,
+		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
 			got == 0 ? "a move of it is already in flight (/roombox/moving/)" : e->err);
 		goto out;
 	}
@@ -327,30 +355,39 @@ int move_room(struct etcd *e, const char *key_file, const char *room, const char
 	hmac_sha256_hex(key, klen, msg, sig);
 	snprintf(header, sizeof(header), "X-Roombox-Move: %s %s", msg + strlen("roombox-move ") +
 		 strlen(room) + 1, sig);
-	if (stream(a_url, b_url, room, header, why, sizeof(why)) < 0)
+	if (fd < 0 && stream(a_url, b_url, room, header, why, sizeof(why)) < 0)
 		goto abort;
+	if (fd >= 0) {
+		struct curl_slist *h = curl_slist_append(NULL, header);
+		int bad = put_import(b_url, room, h, fd, why, sizeof(why));
+
+		curl_slist_free_all(h);
+		if (bad)
+			goto abort;
+	}
 	/* 4. the commit, the router's map flipped just before it */
 	if (flip)
 		flip(ctx, room, to);
 	snprintf(value, sizeof(value), "{\"host\":\"%s\",\"epoch\":%lld}", to, epoch + 1);
 	got = etcd_txn(e, rkey, "MOD", rec.mod_revision, rkey, value, false, mkey);
 	if (got != 1) {
-		snprintf(why, sizeof(why), "%s", got == 0 ? "the room's record changed during the move"
+		snprintf(why, sizeof(why), "%s", got == 0 ? "the room's record changed meanwhile"
 			 : e->err);
 		goto abort;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("room %s: moved from %s to %s (epoch %lld, %.2f s)\n", room, from, to, epoch + 1,
+	printf("room %s: %s from %s to %s (epoch %lld, %.2f s)\n", room,
+	       fd < 0 ? "moved" : "restored", from, to, epoch + 1,
 	       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rc = 0;
 	goto out;
 abort:
-	fprintf(stderr, "roomboxctl: move %s: %s; the room stays on %s\n", room, why, from);
+	fprintf(stderr, "roomboxctl: %s %s: %s; the room stays on %s\n", verb, room, why, from);
 	if (flip)
 		flip(ctx, room, from);
 	if (etcd_delete(e, mkey) < 0) {
-		fprintf(stderr, "roomboxctl: move %s: could not delete %s (%s): the room answers 503 "
-			"until it is deleted (etcdctl del %s)\n", room, mkey, e->err, mkey);
+		fprintf(stderr, "roomboxctl: %s %s: could not delete %s (%s): the room answers 503 "
+			"until it is deleted (etcdctl del %s)\n", verb, room, mkey, e->err, mkey);
 		rc = 2;
 	}
 out:
@@ -360,5 +397,25 @@ out:
 	free(a_url);
 	free(b_url);
 	free(b_state);
+	return rc;
+}
+
+int move_room(struct etcd *e, const char *key_file, const char *room, const char *to,
+	      move_flip *flip, void *ctx)
+{
+	return relocate(e, key_file, room, to, -1, false, flip, ctx);
+}
+
+int restore_room(struct etcd *e, const char *key_file, const char *room, const char *to,
+		 const char *file, bool force, move_flip *flip, void *ctx)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0) {
+		fprintf(stderr, "roomboxctl: restore %s: %s: %s\n", room, file, strerror(errno));
+		return 1;
+	}
+	rc = relocate(e, key_file, room, to, fd, force, flip, ctx);
+	close(fd);
 	return rc;
 }

@@ -3,6 +3,8 @@
 #ifndef ROOMBOX_CTL_MOVE_H
 #define ROOMBOX_CTL_MOVE_H
 
+#include <stdbool.h>
+
 #include "etcd.h"
 
 /* Called with the room and a host just before the commit (the new host)
@@ -17,5 +19,14 @@ typedef void move_flip(void *ctx, const char *room, const char *host);
  * (said). */
 int move_room(struct etcd *e, const char *key_file, const char *room, const char *to,
 	      move_flip *flip, void *ctx);
+
+/* Restore room onto host `to` from a backup file (an export): the room's
+ * host is lost.  Refused while that host is still registered unless force
+ * (the operator's word that it is gone for good).  The file goes through
+ * the signed move import, and the commit bumps the epoch, so the old host,
+ * if it comes back, never serves the room again.  0 restored, else 1 or 2
+ * as move_room. */
+int restore_room(struct etcd *e, const char *key_file, const char *room, const char *to,
+		 const char *file, bool force, move_flip *flip, void *ctx);
 
 #endif

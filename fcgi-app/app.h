@@ -63,6 +63,7 @@ struct request {
 	json_object *body;            /* parsed body (routes with ROUTE_BODY) */
 	const struct http_input *in;  /* its parameters (headers), e.g. Accept */
 	const char *rest;             /* a {path*} route's rest of the path, raw */
+	bool move;                    /* a move's signed export or import (cluster) */
 };
 
 /* One answer: always a JSON object (see http.c for how it is written). */

@@ -343,6 +343,7 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 	}
 	rq.rest = match.rest;
+	rq.move = move != NULL;
 	if (match.m->flags & ROUTE_BODY) {
 		body_read = true;
 		if (request_body(&rq, in, rs) < 0)

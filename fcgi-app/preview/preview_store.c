@@ -18,6 +18,8 @@
  *   unexposing take one mutex, so one port of a room has one token.
  * - A token is 16 characters drawn with getrandom() (rejection sampling,
  *   no bias): 82 bits, and it is the URL's only secret.
+ *   A moved room keeps its tokens (preview_expose_as), unless a token
+ *   already names an exposure here: its URLs are how the router finds it.
  * - Every preview request looks its token up, and an open, a read and a
  *   close per request were a sizeable part of the relay's work: the tokens
  *   looked up lately are remembered (a small table, one entry a hash
@@ -203,7 +205,15 @@ static int room_exposures(const char *room, struct preview_exposure *out, int ma
 	return n;
 }
 
-int preview_expose(const char *room, int port, struct preview_exposure *e, char *why, size_t whylen)
+/* A token no exposure file here holds, so it may be given to a new one. */
+static bool token_free(const char *token)
+{
+	return preview_token_valid(token, strlen(token)) &&
+	       faccessat(preview_dirfd, token, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+}
+
+static int expose(const char *room, int port, const char *keep, struct preview_exposure *e,
+		  char *why, size_t whylen)
 {
 	int made = 1;
 	*e = (struct preview_exposure){ .port = port };
@@ -214,14 +224,28 @@ int preview_expose(const char *room, int port, struct preview_exposure *e, char 
 			*e = list[i];
 			made = 0;
 		}
-	if (n < 0 || (made && (n >= PREVIEW_LIST_MAX || token_new(e->token) < 0 ||
-			       exposure_write(e->token, room, port) < 0))) {
+	if (made && keep && token_free(keep))
+		snprintf(e->token, sizeof(e->token), "%s", keep);
+	else if (made && n >= 0 && n < PREVIEW_LIST_MAX && token_new(e->token) < 0)
+		n = -1;
+	if (n < 0 || (made && (n >= PREVIEW_LIST_MAX || exposure_write(e->token, room, port) < 0))) {
 		snprintf(why, whylen, "%s", n >= PREVIEW_LIST_MAX ? "too many exposures" : strerror(errno));
 		pthread_mutex_unlock(&preview_lock);
 		return -1;
 	}
 	pthread_mutex_unlock(&preview_lock);
 	return made;
+}
+
+int preview_expose(const char *room, int port, struct preview_exposure *e, char *why, size_t whylen)
+{
+	return expose(room, port, NULL, e, why, whylen);
+}
+
+int preview_expose_as(const char *room, int port, const char *token, struct preview_exposure *e,
+		      char *why, size_t whylen)
+{
+	return expose(room, port, token, e, why, whylen);
 }
 
 int preview_exposures(const char *room, preview_exposure_fn *each, void *ctx)

@@ -26,6 +26,12 @@ int preview_expose(const char *room, int port, struct preview_exposure *e, char 
 
 /* Call each for every exposure of room, by port, under the store's lock.
  * Their count, or -1 when they cannot be listed. */
+/* As preview_expose, but the exposure keeps token (a moved room's
+ * address) unless the token is malformed or already names an exposure
+ * here: then it gets a new one. */
+int preview_expose_as(const char *room, int port, const char *token, struct preview_exposure *e,
+		      char *why, size_t whylen);
+
 typedef void preview_exposure_fn(const struct preview_exposure *e, void *ctx);
 int preview_exposures(const char *room, preview_exposure_fn *each, void *ctx);
 

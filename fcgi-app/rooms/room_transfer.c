@@ -606,9 +606,12 @@ static int messages_check(const struct room_part *m, char *err, size_t errlen)
 	return 0;
 }
 
-/* "<token> <port>\n" lines: the ports exposed again, under new tokens (a
- * token is the old room's address; on this host it may name another). */
-static int exposures_apply(const char *room, const struct room_part *e, char *err, size_t errlen)
+/* "<token> <port>\n" lines: the ports exposed again.  An import makes
+ * new tokens (a token is the old room's address; on this host it may name
+ * another); a move keeps them, since the room is the same and its preview
+ * URLs, which the router finds by token, must follow it. */
+static int exposures_apply(const char *room, const struct room_part *e, bool keep,
+			   char *err, size_t errlen)
 {
 	const char *p = (const char *)e->data, *end = p + e->len;
 	while (p < end) {
@@ -624,7 +627,9 @@ static int exposures_apply(const char *room, const struct room_part *e, char *er
 			return snprintf(err, errlen, "import: exposures: not \"<token> <port>\""), -1;
 		struct preview_exposure x;
 		char why[256];
-		if (preview_expose(room, port, &x, why, sizeof(why)) < 0)
+		*sp = '\0';
+		if ((keep ? preview_expose_as(room, port, line, &x, why, sizeof(why))
+			  : preview_expose(room, port, &x, why, sizeof(why))) < 0)
 			return snprintf(err, errlen, "import: expose port %d: %s", port, why), -1;
 		p = nl + 1;
 	}
@@ -761,7 +766,7 @@ void api_rooms_import(struct request *rq, struct response *rs)
 	if (rc == 0 && m)
 		rc = store_write_raw(rq->room, (const char *)m->data, m->len, err, sizeof(err));
 	if (rc == 0 && e)
-		rc = exposures_apply(rq->room, e, err, sizeof(err));
+		rc = exposures_apply(rq->room, e, rq->move, err, sizeof(err));
 	if (rc == 0)
 		rc = processes_apply(rq->room, &j->parts, err, sizeof(err));
 	if (rc < 0) {

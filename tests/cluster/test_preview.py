@@ -41,3 +41,40 @@ def test_previews_reach_their_room_through_the_router(cluster, room):
         # the room is gone: route-sync drops its tokens
         c.ctl("route-sync")
         assert token not in c.admin_cmd(f"show map {c.run / 'haproxy' / 'previews.map'}")
+
+
+def test_a_preview_url_follows_its_room_when_it_moves(cluster_mode, room):
+    """The exposure moves with the room (its export carries it) and the
+    router finds the token's room, then the room's new host."""
+    c = cluster_mode
+    serve = (f"mkdir -p /tmp/site && echo page-of-{room} > /tmp/site/p.txt && "
+             "cd /tmp/site && nohup python3 -m http.server 8000 --bind 127.0.0.1 "
+             ">/tmp/http.log 2>&1 </dev/null &")
+    a = c.exec(room, serve)
+    assert a.status == 200, a
+    e = c.request("POST", f"/api/rooms/{room}/sandbox/ports", {"port": 8000})
+    assert e.status == 201, e
+    token = e.json["token"]
+    dst = next(h for h in c.hosts if h != a.host)
+    c.ctl("move", room, dst)
+
+    def again():
+        r = c.exec(room, serve)       # processes do not move: start the server again
+        return r if r.status == 200 else None
+    assert wait_until(again, 10, "the moved room to serve").host == dst
+
+    last = []
+
+    def page():
+        r = c.request("GET", f"/preview/{token}/p.txt", auth=False)
+        last[:] = [r]
+        return r if r.status == 200 else None
+    try:
+        r = wait_until(page, 20, "the preview to answer from the room's new host")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: last answer {last}, ports on {dst}: "
+                             f"{c.request('GET', f'/api/rooms/{room}/sandbox/ports')}, straight to {dst}: "
+                             f"{c.request('GET', f'/preview/{token}/p.txt', host=dst, auth=False)}, "
+                             f"host-style: {c.request('GET', '/p.txt', auth=False, headers={'Host': f'8000-{room}-{token}.{PREVIEW_DOMAIN}'})}") from None
+    assert r.body == f"page-of-{room}\n", r
+    c.request("DELETE", f"/api/rooms/{room}")

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import REPO, Client, started_stack, unique_room, wait_until
+from preview_util import expose, preview_get, start_in_room, wait_serving
 
 SERVERS = ("nginx", "lighttpd")
 KEY = b"export-key-of-the-test"
@@ -169,6 +170,24 @@ def test_a_snapshot_exports_its_files_sessions_and_records(client, room):
     missing = unique_room("none")
     r = client.request("GET", f"/api/rooms/{missing}/export?snapshot=s1", check_json=False)
     assert r.status == 404, (r.status, r.body[:300])
+
+
+def test_an_import_exposes_the_ports_again_under_new_tokens(client, room):
+    r = client.request("PUT", f"/api/rooms/{room}/sandbox/files/site/p.txt", data=b"of-the-import\n")
+    assert r.status in (200, 201), r
+    old = expose(client, room, 8000)
+    new = unique_room("xp")
+    assert import_(client, new, export(client, room)).status == 201
+    ps = client.get(f"/api/rooms/{new}/sandbox/ports").json["ports"]
+    assert [p["port"] for p in ps] == [8000] and ps[0]["token"] != old["token"], (ps, old)
+    # processes do not travel: the imported room serves again, at its new URL
+    start_in_room(client, new, "python3 -m http.server 8000 --bind 127.0.0.1 "
+                  "--directory /workspace/site", "/tmp/http.log")
+    r = wait_serving(client, ps[0]["url"], "the imported room's server", path_extra="p.txt")
+    assert r.status == 200 and r.body == b"of-the-import\n", r
+    # the old token still names the old room only (nothing listens there: 502)
+    assert preview_get(client, old["url"], path_extra="p.txt").status == 502
+    client.destroy(new)
 
 
 def test_an_import_brings_the_process_records(client, room):
