@@ -89,7 +89,7 @@ static void usage(FILE *f)
 		"  hosts               the cluster's hosts: state, rooms, URL (down: rooms but no live record)\n"
 		"  where ROOM          the room's host and epoch, and the router's map entry\n"
 		"  route-sync          make the router's map (room -> host) and weights match etcd\n"
-		"  move ROOM HOST      move the room to HOST (signed with cluster_key_file), then route-sync\n"
+		"  move ROOM HOST      move the room to HOST (signed with cluster_key_file); the router's map entry follows\n"
 		"  restore ROOM --to HOST --from FILE [--force]\n"
 		"                      ROOM's host lost: import FILE (a backup) on HOST, then route-sync\n"
 		"  drain HOST          put HOST in maint (no new rooms) and move its rooms to the ready hosts\n"
