@@ -7,6 +7,8 @@ gets correct answers at once, and requests for other rooms and
 
 import threading
 
+import pytest
+
 from conftest import unique_room, wait_until
 
 ROOMBOX_CONFIG = {"max_file": "8M"}
@@ -113,6 +115,10 @@ STOPPER = ("n=0; while [ $n -lt 5 ]; do for d in /proc/[0-9]*; do p=${d#/proc/};
            "touch /workspace/stopped")
 
 
+# serial: a race between the room's /proc scan and a listing, which the other
+# tests' work on the same two cores decides instead (once in CI under
+# pytest-xdist the scan never caught one of 60 listings)
+@pytest.mark.serial
 def test_a_room_that_stops_the_file_tools_gets_a_prompt_error(client, room):
     client.sh(room, "mkdir -p /workspace/t && cd /workspace/t && for i in $(seq 60); do "
                     "mkdir d$i && for j in $(seq 30); do : > d$i/f$j; done; done")
