@@ -91,6 +91,18 @@ struct child {
 	int reply;         /* the memfd it writes its answer into */
 };
 
+/* The descriptor limit the helper (and through it a room) starts with:
+ * the one roombox-fcgi was started with, not the higher one it raised for
+ * itself (see helper_child_nofile). */
+static struct rlimit child_nofile;
+static bool child_nofile_set;
+
+void helper_child_nofile(const struct rlimit *lim)
+{
+	child_nofile = *lim;
+	child_nofile_set = true;
+}
+
 static void __attribute__((noreturn)) child_exec(const struct helper_target *target,
 						 int in, int out, const int *pass,
 						 const cpu_set_t *affinity, volatile int *exec_errno)
@@ -123,6 +135,8 @@ static void __attribute__((noreturn)) child_exec(const struct helper_target *tar
 	 * it starts) runs with the service's own affinity, never one we chose */
 	if (affinity)
 		sched_setaffinity(0, sizeof(*affinity), affinity);
+	if (child_nofile_set)
+		setrlimit(RLIMIT_NOFILE, &child_nofile);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execve(target->helper, argv, envp);

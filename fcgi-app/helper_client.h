@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <json-c/json.h>
 
 #include "protocol.h"
@@ -34,6 +35,11 @@ struct helper_target {
 	const char *config_path;  /* passed as -c */
 	uint64_t max_body;        /* requests over helper_request_max(max_body) are 413 */
 };
+
+/* The descriptor limit every helper starts with from now on (roombox-fcgi
+ * raises its own, and hands the helper, and the rooms it starts, the one
+ * it was given). */
+void helper_child_nofile(const struct rlimit *lim);
 
 /* Each returns 0 with its answer filled in, or -1 with *err filled.
  * Operations other than exec are bounded by deadline_ms (past it the

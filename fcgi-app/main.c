@@ -1041,6 +1041,26 @@ static int open_message_store(void)
 	return 0;
 }
 
+/* Descriptors: the exec channels (up to 1,024), the preview relay's kept
+ * connections, nginx's connections and the helpers' pipes each hold some,
+ * more than the soft limit of 1,024 a service manager usually leaves.  So
+ * the soft limit goes up to the hard one (libfcgi and libcurl poll(), and
+ * nothing here select()s, so descriptors past FD_SETSIZE are safe), and
+ * the helpers -- and the rooms they start -- get the limit we were given. */
+static void raise_nofile(void)
+{
+	struct rlimit given, raised;
+
+	if (getrlimit(RLIMIT_NOFILE, &given) < 0)
+		return;
+	helper_child_nofile(&given);
+	raised = given;
+	raised.rlim_cur = given.rlim_max;
+	if (raised.rlim_cur > given.rlim_cur && setrlimit(RLIMIT_NOFILE, &raised) < 0)
+		fprintf(stderr, "roombox-fcgi: warning: raise the descriptor limit to %llu: %s\n",
+			(unsigned long long)raised.rlim_cur, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	const char *config_path = ROOMBOX_CONF;
@@ -1052,6 +1072,7 @@ int main(int argc, char **argv)
 	int opt, sig, i;
 
 	ensure_stdio();
+	raise_nofile();
 	/* Buffers of 128 KiB and more come from mmap and go back to the
 	 * kernel when freed: an exec's output is held whole until its answer
 	 * is sent (up to output_limit), and from glibc's per-thread arenas

@@ -390,12 +390,11 @@ void procs_room_stopping(const char *room, bool stopping)
 	pthread_mutex_unlock(&procs_lock);
 }
 
-int procs_room_reset(const char *room, char *err, size_t errlen)
+/* Forget every record of room held in memory (under procs_lock).  A live
+ * reader owns its queue: it finds the process gone and frees it (woken
+ * here). */
+static void drop_room_locked(const char *room)
 {
-	char dir[PATH_MAX];
-	int rc = 0;
-
-	pthread_mutex_lock(&procs_lock);
 	for (struct proc **q = &procs; *q;) {
 		struct proc *p = *q;
 
@@ -403,14 +402,21 @@ int procs_room_reset(const char *room, char *err, size_t errlen)
 			q = &p->next;
 			continue;
 		}
-		/* a live reader owns its queue: it finds the process gone and
-		 * frees it (woken below) */
 		if (p->status == P_RUNNING)
 			metrics_processes_running_add(-1);
 		*q = p->next;
 		proc_free(p);
 	}
 	pthread_cond_broadcast(&procs_changed);
+}
+
+int procs_room_reset(const char *room, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	int rc = 0;
+
+	pthread_mutex_lock(&procs_lock);
+	drop_room_locked(room);
 	snprintf(dir, sizeof(dir), "%s/%s", procs_dir, room);
 	if (rmdir(dir) < 0 && errno != ENOENT && errno != ENOTEMPTY) {
 		snprintf(err, errlen, "room %s: processes: remove %s: %s", room, dir, strerror(errno));
@@ -533,19 +539,7 @@ int procs_snapshot_restore(const char *room, const char *sid, const char *to_roo
 	snap_dir(from, sizeof(from), room, sid);
 	pthread_mutex_lock(&procs_lock);
 	/* what the room ran since goes, as a cleanup drops it */
-	for (struct proc **q = &procs; *q;) {
-		struct proc *p = *q;
-
-		if (strcmp(p->room, to_room)) {
-			q = &p->next;
-			continue;
-		}
-		if (p->status == P_RUNNING)
-			metrics_processes_running_add(-1);
-		*q = p->next;
-		proc_free(p);
-	}
-	pthread_cond_broadcast(&procs_changed);
+	drop_room_locked(to_room);
 	if (room_dir(to_room, dir, sizeof(dir)) < 0 || dir_copy(from, dir, true) < 0)
 		rc = -1;
 	load_room(to_room, true);

@@ -516,6 +516,7 @@ class Stack:
         self.procs = []                 # Popen objects we started
         self.logs = []                  # log files worth showing on failure
         self.rooms = set()              # every room any client touched
+        self.fcgi_wrap = []             # argv roombox-fcgi runs under (e.g. prlimit)
 
         cfg = dict(BASE_CONFIG)
         cfg.update(extra_config)
@@ -557,7 +558,8 @@ class Stack:
         for b in (FCGI, HELPER):
             assert os.access(b, os.X_OK), f"{b} is not built (run make)"
         if self.server == "nginx":
-            fcgi = self.fcgi_proc = self.spawn([FCGI, "-c", self.conf_path], "fcgi.log")
+            fcgi = self.fcgi_proc = self.spawn([*self.fcgi_wrap, FCGI, "-c", self.conf_path],
+                                               "fcgi.log")
             wait_until(lambda: self.socket.exists() or fcgi.poll() is not None,
                        STARTUP_TIMEOUT, f"roombox-fcgi to create {self.socket}")
             assert fcgi.poll() is None, \
