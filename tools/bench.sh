@@ -114,7 +114,7 @@ prefix=bx$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')-
 fcgi_pid= nginx_pid= cleaned= stack_up=
 # Values the summary of one figure takes from another's section (n/a when
 # BENCH_ONLY left that section out).
-bare_p50=n/a warm_p50=n/a bw_p50=n/a fresh_p50=n/a running=0 have=0 mem_drop_k=n/a
+bare_p50=n/a bare_p50_after=n/a tput_after=n/a warm_p50=n/a bw_p50=n/a fresh_p50=n/a running=0 have=0 mem_drop_k=n/a
 eg_fcgi_pid= eg_nginx_pid= eg_up= eg_port=
 xd=$tmp/xfs x_fcgi_pid= x_nginx_pid= x_up= x_port= x_mounted=
 xp_ms=n/a xp_ref=n/a im_ms=n/a im_ref=n/a xp_mb=n/a

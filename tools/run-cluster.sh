@@ -128,9 +128,17 @@ stop_all() {
 		stop_pids 100 $(cat "$run/h$n/etcd.pid" 2>/dev/null)
 	done
 	net_clean
+	# checked here, with the lock still held: once it is let go, the next
+	# cluster's namespaces carry the same names
+	local left
+	left=$(ip netns list 2>/dev/null | awk '$1 ~ /^roombox-h[0-9]+$/ { printf "%s ", $1 }')
+	if [ -n "$left" ]; then
+		say "namespaces left behind: $left"
+		stop_rc=1
+	fi
 	rm -f "$run"/h*/*.pid "$run/haproxy/haproxy.pid"
 }
-on_signal() { stop_all; exit 0; }
+on_signal() { stop_all; exit "${stop_rc:-0}"; }
 trap on_signal INT TERM HUP
 trap stop_all EXIT
 

@@ -275,11 +275,12 @@ def cluster():
     finally:
         if proc.poll() is None:
             proc.kill()
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    # run-cluster.sh itself fails if it left a namespace: it checks while it
+    # still holds the machine's cluster lock (after it, another cluster may
+    # already be starting under the same names)
     out = (run / "run-cluster.out").read_text()
     shutil.rmtree(run, ignore_errors=True)
     assert proc.returncode == 0, f"tools/run-cluster.sh exited {proc.returncode}:\n{out}"
-    assert "roombox-h" not in left, f"namespaces left behind: {left}"
 
 
 @pytest.fixture(scope="session")
