@@ -103,6 +103,13 @@ def room_paths(c, host, room):
     return sorted(found)
 
 
+def drop(c, room):
+    """The room cleaned up through the router, its record gone with it."""
+    a = c.request("DELETE", f"/api/rooms/{room}")
+    assert a.status == 200, a
+    assert c.etcd_get(f"/roombox/rooms/{room}") is None
+
+
 class Writer:
     """Through the router, one after the other until stopped: a message
     posted, then a numbered line appended to /root/lines and synced.  What
@@ -249,7 +256,7 @@ def test_host_killed_mid_write(cluster_mode, host_back):
     for w in writers.values():
         check_everything_acked_is_there(c, w)
     for r in rooms.values():
-        c.request("DELETE", f"/api/rooms/{r}")
+        drop(c, r)
 
 
 class InsideProbe:
@@ -361,4 +368,4 @@ def test_partitioned_host_never_serves_a_restored_room(cluster_mode, tmp_path):
     wait_until(lambda: router_sees(c, "h2", True), 60, "the router to see h2 up")
     a = c.exec(room, "cat /root/f")
     assert a.status == 200 and a.host == "h3" and a.json["result"]["stdout"] == "backup-era\n", a
-    c.request("DELETE", f"/api/rooms/{room}")
+    drop(c, room)
