@@ -37,19 +37,21 @@
  *           again and the host key written again, keeping a "maint" state
  *           an operator set.
  *
- * Fencing.  A host cut off from etcd's quorum (a partition, the quorum
- * lost) cannot tell whether the others still see its lease: once it has
- * run out, `roomboxctl restore --force` may have given its rooms to
- * another host, and its watch, silent on a member without a leader, would
- * not say so.  So a host serves its rooms only while its lease surely
- * lives: until the TTL the last keepalive answered, counted from when that
- * keepalive was sent (etcd counts from when it got it: later), less a
- * margin.  Past that the host is fenced, and stays so after etcd answers
- * again until the watch thread has read every record anew (a linearizable
- * range, begun under the new lease): until then its cache may still name
- * this host for a room given away meanwhile.  Fenced, a room recorded here
- * answers 503 + Retry-After.  The price: with etcd's quorum lost
- * everywhere, rooms keep serving only for the lease's TTL.
+ * Out of touch, then back.  A host that hears nothing from etcd's quorum
+ * (a partition, the quorum lost) keeps serving its rooms from what it last
+ * knew: with etcd's quorum lost everywhere no placement can change, and
+ * from inside, "the quorum is lost" and "I am the one cut off" look the
+ * same.  Its own clock tells it when its lease may have run out (the TTL
+ * the last keepalive answered, counted from when that keepalive was sent,
+ * less a margin); past that `roomboxctl restore --force` may have given
+ * its rooms to another host, which is the operator's assertion that this
+ * host is gone.  So the moment etcd answers again after such a lapse, the
+ * host is fenced: its rooms answer 503 + Retry-After until the watch
+ * thread has read every record anew (a linearizable range begun after
+ * etcd answered), and only then served -- or answered 421, if they went
+ * elsewhere meanwhile.  (Between the heal and that first answer, at most a
+ * keepalive interval, a client that reaches the host straight may still
+ * be served the old copy; through the router it is not.)
  *
  * The cache is a tree (tsearch: room ids are the client's, so no hash
  * whose collisions a client could pick) behind a read-write lock; each
@@ -115,7 +117,8 @@ static struct {
 	/* fencing (see the top of this file) */
 	atomic_llong lease_until; /* CLOCK_MONOTONIC ms: the lease surely lives
 				   * until then; 0 = no lease */
-	atomic_bool fenced;       /* the lease lapsed (or never was) and the
+	atomic_bool fenced;       /* back in touch after a lapse (or never
+				   * read), and the cache not read whole since
 				   * cache was not read whole since */
 	atomic_llong fence_gen;   /* bumped at each lapse */
 	atomic_bool reread;       /* ends the watch: the lease thread asks for
@@ -156,8 +159,8 @@ static bool lease_live(void)
 	return now_ms() < atomic_load(&cl.lease_until);
 }
 
-/* The lease lapsed: rooms stop being served until a full read begun under
- * a live lease (the watch thread clears fenced). */
+/* Back in touch after the lease may have lapsed: rooms stop being served
+ * until a full read begun from now (the watch thread clears fenced). */
 static void fence(void)
 {
 	atomic_store(&cl.fenced, true);
@@ -528,9 +531,9 @@ static void lease_renewed(long long sent, int64_t ttl, bool *lapsed)
 	if (*lapsed) {
 		/* the fence ends with a full read begun under this lease */
 		*lapsed = false;
-		atomic_store(&cl.reread, true);
-		fprintf(stderr, "roombox-fcgi: cluster: lease live again; this host's rooms are served "
-			"once every record is read anew\n");
+		fence();
+		fprintf(stderr, "roombox-fcgi: cluster: etcd answers again after the lease lapsed; "
+			"this host's rooms answer 503 until every record is read anew\n");
 	}
 }
 
@@ -545,9 +548,10 @@ static void *lease_main(void *unused)
 		long long sent = now_ms();
 		if (!lapsed && sent >= atomic_load(&cl.lease_until)) {
 			fprintf(stderr, "roombox-fcgi: cluster: no keepalive answered within the lease's "
-				"TTL: this host's rooms are not served until etcd answers again (another "
-				"host may have been given them)\n");
-			fence();
+				"TTL: this host's rooms are served from what it last knew, and fenced "
+				"once etcd answers again until every record is read anew\n");
+			/* a full read begun before the lapse ends no fence */
+			atomic_fetch_add(&cl.fence_gen, 1);
 			lapsed = true;
 		}
 		if (!cl.lease) {
@@ -560,8 +564,7 @@ static void *lease_main(void *unused)
 				fprintf(stderr, "roombox-fcgi: cluster: lease %llx expired; "
 					"registering again\n", (unsigned long long)cl.lease);
 				cl.lease = 0;
-				if (!lapsed)
-					fence();
+				fence();
 				lapsed = true;
 				continue;
 			}
@@ -681,11 +684,11 @@ static bool admit_recorded(struct placement *p, struct response *rs)
 		response_error(rs, 421, "room %s lives on host %s", p->room, p->rec.host);
 		return false;
 	}
-	if (atomic_load(&cl.fenced) || !lease_live()) {
+	if (atomic_load(&cl.fenced)) {
 		rs->retry_after = NO_QUORUM_RETRY_S;
-		response_error(rs, 503, "room %s: host %s has no live lease in etcd (etcd unreachable, "
-			       "or without a quorum): it cannot know that the room is still its own, "
-			       "and serves it again once etcd answers", p->room, cl.me);
+		response_error(rs, 503, "room %s: host %s is reading etcd's records anew (after an "
+			       "outage, or at start): it serves the room once it knows it is still its own",
+			       p->room, cl.me);
 		return false;
 	}
 	uint64_t mine = local_epoch(p);
