@@ -12,7 +12,9 @@
  *   record names this host         served, if this host's copy of the room
  *                                  (its epoch, epoch_store.c) is not older
  *                                  than the record; an older copy is never
- *                                  served (another copy superseded it)
+ *                                  served (another copy superseded it);
+ *                                  503 + Retry-After while the host is
+ *                                  fenced (below)
  *   no record, request creates     (503 while this host is in "maint")
  *                                  a create-if-absent transaction places
  *                                  it here (one winner among any number of
@@ -34,6 +36,22 @@
  *           that expired (etcd unreachable longer than its TTL) is granted
  *           again and the host key written again, keeping a "maint" state
  *           an operator set.
+ *
+ * Out of touch, then back.  A host that hears nothing from etcd's quorum
+ * (a partition, the quorum lost) keeps serving its rooms from what it last
+ * knew: with etcd's quorum lost everywhere no placement can change, and
+ * from inside, "the quorum is lost" and "I am the one cut off" look the
+ * same.  Its own clock tells it when its lease may have run out (the TTL
+ * the last keepalive answered, counted from when that keepalive was sent,
+ * less a margin); past that `roomboxctl restore --force` may have given
+ * its rooms to another host, which is the operator's assertion that this
+ * host is gone.  So the moment etcd answers again after such a lapse, the
+ * host is fenced: its rooms answer 503 + Retry-After until the watch
+ * thread has read every record anew (a linearizable range begun after
+ * etcd answered), and only then served -- or answered 421, if they went
+ * elsewhere meanwhile.  (Between the heal and that first answer, at most a
+ * keepalive interval, a client that reaches the host straight may still
+ * be served the old copy; through the router it is not.)
  *
  * The cache is a tree (tsearch: room ids are the client's, so no hash
  * whose collisions a client could pick) behind a read-write lock; each
@@ -62,7 +80,10 @@
 #include "roomid.h"
 
 #define LEASE_TTL_S 10
-#define KEEPALIVE_EVERY_MS 3000
+/* often enough that a lease is rarely past half its TTL: a host cut off
+ * keeps serving for most of it */
+#define KEEPALIVE_EVERY_MS 1000
+#define LEASE_MARGIN_MS 500
 #define RETRY_MS 1000
 #define MOVING_RETRY_S 2
 #define NO_QUORUM_RETRY_S 5
@@ -93,7 +114,17 @@ static struct {
 				   * (the watch's or a full read's revision;
 				   * under lock) */
 	atomic_bool stop;
-} cl = { .lock = PTHREAD_RWLOCK_INITIALIZER };
+	/* fencing (see the top of this file) */
+	atomic_llong lease_until; /* CLOCK_MONOTONIC ms: the lease surely lives
+				   * until then; 0 = no lease */
+	atomic_bool fenced;       /* back in touch after a lapse (or never
+				   * read), and the cache not read whole since
+				   * cache was not read whole since */
+	atomic_llong fence_gen;   /* bumped at each lapse */
+	atomic_bool reread;       /* ends the watch: the lease thread asks for
+				   * a full read */
+	int64_t lease;            /* the lease thread's (and cluster_start's) */
+} cl = { .lock = PTHREAD_RWLOCK_INITIALIZER, .fenced = true };
 
 bool cluster_enabled(void)
 {
@@ -114,6 +145,27 @@ static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	nanosleep(&ts, NULL);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool lease_live(void)
+{
+	return now_ms() < atomic_load(&cl.lease_until);
+}
+
+/* Back in touch after the lease may have lapsed: rooms stop being served
+ * until a full read begun from now (the watch thread clears fenced). */
+static void fence(void)
+{
+	atomic_store(&cl.fenced, true);
+	atomic_fetch_add(&cl.fence_gen, 1);
+	atomic_store(&cl.reread, true);
 }
 
 /* The entry of room, made if missing; with the write lock held. */
@@ -398,6 +450,11 @@ static void *watch_main(void *unused)
 
 	while (!atomic_load(&cl.stop)) {
 		char end[64];
+		/* read before the range: a range that ends the fence must have
+		 * begun under a live lease, after the lapse */
+		long long gen = atomic_load(&cl.fence_gen);
+		bool live = lease_live();
+		atomic_store(&cl.reread, false);
 		if (resync(&rev, err, sizeof(err)) < 0) {
 			if (!said)
 				fprintf(stderr, "roombox-fcgi: cluster: %s (retrying)\n", err);
@@ -408,12 +465,16 @@ static void *watch_main(void *unused)
 		if (said)
 			fprintf(stderr, "roombox-fcgi: cluster: etcd answers again\n");
 		said = false;
+		if (live && gen == atomic_load(&cl.fence_gen) && atomic_exchange(&cl.fenced, false))
+			fprintf(stderr, "roombox-fcgi: cluster: records read anew under a live lease; "
+				"this host's rooms are served again\n");
 		why[0] = '\0';
 		etcd_prefix_end("/roombox/", end, sizeof(end));
-		etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.stop,
+		etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.reread,
 			   err, sizeof(err));
 		atomic_store(&cl.synced, false);
-		fprintf(stderr, "roombox-fcgi: cluster: %s\n", why[0] ? why : err);
+		if (!atomic_load(&cl.reread))
+			fprintf(stderr, "roombox-fcgi: cluster: %s\n", why[0] ? why : err);
 		sleep_ms(RETRY_MS / 5);
 	}
 	return NULL;
@@ -448,29 +509,67 @@ static int register_host(int64_t lease, char *err, size_t errlen)
 	return rc;
 }
 
+/* A new lease, and the host key under it (cl.lease set). */
+static int grant_and_register(char *err, size_t errlen)
+{
+	int64_t lease;
+
+	if (etcd_lease_grant(&cl.etcd, LEASE_TTL_S, &lease, err, errlen) < 0 ||
+	    register_host(lease, err, errlen) < 0)
+		return -1;
+	cl.lease = lease;
+	fprintf(stderr, "roombox-fcgi: cluster: host %s registered (lease %llx)\n",
+		cl.me, (unsigned long long)lease);
+	return 0;
+}
+
+/* A grant or keepalive sent at sent (ms) answered with ttl: the lease
+ * lives at least until sent + ttl (etcd counts from its receipt). */
+static void lease_renewed(long long sent, int64_t ttl, bool *lapsed)
+{
+	atomic_store(&cl.lease_until, sent + ttl * 1000 - LEASE_MARGIN_MS);
+	if (*lapsed) {
+		/* the fence ends with a full read begun under this lease */
+		*lapsed = false;
+		fence();
+		fprintf(stderr, "roombox-fcgi: cluster: etcd answers again after the lease lapsed; "
+			"this host's rooms answer 503 until every record is read anew\n");
+	}
+}
+
 static void *lease_main(void *unused)
 {
 	char err[256];
-	int64_t lease = 0, ttl;
-	bool said = false;
+	int64_t ttl;
+	bool said = false, lapsed = atomic_load(&cl.fenced);
 
 	while (!atomic_load(&cl.stop)) {
 		int rc;
-		if (!lease) {
-			rc = etcd_lease_grant(&cl.etcd, LEASE_TTL_S, &lease, err, sizeof(err));
-			if (rc == 0 && (rc = register_host(lease, err, sizeof(err))) < 0)
-				lease = 0;
+		long long sent = now_ms();
+		if (!lapsed && sent >= atomic_load(&cl.lease_until)) {
+			fprintf(stderr, "roombox-fcgi: cluster: no keepalive answered within the lease's "
+				"TTL: this host's rooms are served from what it last knew, and fenced "
+				"once etcd answers again until every record is read anew\n");
+			/* a full read begun before the lapse ends no fence */
+			atomic_fetch_add(&cl.fence_gen, 1);
+			lapsed = true;
+		}
+		if (!cl.lease) {
+			rc = grant_and_register(err, sizeof(err));
 			if (rc == 0)
-				fprintf(stderr, "roombox-fcgi: cluster: host %s registered (lease %llx)\n",
-					cl.me, (unsigned long long)lease);
+				lease_renewed(sent, LEASE_TTL_S, &lapsed);
 		} else {
-			rc = etcd_lease_keepalive(&cl.etcd, lease, &ttl, err, sizeof(err));
+			rc = etcd_lease_keepalive(&cl.etcd, cl.lease, &ttl, err, sizeof(err));
 			if (rc == 0 && ttl == 0) {
 				fprintf(stderr, "roombox-fcgi: cluster: lease %llx expired; "
-					"registering again\n", (unsigned long long)lease);
-				lease = 0;
+					"registering again\n", (unsigned long long)cl.lease);
+				cl.lease = 0;
+				fence();
+				lapsed = true;
 				continue;
 			}
+			if (rc == 0)
+				lease_renewed(sent, ttl, &lapsed);
 		}
 		if (rc < 0 && !said)
 			fprintf(stderr, "roombox-fcgi: cluster: lease: %s (retrying)\n", err);
@@ -496,13 +595,22 @@ int cluster_start(struct app *app, char *err, size_t errlen)
 	snprintf(cl.me, sizeof(cl.me), "%s", app->cfg.cluster_host);
 	snprintf(http_host_header, sizeof(http_host_header), "X-Roombox-Host: %s\r\n", cl.me);
 	cl.on = true;
-	/* a first read before requests come, so that they find the cache
-	 * full; an etcd that does not answer yet is the watch's to retry
-	 * (what it queues for the tombstone thread waits for it) */
+	/* the lease, then a first read under it, before requests come: they
+	 * find the cache full and the host not fenced; an etcd that does not
+	 * answer yet is the threads' to retry (what the read queues for the
+	 * tombstone thread waits for it) */
 	int64_t rev;
 	char why[256];
+	long long sent = now_ms();
+	if (grant_and_register(why, sizeof(why)) == 0)
+		atomic_store(&cl.lease_until, sent + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS);
+	else
+		fprintf(stderr, "roombox-fcgi: cluster: lease: %s (retrying)\n", why);
+	bool live = lease_live();
 	if (resync(&rev, why, sizeof(why)) < 0)
 		fprintf(stderr, "roombox-fcgi: cluster: %s (retrying)\n", why);
+	else if (live)
+		atomic_store(&cl.fenced, false);
 	if (pthread_create(&t, NULL, tomb_main, NULL) != 0 ||
 	    pthread_detach(t) != 0 ||
 	    pthread_create(&t, NULL, watch_main, NULL) != 0 ||
@@ -574,6 +682,13 @@ static bool admit_recorded(struct placement *p, struct response *rs)
 	}
 	if (strcmp(p->rec.host, cl.me) != 0) {
 		response_error(rs, 421, "room %s lives on host %s", p->room, p->rec.host);
+		return false;
+	}
+	if (atomic_load(&cl.fenced)) {
+		rs->retry_after = NO_QUORUM_RETRY_S;
+		response_error(rs, 503, "room %s: host %s is reading etcd's records anew (after an "
+			       "outage, or at start): it serves the room once it knows it is still its own",
+			       p->room, cl.me);
 		return false;
 	}
 	uint64_t mine = local_epoch(p);
