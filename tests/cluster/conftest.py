@@ -252,7 +252,8 @@ def cluster():
     # ROUTE_SYNC_S=0: the tests run route-sync themselves, when they mean to
     # (a wiped map must stay wiped while test_placement.py looks)
     env = dict(os.environ, CLUSTER_RUN_DIR=str(run), PORT=str(port), HOSTS=str(HOSTS),
-               ROUTE_SYNC_S="0", CLUSTER_LOCK_WAIT="600")
+               ROUTE_SYNC_S="0",
+               CLUSTER_LOCK_WAIT=os.environ.get("CLUSTER_LOCK_WAIT", "600"))
     log = open(run / "run-cluster.out", "w+")
     proc = subprocess.Popen([str(RUN_CLUSTER)], env=env, stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -266,7 +267,7 @@ def cluster():
         return "waiting for another cluster to stop" in (run / "run-cluster.out").read_text()
     wait_until(lambda: started() or waiting(), START_TIMEOUT, "tools/run-cluster.sh to start the cluster")
     if not started():
-        wait_until(started, 600 + START_TIMEOUT, "the other cluster to stop, then this one to start")
+        wait_until(started, int(env["CLUSTER_LOCK_WAIT"]) + START_TIMEOUT, "the other cluster to stop, then this one to start")
     c = Cluster(run, port, proc)
     yield c
     proc.send_signal(signal.SIGTERM)
