@@ -276,7 +276,11 @@ def cluster():
     finally:
         if proc.poll() is None:
             proc.kill()
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    # under the machine-wide lock: a cluster of someone else's, waiting for
+    # ours to end, may start at once, with namespaces of the same names
+    left = subprocess.run(["flock", "-n", "/run/roombox-cluster.lock", "ip", "netns", "list"],
+                          capture_output=True, text=True)
+    left = left.stdout if left.returncode == 0 else ""
     out = (run / "run-cluster.out").read_text()
     shutil.rmtree(run, ignore_errors=True)
     assert proc.returncode == 0, f"tools/run-cluster.sh exited {proc.returncode}:\n{out}"
