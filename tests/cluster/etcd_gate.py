@@ -10,6 +10,7 @@ before the commit and just after it, with nothing in the product to help
 import base64
 import http.client
 import json
+import socket
 import socketserver
 import threading
 import urllib.parse
@@ -119,8 +120,8 @@ class Gate:
             if rule[1] == "before":
                 self.reached.set()
                 self._go.wait()
-                if self._drop:
-                    return
+                if self._drop or peer_gone(h.connection):
+                    return          # a call whose caller died never reached etcd
         url, status, answer = self._forward(path, data, first=self.endpoints[0])
         if held and rule[1] == "after":
             self.upstream = url
@@ -132,6 +133,19 @@ class Gate:
             return                  # the member failed the call: so does the relay
         h.wfile.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(answer)}\r\nConnection: close\r\n\r\n".encode() + answer)
+
+
+def peer_gone(sock):
+    """The client closed its side (it was killed)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
 
 
 def moving_written(room):

@@ -161,12 +161,15 @@ def fcgi_kill(c, host):
 
 def fcgi_start(c, host):
     """As tools/run-cluster.sh starts it: in the host's namespace, in a
-    session of its own, its output added to hN/fcgi.log."""
+    session of its own, its output added to hN/fcgi.log, its pid (the
+    roombox-fcgi itself: nsenter execs it) in hN/fcgi.pid."""
     h = c.run / host
     sock = h / "run" / "fcgi.sock"
     if sock.exists():
         sock.unlink()
-    p = subprocess.Popen(["setsid", "nsenter", f"--net=/run/netns/roombox-{host}",
+    # no setsid(1): start_new_session makes the child a group leader, and
+    # setsid would fork, leaving hN/fcgi.pid naming a process that ended
+    p = subprocess.Popen(["nsenter", f"--net=/run/netns/roombox-{host}",
                           str(REPO / "build" / "roombox-fcgi"), "-c", str(h / "roombox.conf")],
                          stdin=subprocess.DEVNULL, stdout=open(h / "fcgi.log", "ab"),
                          stderr=subprocess.STDOUT, start_new_session=True)
