@@ -39,6 +39,7 @@
 #include "roomid.h"
 
 #define HOSTS_PREFIX "/roombox/hosts/"
+#define MOVING_PREFIX "/roombox/moving/"
 #define ROOMS_PREFIX "/roombox/rooms/"
 #define BACKEND "roombox_hosts"
 #define MAP_SUFFIX "/hosts.map"
@@ -207,6 +208,12 @@ static int verb_where(const struct cluster_ctl *c, struct etcd *e, const char *r
 		printf("room %s: host %s (epoch %s), down (no live record of it)\n", room, host,
 		       field(v, "epoch") ?: "?");
 	}
+	etcd_kv_clear(&hk);
+	/* a move in flight (or left by a mover that died: move --abort) */
+	snprintf(key, sizeof(key), MOVING_PREFIX "%s", room);
+	if (etcd_get(e, key, &hk) == 1)
+		printf("moving: %s (the room answers 503 until the move ends; a mover that died "
+		       "leaves this: roomboxctl move --abort %s)\n", hk.value, room);
 	etcd_kv_clear(&hk);
 	/* What the router would do: its map's entry. */
 	map = haproxy_find_map(c->haproxy_socket, MAP_SUFFIX, err, sizeof(err));

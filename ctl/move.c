@@ -420,6 +420,9 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
 			got == 0 ? "a move of it is already in flight (/roombox/moving/; a mover "
 			"that died leaves it: roomboxctl move --abort ROOM)" : e->err);
+		if (got < 0)   /* written, perhaps, and its answer lost */
+			fprintf(stderr, "roomboxctl: %s %s: if roomboxctl where %s says it moves, "
+				"roomboxctl move --abort %s\n", verb, room, room, room);
 		goto out;
 	}
 	/* 2, 3. the export into the import, signed */
