@@ -138,6 +138,7 @@ def test_a_move_killed_at_each_step_leaves_one_intact_copy(cluster_mode, room, p
     sandbox = next(r["sandboxName"] for r in c.request("GET", "/api/rooms").json["rooms"]
                    if r["roomId"] == room)
     c.ctl("route-sync")
+    held = room_paths(c, src, room, sandbox)
 
     lead = leader(c) if target == "etcd-leader" else None
     order = list(c.endpoints)
@@ -204,6 +205,10 @@ def test_a_move_killed_at_each_step_leaves_one_intact_copy(cluster_mode, room, p
         assert "move aborted" in ab.stdout, ab
 
     home = one_intact_copy(c, room, sandbox, src, dst, sums)
+    if home == src:     # and nothing left over from the export there
+        wait_until(lambda: room_paths(c, src, room, sandbox) == held, 60,
+                   f"{src} to hold what it held before the move: {held}, "
+                   f"not {room_paths(c, src, room, sandbox)}")
     if target != "mover":
         assert (mv.returncode == 0) == (home == dst), (mv.returncode, out, err, home)
     if point == "after-commit":
