@@ -280,10 +280,12 @@ static int stream(const char *a_url, const char *b_url, const char *room, const 
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	curl_slist_free_all(h);
-	if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
+	if ((!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) && rc == 0) {
 		snprintf(why, whylen, "the export from the room's host failed (above)");
 		rc = -1;
 	}
+	/* both failed: the import's reason is kept (the export's, above, is
+	 * often only that the import stopped reading) */
 	return rc;
 }
 

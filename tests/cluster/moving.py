@@ -115,7 +115,8 @@ DESCRIBE = ("(cd {d} && find . -xdev -printf '%p %y %U %G %m %s %l\\n' | LC_ALL=
 def describe(c, room, d, host=None):
     a = c.request("POST", f"/api/rooms/{room}/sandbox/exec",
                   {"cmd": DESCRIBE.format(d=d), "timeout": 300000}, host=host, timeout=330)
-    assert a.status == 200 and a.json["result"]["exitCode"] == 0, a
+    assert a.status == 200 and a.json["result"]["exitCode"] == 0, \
+        (a.status, {k: v for k, v in a.json.get("result", a.json).items() if k != "stdout"})
     tree, sums, blocks = stdout(a).split("---\n")
     return tree, sums, {p: int(b) for p, b in (l.rsplit(" ", 1) for l in blocks.splitlines())}
 
