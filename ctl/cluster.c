@@ -15,7 +15,8 @@
  *                HAProxy starts from the last sync.  Run it after anything
  *                moves or is created; running it again changes nothing.
  *   move         one room to another host (move.c), the router's map
- *                flipped to it just before the commit.
+ *                flipped to it just before the commit; move --abort ROOM
+ *                ends a move whose mover died (its moving key deleted).
  *   drain/undrain  set the host's state in etcd (a txn on the key's
  *                mod_revision, keeping its lease), then route-sync's
  *                weights; drain then moves the host's rooms, one at a
@@ -38,6 +39,7 @@
 #include "roomid.h"
 
 #define HOSTS_PREFIX "/roombox/hosts/"
+#define MOVING_PREFIX "/roombox/moving/"
 #define ROOMS_PREFIX "/roombox/rooms/"
 #define BACKEND "roombox_hosts"
 #define MAP_SUFFIX "/hosts.map"
@@ -206,6 +208,12 @@ static int verb_where(const struct cluster_ctl *c, struct etcd *e, const char *r
 		printf("room %s: host %s (epoch %s), down (no live record of it)\n", room, host,
 		       field(v, "epoch") ?: "?");
 	}
+	etcd_kv_clear(&hk);
+	/* a move in flight (or left by a mover that died: move --abort) */
+	snprintf(key, sizeof(key), MOVING_PREFIX "%s", room);
+	if (etcd_get(e, key, &hk) == 1)
+		printf("moving: %s (the room answers 503 until the move ends; a mover that died "
+		       "leaves this: roomboxctl move --abort %s)\n", hk.value, room);
 	etcd_kv_clear(&hk);
 	/* What the router would do: its map's entry. */
 	map = haproxy_find_map(c->haproxy_socket, MAP_SUFFIX, err, sizeof(err));
@@ -642,6 +650,14 @@ static int verb_move(const struct cluster_ctl *c, struct etcd *e, const char *ro
 {
 	int rc;
 
+	if (strcmp(room, "--abort") == 0) {
+		/* move --abort ROOM */
+		if (!room_id_valid(to)) {
+			fprintf(stderr, "roomboxctl: invalid room id '%s'\n", to);
+			return 2;
+		}
+		return move_abort(e, to, flip_map, (void *)c) ? 1 : 0;
+	}
 	if (!room_id_valid(room) || !host_name_ok(to)) {
 		fprintf(stderr, "roomboxctl: invalid %s '%s'\n", room_id_valid(room) ? "host name" : "room id",
 			room_id_valid(room) ? to : room);

@@ -270,20 +270,24 @@ static json_object *b64_field(const char *field, const char *s)
 	return o;
 }
 
-int etcd_txn(struct etcd *e, const char *cmp_key, const char *target, int64_t revision,
-	     const char *put_key, const char *put_value, bool keep_lease, const char *del_key)
+int etcd_txn_cmps(struct etcd *e, const struct etcd_cmp *cmp, int ncmp, const char *put_key,
+		  const char *put_value, bool keep_lease, const char *del_key, int64_t *revision)
 {
-	json_object *req = json_object_new_object(), *cmp = b64_field("key", cmp_key);
-	json_object *cmps = json_object_new_array(), *ops = json_object_new_array(), *ans = NULL, *ok;
+	json_object *req = json_object_new_object();
+	json_object *cmps = json_object_new_array(), *ops = json_object_new_array(), *ans = NULL, *ok, *h, *r;
 	char rev[24];
 	int rc;
 
-	snprintf(rev, sizeof(rev), "%lld", (long long)revision);
-	json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
-	json_object_object_add(cmp, "target", json_object_new_string(target));
-	json_object_object_add(cmp, strcmp(target, "CREATE") == 0 ? "create_revision" : "mod_revision",
-			       json_object_new_string(rev));
-	json_object_array_add(cmps, cmp);
+	for (int i = 0; i < ncmp; i++) {
+		json_object *c = b64_field("key", cmp[i].key);
+
+		snprintf(rev, sizeof(rev), "%lld", (long long)cmp[i].revision);
+		json_object_object_add(c, "result", json_object_new_string("EQUAL"));
+		json_object_object_add(c, "target", json_object_new_string(cmp[i].target));
+		json_object_object_add(c, strcmp(cmp[i].target, "CREATE") == 0 ? "create_revision" :
+				       "mod_revision", json_object_new_string(rev));
+		json_object_array_add(cmps, c);
+	}
 	if (put_key) {
 		json_object *op = json_object_new_object(), *put = b64_field("key", put_key);
 
@@ -306,8 +310,19 @@ int etcd_txn(struct etcd *e, const char *cmp_key, const char *target, int64_t re
 	if (rc < 0)
 		return -1;
 	rc = json_object_object_get_ex(ans, "succeeded", &ok) && json_object_get_boolean(ok);
+	if (revision)
+		*revision = json_object_object_get_ex(ans, "header", &h) &&
+			    json_object_object_get_ex(h, "revision", &r) ? json_object_get_int64(r) : 0;
 	json_object_put(ans);
 	return rc;
+}
+
+int etcd_txn(struct etcd *e, const char *cmp_key, const char *target, int64_t revision,
+	     const char *put_key, const char *put_value, bool keep_lease, const char *del_key)
+{
+	struct etcd_cmp c = { cmp_key, target, revision };
+
+	return etcd_txn_cmps(e, &c, 1, put_key, put_value, keep_lease, del_key, NULL);
 }
 
 int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value,

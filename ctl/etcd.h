@@ -47,6 +47,15 @@ int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value,
  * comparison failed, -1 with e->err. */
 int etcd_txn(struct etcd *e, const char *cmp_key, const char *target, int64_t revision,
 	     const char *put_key, const char *put_value, bool keep_lease, const char *del_key);
+/* The same with every comparison in cmp (all must hold), and the store's
+ * revision after it in *revision (when not NULL): a key the transaction
+ * put has that mod_revision. */
+struct etcd_cmp {
+	const char *key, *target;
+	int64_t revision;
+};
+int etcd_txn_cmps(struct etcd *e, const struct etcd_cmp *cmp, int ncmp, const char *put_key,
+		  const char *put_value, bool keep_lease, const char *del_key, int64_t *revision);
 /* 0 (deleted, or there was nothing), -1 with e->err. */
 int etcd_delete(struct etcd *e, const char *key);
 

@@ -90,6 +90,7 @@ static void usage(FILE *f)
 		"  where ROOM          the room's host and epoch, and the router's map entry\n"
 		"  route-sync          make the router's map (room -> host) and weights match etcd\n"
 		"  move ROOM HOST      move the room to HOST (signed with cluster_key_file); the router's map entry follows\n"
+		"  move --abort ROOM   end a move whose mover died before its commit: the room serves from its host again\n"
 		"  restore ROOM --to HOST --from FILE [--force]\n"
 		"                      ROOM's host lost: import FILE (a backup) on HOST, then route-sync\n"
 		"  drain HOST          put HOST in maint (no new rooms) and move its rooms to the ready hosts\n"

@@ -18,7 +18,20 @@
  *
  * A failure before the commit deletes the moving key (the abort): A serves
  * R again, B removes whatever it imported.  After the commit there is
- * nothing to undo.  The export reaches the import through a pipe, from a
+ * nothing to undo.
+ *
+ * The commit also compares the moving key's mod_revision with the one this
+ * mover wrote: a mover stopped for a while (a paused VM, SIGSTOP) whose
+ * move an operator aborted meanwhile (move --abort, after which A served
+ * and took writes) cannot commit B's stale copy when it wakes.  A commit
+ * whose answer never came (etcd's leader lost, a timeout) may still have
+ * been applied: the record is read again until etcd answers, and only a
+ * record still as it was counts as not committed.  The abort compares the
+ * moving key the same way, so it never deletes another mover's key.
+ *
+ * A mover killed outright leaves the moving key: `roomboxctl move --abort
+ * R` (move_abort) deletes it, which is the abort above done by hand, and a
+ * new move can start.  The export reaches the import through a pipe, from a
  * child process doing the GET: two transfers at once with no temporary
  * file and no threads. */
 #include <errno.h>
@@ -41,6 +54,8 @@
 #define MOVING_PREFIX "/roombox/moving/"
 /* a transfer that moves less than 1 byte/s for this long is given up */
 #define STALL_S 120L
+/* how long a commit whose answer was lost asks etcd for its outcome */
+#define COMMIT_ASK_S 60
 
 static void hmac_sha256_hex(const unsigned char *key, size_t klen, const char *msg, char out[65])
 {
@@ -265,11 +280,67 @@ static int stream(const char *a_url, const char *b_url, const char *room, const 
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	curl_slist_free_all(h);
-	if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
+	if ((!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) && rc == 0) {
 		snprintf(why, whylen, "the export from the room's host failed (above)");
 		rc = -1;
 	}
+	/* both failed: the import's reason is kept (the export's, above, is
+	 * often only that the import stopped reading) */
 	return rc;
+}
+
+/* The outcome of a commit whose answer did not say (an error): 1 the
+ * record names `to` at epoch (committed), 0 the record is still the one
+ * read at rev (not committed), -1 anything else or etcd silent for
+ * COMMIT_ASK_S (said). */
+static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const char *to,
+			  long long epoch)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct etcd_kv kv = { 0 };
+		int got = etcd_get(e, rkey, &kv), rc = -1;
+
+		if (got == 1) {
+			json_object *v = json_tokener_parse(kv.value);
+			const char *host = field(v, "host");
+			long long n = v ? json_object_get_int64(json_object_object_get(v, "epoch")) : 0;
+
+			if (kv.mod_revision == rev)
+				rc = 0;
+			else if (host && strcmp(host, to) == 0 && n == epoch)
+				rc = 1;
+			json_object_put(v);
+		}
+		etcd_kv_clear(&kv);
+		if (got >= 0)
+			return rc;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= COMMIT_ASK_S)
+			return -1;
+		struct timespec pause = { 0, 500 * 1000 * 1000 };
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* The moving key deleted if it is still the one written at mrev (0: any
+ * moving key of the room).  0 deleted or gone, -1 with e->err. */
+static int moving_delete(struct etcd *e, const char *mkey, int64_t mrev)
+{
+	struct etcd_kv kv = { 0 };
+	int got;
+
+	if (mrev == 0) {
+		got = etcd_get(e, mkey, &kv);
+		mrev = kv.mod_revision;
+		etcd_kv_clear(&kv);
+		if (got <= 0)
+			return got;
+	}
+	struct etcd_cmp c = { mkey, "MOD", mrev };
+	return etcd_txn_cmps(e, &c, 1, NULL, NULL, false, mkey, NULL) < 0 ? -1 : 0;
 }
 
 /* A move (fd -1: the archive is A's export) or a restore (the archive
@@ -287,6 +358,7 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	long long epoch;
 	json_object *v;
 	int rc = 1, got;
+	int64_t mrev = 0;
 	struct timespec t0, t1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -342,11 +414,17 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 		goto out;
 	}
 	/* 1. the moving key */
-	snprintf(value, sizeof(value), "{\"from\":\"%s\",\"to\":\"%s\"}", from, to);
-	got = etcd_txn(e, mkey, "CREATE", 0, mkey, value, false, NULL);
+	snprintf(value, sizeof(value), "{\"from\":\"%s\",\"to\":\"%s\",\"epoch\":%lld}", from, to,
+		 epoch + 1);
+	struct etcd_cmp absent = { mkey, "CREATE", 0 };
+	got = etcd_txn_cmps(e, &absent, 1, mkey, value, false, NULL, &mrev);
 	if (got != 1) {
 		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
-			got == 0 ? "a move of it is already in flight (/roombox/moving/)" : e->err);
+			got == 0 ? "a move of it is already in flight (/roombox/moving/; a mover "
+			"that died leaves it: roomboxctl move --abort ROOM)" : e->err);
+		if (got < 0)   /* written, perhaps, and its answer lost */
+			fprintf(stderr, "roomboxctl: %s %s: if roomboxctl where %s says it moves, "
+				"roomboxctl move --abort %s\n", verb, room, room, room);
 		goto out;
 	}
 	/* 2, 3. the export into the import, signed */
@@ -369,11 +447,30 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	if (flip)
 		flip(ctx, room, to);
 	snprintf(value, sizeof(value), "{\"host\":\"%s\",\"epoch\":%lld}", to, epoch + 1);
-	got = etcd_txn(e, rkey, "MOD", rec.mod_revision, rkey, value, false, mkey);
+	struct etcd_cmp both[2] = { { rkey, "MOD", rec.mod_revision }, { mkey, "MOD", mrev } };
+	got = etcd_txn_cmps(e, both, 2, rkey, value, false, mkey, NULL);
 	if (got != 1) {
-		snprintf(why, sizeof(why), "%s", got == 0 ? "the room's record changed meanwhile"
-			 : e->err);
-		goto abort;
+		/* no answer, or a comparison failed: perhaps on a retry of a
+		 * transaction that was applied; the record says which */
+		snprintf(why, sizeof(why), "%s", got == 0 ? "the room's record or its moving key "
+			 "changed meanwhile (another mover, or move --abort)" : e->err);
+		int done = commit_outcome(e, rkey, rec.mod_revision, to, epoch + 1);
+		if (done == 0 && got == 0) {
+			/* not ours to abort: the moving key is someone else's */
+			fprintf(stderr, "roomboxctl: %s %s: %s; not committed\n", verb, room, why);
+			if (flip)
+				flip(ctx, room, from);
+			goto out;
+		}
+		if (done == 0)
+			goto abort;
+		if (done < 0) {
+			fprintf(stderr, "roomboxctl: %s %s: the commit's outcome is unknown (%s; etcd does "
+				"not say): see roomboxctl where %s, then move --abort %s if its record "
+				"still names %s at epoch %lld\n", verb, room, why, room, room, from, epoch);
+			rc = 2;
+			goto out;
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("room %s: %s from %s to %s (epoch %lld, %.2f s)\n", room,
@@ -385,9 +482,10 @@ abort:
 	fprintf(stderr, "roomboxctl: %s %s: %s; the room stays on %s\n", verb, room, why, from);
 	if (flip)
 		flip(ctx, room, from);
-	if (etcd_delete(e, mkey) < 0) {
+	if (moving_delete(e, mkey, mrev) < 0) {
 		fprintf(stderr, "roomboxctl: %s %s: could not delete %s (%s): the room answers 503 "
-			"until it is deleted (etcdctl del %s)\n", verb, room, mkey, e->err, mkey);
+			"until it is deleted: roomboxctl move --abort %s\n", verb, room, mkey, e->err,
+			room);
 		rc = 2;
 	}
 out:
@@ -397,6 +495,47 @@ out:
 	free(a_url);
 	free(b_url);
 	free(b_state);
+	return rc;
+}
+
+int move_abort(struct etcd *e, const char *room, move_flip *flip, void *ctx)
+{
+	char rkey[160], mkey[160];
+	struct etcd_kv rec = { 0 }, mv = { 0 };
+	int got, rc = 1;
+
+	snprintf(rkey, sizeof(rkey), ROOMS_PREFIX "%s", room);
+	snprintf(mkey, sizeof(mkey), MOVING_PREFIX "%s", room);
+	got = etcd_get(e, mkey, &mv);
+	if (got == 0) {
+		printf("room %s: no move in flight\n", room);
+		rc = 0;
+		goto out;
+	}
+	if (got < 0 || (got = etcd_get(e, rkey, &rec)) < 0) {
+		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, e->err);
+		goto out;
+	}
+	json_object *v = got == 1 ? json_tokener_parse(rec.value) : NULL;
+	const char *host = field(v, "host");
+	char *where = host ? strdup(host) : NULL;
+	json_object_put(v);
+	if (moving_delete(e, mkey, mv.mod_revision) < 0) {
+		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, e->err);
+		free(where);
+		goto out;
+	}
+	/* the map back to the record's host: a mover that died after its
+	 * early flip left it on the target */
+	if (where && flip)
+		flip(ctx, room, where);
+	printf("room %s: move aborted (was %s); the room serves from %s\n", room, mv.value,
+	       where ? where : "nowhere (no record)");
+	free(where);
+	rc = 0;
+out:
+	etcd_kv_clear(&rec);
+	etcd_kv_clear(&mv);
 	return rc;
 }
 

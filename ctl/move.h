@@ -20,6 +20,13 @@ typedef void move_flip(void *ctx, const char *room, const char *host);
 int move_room(struct etcd *e, const char *key_file, const char *room, const char *to,
 	      move_flip *flip, void *ctx);
 
+/* The abort of a move whose mover died: /roombox/moving/ROOM deleted (the
+ * mover's commit can no longer happen), the router's map set back to the
+ * record's host.  The record's host serves the room again; the target
+ * removes whatever it imported.  0 done (or no move in flight), 1 not
+ * (said). */
+int move_abort(struct etcd *e, const char *room, move_flip *flip, void *ctx);
+
 /* Restore room onto host `to` from a backup file (an export): the room's
  * host is lost.  Refused while that host is still registered unless force
  * (the operator's word that it is gone for good).  The file goes through

@@ -898,6 +898,10 @@ void cluster_move_imported(const char *room, uint64_t epoch)
 	if (local_epoch_set(room, epoch) == 0)
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: moved in at epoch %llu; served once "
 			"etcd's record names this host\n", room, (unsigned long long)epoch);
+	/* a move aborted while its import still ran (its mover stopped, then
+	 * move --abort) brings no event after the copy is whole: look now,
+	 * or the copy would stay here, never served and never removed */
+	tomb_push(room);
 }
 
 bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs)
