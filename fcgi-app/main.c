@@ -226,6 +226,8 @@ static const char *fcgi_param(void *ctx, const char *name)
 	return FCGX_GetParam(name, ((FCGX_Request *)ctx)->envp);
 }
 
+static int fcgi_read_wait(void *ctx, int ms);
+
 static int fcgi_read(void *ctx, char *buf, int n)
 {
 	FCGX_Request *req = ctx;
@@ -250,7 +252,7 @@ static bool serve_one(FCGX_Request **reqp, int how)
 {
 	FCGX_Request *req = *reqp;
 	struct http_output direct = { conn_write, conn_flush, NULL, req, conn_sendfile };
-	struct http_input in = { fcgi_param, fcgi_read, req, &direct };
+	struct http_input in = { fcgi_param, fcgi_read, req, &direct, fcgi_read_wait };
 	struct response rs = { .status = 500, .room_worker = how };
 	size_t len = 0;
 	char *out;
@@ -291,6 +293,11 @@ static int input_wait(FCGX_Request *req, int ms)
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	return setsockopt(req->ipcFd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+static int fcgi_read_wait(void *ctx, int ms)
+{
+	return input_wait(ctx, ms);
 }
 
 /* libfcgi closes a connection gracefully: shutdown(), then wait until

@@ -25,6 +25,9 @@ struct http_input {
 	 * goes (an event stream) on the worker's own thread and then sets
 	 * rs->streamed; end is NULL here.  NULL where there is none (units). */
 	const struct http_output *out;
+	/* From now on, each read of the body waits at most ms for the peer
+	 * (the connection's default is 10 s).  NULL where there is none. */
+	int (*read_wait)(void *ctx, int ms);
 };
 
 /* Where an answer written from another thread goes (main.c wraps the

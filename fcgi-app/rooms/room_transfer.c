@@ -41,6 +41,9 @@
 #define KEY_MAX 4096
 #define CHUNK (256u << 10)
 #define PIPE_BIG (1 << 20)
+/* how long a move's import waits for the next bytes of its body (see
+ * room_import): roomboxctl gives up on a move stalled as long */
+#define MOVE_BODY_WAIT_MS 120000
 
 /* export_key_file's bytes (a last newline dropped): 0 with *key (len 0:
  * none configured), or -1 with err. */
@@ -721,6 +724,13 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		j->rc = -1;
 		snprintf(j->err, sizeof(j->err), "import: no thread");
 	}
+	/* A move's body is the source's export as it is made: it starts only
+	 * once the source has let the room's running requests end and has cut
+	 * the room, which under load takes longer than the 10 s a client's
+	 * silence is allowed.  The mover is signed and gives up on a stall of
+	 * its own (MOVE_BODY_WAIT_MS, as roomboxctl's). */
+	if (rq->move && rq->in->read_wait)
+		rq->in->read_wait(rq->in->ctx, MOVE_BODY_WAIT_MS);
 	/* the body into the parser, until it ends or the parser stops */
 	char *buf = malloc(CHUNK);
 	int k;

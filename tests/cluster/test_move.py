@@ -51,6 +51,36 @@ def test_move_keeps_the_files_and_the_router_follows(cluster_mode, room):
     c.request("DELETE", f"/api/rooms/{room}")
 
 
+def test_a_move_waits_for_a_long_exec_and_keeps_what_it_wrote(cluster_mode, room):
+    """The source's export starts only once the room's running requests
+    have ended; the target's import waits for it longer than a client's
+    silence is allowed (10 s)."""
+    c = cluster_mode
+    a = c.exec(room, "true")
+    assert a.status == 200, a
+    src = a.host
+    dst = other(c, src)
+    started = threading.Event()
+    long = {}
+
+    def run_long():
+        started.set()
+        long["a"] = c.exec(room, "sleep 15; echo done > /root/long", host=src)
+    t = threading.Thread(target=run_long)
+    t.start()
+    started.wait()
+    # the exec is running once the room reports a busy shell
+    wait_until(lambda: "sleep 15" in c.exec(room, "ps -eo args", host=src).json["result"]["stdout"],
+               10, "the long exec to run")
+    out = c.ctl("move", room, dst).stdout
+    t.join()
+    assert long["a"].status == 200, long["a"]
+    assert f"moved from {src} to {dst} (epoch 2" in out, out
+    b = served(c, room, "cat /root/long")
+    assert b.host == dst and b.json["result"]["stdout"] == "done\n", b
+    c.request("DELETE", f"/api/rooms/{room}")
+
+
 def test_a_move_that_cannot_happen_leaves_the_room_where_it_was(cluster_mode, room):
     c = cluster_mode
     a = c.exec(room, "echo stay > /root/f")
