@@ -2,14 +2,17 @@
  *
  * libc only: the keeper, a static musl program, links it.  Both ends
  * buffer their fd in 1 MiB so a stream of many small records costs few
- * system calls.  The decoder holds every path it has seen (in one arena
+ * system calls; a file's data can go from its fd to a pipe by splice
+ * (the export's walk), with no copy through the walker's memory.  The decoder holds every path it has seen (in one arena
  * behind an open-addressing table) to check parents, duplicates and hard
  * link targets; TS_PATHS_MAX and the entry limit bound that memory. */
 #include "treestream.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "errbuf.h"
@@ -272,6 +275,73 @@ int ts_write_extent(struct ts_writer *w, uint64_t offset, const void *data, size
 		return errorf(err, errlen, "%s: extent %llu+%zu out of order or past the size",
 			      w->path, (unsigned long long)offset, len);
 	if (put_frame(w, offset, len, err, errlen) < 0 || put_bytes(w, data, len, err, errlen) < 0)
+		return -1;
+	w->file_pos = offset + len;
+	return 0;
+}
+
+/* len raw bytes of fd from off into the stream's fd, spliced while it
+ * can be; then read through w->buf (empty: just flushed), zeros once fd
+ * ends.  0, or -1 with err. */
+static int copy_from(struct ts_writer *w, int fd, uint64_t off, size_t len, char *err, size_t errlen)
+{
+	bool at_end = false;
+	while (len > 0) {
+		ssize_t n;
+		if (w->to_pipe > 0 && !at_end) {
+			loff_t o = (loff_t)off;
+			n = splice(fd, &o, w->fd, NULL, len, SPLICE_F_MORE);
+			if (n > 0) {
+				off += (uint64_t)n;
+				len -= (size_t)n;
+				continue;
+			}
+			if (n == 0) {
+				at_end = true;
+				continue;
+			}
+			if (errno == EINTR)
+				continue;
+			if (errno != EINVAL && errno != ENOSYS)
+				return errorf(err, errlen, "%s: splice: %s", w->path, strerror(errno));
+			w->to_pipe = -1;   /* this file system cannot: read it */
+		}
+		size_t k = len < w->cap ? len : w->cap;
+		n = at_end ? 0 : pread(fd, w->buf, k, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errorf(err, errlen, "%s: read: %s", w->path, strerror(errno));
+		if (n == 0) {
+			at_end = true;
+			memset(w->buf, 0, k);
+			n = (ssize_t)k;
+		}
+		w->len = (size_t)n;
+		if (ts_writer_flush(w, err, errlen) < 0)
+			return -1;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int ts_write_extent_from(struct ts_writer *w, uint64_t offset, int fd, size_t len,
+			 char *err, size_t errlen)
+{
+	if (!w->in_file)
+		return errorf(err, errlen, "tree stream: data outside a file");
+	if (len == 0)
+		return 0;
+	if (offset < w->file_pos || offset > w->file_size || len > w->file_size - offset)
+		return errorf(err, errlen, "%s: extent %llu+%zu out of order or past the size",
+			      w->path, (unsigned long long)offset, len);
+	if (!w->to_pipe) {
+		struct stat st;
+		w->to_pipe = fstat(w->fd, &st) == 0 && S_ISFIFO(st.st_mode) ? 1 : -1;
+	}
+	if (put_frame(w, offset, len, err, errlen) < 0 || ts_writer_flush(w, err, errlen) < 0 ||
+	    copy_from(w, fd, offset, len, err, errlen) < 0)
 		return -1;
 	w->file_pos = offset + len;
 	return 0;

@@ -133,6 +133,7 @@ struct ts_writer {
 	bool in_file;
 	uint64_t file_size, file_pos;
 	char path[TS_PATH_MAX + 1];
+	int to_pipe;                /* 0 not known yet, 1 a pipe, -1 not */
 };
 
 int ts_writer_init(struct ts_writer *w, int fd);
@@ -141,6 +142,13 @@ int ts_writer_init(struct ts_writer *w, int fd);
 int ts_write_record(struct ts_writer *w, const struct ts_record *rec, char *err, size_t errlen);
 int ts_write_extent(struct ts_writer *w, uint64_t offset, const void *data, size_t len,
 		    char *err, size_t errlen);
+/* The same with the extent's bytes taken from fd (a regular file) at
+ * offset: when the stream's fd is a pipe they are spliced into it (the
+ * page cache's pages go by reference, not through the caller's memory),
+ * else read and written.  A file that ends before offset + len is sent
+ * with zeros for the rest, so the frame keeps its length. */
+int ts_write_extent_from(struct ts_writer *w, uint64_t offset, int fd, size_t len,
+			 char *err, size_t errlen);
 int ts_write_file_end(struct ts_writer *w, char *err, size_t errlen);
 /* Writes TS_END and flushes: from here the stream is complete. */
 int ts_write_end(struct ts_writer *w, char *err, size_t errlen);

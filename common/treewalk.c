@@ -176,29 +176,19 @@ static int file_map(struct walk *k, int fd, off_t size, unsigned *count)
 	return 0;
 }
 
-/* The bytes of the mapped extents; a file that shrank meanwhile is sent
- * with zeros where its data was, so the frames still match the map. */
+/* The bytes of the mapped extents, from the file to the stream (spliced
+ * when the stream is a pipe); a file that shrank meanwhile is sent with
+ * zeros where its data was, so the frames still match the map. */
 static int send_data(struct walk *k, int fd, unsigned count)
 {
 	for (unsigned i = 0; i < count; i++) {
 		uint64_t pos = k->map[i].offset, end = pos + k->map[i].len;
-		bool shrunk = false;
 		while (pos < end) {
 			size_t want = end - pos < WALK_CHUNK ? (size_t)(end - pos) : WALK_CHUNK;
-			ssize_t n = shrunk ? 0 : pread(fd, k->chunk, want, (off_t)pos);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return errorf(k->err, k->errlen, "%s: read: %s", k->path, strerror(errno));
-			if (n == 0) {
-				shrunk = true;
-				memset(k->chunk, 0, want);
-				n = (ssize_t)want;
-			}
-			if (ts_write_extent(k->w, pos, k->chunk, (size_t)n, k->err, k->errlen) < 0)
+			if (ts_write_extent_from(k->w, pos, fd, want, k->err, k->errlen) < 0)
 				return -1;
-			k->st->data_bytes += (unsigned long long)n;
-			pos += (uint64_t)n;
+			k->st->data_bytes += (unsigned long long)want;
+			pos += want;
 		}
 	}
 	return 0;

@@ -1,11 +1,13 @@
 /* Export, import and backup of rooms: see room_io.h.
  *
- * roomboxctl checks an export's seal itself (the SHA-256 of every byte
- * before it, in the closing skippable frame): an answer cut short by a
- * failure behind it still says 200, and only the seal tells a whole
- * archive from a part of one.  The last SEAL_FRAME bytes are held back
- * until the end, so what reaches out_fd before the check is never a
- * whole-looking archive. */
+ * roomboxctl checks an export's seal itself (a checksum of every byte
+ * before it, in the closing skippable frame: the XXH64 in a version 2
+ * archive, which opens with a lead frame saying so, the SHA-256 in a
+ * version 1): an answer cut short by a failure behind it still says 200,
+ * and only the seal tells a whole archive from a part of one.  The last
+ * SEAL_FRAME bytes (the longer seal's) are held back until the end, so
+ * what reaches out_fd before the check is never a whole-looking
+ * archive. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -19,19 +21,41 @@
 #include "fcgi_client.h"
 #include "room_io.h"
 #include "sha256.h"
+#include "xxh64.h"
 
 #define SEAL_TEXT_LEN 80            /* "roombox-seal 1\n", 64 hex, "\n" */
 #define SEAL_FRAME (8 + SEAL_TEXT_LEN)
+#define SEAL2_TEXT_LEN 32           /* "roombox-seal 2\n", 16 hex, "\n" */
+#define SEAL2_FRAME (8 + SEAL2_TEXT_LEN)
 #define SEAL_MAGIC 0x184D2A5Eu
+#define LEAD "\x5e\x2a\x4d\x18\x0f\x00\x00\x00roombox-room 2\n"
+#define LEAD_LEN 23
 #define TIMEOUT_S (60 * 60)
 
 struct sealed_out {
 	int fd;
-	struct sha256_ctx sha;
+	int version;                /* 0 until the first bytes are hashed */
+	struct sha256_ctx sha;      /* version 1 */
+	struct xxh64 xx;            /* version 2 */
+	unsigned char lead[LEAD_LEN];
 	unsigned char held[SEAL_FRAME];
 	size_t nheld;
 	uint64_t bytes;
 };
+
+/* Into the seal's checksum; the lead is whole by the first call (the
+ * first SEAL_FRAME bytes are held). */
+static void seal_hash(struct sealed_out *o, const void *p, size_t n)
+{
+	if (!o->version) {
+		o->version = memcmp(o->lead, LEAD, LEAD_LEN) == 0 ? 2 : 1;
+		xxh64_init(&o->xx, 0);
+	}
+	if (o->version == 2)
+		xxh64_update(&o->xx, p, n);
+	else
+		sha256_update(&o->sha, p, n);
+}
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -52,6 +76,8 @@ static int write_all(int fd, const void *p, size_t n)
 static int sealed_sink(void *ctx, const char *p, size_t n)
 {
 	struct sealed_out *o = ctx;
+	if (o->bytes < LEAD_LEN)
+		memcpy(o->lead + o->bytes, p, LEAD_LEN - o->bytes < n ? LEAD_LEN - o->bytes : n);
 	o->bytes += n;
 	if (o->nheld + n <= SEAL_FRAME) {
 		memcpy(o->held + o->nheld, p, n);
@@ -61,13 +87,13 @@ static int sealed_sink(void *ctx, const char *p, size_t n)
 	/* of held + p, all but the last SEAL_FRAME bytes go out */
 	size_t out = o->nheld + n - SEAL_FRAME;
 	size_t from_held = out < o->nheld ? out : o->nheld;
-	sha256_update(&o->sha, o->held, from_held);
+	seal_hash(o, o->held, from_held);
 	if (write_all(o->fd, o->held, from_held) < 0)
 		return -1;
 	memmove(o->held, o->held + from_held, o->nheld - from_held);
 	o->nheld -= from_held;
 	size_t from_p = out - from_held;
-	sha256_update(&o->sha, p, from_p);
+	seal_hash(o, p, from_p);
 	if (from_p && write_all(o->fd, p, from_p) < 0)
 		return -1;
 	memcpy(o->held + o->nheld, p + from_p, n - from_p);
@@ -85,6 +111,17 @@ static int seal_check(struct sealed_out *o)
 
 	if (o->nheld != SEAL_FRAME)
 		return -1;
+	if (o->version == 2) {
+		char want2[SEAL2_TEXT_LEN + 1];
+		seal_hash(o, h, SEAL_FRAME - SEAL2_FRAME);
+		h += SEAL_FRAME - SEAL2_FRAME;
+		snprintf(want2, sizeof(want2), "roombox-seal 2\n%016llx\n",
+			 (unsigned long long)xxh64_digest(&o->xx));
+		if (memcmp(h, "\x5e\x2a\x4d\x18\x20\x00\x00\x00", 8) != 0 ||
+		    memcmp(h + 8, want2, SEAL2_TEXT_LEN) != 0)
+			return -1;
+		return write_all(o->fd, o->held, SEAL_FRAME);
+	}
 	uint32_t magic = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
 	uint32_t size = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
 	sha256_final(&o->sha, d);

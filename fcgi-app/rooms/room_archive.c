@@ -41,17 +41,30 @@
 
 #include "errbuf.h"
 #include "treestream.h"
+#include "xxh64.h"
 
 #define MANIFEST_HEAD "roombox-manifest 1\n"
 #define STATE_PREFIX  "state/"
 #define ZERO_CHUNK    (1u << 20)
 #define HMAC_HEX      64
 /* The seal: a zstd skippable frame closing the archive (zstd and tar pass
- * over it) holding the SHA-256 of every byte before it. */
+ * over it) holding a checksum of every byte before it: version 1, their
+ * SHA-256; version 2, their XXH64 (the manifest's SHA-256 digests already
+ * vouch for every member, so the seal needs only to catch damage, and a
+ * second SHA-256 pass over every byte was a third of an export's CPU).
+ * A version 2 archive opens with a skippable frame of its own, the lead,
+ * so that whoever hashes its bytes knows from the first 23 which seal to
+ * take, before any member is parsed. */
 #define SEAL_MAGIC    0x184D2A5Eu
-#define SEAL_HEAD     "roombox-seal 1\n"
-#define SEAL_PAYLOAD  (sizeof SEAL_HEAD - 1 + 64 + 1)
-#define SEAL_LEN      (8 + SEAL_PAYLOAD)
+#define SEAL1_HEAD    "roombox-seal 1\n"
+#define SEAL1_PAYLOAD (sizeof SEAL1_HEAD - 1 + 64 + 1)
+#define SEAL1_LEN     (8 + SEAL1_PAYLOAD)
+#define SEAL2_HEAD    "roombox-seal 2\n"
+#define SEAL2_PAYLOAD (sizeof SEAL2_HEAD - 1 + 16 + 1)
+#define SEAL2_LEN     (8 + SEAL2_PAYLOAD)
+#define SEAL_HOLD     SEAL1_LEN          /* the longer: held back on import */
+#define LEAD_TEXT     "roombox-room 2\n"
+#define LEAD_LEN      (8 + sizeof LEAD_TEXT - 1)
 #define SOURCE_BUF    (1u << 20)
 
 /* ---- parts ---- */
@@ -240,27 +253,47 @@ static int manifest_add(struct buf *m, const unsigned char dg[32], const char *n
 	return buf_add(m, "\n", 1);
 }
 
-/* The seal frame for the digest of the bytes before it. */
-static void seal_bytes(const unsigned char dg[32], unsigned char out[SEAL_LEN])
+/* The seal frame of a version for the digest of the bytes before it (v1:
+ * a SHA-256; v2: an XXH64, big-endian in dg's first 8 bytes); its length. */
+static size_t seal_bytes(int version, const unsigned char dg[32], unsigned char out[SEAL_HOLD])
 {
+	const char *head = version == 2 ? SEAL2_HEAD : SEAL1_HEAD;
+	size_t hlen = strlen(head), dlen = version == 2 ? 8 : 32;
+	uint32_t payload = (uint32_t)(hlen + 2 * dlen + 1);
 	char hex[65];
 	for (int i = 0; i < 4; i++) {
 		out[i] = (unsigned char)(SEAL_MAGIC >> (8 * i));
-		out[4 + i] = (unsigned char)((uint32_t)SEAL_PAYLOAD >> (8 * i));
+		out[4 + i] = (unsigned char)(payload >> (8 * i));
 	}
-	hexify(dg, 32, hex);
-	memcpy(out + 8, SEAL_HEAD, sizeof SEAL_HEAD - 1);
-	memcpy(out + 8 + sizeof SEAL_HEAD - 1, hex, 64);
-	out[SEAL_LEN - 1] = '\n';
+	hexify(dg, dlen, hex);
+	memcpy(out + 8, head, hlen);
+	memcpy(out + 8 + hlen, hex, 2 * dlen);
+	out[8 + payload - 1] = '\n';
+	return 8 + payload;
+}
+
+/* The lead frame that opens a version 2 archive. */
+static void lead_bytes(unsigned char out[LEAD_LEN])
+{
+	for (int i = 0; i < 4; i++) {
+		out[i] = (unsigned char)(SEAL_MAGIC >> (8 * i));
+		out[4 + i] = (unsigned char)((uint32_t)(sizeof LEAD_TEXT - 1) >> (8 * i));
+	}
+	memcpy(out + 8, LEAD_TEXT, sizeof LEAD_TEXT - 1);
 }
 
 /* ---- the seal's digest (room_archive.h) ---- */
 
-_Static_assert(SEAL_LEN == ROOM_SEAL_LEN, "the seal's length");
+_Static_assert(SEAL_HOLD == ROOM_SEAL_LEN, "the longest seal's length");
+_Static_assert(SEAL2_LEN <= SEAL1_LEN, "the seals' lengths");
 
 struct room_sealer {
-	EVP_MD_CTX *md;
-	unsigned char tail[SEAL_LEN];   /* held back: maybe the seal */
+	int version;                     /* 0 until the first bytes tell */
+	unsigned char lead[LEAD_LEN];    /* those first bytes, until then */
+	size_t lead_len;
+	EVP_MD_CTX *md;                  /* version 1 */
+	struct xxh64 xx;                 /* version 2 */
+	unsigned char tail[SEAL_HOLD];   /* import: held back, maybe the seal */
 	size_t tail_len;
 };
 
@@ -272,6 +305,8 @@ struct room_sealer *room_sealer_new(void)
 		free(s);
 		s = NULL;
 	}
+	if (s)
+		xxh64_init(&s->xx, 0);
 	return s;
 }
 
@@ -283,23 +318,33 @@ void room_sealer_free(struct room_sealer *s)
 	}
 }
 
-void room_sealer_add(struct room_sealer *s, const void *p, size_t n)
+int room_sealer_version(const struct room_sealer *s)
 {
-	EVP_DigestUpdate(s->md, p, n);
+	return s->version;
 }
 
-/* (tail, new bytes): all but the last SEAL_LEN hashed (when hash), those
+static void hash_update(struct room_sealer *s, const void *p, size_t n)
+{
+	if (n == 0)
+		return;
+	if (s->version == 2)
+		xxh64_update(&s->xx, p, n);
+	else
+		EVP_DigestUpdate(s->md, p, n);
+}
+
+/* (tail, new bytes): all but the last SEAL_HOLD hashed (when hash), those
  * kept. */
 static void tail_feed(struct room_sealer *s, const unsigned char *p, size_t n, bool hash)
 {
 	size_t total = s->tail_len + n;
-	size_t hashable = total > SEAL_LEN ? total - SEAL_LEN : 0;
+	size_t hashable = total > SEAL_HOLD ? total - SEAL_HOLD : 0;
 	size_t from_tail = hashable < s->tail_len ? hashable : s->tail_len;
 	if (hash) {
-		EVP_DigestUpdate(s->md, s->tail, from_tail);
-		EVP_DigestUpdate(s->md, p, hashable - from_tail);
+		hash_update(s, s->tail, from_tail);
+		hash_update(s, p, hashable - from_tail);
 	}
-	unsigned char keep[SEAL_LEN];
+	unsigned char keep[SEAL_HOLD];
 	size_t k = total - hashable, kt = s->tail_len - from_tail;
 	memcpy(keep, s->tail + from_tail, kt);
 	memcpy(keep + kt, p + (hashable - from_tail), k - kt);
@@ -307,22 +352,83 @@ static void tail_feed(struct room_sealer *s, const unsigned char *p, size_t n, b
 	s->tail_len = k;
 }
 
-void room_sealer_feed(struct room_sealer *s, const void *p, size_t n)
+/* Version 2 when the bytes open with the lead, else 1: decided as soon
+ * as they differ from it or hold all of it (or at the end); the bytes
+ * held until then are passed on. */
+static void decide(struct room_sealer *s, bool hold, bool hash, bool at_end)
 {
-	tail_feed(s, p, n, true);
+	unsigned char want[LEAD_LEN];
+	lead_bytes(want);
+	if (memcmp(s->lead, want, s->lead_len) != 0)
+		s->version = 1;
+	else if (s->lead_len == LEAD_LEN)
+		s->version = 2;
+	else if (at_end)
+		s->version = 1;
+	else
+		return;
+	if (hold)
+		tail_feed(s, s->lead, s->lead_len, hash);
+	else if (hash)
+		hash_update(s, s->lead, s->lead_len);
 }
 
+static void sealer_in(struct room_sealer *s, const unsigned char *p, size_t n, bool hold, bool hash)
+{
+	if (!s->version) {
+		size_t k = LEAD_LEN - s->lead_len < n ? LEAD_LEN - s->lead_len : n;
+		memcpy(s->lead + s->lead_len, p, k);
+		s->lead_len += k;
+		p += k;
+		n -= k;
+		decide(s, hold, hash, false);
+		if (!s->version)
+			return;
+	}
+	if (hold)
+		tail_feed(s, p, n, hash);
+	else if (hash)
+		hash_update(s, p, n);
+}
+
+void room_sealer_add(struct room_sealer *s, const void *p, size_t n)
+{
+	sealer_in(s, p, n, false, true);
+}
+
+void room_sealer_feed(struct room_sealer *s, const void *p, size_t n)
+{
+	sealer_in(s, p, n, true, true);
+}
+
+/* The digest of what was added, or of all that was fed but the seal its
+ * version ends in (the last bytes held back: a version 2 seal is shorter
+ * than the hold). */
 void room_sealer_digest(struct room_sealer *s, unsigned char out[32])
 {
 	unsigned dn;
+	if (!s->version)
+		decide(s, true, true, true);
+	memset(out, 0, 32);
+	if (s->version == 2) {
+		if (s->tail_len > SEAL2_LEN)
+			xxh64_update(&s->xx, s->tail, s->tail_len - SEAL2_LEN);
+		uint64_t h = xxh64_digest(&s->xx);
+		for (int i = 0; i < 8; i++)
+			out[i] = (unsigned char)(h >> (56 - 8 * i));
+		return;
+	}
 	EVP_DigestFinal_ex(s->md, out, &dn);
 }
 
-void room_sealer_seal(struct room_sealer *s, unsigned char out[ROOM_SEAL_LEN])
+size_t room_sealer_seal(struct room_sealer *s, unsigned char out[ROOM_SEAL_LEN])
 {
 	unsigned char dg[32];
+	if (!s->version)
+		decide(s, false, true, true);
+	int version = s->version;
 	room_sealer_digest(s, dg);
-	seal_bytes(dg, out);
+	return seal_bytes(version, dg, out);
 }
 
 /* The member name of a tree path. */
@@ -334,8 +440,10 @@ static void state_name(char *out, size_t n, const char *path)
 /* ---- export ---- */
 
 struct exporter {
-	int out_fd;
-	EVP_MD_CTX *whole;          /* every byte written, for the seal; NULL:
+	room_sink_fn *sink;         /* where the archive's bytes go */
+	void *sink_ctx;
+	bool led;                   /* the lead frame went out */
+	struct room_sealer *whole;  /* every byte written, for the seal; NULL:
 				     * the caller seals */
 	struct archive *a;
 	struct archive_entry *e;
@@ -363,15 +471,29 @@ static int write_fd(int fd, const void *p, size_t n)
 	return 0;
 }
 
+static int fd_sink(void *ctx, const void *p, size_t n)
+{
+	return write_fd(*(int *)ctx, p, n);
+}
+
+/* The lead frame goes out with libarchive's first block, no sooner: until
+ * then a failure (the helper's, say) can still be answered as one. */
 static la_ssize_t sink_write(struct archive *a, void *client, const void *p, size_t n)
 {
 	struct exporter *x = client;
-	if (write_fd(x->out_fd, p, n) < 0) {
+	if (!x->led) {
+		unsigned char lead[LEAD_LEN];
+		lead_bytes(lead);
+		x->led = true;
+		if (sink_write(a, client, lead, sizeof lead) < 0)
+			return -1;
+	}
+	if (x->sink(x->sink_ctx, p, n) < 0) {
 		archive_set_error(a, errno, "write: %s", strerror(errno));
 		return -1;
 	}
 	if (x->whole)
-		EVP_DigestUpdate(x->whole, p, n);
+		room_sealer_add(x->whole, p, n);
 	return (la_ssize_t)n;
 }
 
@@ -567,10 +689,10 @@ int archive_from_tree(int tree_fd, int out_fd, const struct room_part *parts, si
 	return archive_from_tree_late(tree_fd, out_fd, parts_given, &g, key, err, errlen);
 }
 
-static int export_run(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
-		      const struct room_key *key, bool seal, char *err, size_t errlen)
+int archive_from_tree_sink(int tree_fd, room_sink_fn *sink, void *sink_ctx, room_parts_fn *get_parts,
+			   void *ctx, const struct room_key *key, char *err, size_t errlen)
 {
-	struct exporter x = { .out_fd = out_fd, .err = err, .errlen = errlen };
+	struct exporter x = { .sink = sink, .sink_ctx = sink_ctx, .err = err, .errlen = errlen };
 	/* the keeper's stream is checked as any other, without a budget:
 	 * the room's disk already bounds it */
 	struct ts_limits lim = { UINT64_MAX, UINT64_MAX };
@@ -581,9 +703,8 @@ static int export_run(int tree_fd, int out_fd, room_parts_fn *get_parts, void *c
 	x.zeros = calloc(1, ZERO_CHUNK);
 	x.a = archive_write_new();
 	x.e = archive_entry_new();
-	x.whole = seal ? EVP_MD_CTX_new() : NULL;
-	if (!x.chunk || !x.zeros || !x.a || !x.e || (seal && !x.whole) ||
-	    (seal && !EVP_DigestInit_ex(x.whole, EVP_sha256(), NULL)) || digest_init(&x.d) < 0 ||
+	x.whole = room_sealer_new();
+	if (!x.chunk || !x.zeros || !x.a || !x.e || !x.whole || digest_init(&x.d) < 0 ||
 	    ts_reader_init(&x.r, tree_fd, &lim) < 0) {
 		errorf(err, errlen, "export: out of memory");
 		goto out;
@@ -636,15 +757,11 @@ static int export_run(int tree_fd, int out_fd, room_parts_fn *get_parts, void *c
 		ar_fail(&x, "close");
 		goto out;
 	}
-	unsigned char dg[32], sealed[SEAL_LEN];
-	unsigned dn;
-	if (seal) {
-		EVP_DigestFinal_ex(x.whole, dg, &dn);
-		seal_bytes(dg, sealed);
-		if (write_fd(out_fd, sealed, sizeof sealed) < 0) {
-			errorf(err, errlen, "export: write: %s", strerror(errno));
-			goto out;
-		}
+	unsigned char sealed[SEAL_HOLD];
+	size_t n = room_sealer_seal(x.whole, sealed);
+	if (sink(sink_ctx, sealed, n) < 0) {
+		errorf(err, errlen, "export: write: %s", strerror(errno));
+		goto out;
 	}
 	rc = 0;
 out:
@@ -654,7 +771,7 @@ out:
 		archive_entry_free(x.e);
 	ts_reader_free(&x.r);
 	digest_free(&x.d);
-	EVP_MD_CTX_free(x.whole);
+	room_sealer_free(x.whole);
 	free(x.manifest.p);
 	free(x.chunk);
 	free(x.zeros);
@@ -664,13 +781,7 @@ out:
 int archive_from_tree_late(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
 			   const struct room_key *key, char *err, size_t errlen)
 {
-	return export_run(tree_fd, out_fd, get_parts, ctx, key, true, err, errlen);
-}
-
-int archive_from_tree_unsealed(int tree_fd, int out_fd, room_parts_fn *get_parts, void *ctx,
-			       const struct room_key *key, char *err, size_t errlen)
-{
-	return export_run(tree_fd, out_fd, get_parts, ctx, key, false, err, errlen);
+	return archive_from_tree_sink(tree_fd, fd_sink, &out_fd, get_parts, ctx, key, err, errlen);
 }
 
 /* ---- import ---- */
@@ -678,14 +789,16 @@ int archive_from_tree_unsealed(int tree_fd, int out_fd, room_parts_fn *get_parts
 enum stage { ST_VERSION, ST_STATE, ST_PARTS, ST_HMAC, ST_DONE };
 
 /* The archive's bytes on their way to libarchive: all but the last
- * SEAL_LEN are hashed (those may be the seal). */
+ * SEAL_HOLD are hashed (those may be the seal); a version 2 archive's
+ * lead frame is taken off (libarchive is handed a zstd stream and
+ * nothing else). */
 struct source {
 	int fd;
 	struct room_sealer *seal;   /* hashing here unless the caller does */
 	room_digest_fn *digest;     /* the caller's: the digest at the end */
 	void *digest_ctx;
 	unsigned char buf[SOURCE_BUF];
-	bool eof;
+	bool started, eof;
 	int read_errno;
 };
 
@@ -712,23 +825,33 @@ static la_ssize_t source_read(struct archive *a, void *client, const void **out)
 {
 	struct source *s = client;
 	ssize_t n;
+	size_t got = 0, skip = 0;
 	if (s->eof)
 		return 0;
-	do
-		n = read(s->fd, s->buf, sizeof s->buf);
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		s->read_errno = errno;
-		archive_set_error(a, errno, "read: %s", strerror(errno));
-		return -1;
-	}
-	if (n == 0) {
+	/* the first time, enough bytes to tell a lead frame (or the end) */
+	do {
+		n = read(s->fd, s->buf + got, sizeof s->buf - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			s->read_errno = errno;
+			archive_set_error(a, errno, "read: %s", strerror(errno));
+			return -1;
+		}
+		got += (size_t)n;
+	} while (n != 0 && !s->started && got < LEAD_LEN);
+	if (got == 0) {
 		s->eof = true;
 		return 0;
 	}
-	tail_feed(s->seal, s->buf, (size_t)n, !s->digest);
-	*out = s->buf;
-	return n;
+	sealer_in(s->seal, s->buf, got, true, !s->digest);
+	if (!s->started && s->seal->version == 2)
+		skip = LEAD_LEN;
+	s->started = true;
+	if (got == skip)
+		return source_read(a, client, out);
+	*out = s->buf + skip;
+	return (la_ssize_t)(got - skip);
 }
 
 /* Reads what libarchive left (the seal, at least) and checks the seal. */
@@ -740,17 +863,17 @@ static int check_seal(struct importer *m)
 		;
 	if (n < 0)
 		return errorf(m->err, m->errlen, "import: read: %s", strerror(m->src.read_errno));
-	unsigned char dg[32], want[SEAL_LEN];
-	unsigned dn;
+	unsigned char dg[32], want[SEAL_HOLD];
+	struct room_sealer *sl = m->src.seal;
 	if (!m->src.digest)
-		EVP_DigestFinal_ex(m->src.seal->md, dg, &dn);
+		room_sealer_digest(sl, dg);
 	else if (m->src.digest(m->src.digest_ctx, dg) < 0)
 		return errorf(m->err, m->errlen, "import: the archive's bytes were not all read");
-	seal_bytes(dg, want);
-	const unsigned char *tail = m->src.seal->tail;
-	if (m->src.seal->tail_len != SEAL_LEN || memcmp(tail, want, 8) != 0)
+	size_t wlen = seal_bytes(sl->version == 2 ? 2 : 1, dg, want);
+	const unsigned char *tail = sl->tail + sl->tail_len - (sl->tail_len < wlen ? 0 : wlen);
+	if (sl->tail_len < wlen || memcmp(tail, want, 8) != 0)
 		return errorf(m->err, m->errlen, "import: the archive has no seal at its end (truncated?)");
-	if (CRYPTO_memcmp(tail, want, SEAL_LEN) != 0)
+	if (CRYPTO_memcmp(tail, want, wlen) != 0)
 		return errorf(m->err, m->errlen, "import: the seal does not match the archive's bytes (corrupted)");
 	return 0;
 }
@@ -1066,12 +1189,14 @@ static int import_member(struct importer *m, struct archive_entry *e)
 			return errorf(m->err, m->errlen, "import: %.200s: the archive must start with roombox/version", name);
 		if (read_blob(m, e, name, 64, &p, &len) < 0)
 			return -1;
-		bool ok = len == strlen(ROOM_ARCHIVE_VERSION) && memcmp(p, ROOM_ARCHIVE_VERSION, len) == 0;
+		/* the version the lead frame said (none: 1) */
+		const char *want = m->src.seal->version == 2 ? ROOM_ARCHIVE_VERSION : ROOM_ARCHIVE_VERSION_1;
+		bool ok = len == strlen(want) && memcmp(p, want, len) == 0;
 		unsigned char dg[32];
 		sha256(p, len, dg);
 		free(p);
 		if (!ok)
-			return errorf(m->err, m->errlen, "import: roombox/version: not a version this reads");
+			return errorf(m->err, m->errlen, "import: roombox/version: not a version this reads, or not the one its first frame says");
 		if (manifest_add(&m->manifest, dg, name) < 0)
 			return errorf(m->err, m->errlen, "import: out of memory");
 		m->stage = ST_STATE;

@@ -2,11 +2,13 @@
  * archive (docs/export-format.md), streamed both ways.
  *
  * Export: the helper walks the room's disk into a tree stream on a pipe
- * (its export op), a thread of ours turns that into the archive
- * (room_archive.c) on a second pipe, and this worker sends that to the
- * client as it comes.  The parts beside the files -- the sessions (from
- * the helper's answer), the preview exposures, the process records, the
- * messages -- are added once the files are all in.
+ * (its export op), and this worker turns that into the archive
+ * (room_archive.c), sent to the client as libarchive hands out its
+ * blocks: no second pipe, no second thread (the seal's checksum, an XXH64
+ * since format version 2, is cheap enough to take inline).  The parts
+ * beside the files -- the sessions (from the helper's answer), the
+ * preview exposures, the process records, the messages -- are added once
+ * the files are all in.
  *
  * Import: this worker reads the body into a pipe, a thread parses the
  * archive from it into a tree stream on a second pipe, checking every
@@ -264,10 +266,14 @@ struct export_job {
 	struct helper_run *run;
 	bool helper_done;
 	struct helper_error herr;
-	int tree_fd, out_fd;
+	int tree_fd;
 	struct room_key key;
-	struct room_sealer *seal;   /* the worker's: it hashes what it sends */
 	struct part_list parts;
+	/* the answer: its head goes with the archive's first bytes */
+	struct request *rq;
+	struct response *rs;
+	const struct http_output *out;
+	bool headers, gone;
 	int rc;
 	char err[1024];
 };
@@ -308,25 +314,6 @@ static int export_parts(void *ctx, const struct room_part **parts, size_t *npart
 	*parts = j->parts.v;
 	*nparts = j->parts.n;
 	return 0;
-}
-
-static void *export_thread(void *arg)
-{
-	struct export_job *j = arg;
-	j->rc = archive_from_tree_unsealed(j->tree_fd, j->out_fd, export_parts, j, &j->key, j->err,
-					   sizeof(j->err));
-	/* the helper sees its reader gone, and the client the archive's end */
-	close_fd(&j->tree_fd);
-	close_fd(&j->out_fd);
-	if (!j->helper_done) {
-		char *a, *b, sid[HELPER_ROOM_LEN];
-		j->helper_done = true;
-		if (helper_export_finish(j->run, &a, &b, sid, &j->herr) == 0) {
-			free(a);
-			free(b);
-		}
-	}
-	return NULL;
 }
 
 static void export_answer_error(struct request *rq, struct response *rs, int status, const char *text)
@@ -373,6 +360,19 @@ static int export_headers(struct request *rq, struct response *rs, const struct 
 	return out->write(out->ctx, hdr, (size_t)n) < 0 ? -1 : 0;
 }
 
+/* The archive's bytes to the client, its head before the first. */
+static int export_sink(void *ctx, const void *p, size_t n)
+{
+	struct export_job *j = ctx;
+	if (j->gone || (!j->headers && export_headers(j->rq, j->rs, j->out, &j->headers) < 0) ||
+	    j->out->write(j->out->ctx, p, n) < 0) {
+		j->gone = true;
+		errno = EPIPE;
+		return -1;
+	}
+	return 0;
+}
+
 void api_rooms_export(struct request *rq, struct response *rs)
 {
 	struct helper_target target = app_helper(rq->app);
@@ -380,7 +380,7 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	struct helper_error herr;
 	unsigned char *keybuf = NULL;
 	char err[1024];
-	int tree[2] = { -1, -1 }, arch[2] = { -1, -1 };
+	int tree[2] = { -1, -1 };
 	const struct http_output *out = rq->in ? rq->in->out : NULL;
 	char snap[HELPER_ROOM_LEN + 1] = "";
 
@@ -410,11 +410,11 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	}
 	j->app = rq->app;
 	j->room = rq->room;
-	if (!(j->seal = room_sealer_new()) || pipe_big(tree) < 0 || pipe_big(arch) < 0) {
-		room_sealer_free(j->seal);
+	j->rq = rq;
+	j->rs = rs;
+	j->out = out;
+	if (pipe_big(tree) < 0) {
 		export_answer_error(rq, rs, 500, "pipe failed");
-		close_fd(&tree[0]);
-		close_fd(&tree[1]);
 		free(j);
 		goto done;
 	}
@@ -422,59 +422,24 @@ void api_rooms_export(struct request *rq, struct response *rs)
 	close_fd(&tree[1]);
 	if (!j->run) {
 		export_answer_error(rq, rs, herr.http_status, herr.message);
-		room_sealer_free(j->seal);
 		close_fd(&tree[0]);
-		close_fd(&arch[0]);
-		close_fd(&arch[1]);
 		free(j);
 		goto done;
 	}
 	j->tree_fd = tree[0];
-	j->out_fd = arch[1];
-	pthread_t th;
-	if (pthread_create(&th, NULL, export_thread, j) != 0) {
-		char *a = NULL, *b = NULL, sid[HELPER_ROOM_LEN];
-		/* the helper sees its reader gone and fails; reaped here */
-		close_fd(&j->tree_fd);
-		close_fd(&j->out_fd);
-		close_fd(&arch[0]);
+	j->rc = archive_from_tree_sink(j->tree_fd, export_sink, j, export_parts, j, &j->key, j->err,
+				       sizeof(j->err));
+	/* the helper sees its reader gone (a failure, a client gone) */
+	close_fd(&j->tree_fd);
+	if (!j->helper_done) {
+		char *a, *b, sid[HELPER_ROOM_LEN];
+		j->helper_done = true;
 		if (helper_export_finish(j->run, &a, &b, sid, &j->herr) == 0) {
 			free(a);
 			free(b);
 		}
-		export_answer_error(rq, rs, 500, "export: cannot start its thread");
-		room_sealer_free(j->seal);
-		part_list_free(&j->parts);
-		free(j);
-		goto done;
 	}
-	char *buf = malloc(CHUNK);
-	bool headers = false, gone = !buf;
-	ssize_t k;
-	while (!gone && (k = read(arch[0], buf, CHUNK)) != 0) {
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!headers)
-			gone = export_headers(rq, rs, out, &headers) < 0;
-		/* the seal's pass over the archive, beside the thread's over
-		 * the files */
-		room_sealer_add(j->seal, buf, (size_t)k);
-		if (!gone && out->write(out->ctx, buf, (size_t)k) < 0)
-			gone = true;
-	}
-	free(buf);
-	close_fd(&arch[0]);   /* a client gone: the thread's writes fail, it ends */
-	pthread_join(th, NULL);
-	if (j->rc == 0 && !gone && (headers || export_headers(rq, rs, out, &headers) == 0)) {
-		unsigned char seal[ROOM_SEAL_LEN];
-		room_sealer_seal(j->seal, seal);
-		if (out->write(out->ctx, (const char *)seal, sizeof(seal)) < 0)
-			gone = true;
-	}
-	room_sealer_free(j->seal);
+	bool headers = j->headers, gone = j->gone;
 	if (!headers) {
 		if (j->rc < 0 && j->herr.http_status == 404 && strstr(j->herr.message, ": snapshot "))
 			export_answer_error(rq, rs, 404, "snapshot not found");   /* snapshot.c's words */

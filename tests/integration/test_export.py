@@ -275,9 +275,76 @@ def unzstd(data):
 
 
 def seal(body):
-    """The closing skippable frame: roombox-seal 1, the SHA-256 of body."""
+    """A version 1 archive: body then the closing skippable frame,
+    roombox-seal 1, the SHA-256 of body."""
     text = b"roombox-seal 1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n"
     return body + struct.pack("<II", SEAL_MAGIC, len(text)) + text
+
+
+# A version 2 archive opens with this frame and closes with the XXH64 of
+# every byte before its seal.
+LEAD = struct.pack("<II", SEAL_MAGIC, 15) + b"roombox-room 2\n"
+M64 = (1 << 64) - 1
+P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                      0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
+
+
+def xxh64(data, seed=0):
+    """XXH64 as xxHash's spec has it (written here, not the product's)."""
+    def rotl(x, r):
+        return ((x << r) | (x >> (64 - r))) & M64
+
+    def rnd(acc, lane):
+        return rotl((acc + lane * P2) & M64, 31) * P1 & M64
+
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & M64, (seed + P2) & M64, seed, (seed - P1) & M64]
+        whole = n - n % 32
+        for j, lanes in enumerate(struct.iter_unpack("<4Q", data[:whole])):
+            v = [rnd(a, b) for a, b in zip(v, lanes)]
+        i = whole
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M64
+        for a in v:
+            h = ((h ^ rnd(0, a)) * P1 + P4) & M64
+    else:
+        h = (seed + P5) & M64
+    h = (h + n) & M64
+    while i + 8 <= n:
+        h = (rotl(h ^ rnd(0, struct.unpack_from("<Q", data, i)[0]), 27) * P1 + P4) & M64
+        i += 8
+    if i + 4 <= n:
+        h = (rotl(h ^ (struct.unpack_from("<I", data, i)[0] * P1 & M64), 23) * P2 + P3) & M64
+        i += 4
+    while i < n:
+        h = rotl(h ^ (data[i] * P5 & M64), 11) * P1 & M64
+        i += 1
+    h = ((h ^ (h >> 33)) * P2) & M64
+    h = ((h ^ (h >> 29)) * P3) & M64
+    return h ^ (h >> 32)
+
+
+def seal2(zbody):
+    """A version 2 archive of a zstd body: the lead, the body, the seal."""
+    data = LEAD + zbody
+    text = b"roombox-seal 2\n" + b"%016x\n" % xxh64(data)
+    return data + struct.pack("<II", SEAL_MAGIC, len(text)) + text
+
+
+def body_of(data):
+    """The zstd frames of an archive of either version, without its lead
+    and seal."""
+    return data[len(LEAD):-40] if data.startswith(LEAD) else data[:-88]
+
+
+def test_xxh64_oracle():
+    # the reference vectors, and zstd's own frame checksum (its low 32 bits)
+    assert xxh64(b"") == 0xEF46DB3751D8E999
+    for n in (1, 4, 7, 31, 32, 33, 100, 1000):
+        data = os.urandom(n)
+        z = subprocess.run(["zstd", "-q", "-c", "--check"], input=data, capture_output=True,
+                           check=True).stdout
+        assert struct.unpack("<I", z[-4:])[0] == xxh64(data) & 0xFFFFFFFF
 
 
 def member(name, data=b"", **kw):
@@ -391,6 +458,32 @@ def test_broken_exports_refused(client, room):
     refused(client, b"not an archive at all", 400, "archive format")
 
 
+def test_an_export_is_version_2_and_a_version_1_backup_still_imports(client, room):
+    client.sh(room, "echo old > /workspace/old; truncate -s 8M /workspace/holey")
+    data = export(client, room)
+    # version 2: the lead frame, the version member, the seal's XXH64
+    assert data.startswith(LEAD)
+    assert members_of(data, "roombox/version") == b"roombox-room 2\n"
+    assert data[-40:] == seal2(data[len(LEAD):-40])[-40:]
+    # the same room as a version 1 archive (no lead, "roombox-room 1" and
+    # its digest in the manifest, the SHA-256 seal), as an older roombox
+    # wrote it: a backup made then imports now
+    tar = unzstd(body_of(data))
+    v2, v1 = b"roombox-room 2\n", b"roombox-room 1\n"
+    assert tar.count(v2) == 1
+    d2, d1 = (hashlib.sha256(x).hexdigest().encode() for x in (v2, v1))
+    tar = tar.replace(v2, v1).replace(d2 + b" roombox/version\n", d1 + b" roombox/version\n")
+    old = seal(zstd(tar))
+    new = unique_room()
+    r = import_(client, new, old)
+    assert r.status == 201, r.json
+    assert client.sh(new, "cat /workspace/old; stat -c %s /workspace/holey") == "old\n8388608\n"
+    client.destroy(new)
+    # one version's frames around the other's members: refused
+    refused(client, LEAD + old, 400, "roombox/version")
+    refused(client, seal(body_of(data)), 400, "roombox/version")
+
+
 def test_setuid_root_file_lands_harmless(client, room):
     # a setuid-root program of the room's root: carried (a room's sudo stays
     # sudo), owned by the room's root and powerless outside it, and nosuid
@@ -412,17 +505,16 @@ def test_setuid_root_file_lands_harmless(client, room):
 def tar_add_after_manifest(data, name, content):
     """The export with one member added at its end (after the manifest),
     resealed: for a forged or a right HMAC."""
-    body = data[: -(8 + 80)]
-    tar = unzstd(body).rstrip(b"\0")
+    tar = unzstd(body_of(data)).rstrip(b"\0")
     tar += b"\0" * (-len(tar) % 512)
     ti, _ = member(name, content)
     tar += ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape") + content
     tar += b"\0" * (-len(tar) % 512) + b"\0" * 1024
-    return seal(zstd(tar))
+    return seal2(zstd(tar))
 
 
 def manifest_of(data):
-    with tarfile.open(fileobj=io.BytesIO(unzstd(data[: -(8 + 80)]))) as t:
+    with tarfile.open(fileobj=io.BytesIO(unzstd(body_of(data)))) as t:
         return t.extractfile("roombox/manifest").read()
 
 
@@ -432,13 +524,13 @@ def test_a_record_under_another_name_refused(client, room):
     start(client, room, "done", "echo hi")
     wait_until(lambda: status_of(client, room, "done") == "exited", 10, "`done` to end")
     data = export(client, room)
-    tar = unzstd(data[: -(8 + 80)])
+    tar = unzstd(body_of(data))
     record = members_of(data, "processes/done.json")
     forged = record.replace(b'"id":"done"', b'"id":"dxne"')
     assert forged != record and tar.count(record) == 1
     old, new = (hashlib.sha256(x).hexdigest().encode() for x in (record, forged))
     tar = tar.replace(record, forged).replace(old + b" processes/done.json", new + b" processes/done.json")
-    refused(client, seal(zstd(tar)), 400, "processes/done.json: not the record of process done")
+    refused(client, seal2(zstd(tar)), 400, "processes/done.json: not the record of process done")
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +547,7 @@ def test_hmac_required_and_checked_with_a_key(client, room, keyed):
     kc = Client(keyed)
     client.sh(room, "echo keyed > /workspace/k; echo u > /workspace/u; chown 1000:1000 /workspace/u")
     plain = export(client, room)            # made without a key: no HMAC
-    assert b"manifest.hmac" not in unzstd(plain[:-88])
+    assert b"manifest.hmac" not in unzstd(body_of(plain))
     try:
         refused(kc, plain, 400, "missing")
         man = manifest_of(plain)
@@ -472,7 +564,7 @@ def test_hmac_required_and_checked_with_a_key(client, room, keyed):
         assert kc.sh(new, "echo more >> /workspace/u && cat /workspace/u", user="user") == "u\nmore\n"
         # the keyed host's own export carries its HMAC, and imports there
         again = export(kc, new)
-        assert b"roombox/manifest.hmac" in unzstd(again[:-88])
+        assert b"roombox/manifest.hmac" in unzstd(body_of(again))
         kc.destroy(new)
         other = unique_room()
         assert import_(kc, other, again).status == 201

@@ -14,8 +14,11 @@
 #include <archive_entry.h>
 #include <sys/sysmacros.h>
 
+#include <openssl/evp.h>
+
 #include "room_archive.h"
 #include "tree_fixture.h"
+#include "xxh64.h"
 
 static const unsigned char key_bytes[] = "a key of thirty-two bytes, or so";
 static const struct room_key key = { key_bytes, sizeof key_bytes - 1 };
@@ -229,6 +232,145 @@ static void test_hmac(void **state)
 	free(dir);
 }
 
+/* ---- the versions ---- */
+
+/* in through `cmd` (a shell filter reading stdin): its output. */
+static unsigned char *filter(const char *cmd, const unsigned char *in, size_t len, size_t *outlen)
+{
+	char sh[512];
+	int fd = memfd_create("filter-in", 0);
+	assert_int_equal(write(fd, in, len), (ssize_t)len);
+	snprintf(sh, sizeof sh, "%s < /proc/%d/fd/%d", cmd, (int)getpid(), fd);
+	FILE *f = popen(sh, "r");
+	assert_non_null(f);
+	unsigned char *out = NULL;
+	size_t n = 0, cap = 0, k;
+	do {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1 << 16;
+			out = realloc(out, cap);
+			assert_non_null(out);
+		}
+		k = fread(out + n, 1, cap - n, f);
+		n += k;
+	} while (k > 0);
+	assert_int_equal(pclose(f), 0);
+	close(fd);
+	*outlen = n;
+	return out;
+}
+
+static void replace_once(unsigned char *p, size_t len, const char *from, const char *to)
+{
+	unsigned char *at = memmem(p, len, from, strlen(from));
+	assert_non_null(at);
+	assert_int_equal(strlen(from), strlen(to));
+	memcpy(at, to, strlen(to));
+}
+
+static void sha256_hex(const void *p, size_t n, char hex[65])
+{
+	unsigned char d[32];
+	unsigned dn;
+	EVP_Digest(p, n, d, &dn, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+}
+
+#define LEAD "\x5e\x2a\x4d\x18\x0f\x00\x00\x00roombox-room 2\n"
+#define LEAD_N 23
+#define SEAL2_N 40
+
+/* A version 2 export made into the version 1 archive the same room made
+ * before: no lead frame, "roombox-room 1" (and its digest in the
+ * manifest), recompressed, sealed with the SHA-256 of every byte.  Only
+ * for an export without a key (the HMAC would change). */
+static unsigned char *as_version_1(const unsigned char *p, size_t len, size_t *outlen)
+{
+	char h2[65], h1[65];
+	size_t tlen, zlen;
+	assert_true(len > LEAD_N + SEAL2_N);
+	assert_memory_equal(p, LEAD, LEAD_N);
+	unsigned char *tar = filter("zstd -q -dc", p + LEAD_N, len - LEAD_N - SEAL2_N, &tlen);
+	replace_once(tar, tlen, "roombox-room 2\n", "roombox-room 1\n");
+	sha256_hex("roombox-room 2\n", 15, h2);
+	sha256_hex("roombox-room 1\n", 15, h1);
+	replace_once(tar, tlen, h2, h1);
+	unsigned char *z = filter("zstd -q -1 -c", tar, tlen, &zlen);
+	free(tar);
+	z = realloc(z, zlen + 88);
+	assert_non_null(z);
+	char hex[65];
+	sha256_hex(z, zlen, hex);
+	memcpy(z + zlen, "\x5e\x2a\x4d\x18\x50\x00\x00\x00roombox-seal 1\n", 23);
+	memcpy(z + zlen + 23, hex, 64);
+	z[zlen + 87] = '\n';
+	*outlen = zlen + 88;
+	return z;
+}
+
+/* An export opens with the lead frame and ends in the version 2 seal:
+ * "roombox-seal 2", the XXH64 of every byte before it. */
+static void test_version_2_lead_and_seal(void **state)
+{
+	char *dir, want[64];
+	size_t len;
+	unsigned char *p = good_export(&len, NULL, &dir);
+	assert_memory_equal(p, LEAD, LEAD_N);
+	snprintf(want, sizeof want, "roombox-seal 2\n%016llx\n",
+		 (unsigned long long)xxh64(p, len - SEAL2_N, 0));
+	assert_memory_equal(p + len - SEAL2_N, "\x5e\x2a\x4d\x18\x20\x00\x00\x00", 8);
+	assert_memory_equal(p + len - SEAL2_N + 8, want, SEAL2_N - 8);
+	free(p);
+	rm_tree(dir);
+	free(dir);
+}
+
+/* An old backup (version 1) still imports, whole; a version 1 archive
+ * cannot pass for 2 or the other way round. */
+static void test_version_1_imports(void **state)
+{
+	char err[512], *dir, *dst = mkdtemp_in_tmp();
+	size_t len, l1;
+	unsigned char *p = good_export(&len, NULL, &dir);
+	unsigned char *v1 = as_version_1(p, len, &l1);
+	int in = memfd_create("in", 0), tree = memfd_create("tree", 0);
+	struct room_parts parts;
+	assert_int_equal(write(in, v1, l1), (ssize_t)l1);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	if (archive_to_tree(in, tree, 2 * GIB, NULL, &parts, err, sizeof err) < 0)
+		fail_msg("import of version 1: %s", err);
+	assert_int_equal(parts.n, NPARTS);
+	room_parts_free(&parts);
+	assert_int_equal(lseek(tree, 0, SEEK_SET), 0);
+	struct ts_limits lim = ts_limits_for_disk(2 * GIB);
+	if (apply_stream(tree, dst, &lim, err, sizeof err) < 0)
+		fail_msg("apply: %s", err);
+	assert_same_tree(dir, dst);
+	close(in);
+	close(tree);
+	/* spoilt as a version 2 would be: refused the same */
+	v1[l1 / 3] ^= 0x20;
+	expect_refused(v1, l1, 2 * GIB, NULL, "import: ");
+	v1[l1 / 3] ^= 0x20;
+	expect_refused(v1, l1 - 1, 2 * GIB, NULL, "import: ");
+	/* a lead frame before a version 1 archive */
+	unsigned char *led = malloc(LEAD_N + l1);
+	assert_non_null(led);
+	memcpy(led, LEAD, LEAD_N);
+	memcpy(led + LEAD_N, v1, l1);
+	expect_refused(led, LEAD_N + l1, 2 * GIB, NULL, "roombox/version: not a version this reads");
+	/* a version 2 archive without its lead */
+	expect_refused(p + LEAD_N, len - LEAD_N, 2 * GIB, NULL, "roombox/version: not a version this reads");
+	free(led);
+	free(v1);
+	free(p);
+	rm_tree(dir);
+	rm_tree(dst);
+	free(dir);
+	free(dst);
+}
+
 /* ---- archives built by hand ---- */
 
 struct hand {
@@ -266,12 +408,13 @@ static void hand_entry(struct hand *h, const char *name, mode_t type, mode_t per
 		assert_int_equal(archive_write_data(h->a, data, dlen), (la_ssize_t)dlen);
 }
 
-/* The version and the root, as every archive starts. */
+/* The version and the root, as every archive starts (version 1: no lead
+ * frame before the zstd stream). */
 static void hand_start(struct hand *h)
 {
 	hand_open(h);
-	hand_entry(h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION),
-		   ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION));
+	hand_entry(h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION_1),
+		   ROOM_ARCHIVE_VERSION_1, strlen(ROOM_ARCHIVE_VERSION_1));
 	hand_entry(h, "state/", AE_IFDIR, 0755, NULL, 0, NULL, 0);
 }
 
@@ -339,8 +482,8 @@ static void test_devices_and_order(void **state)
 	hand_entry(&h, "state/", AE_IFDIR, 0755, NULL, 0, NULL, 0);
 	refuse_hand(&h, GIB, "import: state/: the archive must start with roombox/version");
 	hand_open(&h);
-	hand_entry(&h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION),
-		   ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION));
+	hand_entry(&h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION_1),
+		   ROOM_ARCHIVE_VERSION_1, strlen(ROOM_ARCHIVE_VERSION_1));
 	hand_entry(&h, "state/x", AE_IFREG, 0644, NULL, 0, NULL, 0);
 	refuse_hand(&h, GIB, "import: state/x: the root directory");
 	/* a bare tar, though all else were right */
@@ -349,8 +492,8 @@ static void test_devices_and_order(void **state)
 	h.e = archive_entry_new();
 	assert_int_equal(archive_write_set_format_pax(h.a), ARCHIVE_OK);
 	assert_int_equal(archive_write_open_fd(h.a, h.fd), ARCHIVE_OK);
-	hand_entry(&h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION),
-		   ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION));
+	hand_entry(&h, "roombox/version", AE_IFREG, 0600, NULL, strlen(ROOM_ARCHIVE_VERSION_1),
+		   ROOM_ARCHIVE_VERSION_1, strlen(ROOM_ARCHIVE_VERSION_1));
 	refuse_hand(&h, GIB, "import: not a zstd-compressed archive");
 	/* no manifest at all */
 	hand_start(&h);
@@ -459,6 +602,8 @@ int main(void)
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_flipped_bytes),
 		cmocka_unit_test(test_hmac),
+		cmocka_unit_test(test_version_2_lead_and_seal),
+		cmocka_unit_test(test_version_1_imports),
 		cmocka_unit_test(test_paths_outside),
 		cmocka_unit_test(test_devices_and_order),
 		cmocka_unit_test(test_sizes),

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sys/wait.h>
+
 #include "tree_fixture.h"
 
 static const struct ts_limits big = { 8 * GIB, 1000000 };
@@ -59,6 +61,88 @@ static void test_walk_round_trip(void **state)
 	rm_tree(dst);
 	free(src);
 	free(dst);
+}
+
+/* Into a pipe the walk splices the files' data (no copy through its
+ * memory): the stream is byte for byte the one written to a file. */
+static void test_walk_into_a_pipe(void **state)
+{
+	char err[512];
+	char *src = mkdtemp_in_tmp();
+	struct treewalk_stats st;
+	int p[2];
+	make_tree(src);
+	int want = walk_to_memfd(src, &st);
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ts_writer w;
+		int d = open(src, O_RDONLY | O_DIRECTORY);
+		close(p[0]);
+		if (d < 0 || ts_writer_init(&w, p[1]) < 0 || tree_walk(d, &w, &st, err, sizeof err) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	size_t glen = 0, cap = 1 << 20, wlen;
+	unsigned char *got = malloc(cap), *exp = slurp(want, &wlen);
+	ssize_t k;
+	assert_non_null(got);
+	while ((k = read(p[0], got + glen, cap - glen)) > 0)
+		if ((glen += (size_t)k) == cap) {
+			got = realloc(got, cap *= 2);
+			assert_non_null(got);
+		}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(glen, wlen);
+	assert_memory_equal(got, exp, wlen);
+	free(got);
+	free(exp);
+	close(p[0]);
+	close(want);
+	rm_tree(src);
+	free(src);
+}
+
+/* A file that ends before the extent asked of it: zeros for the rest,
+ * spliced or read. */
+static void test_extent_past_the_end(void **state)
+{
+	char err[512];
+	for (int to_pipe = 0; to_pipe < 2; to_pipe++) {
+		int f = memfd_create("short", 0), p[2], out;
+		assert_int_equal(write(f, "abc", 3), 3);
+		if (to_pipe) {
+			assert_int_equal(pipe(p), 0);
+			out = p[1];
+		} else {
+			out = memfd_create("stream", 0);
+		}
+		struct ts_writer w;
+		struct ts_record rec = { .type = TS_FILE, .mode = 0644, .path = "f", .link = "", .size = 8 };
+		assert_int_equal(ts_writer_init(&w, out), 0);
+		assert_int_equal(ts_write_record(&w, &rec, err, sizeof err), 0);
+		size_t head = w.len;
+		assert_int_equal(ts_writer_flush(&w, err, sizeof err), 0);
+		assert_int_equal(ts_write_extent_from(&w, 0, f, 8, err, sizeof err), 0);
+		ts_writer_free(&w);
+		unsigned char buf[256];
+		ssize_t n;
+		if (to_pipe) {
+			close(p[1]);
+			n = read(p[0], buf, sizeof buf);
+			close(p[0]);
+		} else {
+			n = pread(out, buf, sizeof buf, 0);
+			close(out);
+		}
+		assert_int_equal(n, (ssize_t)(head + 16 + 8));
+		assert_memory_equal(buf + head + 16, "abc\0\0\0\0\0", 8);
+		close(f);
+	}
 }
 
 static void test_walk_xattrs(void **state)
@@ -420,6 +504,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walk_round_trip),
+		cmocka_unit_test(test_walk_into_a_pipe),
+		cmocka_unit_test(test_extent_past_the_end),
 		cmocka_unit_test(test_walk_xattrs),
 		cmocka_unit_test(test_good_stream),
 		cmocka_unit_test(test_bad_paths),
