@@ -51,7 +51,7 @@ LIB_HELPER := $(B)/libhelper.a
 # libcurl (the agent's model calls, fcgi-app/messages/llm.c), libarchive and
 # libcrypto (the export archive, fcgi-app/rooms/room_archive.c) are roombox-fcgi's
 # alone: the setuid helper never links them.
-FCGI_LIBS   := $(shell pkg-config --libs fcgi json-c uuid libcurl libarchive libcrypto 2>/dev/null) -lpthread
+FCGI_LIBS   := $(shell pkg-config --libs fcgi json-c uuid libcurl libarchive libcrypto libxxhash 2>/dev/null) -lpthread
 SECCOMP_LIBS := $(shell pkg-config --libs libseccomp 2>/dev/null)
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -108,13 +108,14 @@ $(B)/console.stamp: $(CONSOLE_SRC) $(B)/console-npm/.stamp
 # The operator's command line (ctl/): a FastCGI client of roombox-fcgi, an
 # editor of tokens_file, and a client of etcd and HAProxy's runtime API for
 # the cluster verbs; links the configuration parser, roombox-fcgi's base64
-# (textenc.c), json-c and libcurl (etcd's JSON gateway) only.
+# (textenc.c), json-c, libcurl (etcd's JSON gateway) and libxxhash (an
+# export's seal) only.
 CTL_SRC := $(wildcard ctl/*.c)
 all: $(B)/roomboxctl
 $(call obj,$(CTL_SRC)): $(wildcard ctl/*.h)
 $(call obj,$(CTL_SRC)): CFLAGS += -Ifcgi-app/http
 $(B)/roomboxctl: $(call obj,$(CTL_SRC)) $(B)/fcgi-app/http/textenc.o $(LIB_COMMON)
-	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c libcurl 2>/dev/null) -o $@
+	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs json-c libcurl libxxhash 2>/dev/null) -o $@
 
 # PID 1 of every room: static and libc-only, so an idle room costs a few pages.
 # Built against musl: a few dozen KiB instead of glibc's 700, and no start-up

@@ -17,11 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <json-c/json.h>
+#include <xxhash.h>
 
 #include "fcgi_client.h"
 #include "room_io.h"
 #include "sha256.h"
-#include "xxh64.h"
 
 #define SEAL_TEXT_LEN 80            /* "roombox-seal 1\n", 64 hex, "\n" */
 #define SEAL_FRAME (8 + SEAL_TEXT_LEN)
@@ -36,7 +36,7 @@ struct sealed_out {
 	int fd;
 	int version;                /* 0 until the first bytes are hashed */
 	struct sha256_ctx sha;      /* version 1 */
-	struct xxh64 xx;            /* version 2 */
+	XXH64_state_t *xx;          /* version 2 (libxxhash) */
 	unsigned char lead[LEAD_LEN];
 	unsigned char held[SEAL_FRAME];
 	size_t nheld;
@@ -49,10 +49,9 @@ static void seal_hash(struct sealed_out *o, const void *p, size_t n)
 {
 	if (!o->version) {
 		o->version = memcmp(o->lead, LEAD, LEAD_LEN) == 0 ? 2 : 1;
-		xxh64_init(&o->xx, 0);
 	}
 	if (o->version == 2)
-		xxh64_update(&o->xx, p, n);
+		XXH64_update(o->xx, p, n);
 	else
 		sha256_update(&o->sha, p, n);
 }
@@ -116,7 +115,7 @@ static int seal_check(struct sealed_out *o)
 		seal_hash(o, h, SEAL_FRAME - SEAL2_FRAME);
 		h += SEAL_FRAME - SEAL2_FRAME;
 		snprintf(want2, sizeof(want2), "roombox-seal 2\n%016llx\n",
-			 (unsigned long long)xxh64_digest(&o->xx));
+			 (unsigned long long)XXH64_digest(o->xx));
 		if (memcmp(h, "\x5e\x2a\x4d\x18\x20\x00\x00\x00", 8) != 0 ||
 		    memcmp(h + 8, want2, SEAL2_TEXT_LEN) != 0)
 			return -1;
@@ -180,9 +179,15 @@ int room_io_export(const struct room_io *io, const char *room, int out_fd)
 	snprintf(uri, sizeof(uri), "/api/rooms/%s/export", room);
 	params_of(io, "GET", uri, "0", auth, sizeof(auth), params);
 	sha256_init(&o.sha);
+	if (!(o.xx = XXH64_createState()) || XXH64_reset(o.xx, 0) != XXH_OK) {
+		fprintf(stderr, "roomboxctl: export %s: out of memory\n", room);
+		XXH64_freeState(o.xx);
+		return 1;
+	}
 	if (fcgi_request_stream(io->socket, params, -1, sealed_sink, &o, TIMEOUT_S, &a, err,
 				sizeof(err)) < 0) {
 		fprintf(stderr, "roomboxctl: export %s: %s\n", room, err);
+		XXH64_freeState(o.xx);
 		return 1;
 	}
 	int rc = 0;
@@ -195,6 +200,7 @@ int room_io_export(const struct room_io *io, const char *room, int out_fd)
 		rc = 1;
 	}
 	free(a.body);
+	XXH64_freeState(o.xx);
 	return rc;
 }
 

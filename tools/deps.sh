@@ -10,6 +10,7 @@ packages=(
 	libfcgi-dev libjson-c-dev libseccomp-dev uuid-dev libcmocka-dev
 	libcurl4-openssl-dev
 	libarchive-dev libssl-dev zstd  # the export archive (room_archive.c); zstd: tests
+	libxxhash-dev  # the XXH64 seal of an export (format version 2)
 	lighttpd spawn-fcgi
 	python3-pytest python3-requests python3-pip  # pip in rooms with rootfs = host (test_pip.py)
 	python3-pytest-xdist  # tools/integration.sh: a suite's modules on several workers at once

@@ -32,6 +32,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <xxhash.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,6 @@
 
 #include "errbuf.h"
 #include "treestream.h"
-#include "xxh64.h"
 
 #define MANIFEST_HEAD "roombox-manifest 1\n"
 #define STATE_PREFIX  "state/"
@@ -292,7 +292,7 @@ struct room_sealer {
 	unsigned char lead[LEAD_LEN];    /* those first bytes, until then */
 	size_t lead_len;
 	EVP_MD_CTX *md;                  /* version 1 */
-	struct xxh64 xx;                 /* version 2 */
+	XXH64_state_t *xx;               /* version 2 (libxxhash) */
 	unsigned char tail[SEAL_HOLD];   /* import: held back, maybe the seal */
 	size_t tail_len;
 };
@@ -300,13 +300,11 @@ struct room_sealer {
 struct room_sealer *room_sealer_new(void)
 {
 	struct room_sealer *s = calloc(1, sizeof *s);
-	if (s && (!(s->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL))) {
-		EVP_MD_CTX_free(s->md);
-		free(s);
+	if (s && (!(s->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) ||
+		  !(s->xx = XXH64_createState()) || XXH64_reset(s->xx, 0) != XXH_OK)) {
+		room_sealer_free(s);
 		s = NULL;
 	}
-	if (s)
-		xxh64_init(&s->xx, 0);
 	return s;
 }
 
@@ -314,6 +312,7 @@ void room_sealer_free(struct room_sealer *s)
 {
 	if (s) {
 		EVP_MD_CTX_free(s->md);
+		XXH64_freeState(s->xx);
 		free(s);
 	}
 }
@@ -328,7 +327,7 @@ static void hash_update(struct room_sealer *s, const void *p, size_t n)
 	if (n == 0)
 		return;
 	if (s->version == 2)
-		xxh64_update(&s->xx, p, n);
+		XXH64_update(s->xx, p, n);
 	else
 		EVP_DigestUpdate(s->md, p, n);
 }
@@ -412,8 +411,8 @@ void room_sealer_digest(struct room_sealer *s, unsigned char out[32])
 	memset(out, 0, 32);
 	if (s->version == 2) {
 		if (s->tail_len > SEAL2_LEN)
-			xxh64_update(&s->xx, s->tail, s->tail_len - SEAL2_LEN);
-		uint64_t h = xxh64_digest(&s->xx);
+			XXH64_update(s->xx, s->tail, s->tail_len - SEAL2_LEN);
+		uint64_t h = XXH64_digest(s->xx);
 		for (int i = 0; i < 8; i++)
 			out[i] = (unsigned char)(h >> (56 - 8 * i));
 		return;
