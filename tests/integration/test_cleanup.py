@@ -3,7 +3,7 @@ cgroups and files all go.  Through nginx."""
 
 import os
 
-from conftest import (GONE_TIMEOUT, cgroup_dirs_named, host_mountinfo_lines,
+from conftest import (GONE_TIMEOUT, cgroup_dirs_named, cgroup_group, host_mountinfo_lines,
                       loop_devices_backed_by, ns_inode, paths_naming, pid_alive,
                       procs_in_ns, procs_of_room, procs_with_uid, wait_until)
 
@@ -92,6 +92,30 @@ def test_stop_gives_back_the_rooms_loop_device(client, stack, room):
     wait_until(lambda: loop_device_state(name) not in ("", devs[0][1]), GONE_TIMEOUT,
                f"/dev/{name} to be removed, not left unbound: {loop_device_state(name)!r}")
     assert client.sh(room, "cat /workspace/f") == "kept\n"
+
+
+def test_a_stopped_room_keeps_no_cgroup(client, stack, room):
+    """Every memory cgroup costs the kernel a shrinker map as long as the
+    host's most superblocks at once (16 bytes each: over 1 MiB after a
+    10,000-room run), so a stopped room gives its cgroups back; the next
+    start makes them again, limits and all."""
+    group = cgroup_group(stack.state_dir)
+    client.sh(room, "echo kept > /workspace/f")
+    before = cgroup_dirs_named(room, group)
+    assert before
+
+    r = client.post(f"/api/rooms/{room}/sandbox/stop")
+    assert r.status == 200, r.json
+    assert cgroup_dirs_named(room, group) == []
+
+    assert client.sh(room, "cat /workspace/f") == "kept\n"
+    assert sorted(cgroup_dirs_named(room, group)) == sorted(before)
+    memory = [d for d in before if "/memory/" in d or os.path.exists(f"{d}/memory.max")]
+    assert memory, before
+    for d in memory:
+        f = "memory.limit_in_bytes" if os.path.exists(f"{d}/memory.limit_in_bytes") else "memory.max"
+        with open(f"{d}/{f}") as fh:
+            assert fh.read().strip() == str(512 * 1024 * 1024), d
 
 
 def test_delete_while_an_exec_runs(client, stack, room):
