@@ -243,12 +243,17 @@ void disk_loop_remove(const char *dev, const char *img)
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
 		return;
-	for (int i = 0; i < 10; i++) {
-		if (ioctl(ctl, LOOP_CTL_REMOVE, n) == 0 || errno != EBUSY || !loop_bound_to(n, img))
-			break;
+	for (int i = 0; i < 10 && loop_bound_to(n, img); i++) {
 		struct timespec ts = { 0, 5 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+	/* The lowest free device is the one the next start takes
+	 * (LOOP_CTL_GET_FREE): kept as the host's spare when it is this one,
+	 * which spares that start a new device and this stop the removal
+	 * (tens of ms: the kernel waits out RCU grace periods). */
+	int lowest = ioctl(ctl, LOOP_CTL_GET_FREE);
+	if (lowest >= 0 && (unsigned)lowest != n)
+		ioctl(ctl, LOOP_CTL_REMOVE, n);
 	close(ctl);
 }
 
