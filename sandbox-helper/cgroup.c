@@ -940,9 +940,9 @@ int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
 	return 0;
 }
 
-/* Only processes go: the directories stay for the room's next start, and
- * cgroups below the room other than keeper/ (per-exec leaves of older
- * versions, say) are removed with the room by cgroup_room_remove. */
+/* Only processes go: the directories are cgroup_room_remove's (a stop's
+ * and a destroy's), with whatever is below the room (keeper/, per-exec
+ * leaves of older versions). */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
 		char *err, size_t errlen)
 {

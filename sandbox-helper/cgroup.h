@@ -61,8 +61,8 @@ int cgroup_room_setup(const struct cgroup_sys *sys, const char *room,
 int cgroup_enter(const struct cgroup_sys *sys, const char *room, pid_t pid,
 		 char *err, size_t errlen);
 /* Kill every process of the room, in whatever cgroup below it, with SIGKILL
- * until none is left.  The room's cgroups stay: a stopped room is started
- * again into them. */
+ * until none is left.  The room's cgroups stay (a stop then removes them
+ * with cgroup_room_remove, and the next start makes them again). */
 int cgroup_kill(const struct cgroup_sys *sys, const char *room,
 		char *err, size_t errlen);
 /* Kill every process of the room but `keep` (its keeper, PID 1 of the
@@ -81,7 +81,9 @@ int cgroup_kill_others(const struct cgroup_sys *sys, const char *room, pid_t kee
  * thousands.  Called with no process left in the room. */
 void cgroup_room_release_memory(const struct cgroup_sys *sys, const char *room);
 /* Kill everything, give the room's memory back, and remove the room's
- * cgroups, with every cgroup below them (all hierarchies). */
+ * cgroups, with every cgroup below them (all hierarchies): when the room is
+ * destroyed, and when it stops (a stopped room holds no memory cgroup, so
+ * none of the kernel's shrinker maps).  Absent ones are fine. */
 int cgroup_room_remove(const struct cgroup_sys *sys, const char *room,
 		       char *err, size_t errlen);
 /* Remove the instance's <group> directories once they hold no room.  The

@@ -1,7 +1,10 @@
 /* Per-room disk images (see disk.h).  The loop device is configured with
  * LO_FLAGS_AUTOCLEAR and the mount exists only in the keeper's namespace, so
- * when the keeper dies the kernel unmounts the filesystem and frees the loop
- * device: nothing to clean up on the host, even after a crash. */
+ * when the keeper dies the kernel unmounts the filesystem and unbinds the
+ * loop device: nothing stays bound on the host, even after a crash.  The
+ * unbound device itself stays until removed, which a stop does
+ * (disk_loop_remove): otherwise the host keeps as many as rooms ever ran
+ * at once. */
 #include "disk.h"
 
 #include <dirent.h>
@@ -11,6 +14,7 @@
 #include <linux/loop.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -19,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "errbuf.h"
@@ -209,6 +214,47 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
 	int loop = loop_attach(img, dev, devlen, err, errlen);
 	close(img);
 	return loop;
+}
+
+/* Is /dev/loop<n> bound to img?  From sysfs: opening the device would
+ * itself keep it from being removed. */
+static bool loop_bound_to(unsigned n, const char *img)
+{
+	char path[64], backing[PATH_MAX + 2];
+	snprintf(path, sizeof(path), "/sys/block/loop%u/loop/backing_file", n);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t k = read(fd, backing, sizeof(backing) - 1);
+	close(fd);
+	if (k <= 0)
+		return false;
+	backing[k] = '\0';
+	backing[strcspn(backing, "\n")] = '\0';
+	return strcmp(backing, img) == 0;
+}
+
+void disk_loop_remove(const char *dev, const char *img)
+{
+	unsigned n;
+	char tail;
+	if (sscanf(dev, "/dev/loop%u%c", &n, &tail) != 1)
+		return;
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return;
+	for (int i = 0; i < 10 && loop_bound_to(n, img); i++) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	/* The lowest free device is the one the next start takes
+	 * (LOOP_CTL_GET_FREE): kept as the host's spare when it is this one,
+	 * which spares that start a new device and this stop the removal
+	 * (tens of ms: the kernel waits out RCU grace periods). */
+	int lowest = ioctl(ctl, LOOP_CTL_GET_FREE);
+	if (lowest >= 0 && (unsigned)lowest != n)
+		ioctl(ctl, LOOP_CTL_REMOVE, n);
+	close(ctl);
 }
 
 int disk_image_fsmount(const char *dev, char *err, size_t errlen)

@@ -39,6 +39,18 @@ int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes);
  * Its path in dev.  Returns the descriptor or -1 (err set). */
 int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, size_t errlen);
 
+/* Remove the loop device dev ("/dev/loopN") once the room whose image is
+ * img has stopped: autoclear unbinds a device but never removes it, and an
+ * unbound device keeps its queue, request tags and sysfs and debugfs entries
+ * (150-220 KiB) until someone does.  Left when it is the lowest free device
+ * (the next start's), so that the host keeps about one spare.  Best effort
+ * and never in anyone's way: the kernel refuses to remove a device that is
+ * bound or open (another room took it meanwhile), and a start that finds
+ * no free device makes one (LOOP_CTL_GET_FREE, about 1 ms).  While dev is
+ * still bound to img (its release lagging the keeper's death), waited for
+ * up to 50 ms. */
+void disk_loop_remove(const char *dev, const char *img);
+
 /* An ext4 mount of the attached device, nosuid,nodev,noatime, attached
  * nowhere (fsmount): the keeper moves it into its own namespace.  The
  * mount holds the device.  Returns its descriptor or -1 (err set). */

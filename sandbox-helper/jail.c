@@ -1011,5 +1011,23 @@ int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, c
 		return ERR("room %s: keeper %d did not die", r->id, (int)keeper);
 	/* The pid namespace is gone with its init; whatever escaped it (nothing
 	 * should) is still in the room's cgroup. */
-	return cgroup_kill(cg, r->id, err, errlen) < 0 ? -1 : net;
+	if (cgroup_kill(cg, r->id, err, errlen) < 0)
+		return -1;
+	/* A stopped room keeps no cgroup: every memory cgroup costs the kernel
+	 * a shrinker map as long as the most superblocks the host ever had at
+	 * once (cgroup.c), over 1 MiB after a 10,000-room run, and the next
+	 * start makes them again with the room's limits.  Best effort: what
+	 * cannot be removed now (a blocker in it) is the destroy's to report. */
+	char cg_err[256];
+	cgroup_room_remove(cg, r->id, cg_err, sizeof(cg_err));
+	/* With its last process went the room's mounts, and its disk let go
+	 * of the loop device: the device goes too (disk.h) */
+	char *dev = room_loop_hint(r);
+	if (dev) {
+		char img[PATH_MAX];
+		snprintf(img, sizeof(img), "%s/disk.img", r->state);
+		disk_loop_remove(dev, img);
+		free(dev);
+	}
+	return net;
 }

@@ -22,16 +22,40 @@
 # The rooms are deleted by bench.sh's cleanup section, like every other.
 #
 # Why per-room memory grows with N: every memory cgroup keeps, per NUMA
-# node, a shrinker slot (16 bytes once kmalloc rounds it) for every
-# superblock on the host, and each room has a memory cgroup and about
-# nine superblocks (its disk, three overlays, proc, devpts, /dev/shm,
-# mqueue).  So N rooms hold ~144 x N bytes each in those maps: ~1.4 MiB
-# at 10,000, beyond everything else a room costs.
+# node, a shrinker slot (16 bytes once kmalloc rounds it: 1 KiB per 64)
+# for every superblock the host has had at once since boot -- the mark
+# never goes down -- and each running room has a memory cgroup and eight
+# superblocks (its disk, three overlays, proc, devpts, /dev/shm, its IPC
+# namespace's mqueue).  So N rooms hold ~128 x N bytes each in those
+# maps: ~1.25 MiB at 10,000, beyond everything else a room costs; and
+# after such a run every new memory cgroup costs that much until a
+# reboot, whatever runs.  The section prints that cost before and after
+# (memcg_probe_kib).
 
 # meminfo_snap FILE: /proc/meminfo's values (kB) as "Name value" lines.
 meminfo_snap() { awk '{ sub(":", "", $1); print $1, $2 }' /proc/meminfo > "$1"; }
 # slab_snap FILE: "cache KiB" for every slab cache (num_objs x objsize).
 slab_snap() { awk 'NR > 2 { printf "%s %.0f\n", $1, $3 * $4 / 1024 }' /proc/slabinfo > "$1"; }
+
+# memcg_probe_kib: KiB of kmalloc-1k a new memory cgroup takes now -- its
+# shrinker maps -- from 20 empty ones made beside the rooms' and removed
+# (n/a without a memory controller).
+memcg_probe_kib() {
+	local root a b i n=20
+	if [ -f /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then
+		root=/sys/fs/cgroup/memory
+	elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+		root=/sys/fs/cgroup
+	else
+		echo n/a
+		return
+	fi
+	a=$(awk '$1 == "kmalloc-1k" { print $2 }' /proc/slabinfo)
+	for i in $(seq $n); do mkdir "$root/rbx-bench-probe-$$-$i" || break; done
+	b=$(awk '$1 == "kmalloc-1k" { print $2 }' /proc/slabinfo)
+	for i in $(seq $n); do rmdir "$root/rbx-bench-probe-$$-$i" 2>/dev/null; done
+	echo $(((b - a) / n))
+}
 
 # A running room holds three host pids (its keeper, and the kernel's jbd2
 # and ext4-rsv-conversion threads of its disk), and every exec forks more.
@@ -49,6 +73,7 @@ echo "warm exec, 1 room running, N=1000: $sc_one"
 sc_p50_1=$(kv "$sc_one" p50_ms)
 
 settle
+echo "a new memory cgroup takes $(memcg_probe_kib) KiB of kmalloc-1k now (its shrinker maps: 1 KiB per 64 superblocks the host has had at once since boot)"
 sync
 sleep 1
 sc_run0=$(running_rooms)
@@ -96,6 +121,7 @@ echo "  slab caches that grew most (KiB per room: num_objs x objsize after - bef
 awk -v n="$sc_added" 'FNR == 1 { f++ } { v[f, $1] = $2; names[$1] = 1 }
 	END { for (c in names) { d = v[2, c] - v[1, c]; if (n > 0 && d > 0) printf "%.1f %s\n", d / n, c } }' \
 	"$tmp/out/slab0" "$tmp/out/slab1" | sort -rn | head -n 15 | awk '{ printf "    %-28s %s\n", $2, $1 }'
+echo "  a new memory cgroup takes $(memcg_probe_kib) KiB of kmalloc-1k now (was that at the start, above)"
 rss_sum=0 pss_sum=0 sc_k=0 cg_sum=0 cg_n=0
 for i in $(seq 0 $(( (SCALE_ROOMS - 1) / 100 + 1 )) $((SCALE_ROOMS - 1))); do
 	r=${prefix}z$i
