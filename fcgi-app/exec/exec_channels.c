@@ -150,39 +150,47 @@ static void slot_give(int i, bool broken)
 
 /* ---- one exec ------------------------------------------------------------ */
 
-/* The request's text (exec_channel.h) in a memfd; -1 on failure. */
+/* The request's text (exec_channel.h): built in one buffer, then into a
+ * memfd with one write; -1 on failure. */
 static int text_make(const struct exec_request *ex, uint32_t *nenv, uint32_t *size)
 {
-	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
-	FILE *f = fd >= 0 ? fdopen(dup(fd), "w") : NULL;
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	fwrite(ex->cmd, 1, ex->cmd_len, f);
-	fputc('\0', f);
-	if (ex->cwd) {
-		fputs(ex->cwd, f);
-		fputc('\0', f);
-	}
+	size_t len = ex->cmd_len + 1 + (ex->cwd ? strlen(ex->cwd) + 1 : 0);
 	*nenv = 0;
 	if (ex->env) {
 		/* names a shell cannot take are dropped (the keeper would) */
 		json_object_object_foreach(ex->env, key, val) {
 			const char *v = json_object_get_string(val);
+			if (*key && !strchr(key, '='))
+				len += strlen(key) + 1 + (v ? strlen(v) : 0) + 1;
+		}
+	}
+	if (len > KC_TEXT_MAX)
+		return -1;
+	char *t = malloc(len), *at = t;
+	if (!t)
+		return -1;
+	memcpy(at, ex->cmd, ex->cmd_len);
+	at += ex->cmd_len;
+	*at++ = '\0';
+	if (ex->cwd)
+		at = stpcpy(at, ex->cwd) + 1;
+	if (ex->env) {
+		json_object_object_foreach(ex->env, key, val) {
+			const char *v = json_object_get_string(val);
 			if (!*key || strchr(key, '='))
 				continue;
-			fprintf(f, "%s=%s", key, v ? v : "");
-			fputc('\0', f);
+			at = stpcpy(at, key);
+			*at++ = '=';
+			at = stpcpy(at, v ? v : "") + 1;
 			(*nenv)++;
 		}
 	}
-	long len = ftell(f);
-	if (fclose(f) != 0 || len <= 0 || len > KC_TEXT_MAX) {
+	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
+	if (fd >= 0 && write(fd, t, len) != (ssize_t)len) {
 		close(fd);
-		return -1;
+		fd = -1;
 	}
+	free(t);
 	*size = (uint32_t)len;
 	return fd;
 }
@@ -274,8 +282,9 @@ int exec_channel_finish(struct chan_run *run, struct helper_exec_ans *ans, struc
 	ssize_t n = -1;
 	/* the pump has seen it readable, or the deadline pass (a hung keeper:
 	 * letting the channel go kills the exec) */
+	n = recv(run->fd, &a, sizeof(a), MSG_DONTWAIT);   /* it is there, most often */
 	long left = run->deadline - monotonic_ms();
-	if (poll(&p, 1, left > 0 ? (int)left : 0) == 1)
+	if (n < 0 && errno == EAGAIN && poll(&p, 1, left > 0 ? (int)left : 0) == 1)
 		n = recv(run->fd, &a, sizeof(a), 0);
 	bool whole = n == (ssize_t)sizeof(a) && a.magic == KC_MAGIC && a.version == KC_VERSION;
 	char room[HELPER_ROOM_LEN];
