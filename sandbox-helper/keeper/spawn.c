@@ -187,13 +187,18 @@ static int child_main(void *arg)
 	 * exec's shell; not setsid(), which with sched autogroups makes (and
 	 * later frees) a scheduler task group per exec, ~0.1 ms */
 	ksys(SYS_setpgid, 0, 0, 0, 0, 0);
-	/* any of the descriptors may sit on 0-2, 9 or 10: all are first moved
-	 * out of the way, then into place */
+	/* any of the descriptors may sit on 0-2, 9 or 10: then all are first
+	 * moved out of the way, then into place (most often none does: the
+	 * keeper's own descriptors hold the low numbers) */
 	int src[5] = { p->report, p->out, p->err, p->session, p->in };
 	const int to[5] = { 10, 1, 2, 9, 0 };
 	/* the error pipe stays close-on-exec: its end-of-file says "started" */
 	const int flags[5] = { O_CLOEXEC, 0, 0, 0, 0 };
+	bool in_the_way = false;
 	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < 5; j++)
+			in_the_way |= src[i] == to[j];
+	for (int i = 0; in_the_way && i < 5; i++)
 		if (src[i] >= 0 && (src[i] = (int)(rc = ksys(SYS_fcntl, src[i], F_DUPFD_CLOEXEC, 20, 0, 0))) < 0)
 			child_fail(p->report, "set up descriptors", rc);
 	for (int i = 0; i < 5; i++)
