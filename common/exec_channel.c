@@ -25,12 +25,15 @@ static int record_check(const void *rec, size_t rec_len, int nfds, struct kc_req
 		return WHY("operation %u is not allowed on an exec channel", (unsigned)q->op);
 	if (q->flags & ~KC_ALL)
 		return WHY("unknown flags %#x", (unsigned)q->flags);
-	if (nfds != KC_REQ_FDS)
-		return WHY("%d descriptors, not %d", nfds, KC_REQ_FDS);
+	bool inl = (q->flags & KC_INLINE) != 0;
+	int want_fds = inl ? KC_REQ_FDS - 1 : KC_REQ_FDS;
+	uint32_t text_max = inl ? KC_INLINE_MAX : KC_TEXT_MAX;
+	if (nfds != want_fds)
+		return WHY("%d descriptors, not %d", nfds, want_fds);
 	if (q->timeout_ms == 0)
 		return WHY("no timeout");
-	if (q->text_size < 1 || q->text_size > KC_TEXT_MAX)
-		return WHY("text of %u bytes (1 to %u)", (unsigned)q->text_size, KC_TEXT_MAX);
+	if (q->text_size < 1 || q->text_size > text_max)
+		return WHY("text of %u bytes (1 to %u)", (unsigned)q->text_size, text_max);
 	if (q->nenv > KC_ENV_MAX)
 		return WHY("%u env strings (at most %u)", (unsigned)q->nenv, KC_ENV_MAX);
 	return 0;

@@ -17,6 +17,12 @@
  *                    command, NUL; with KC_CWD the one-off working
  *                    directory (absolute), NUL; then nenv "NAME=value"
  *                    strings, each NUL-terminated, filling it exactly.
+ *                    With KC_INLINE the text (at most KC_INLINE_MAX
+ *                    bytes) follows the struct in the same record instead,
+ *                    and only [stdin, stdout, stderr] come: most requests
+ *                    are a few bytes, and a memfd made, written, read and
+ *                    freed per exec cost more than the exec's other system
+ *                    calls on either side.
  *   keeper -> fcgi   one struct kc_ans when the shell ends (KC_EXITED) or
  *                    could not start (KC_FAILED: status is the errno of a
  *                    failed fork, EAGAIN = the room is at its pids_limit;
@@ -50,6 +56,9 @@
  * at most what one execve string takes, and the one-off directory */
 #define KC_TEXT_MAX (512u * 1024u)
 #define KC_ENV_MAX 4096u
+/* the most text a record carries itself (KC_INLINE): well inside a
+ * SOCK_SEQPACKET record's limit (the socket's send buffer) */
+#define KC_INLINE_MAX (16u * 1024u)
 
 enum kc_op { KC_EXEC = 1 };
 enum kc_ans_type { KC_EXITED = 1, KC_FAILED, KC_ELSEWHERE, KC_BAD };
@@ -58,7 +67,8 @@ enum kc_ans_type { KC_EXITED = 1, KC_FAILED, KC_ELSEWHERE, KC_BAD };
 #define KC_AS_USER     1u   /* the room's user (uid 1000), else its root */
 #define KC_CWD         2u   /* a one-off working directory follows cmd */
 #define KC_TIMEOUT_CAP 4u   /* timeout_ms is a bound: cut to execTimeoutMax */
-#define KC_ALL         7u
+#define KC_INLINE      8u   /* the text follows the struct; no text descriptor */
+#define KC_ALL         15u
 
 struct kc_req {
 	uint32_t magic, version;
@@ -91,9 +101,11 @@ struct kc_order {
 };
 
 /* The record rec[0..rec_len) that came with nfds descriptors, and the
- * text (text_len bytes, as read from its descriptor, NUL-terminated one
- * past its end).  0 with *o filled, or -1 with why.  The text is looked
- * at only once the record is right (text may be NULL then). */
+ * text (text_len bytes, as read from its descriptor, or with KC_INLINE what
+ * followed the struct in the record, rec_len then being the struct's size;
+ * NUL-terminated one past its end).  0 with *o filled, or -1 with why.
+ * The text is looked at only once the record is right (text may be NULL
+ * then). */
 int kc_parse(const void *rec, size_t rec_len, int nfds, const char *text, size_t text_len,
 	     struct kc_order *o, char *why, size_t whylen);
 

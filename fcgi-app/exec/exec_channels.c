@@ -150,40 +150,53 @@ static void slot_give(int i, bool broken)
 
 /* ---- one exec ------------------------------------------------------------ */
 
-/* The request's text (exec_channel.h) in a memfd; -1 on failure. */
-static int text_make(const struct exec_request *ex, uint32_t *nenv, uint32_t *size)
+/* The request's text (exec_channel.h) in one buffer; NULL when it is
+ * larger than a request may carry, or no memory. */
+static char *text_make(const struct exec_request *ex, uint32_t *nenv, size_t *size)
 {
-	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
-	FILE *f = fd >= 0 ? fdopen(dup(fd), "w") : NULL;
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	fwrite(ex->cmd, 1, ex->cmd_len, f);
-	fputc('\0', f);
-	if (ex->cwd) {
-		fputs(ex->cwd, f);
-		fputc('\0', f);
-	}
+	size_t len = ex->cmd_len + 1 + (ex->cwd ? strlen(ex->cwd) + 1 : 0);
 	*nenv = 0;
 	if (ex->env) {
 		/* names a shell cannot take are dropped (the keeper would) */
 		json_object_object_foreach(ex->env, key, val) {
 			const char *v = json_object_get_string(val);
+			if (*key && !strchr(key, '='))
+				len += strlen(key) + 1 + (v ? strlen(v) : 0) + 1;
+		}
+	}
+	if (len > KC_TEXT_MAX)
+		return NULL;
+	char *t = malloc(len), *at = t;
+	if (!t)
+		return NULL;
+	memcpy(at, ex->cmd, ex->cmd_len);
+	at += ex->cmd_len;
+	*at++ = '\0';
+	if (ex->cwd)
+		at = stpcpy(at, ex->cwd) + 1;
+	if (ex->env) {
+		json_object_object_foreach(ex->env, key, val) {
+			const char *v = json_object_get_string(val);
 			if (!*key || strchr(key, '='))
 				continue;
-			fprintf(f, "%s=%s", key, v ? v : "");
-			fputc('\0', f);
+			at = stpcpy(at, key);
+			*at++ = '=';
+			at = stpcpy(at, v ? v : "") + 1;
 			(*nenv)++;
 		}
 	}
-	long len = ftell(f);
-	if (fclose(f) != 0 || len <= 0 || len > KC_TEXT_MAX) {
+	*size = len;
+	return t;
+}
+
+/* A text too large for the record itself goes in a memfd; -1 on failure. */
+static int text_memfd(const char *t, size_t len)
+{
+	int fd = memfd_create("roombox-exec", MFD_CLOEXEC);
+	if (fd >= 0 && write(fd, t, len) != (ssize_t)len) {
 		close(fd);
-		return -1;
+		fd = -1;
 	}
-	*size = (uint32_t)len;
 	return fd;
 }
 
@@ -200,26 +213,38 @@ static bool as_user(const struct app *app, const struct exec_request *ex)
 static int request_send(struct app *app, int ch, const struct exec_request *ex, const int pass[3])
 {
 	struct kc_req q = { .magic = KC_MAGIC, .version = KC_VERSION, .op = KC_EXEC };
-	int text = text_make(ex, &q.nenv, &q.text_size);
-	if (text < 0)
+	size_t len;
+	char *t = text_make(ex, &q.nenv, &len);
+	if (!t)
 		return 1;
+	/* a small text rides in the record itself: no memfd on either side */
+	bool inl = len <= KC_INLINE_MAX;
+	int text = inl ? -1 : text_memfd(t, len);
+	if (!inl && text < 0) {
+		free(t);
+		return 1;
+	}
+	q.text_size = (uint32_t)len;
 	q.timeout_ms = ex->timeout_ms ? ex->timeout_ms : app->cfg.exec_timeout_ms;
 	q.flags = (as_user(app, ex) ? KC_AS_USER : 0) | (ex->cwd ? KC_CWD : 0) |
-		(ex->timeout_ms == 0 || ex->timeout_cap ? KC_TIMEOUT_CAP : 0);
+		(ex->timeout_ms == 0 || ex->timeout_cap ? KC_TIMEOUT_CAP : 0) | (inl ? KC_INLINE : 0);
 	int fds[KC_REQ_FDS] = { text, pass[0], pass[1], pass[2] };
+	size_t nfds = inl ? KC_REQ_FDS - 1 : KC_REQ_FDS;
 	char cbuf[CMSG_SPACE(sizeof(fds))];
-	struct iovec iov = { &q, sizeof(q) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct iovec iov[2] = { { &q, sizeof(q) }, { t, len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = inl ? 2 : 1,
+			     .msg_control = cbuf, .msg_controllen = CMSG_SPACE(sizeof(int) * nfds) };
 	memset(cbuf, 0, sizeof(cbuf));
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+	memcpy(CMSG_DATA(c), fds + (inl ? 1 : 0), sizeof(int) * nfds);
 	ssize_t n = sendmsg(ch, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(text);
-	return n == (ssize_t)sizeof(q) ? 0 : -1;
+	if (text >= 0)
+		close(text);
+	free(t);
+	return n == (ssize_t)(sizeof(q) + (inl ? len : 0)) ? 0 : -1;
 }
 
 struct chan_run *exec_channel_start(struct app *app, const char *room, const struct exec_request *ex,
@@ -274,8 +299,9 @@ int exec_channel_finish(struct chan_run *run, struct helper_exec_ans *ans, struc
 	ssize_t n = -1;
 	/* the pump has seen it readable, or the deadline pass (a hung keeper:
 	 * letting the channel go kills the exec) */
+	n = recv(run->fd, &a, sizeof(a), MSG_DONTWAIT);   /* it is there, most often */
 	long left = run->deadline - monotonic_ms();
-	if (poll(&p, 1, left > 0 ? (int)left : 0) == 1)
+	if (n < 0 && errno == EAGAIN && poll(&p, 1, left > 0 ? (int)left : 0) == 1)
 		n = recv(run->fd, &a, sizeof(a), 0);
 	bool whole = n == (ssize_t)sizeof(a) && a.magic == KC_MAGIC && a.version == KC_VERSION;
 	char room[HELPER_ROOM_LEN];

@@ -338,7 +338,6 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	p->so.want_fd = file_socket;
 	fcntl(p->so.fd, F_SETFL, O_NONBLOCK);
 	fcntl(p->se.fd, F_SETFL, O_NONBLOCK);
-	fcntl(p->in, F_SETFL, O_NONBLOCK);
 	if (sink->input) {   /* the input comes from the sink, in pieces */
 		p->feed = malloc(FEED_MAX);
 		if (!p->feed)
@@ -348,6 +347,8 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	} else if (!ex->stdin_data || !ex->stdin_len) {
 		close_fd(&p->in);   /* the command reads end of file */
 	}
+	if (p->in >= 0)
+		fcntl(p->in, F_SETFL, O_NONBLOCK);
 	return true;
 }
 

@@ -229,7 +229,7 @@ static char *text_read(const struct kc_req *q, size_t rec_len, int nfds, int fd,
 
 /* Start the shell of a checked request; false with the answer given
  * (nothing ran). */
-static bool job_start(int k, struct chan_job *job, const struct kc_order *o, const int *fds)
+static bool job_start(int k, struct chan_job *job, const struct kc_order *o, const int *io)
 {
 	char why[160] = "";
 	int fd = session_fd[o->as_user];
@@ -247,7 +247,7 @@ static bool job_start(int k, struct chan_job *job, const struct kc_order *o, con
 	job->t0_us = now_us(CLOCK_MONOTONIC);
 	job->started_ms = now_us(CLOCK_REALTIME) / 1000;
 	if (rc == 0)
-		rc = exec_spawn_job(job, fds[1], fds[2], fds[3], timeout, room_pids, why, sizeof(why));
+		rc = exec_spawn_job(job, io[0], io[1], io[2], timeout, room_pids, why, sizeof(why));
 	if (rc < 0) {
 		answer(chans[k].fd, KC_FAILED, rc == -1 ? 0 : -rc, false, why, NULL);
 		return false;
@@ -258,12 +258,30 @@ static bool job_start(int k, struct chan_job *job, const struct kc_order *o, con
 	return true;
 }
 
+/* The text that followed the struct in the record (KC_INLINE), copied out
+ * (the job keeps it until its shell has exec'd), NUL-terminated; NULL
+ * when there is none. */
+static char *text_inline(const char *rec, size_t n, size_t *len)
+{
+	char *t = malloc(n - sizeof(struct kc_req) + 1);
+	if (!t)
+		return NULL;
+	*len = n - sizeof(struct kc_req);
+	memcpy(t, rec + sizeof(struct kc_req), *len);
+	t[*len] = '\0';
+	return t;
+}
+
 /* One request on idle channel k: checked whole, then run; a bad one is
  * answered KC_BAD and the channel closed. */
 static void channel_request(int k)
 {
 	struct kc_req q;
-	char rec[sizeof(q) + 1], cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	/* one more byte than a request may be: a longer one is refused.  Not
+	 * on the stack, which would push every deeper frame 16 KiB down into
+	 * pages of their own: here only the pages a record fills are used */
+	static char rec[sizeof(q) + KC_INLINE_MAX + 1];
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
 	struct iovec iov = { rec, sizeof(rec) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
@@ -286,7 +304,13 @@ static void channel_request(int k)
 	size_t rec_len = (size_t)n, text_len = 0;
 	memset(&q, 0, sizeof(q));
 	memcpy(&q, rec, rec_len < sizeof(q) ? rec_len : sizeof(q));
-	char *text = nfds >= 1 ? text_read(&q, rec_len, counted, fds[0], &text_len) : NULL;
+	char *text = NULL;
+	if ((q.flags & KC_INLINE) && rec_len > sizeof(q) && rec_len < sizeof(rec)) {
+		text = text_inline(rec, rec_len, &text_len);
+		rec_len = sizeof(q);   /* the struct, for kc_parse; the rest is the text */
+	} else if (!(q.flags & KC_INLINE) && nfds >= 1) {
+		text = text_read(&q, rec_len, counted, fds[0], &text_len);
+	}
 	struct kc_order o;
 	char why[160];
 	struct chan_job *job = NULL;
@@ -303,7 +327,8 @@ static void channel_request(int k)
 	} else {
 		*job = (struct chan_job){ .channel = k, .text = text, .session_out = -1,
 					  .save = !o.cwd && o.nenv == 0, .as_user = o.as_user };
-		if (!job_start(k, job, &o, fds))
+		/* [text,] stdin, stdout, stderr */
+		if (!job_start(k, job, &o, fds + (counted - 3)))
 			job_free(job);
 	}
 	for (int i = 0; i < nfds; i++)

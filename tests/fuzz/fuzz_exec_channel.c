@@ -8,9 +8,11 @@
  * input is shorter); the rest is the text, as read from its descriptor.
  *
  * Invariants: kc_parse accepts only a record of exactly its size, with
- * KC_MAGIC, KC_VERSION, KC_EXEC, known flags, KC_REQ_FDS descriptors, a
- * timeout, at most KC_ENV_MAX env strings and a text_size equal to the
- * text's length (1..KC_TEXT_MAX).  When it accepts, the text is exactly
+ * KC_MAGIC, KC_VERSION, KC_EXEC, known flags, KC_REQ_FDS descriptors
+ * (one fewer with KC_INLINE, the text then being what followed the
+ * struct), a timeout, at most KC_ENV_MAX env strings and a text_size
+ * equal to the text's length (1..KC_TEXT_MAX; with KC_INLINE
+ * 1..KC_INLINE_MAX).  When it accepts, the text is exactly
  * the command, the cwd (with KC_CWD; absolute) and nenv strings each
  * holding '=', back to back; every pointer it gives is inside the text;
  * the order's fields are the record's.  When it refuses, it says why.
@@ -30,10 +32,11 @@ static bool record_ok(const uint8_t *rec, size_t len, int nfds, size_t text_len)
 	if (len != sizeof(q))
 		return false;
 	memcpy(&q, rec, sizeof(q));
+	bool inl = (q.flags & KC_INLINE) != 0;
 	return q.magic == KC_MAGIC && q.version == KC_VERSION && q.op == KC_EXEC &&
-	       !(q.flags & ~KC_ALL) && nfds == KC_REQ_FDS && q.timeout_ms > 0 &&
-	       q.nenv <= KC_ENV_MAX && q.text_size >= 1 && q.text_size <= KC_TEXT_MAX &&
-	       q.text_size == text_len;
+	       !(q.flags & ~KC_ALL) && nfds == (inl ? KC_REQ_FDS - 1 : KC_REQ_FDS) && q.timeout_ms > 0 &&
+	       q.nenv <= KC_ENV_MAX && q.text_size >= 1 &&
+	       q.text_size <= (inl ? KC_INLINE_MAX : KC_TEXT_MAX) && q.text_size == text_len;
 }
 
 static void check_accepted(const struct kc_order *o, const struct kc_req *q, const char *text,

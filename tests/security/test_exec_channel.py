@@ -20,7 +20,8 @@ SERVERS = ("nginx",)
 KC_MAGIC, KC_VERSION = 0x7262636B, 1
 KC_EXEC = 1
 KC_EXITED, KC_FAILED, KC_ELSEWHERE, KC_BAD = 1, 2, 3, 4
-KC_AS_USER, KC_CWD, KC_TIMEOUT_CAP = 1, 2, 4
+KC_AS_USER, KC_CWD, KC_TIMEOUT_CAP, KC_INLINE = 1, 2, 4, 8
+KC_INLINE_MAX = 16 * 1024
 REQ = struct.Struct("=IIIIQII")
 ANS = struct.Struct("=IIIiIIQq160s")
 
@@ -61,19 +62,22 @@ def request(cmd, *, flags=0, timeout=10000, env=(), cwd=None, **over):
                     f["size"]), text
 
 
-def send(ch, rec, text, nfds=4):
-    """Send one request with its text and fresh pipes; (answer dict or None
-    at the channel's end, stdout bytes, stderr bytes)."""
-    tfd = text_fd(text)
+def send(ch, rec, text, nfds=4, inline=False):
+    """Send one request with its text (in a memfd, or inline: after the
+    record, in the same message) and fresh pipes; (answer dict or None at
+    the channel's end, stdout bytes, stderr bytes)."""
+    tfd = None if inline else text_fd(text)
     i_r, i_w = os.pipe()
     o_r, o_w = os.pipe()
     e_r, e_w = os.pipe()
-    fds = [tfd, i_r, o_w, e_w][:nfds] if nfds <= 4 else [tfd, i_r, o_w, e_w] + [i_r] * (nfds - 4)
+    base = [i_r, o_w, e_w] if inline else [tfd, i_r, o_w, e_w]
+    fds = base[:nfds] if nfds <= len(base) else base + [i_r] * (nfds - len(base))
     try:
-        socket.send_fds(ch, [rec], fds)
+        socket.send_fds(ch, [rec + text if inline else rec], fds)
     finally:
         for fd in (tfd, i_r, o_w, e_w, i_w):
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
     ch.settimeout(30)
     data = ch.recv(ANS.size + 16)
     with os.fdopen(o_r, "rb") as so, os.fdopen(e_r, "rb") as se:
@@ -156,6 +160,58 @@ def test_bad_records_are_refused_and_close_the_channel(client, room):
         rc, ans, ch = open_channel(stack, room)
         with ch:
             a, _, _ = send(ch, *request("touch /tmp/ran"), nfds=nfds)
+            assert a["type"] == KC_BAD and "descriptors" in a["why"], (nfds, a)
+            assert channel_closed(ch)
+    assert client.sh(room, "test -e /tmp/ran && echo ran || echo no") == "no\n"
+
+
+def test_a_small_text_may_ride_in_the_record(client, room):
+    """KC_INLINE: the text follows the record in the same message, and only
+    stdin, stdout and stderr come with it."""
+    client.sh(room, "true")
+    rc, ans, ch = open_channel(client.stack, room)
+    assert rc == 0, ans
+    with ch:
+        a, out, err = send(ch, *request("echo in; echo $X >&2; pwd", flags=KC_INLINE, env=("X=y",),
+                                        cwd="/tmp"), nfds=3, inline=True)
+        assert a["type"] == KC_EXITED and os.WEXITSTATUS(a["status"]) == 0, a
+        assert (out, err) == (b"in\n/tmp\n", b"y\n")
+        # the largest text a record may carry
+        cmd = "echo big #" + "x" * (KC_INLINE_MAX - len("echo big #") - 1)
+        a, out, _ = send(ch, *request(cmd, flags=KC_INLINE), nfds=3, inline=True)
+        assert a["type"] == KC_EXITED and out == b"big\n", a
+
+
+def inline(cmd, **over):
+    rec, text = request(cmd, flags=KC_INLINE, **over)
+    return rec, text
+
+
+BAD_INLINE = {
+    "text-longer-than-said": lambda: (inline("touch /tmp/ran")[0],
+                                      inline("touch /tmp/ran")[1] + b"x\0"),
+    "text-shorter-than-said": lambda: inline("touch /tmp/ran", size=len(b"touch /tmp/ran\0") + 1),
+    "no-text": lambda: (inline("touch /tmp/ran")[0], b""),
+    "text-too-big": lambda: inline("touch /tmp/ran #" + "x" * KC_INLINE_MAX),
+    "size-past-the-inline-limit": lambda: inline("touch /tmp/ran", size=KC_INLINE_MAX + 1),
+}
+
+
+def test_bad_inline_records_are_refused_and_close_the_channel(client, room):
+    stack = client.stack
+    client.sh(room, "rm -f /tmp/ran")
+    for name, make in BAD_INLINE.items():
+        rc, ans, ch = open_channel(stack, room)
+        assert rc == 0, ans
+        with ch:
+            a, _, _ = send(ch, *make(), nfds=3, inline=True)
+            assert a and a["type"] == KC_BAD and a["why"], (name, a)
+            assert channel_closed(ch), name
+    # an inline text with a text descriptor too, or without stdin
+    for nfds in (2, 4):
+        rc, ans, ch = open_channel(stack, room)
+        with ch:
+            a, _, _ = send(ch, *inline("touch /tmp/ran"), nfds=nfds, inline=True)
             assert a["type"] == KC_BAD and "descriptors" in a["why"], (nfds, a)
             assert channel_closed(ch)
     assert client.sh(room, "test -e /tmp/ran && echo ran || echo no") == "no\n"

@@ -407,13 +407,14 @@ def test_a_starting_shell_never_exposes_the_keepers_memory(client, stack, room, 
     A room process racing to open that child's /proc/<pid>/mem must not
     reach the keeper.  With fs.suid_dumpable 0 (the default) it never gets
     a starting shell's memory; with 1 (debug: a process that changed uid may
-    be traced by that uid) the keeper forks instead, so the attacker gets --
-    and overwrites -- only copies: the keeper and the attacker's own exec
-    carry on, and an exec whose copy was overwritten before its execve at
-    worst dies (SIGSEGV, or a 500 "start the shell" error).  That is the
-    room's user's execs (the child changes uid, then sets itself
-    non-dumpable again at once); the room's root's child changes no uid
-    and is as non-dumpable as the keeper: caught by no one."""
+    be traced by that uid) the keeper forks the room's user's execs
+    instead, so the attacker gets -- and overwrites -- only copies: the
+    keeper and the attacker's own exec carry on, and an exec whose copy was
+    overwritten before its execve at worst dies (SIGSEGV, or a 500 "start
+    the shell" error).  That is the room's user's execs (the child changes
+    uid, then sets itself non-dumpable again at once); the room's root's
+    child changes no uid and is as non-dumpable as the keeper, so it shares
+    the keeper's memory under either setting: caught by no one."""
     path = "/proc/sys/fs/suid_dumpable"
     old = open(path).read().strip()
     client.sh(room, "true")
