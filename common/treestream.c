@@ -264,8 +264,8 @@ static int put_frame(struct ts_writer *w, uint64_t offset, uint64_t len, char *e
 	return put_bytes(w, f, sizeof f, err, errlen);
 }
 
-int ts_write_extent(struct ts_writer *w, uint64_t offset, const void *data, size_t len,
-		    char *err, size_t errlen)
+/* An extent may be written: 1 yes, 0 nothing to write, -1 with err. */
+static int extent_ok(const struct ts_writer *w, uint64_t offset, size_t len, char *err, size_t errlen)
 {
 	if (!w->in_file)
 		return errorf(err, errlen, "tree stream: data outside a file");
@@ -274,6 +274,15 @@ int ts_write_extent(struct ts_writer *w, uint64_t offset, const void *data, size
 	if (offset < w->file_pos || offset > w->file_size || len > w->file_size - offset)
 		return errorf(err, errlen, "%s: extent %llu+%zu out of order or past the size",
 			      w->path, (unsigned long long)offset, len);
+	return 1;
+}
+
+int ts_write_extent(struct ts_writer *w, uint64_t offset, const void *data, size_t len,
+		    char *err, size_t errlen)
+{
+	int ok = extent_ok(w, offset, len, err, errlen);
+	if (ok <= 0)
+		return ok;
 	if (put_frame(w, offset, len, err, errlen) < 0 || put_bytes(w, data, len, err, errlen) < 0)
 		return -1;
 	w->file_pos = offset + len;
@@ -329,13 +338,9 @@ static int copy_from(struct ts_writer *w, int fd, uint64_t off, size_t len, char
 int ts_write_extent_from(struct ts_writer *w, uint64_t offset, int fd, size_t len,
 			 char *err, size_t errlen)
 {
-	if (!w->in_file)
-		return errorf(err, errlen, "tree stream: data outside a file");
-	if (len == 0)
-		return 0;
-	if (offset < w->file_pos || offset > w->file_size || len > w->file_size - offset)
-		return errorf(err, errlen, "%s: extent %llu+%zu out of order or past the size",
-			      w->path, (unsigned long long)offset, len);
+	int ok = extent_ok(w, offset, len, err, errlen);
+	if (ok <= 0)
+		return ok;
 	if (!w->to_pipe) {
 		struct stat st;
 		w->to_pipe = fstat(w->fd, &st) == 0 && S_ISFIFO(st.st_mode) ? 1 : -1;

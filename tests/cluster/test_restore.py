@@ -4,29 +4,13 @@ registered; forced, the new host serves the room's data through the router
 at a higher epoch, and the old host, come back, never serves the room."""
 
 import http.client
-import os
-import signal
-import subprocess
 
-from conftest import REPO, gone, wait_until
-
-
-def fcgi_stop(c, host):
-    pid = int((c.run / host / "fcgi.pid").read_text())
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    wait_until(lambda: gone(pid), 10, f"{host}'s roombox-fcgi to end")
+import moving
+from conftest import wait_until
 
 
 def fcgi_start(c, host):
-    (c.run / host / "run" / "fcgi.sock").unlink(missing_ok=True)
-    p = subprocess.Popen(["nsenter", f"--net=/run/netns/roombox-{host}",
-                          str(REPO / "build" / "roombox-fcgi"), "-c", str(c.run / host / "roombox.conf")],
-                         stdin=subprocess.DEVNULL, stdout=open(c.run / host / "fcgi.log", "ab"),
-                         stderr=subprocess.STDOUT, start_new_session=True)
-    (c.run / host / "fcgi.pid").write_text(str(p.pid))
+    moving.fcgi_start(c, host)
     wait_until(lambda: c.etcd_get(f"/roombox/hosts/{host}"), 20, f"{host} to register again")
 
     # and the router's health checks see it up again (the suite's later tests expect every host up)
@@ -65,7 +49,7 @@ def test_restore_of_a_lost_hosts_room(cluster_mode, room, tmp_path):
     assert r.returncode != 0 and "still registered" in r.stderr, r
     assert c.etcd_get(f"/roombox/rooms/{room}") == {"host": src, "epoch": epoch}
 
-    fcgi_stop(c, src)
+    moving.fcgi_kill(c, src)
     try:
         wait_until(lambda: c.etcd_get(f"/roombox/hosts/{src}") is None, 30,
                    f"{src}'s lease to expire")
