@@ -171,7 +171,7 @@ int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes)
 	return 0;
 }
 
-static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t errlen)
+static int loop_attach(int img_fd, bool direct, char *dev, size_t devlen, char *err, size_t errlen)
 {
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
@@ -190,8 +190,14 @@ static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t e
 			continue;
 		struct loop_config cfg = { 0 };
 		cfg.fd = (unsigned)img_fd;
-		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-		if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (direct ? LO_FLAGS_DIRECT_IO : 0);
+		int rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
+		if (rc < 0 && errno == EINVAL && direct) {
+			/* a file system that takes no direct I/O: buffered */
+			cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+			rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
+		}
+		if (rc == 0) {
 			close(ctl);
 			return fd;
 		}
@@ -211,9 +217,14 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
 	int img = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (img < 0)
 		return ERR("open %s: %s", path, strerror(errno));
-	int loop = loop_attach(img, dev, devlen, err, errlen);
+	int loop = loop_attach(img, false, dev, devlen, err, errlen);
 	close(img);
 	return loop;
+}
+
+int disk_image_attach_fd(int img, bool direct, char *dev, size_t devlen, char *err, size_t errlen)
+{
+	return loop_attach(img, direct, dev, devlen, err, errlen);
 }
 
 /* Is /dev/loop<n> bound to img?  From sysfs: opening the device would

@@ -51,7 +51,13 @@ static int disk_open(const struct room *r, const char *image, bool rdonly, int *
 	else
 		snprintf(img, sizeof(img), "%s/disk.img", r->state);
 	if (lstat(img, &st) == 0) {
-		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
+		/* an import's writes go past the host's page cache (see
+		 * WRITEBACK_PIECE) */
+		int fd = open(img, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errorf(err, errlen, "room %s: open its disk image: %s", r->id, strerror(errno));
+		int loop = disk_image_attach_fd(fd, !rdonly, dev, sizeof(dev), err, errlen);
+		close(fd);
 		if (loop < 0)
 			return -1;
 		int fs = (int)syscall(SYS_fsopen, "ext4", FSOPEN_CLOEXEC);
@@ -229,6 +235,14 @@ static int make_way(int pfd, const char *base, bool dir, const char *path, char 
 	return 0;
 }
 
+/* How much of a file an import writes before that part's writeback is
+ * started (sync_file_range): the room's ext4 writes it to the image as the
+ * rest streams in, through a loop device doing direct I/O (disk_open), so
+ * the syncfs before the import's answer waits for the last pieces rather
+ * than for every byte (written twice over through two page caches: the
+ * room's file system's, then the image file's). */
+#define WRITEBACK_PIECE (8u << 20)
+
 static bool all_zero(const unsigned char *p, size_t n)
 {
 	while (n && *p == 0) {
@@ -242,7 +256,7 @@ static bool all_zero(const unsigned char *p, size_t n)
  * all-hole file's one stored zero byte included), then its size. */
 static int file_data(struct applier *a, int fd, const struct ts_record *rec, char *err, size_t errlen)
 {
-	uint64_t off, len;
+	uint64_t off, len, unsent = 0, end = 0;
 	int k;
 	while ((k = ts_read_extent(&a->rd, &off, &len, err, errlen)) > 0) {
 		const void *p;
@@ -262,6 +276,12 @@ static int file_data(struct applier *a, int fd, const struct ts_record *rec, cha
 				}
 			}
 			off += (uint64_t)n;
+			if (off > end)
+				end = off;
+			if (end - unsent >= WRITEBACK_PIECE) {
+				sync_file_range(fd, (off_t)unsent, (off_t)(end - unsent), SYNC_FILE_RANGE_WRITE);
+				unsent = end;
+			}
 		}
 		if (n < 0)
 			return -1;
