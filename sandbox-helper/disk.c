@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <linux/mount.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -90,6 +91,20 @@ void disk_templates_remove(const char *dir)
 	closedir(d);
 }
 
+/* One piece: copy_file_range, or sendfile where the two files are on
+ * different file systems (an export's cut into memory).  Bytes copied,
+ * or -1 with errno. */
+static ssize_t copy_piece(int in, off_t *a, int out, off_t *b, size_t piece)
+{
+	ssize_t n = copy_file_range(in, a, out, b, piece, 0);
+	if (n >= 0 || errno != EXDEV)
+		return n;
+	if (lseek(out, *b, SEEK_SET) < 0 || (n = sendfile(out, in, a, piece)) <= 0)
+		return n;
+	*b += n;
+	return n;
+}
+
 /* Copy only the allocated extents: an empty 1G ext4 has well under 1 MiB.
  * In pieces of COPY_PIECE, each one's writeback started as the next is
  * copied (sync_file_range): a caller that then syncs the copy (a spare, a
@@ -109,7 +124,7 @@ static int sparse_copy(int in, int out, uint64_t bytes)
 		while (a < hole) {
 			off_t from = b;
 			size_t piece = hole - a < COPY_PIECE ? (size_t)(hole - a) : COPY_PIECE;
-			ssize_t n = copy_file_range(in, &a, out, &b, piece, 0);
+			ssize_t n = copy_piece(in, &a, out, &b, piece);
 			if (n <= 0)
 				return -1;
 			sync_file_range(out, from, n, SYNC_FILE_RANGE_WRITE);

@@ -47,6 +47,7 @@ int snap_fork(struct room *r, const struct cgroup_sys *cg, const char *ref, cons
  * own disk, as it lies).  The caller unlinks a temporary img once read. */
 struct snap_source {
 	char img[PATH_MAX];          /* the image to walk; "": the room's own */
+	int img_fd;                  /* or this one, in memory (when not -1) */
 	char sessions[PATH_MAX];     /* the directory holding its sessions */
 	char id[HELPER_ROOM_LEN];    /* the snapshot's id, or "" */
 	bool temporary;
