@@ -11,6 +11,9 @@ Fixtures:
   cluster_mode   the cluster, checked to serve in cluster mode (X-Roombox-Host)
   room           a fresh, unique room id
 
+ROOMBOX_KEEP_CLUSTER=1 keeps the run's folder (each host's fcgi.log,
+etcd.log, nginx's logs, its state) after the session, for a post-mortem.
+
 Nothing here sleeps to synchronise: every wait is a bounded poll.
 """
 
@@ -115,10 +118,10 @@ class Cluster:
         return self.request("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": cmd}, host=host)
 
     # ---- roomboxctl and etcd
-    def ctl(self, *args, check=True):
+    def ctl(self, *args, check=True, timeout=60):
         r = subprocess.run([str(CTL), "-c", str(self.run / "h1" / "roombox.conf"),
                             "-e", ",".join(self.endpoints), "-a", str(self.admin), *args],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=timeout)
         if check:
             assert r.returncode == 0, f"roomboxctl {' '.join(args)}: {r.returncode} {r.stdout} {r.stderr}"
         return r
@@ -282,7 +285,9 @@ def cluster():
     # still holds the machine's cluster lock (after it, another cluster may
     # already be starting under the same names)
     out = (run / "run-cluster.out").read_text()
-    shutil.rmtree(run, ignore_errors=True)
+    # ROOMBOX_KEEP_CLUSTER=1: the run's folder stays (hN/fcgi.log, etcd.log...)
+    if os.environ.get("ROOMBOX_KEEP_CLUSTER") != "1":
+        shutil.rmtree(run, ignore_errors=True)
     assert proc.returncode == 0, f"tools/run-cluster.sh exited {proc.returncode}:\n{out}"
 
 
