@@ -814,7 +814,7 @@ bool cluster_room_claim(const char *room, struct response *rs)
 	return true;
 }
 
-void cluster_room_ended(const char *room)
+bool cluster_room_ended(const char *room, struct response *rs)
 {
 	struct placement p;
 	char key[128], err[512];
@@ -822,15 +822,29 @@ void cluster_room_ended(const char *room)
 	int64_t rev = 0;
 
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
-		return;
+		return true;
 	record_key(room, key, sizeof(key));
 	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
 	if (rc < 0 || !done) {
-		/* the epoch stays with it: the id made again here is this
-		 * host's to serve */
+		/* The room is gone from here but its record is not: a 200 would
+		 * leave the id placed on this host for good (listed by every
+		 * host, counted and moved by a drain) with nobody told.  The
+		 * epoch stays with the record, so the id made again here is
+		 * this host's to serve; the DELETE retried removes the record
+		 * (what was cleaned up is cleaned up again: nothing).  A record
+		 * that changed meanwhile is not this host's to delete: the
+		 * retry finds where the room lives now. */
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: its record stays in etcd: %s\n",
 			room, rc < 0 ? err : "it changed meanwhile");
-		return;
+		rs->retry_after = NO_QUORUM_RETRY_S;
+		if (rc < 0)
+			response_error(rs, 503, "room %s: cleaned up on host %s, but its placement "
+				       "record could not be removed: etcd does not answer (unreachable, "
+				       "or without a quorum); retry the request", room, cl.me);
+		else
+			response_error(rs, 503, "room %s: cleaned up on host %s, but its placement "
+				       "record changed meanwhile; retry the request", room, cl.me);
+		return false;
 	}
 	if (epoch_forget(room, err, sizeof(err)) < 0)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
@@ -844,6 +858,7 @@ void cluster_room_ended(const char *room)
 	if ((found = tfind(&k, &cl.tree, by_room)) != NULL)
 		(*found)->local_loaded = false;
 	pthread_rwlock_unlock(&cl.lock);
+	return true;
 }
 
 /* ---- the cluster-wide list ---- */

@@ -2,10 +2,14 @@
 works; with 2 of 3 down creating a room answers a clear 503 with
 Retry-After and existing rooms keep serving, past their host's lease's TTL
 too; once the quorum is back a host reads every record anew (a brief 503)
-and serves on.  The members are SIGKILLed
-and started again as run-cluster started them (hN/etcd.sh)."""
+and serves on; a room's DELETE on a host that cannot reach etcd answers
+503 + Retry-After, never a 200 that leaves the room's record behind.  The
+members are SIGKILLed and started again as run-cluster started them
+(hN/etcd.sh).  One host is cut off from etcd by an nftables table in its
+network namespace that resets every connection to an etcd client port."""
 
 import secrets
+import subprocess
 
 import pytest
 
@@ -26,6 +30,23 @@ def restore_etcd(cluster):
         wait_until(lambda: cluster.exec(probe, "true", host=h).status == 200, 60,
                    f"{h} to serve its rooms again")
         cluster.request("DELETE", f"/api/rooms/{probe}", host=h)
+
+
+CUT_TABLE = "rbx_etcd_cut"
+
+
+def etcd_cut(c, host, cut):
+    """host's roombox-fcgi reaches no etcd member (cut) or every one again.
+    Only the host's own member would need its client port from inside its
+    namespace: the caller stops that member first."""
+    ns = ["nsenter", f"--net=/run/netns/roombox-{host}", "nft"]
+    if cut:
+        rules = (f"table inet {CUT_TABLE} {{\n chain out {{\n"
+                 f"  type filter hook output priority 0; policy accept;\n"
+                 f"  tcp dport 2379 reject with tcp reset\n }}\n}}\n")
+        subprocess.run(ns + ["-f", "-"], input=rules, text=True, check=True)
+    else:
+        subprocess.run(ns + ["delete", "table", "inet", CUT_TABLE], check=True)
 
 
 def test_one_member_of_three_down(cluster_mode, room, restore_etcd):
@@ -103,3 +124,40 @@ def test_roomboxctl_with_members_down(cluster, restore_etcd):
     assert r.returncode == 0 and "possibly stale" in r.stderr, r
     r = c.ctl("route-sync", check=False)
     assert r.returncode == 1 and "left as it is" in r.stderr, r
+
+
+def test_a_delete_that_cannot_remove_the_record_answers_503(cluster_mode, room, restore_etcd):
+    """The room's files go, but its placement record cannot (its host does
+    not reach etcd): the DELETE answers 503 + Retry-After saying so, not
+    200, and the record still names the host; the DELETE retried once etcd
+    answers removes the record (200), and the id is free for any host."""
+    c = cluster_mode
+    a = c.exec(room, "echo x > /root/f", host="h1")
+    assert a.status == 200 and a.host == "h1", a
+    restore_etcd.append("h1")
+    c.etcd_stop("h1")
+    c.etcd_has_leader()
+    etcd_cut(c, "h1", True)
+    try:
+        d = c.request("DELETE", f"/api/rooms/{room}", host="h1")
+        assert d.status == 503 and "retry-after" in d.headers, d
+        assert "etcd" in d.json["error"] and room in d.json["error"], d
+        assert c.etcd_get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+    finally:
+        etcd_cut(c, "h1", False)
+
+    def deleted():
+        d = c.request("DELETE", f"/api/rooms/{room}", host="h1")
+        assert d.status == 200 or (d.status == 503 and "retry-after" in d.headers), d
+        return d.status == 200
+    wait_until(deleted, 60, f"the DELETE of {room} to be answered 200")
+    assert c.etcd_get(f"/roombox/rooms/{room}") is None
+    # the id is free: another host places it (once its copy of the records,
+    # a watch, has the delete: 421 naming h1 until then)
+    def placed():
+        b = c.exec(room, "cat /root/f 2>/dev/null; echo new", host="h2")
+        assert b.status in (200, 421), b
+        return b if b.status == 200 else None
+    b = wait_until(placed, 30, f"h2 to place {room}")
+    assert b.host == "h2" and b.json["result"]["stdout"] == "new\n", b
+    c.request("DELETE", f"/api/rooms/{room}", host="h2")
