@@ -924,10 +924,13 @@ bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs
 	/* the room answers 503 to every new request since the moving key; those
 	 * admitted before it may still write, and an acknowledged write must be
 	 * in the copy that moves: wait until this export is the room's only
-	 * request (parked ones hold nothing and meet the 503 when released) */
-	for (int waited = 0; app->room_workers && fair_share_held(app->room_workers, room) > 1;
-	     waited += 10) {
-		if (waited >= QUIESCE_MS) {
+	 * request (parked ones hold nothing and meet the 503 when released).
+	 * Counted on the clock, not in polls: on a loaded machine a 10 ms
+	 * sleep takes far longer, and a wait past the mover's 120 s of
+	 * silence would make it give up on a timeout, not read this 503 */
+	long long until = now_ms() + QUIESCE_MS;
+	while (app->room_workers && fair_share_held(app->room_workers, room) > 1) {
+		if (now_ms() >= until) {
 			rs->retry_after = MOVING_RETRY_S;
 			response_error(rs, 503, "move of room %s: its requests still run after %d s",
 				       room, QUIESCE_MS / 1000);
