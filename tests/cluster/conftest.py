@@ -282,7 +282,9 @@ def cluster():
     # still holds the machine's cluster lock (after it, another cluster may
     # already be starting under the same names)
     out = (run / "run-cluster.out").read_text()
-    shutil.rmtree(run, ignore_errors=True)
+    # ROOMBOX_KEEP_CLUSTER=1: the hosts' state and logs stay, for a look
+    if not os.environ.get("ROOMBOX_KEEP_CLUSTER"):
+        shutil.rmtree(run, ignore_errors=True)
     assert proc.returncode == 0, f"tools/run-cluster.sh exited {proc.returncode}:\n{out}"
 
 

@@ -6,6 +6,7 @@ and serves on.  The members are SIGKILLed
 and started again as run-cluster started them (hN/etcd.sh)."""
 
 import secrets
+import subprocess
 
 import pytest
 
@@ -103,3 +104,66 @@ def test_roomboxctl_with_members_down(cluster, restore_etcd):
     assert r.returncode == 0 and "possibly stale" in r.stderr, r
     r = c.ctl("route-sync", check=False)
     assert r.returncode == 1 and "left as it is" in r.stderr, r
+
+
+
+def nft_in(host, *script):
+    subprocess.run(["ip", "netns", "exec", f"roombox-{host}", "nft", *script], check=True)
+
+
+class EtcdCut:
+    """cut(host): every etcd member refuses the host's roombox-fcgi (its
+    own member included; a reset, not silence) until heal(host) or the
+    test's end."""
+    TABLE = "rbxtest_etcdcut"
+
+    def __init__(self):
+        self.cut_hosts = []
+
+    def cut(self, host):
+        nft_in(host, "add table inet " + self.TABLE)
+        self.cut_hosts.append(host)
+        nft_in(host, f"add chain inet {self.TABLE} out {{ type filter hook output priority 0; }}")
+        nft_in(host, f"add rule inet {self.TABLE} out tcp dport 2379 reject with tcp reset")
+
+    def heal(self, host):
+        self.cut_hosts.remove(host)
+        nft_in(host, "delete table inet " + self.TABLE)
+
+
+@pytest.fixture
+def etcd_cut():
+    cuts = EtcdCut()
+    yield cuts
+    for h in list(cuts.cut_hosts):
+        cuts.heal(h)
+
+
+def test_a_move_aborted_while_a_host_had_no_watch(cluster_mode, room, etcd_cut):
+    """The moving key of a room deleted while its host's watch is down (a
+    move aborted during an etcd member's restart): the host's full read
+    finds the room's record but no moving key any more, and serves the
+    room again; it does not keep answering "moving" forever."""
+    c = cluster_mode
+    a = c.exec(room, "echo kept > /tmp/f")
+    assert a.status == 200, a
+    owner = a.host
+    rec = c.etcd_get(f"/roombox/rooms/{room}")
+    other = next(h for h in c.hosts if h != owner)
+    moving = f"/roombox/moving/{room}"
+    c.etcd_put(moving, {"from": owner, "to": other, "epoch": rec["epoch"] + 1})
+    wait_until(lambda: c.exec(room, "true", host=owner).status == 503, 30,
+               f"{owner} to see the move begin")
+    log = c.run / owner / "fcgi.log"
+    said = log.read_text().count("cluster: etcd watch")
+    etcd_cut.cut(owner)
+    # the watch ends at its next keepalive probe (after 3 s idle): reset
+    wait_until(lambda: log.read_text().count("cluster: etcd watch") > said, 30,
+               f"{owner}'s watch to end")
+    c.etcd_del(moving)
+    assert c.etcd_get(moving) is None
+    etcd_cut.heal(owner)
+    b = wait_until(lambda: (lambda b: b if b.status == 200 else None)(
+        c.exec(room, "cat /tmp/f", host=owner)), 30, f"{owner} to serve {room} again")
+    assert b.host == owner and b.json["result"]["stdout"] == "kept\n", b
+    c.request("DELETE", f"/api/rooms/{room}", host=owner)
