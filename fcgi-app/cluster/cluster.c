@@ -95,7 +95,10 @@ struct placement {
 	struct room_record rec;
 	int64_t mod_rev;          /* of the record (or of its delete) */
 	int64_t moving_rev;
-	int64_t seen;             /* the resync that last saw it */
+	int64_t seen_rec;         /* the resync that last saw its record */
+	int64_t seen_moving;      /* ... and its moving key (two keys, two marks:
+				   * a moving key deleted unseen goes even
+				   * when the record was read) */
 	bool local_loaded;
 	uint64_t local_epoch;     /* this host's copy's, 0 = none */
 };
@@ -340,8 +343,10 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync, int
 	}
 	bool elsewhere = p && !p->moving && p->has_record && !p->bad_record &&
 			 strcmp(p->rec.host, cl.me) != 0;
-	if (p && resync)
-		p->seen = resync;
+	if (p && resync && moving)
+		p->seen_moving = resync;
+	else if (p && resync)
+		p->seen_rec = resync;
 	if (p && deleted)
 		entry_drop_locked(p);
 	pthread_rwlock_unlock(&cl.lock);
@@ -369,9 +374,8 @@ static void sweep_visit(const void *node, VISIT which, void *unused)
 
 	if (which != postorder && which != leaf)
 		return;
-	if (p->seen == sweep_gen)
-		return;
-	if ((p->has_record && p->mod_rev <= sweep_rev) || (p->moving && p->moving_rev <= sweep_rev)) {
+	if ((p->has_record && p->seen_rec != sweep_gen && p->mod_rev <= sweep_rev) ||
+	    (p->moving && p->seen_moving != sweep_gen && p->moving_rev <= sweep_rev)) {
 		if (sweep_n == sweep_cap) {
 			size_t cap = sweep_cap ? sweep_cap * 2 : 64;
 			struct placement **l = realloc(sweep_list, cap * sizeof(*l));
@@ -394,10 +398,16 @@ static void sweep_unseen(int64_t gen, int64_t rev)
 	twalk_r(cl.tree, sweep_visit, NULL);
 	for (size_t i = 0; i < sweep_n; i++) {
 		struct placement *p = sweep_list[i];
-		if (p->has_record && p->mod_rev <= rev)
+		if (p->has_record && p->seen_rec != gen && p->mod_rev <= rev)
 			p->has_record = p->bad_record = false;
-		if (p->moving && p->moving_rev <= rev)
+		if (p->moving && p->seen_moving != gen && p->moving_rev <= rev) {
 			p->moving = false;
+			/* a move given up unseen: a copy it left here goes, as
+			 * when the watch brings the moving key's delete
+			 * (tomb_push takes only its own lock) */
+			if (p->has_record && !p->bad_record && strcmp(p->rec.host, cl.me) != 0)
+				tomb_push(p->room);
+		}
 		entry_drop_locked(p);
 	}
 	if (rev > cl.known_rev)
@@ -451,10 +461,11 @@ static void *watch_main(void *unused)
 	while (!atomic_load(&cl.stop)) {
 		char end[64];
 		/* read before the range: a range that ends the fence must have
-		 * begun under a live lease, after the lapse */
+		 * begun under a live lease, after the lapse; reread cleared
+		 * first, so a fence() from here on ends the next watch at once */
+		atomic_store(&cl.reread, false);
 		long long gen = atomic_load(&cl.fence_gen);
 		bool live = lease_live();
-		atomic_store(&cl.reread, false);
 		if (resync(&rev, err, sizeof(err)) < 0) {
 			if (!said)
 				fprintf(stderr, "roombox-fcgi: cluster: %s (retrying)\n", err);

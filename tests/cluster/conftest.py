@@ -11,9 +11,6 @@ Fixtures:
   cluster_mode   the cluster, checked to serve in cluster mode (X-Roombox-Host)
   room           a fresh, unique room id
 
-ROOMBOX_KEEP_CLUSTER=1 keeps the run's folder (each host's fcgi.log,
-etcd.log, nginx's logs, its state) after the session, for a post-mortem.
-
 Nothing here sleeps to synchronise: every wait is a bounded poll.
 """
 
@@ -285,8 +282,8 @@ def cluster():
     # still holds the machine's cluster lock (after it, another cluster may
     # already be starting under the same names)
     out = (run / "run-cluster.out").read_text()
-    # ROOMBOX_KEEP_CLUSTER=1: the run's folder stays (hN/fcgi.log, etcd.log...)
-    if os.environ.get("ROOMBOX_KEEP_CLUSTER") != "1":
+    # ROOMBOX_KEEP_CLUSTER=1: the hosts' state and logs stay, for a look
+    if not os.environ.get("ROOMBOX_KEEP_CLUSTER"):
         shutil.rmtree(run, ignore_errors=True)
     assert proc.returncode == 0, f"tools/run-cluster.sh exited {proc.returncode}:\n{out}"
 
