@@ -825,7 +825,7 @@ bool cluster_room_claim(const char *room, struct response *rs)
 	return true;
 }
 
-void cluster_room_ended(const char *room)
+bool cluster_room_ended(const char *room, struct response *rs)
 {
 	struct placement p;
 	char key[128], err[512];
@@ -833,15 +833,29 @@ void cluster_room_ended(const char *room)
 	int64_t rev = 0;
 
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
-		return;
+		return true;
 	record_key(room, key, sizeof(key));
 	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
 	if (rc < 0 || !done) {
-		/* the epoch stays with it: the id made again here is this
-		 * host's to serve */
+		/* The room is gone from here but its record is not: a 200 would
+		 * leave the id placed on this host for good (listed by every
+		 * host, counted and moved by a drain) with nobody told.  The
+		 * epoch stays with the record, so the id made again here is
+		 * this host's to serve; the DELETE retried removes the record
+		 * (what was cleaned up is cleaned up again: nothing).  A record
+		 * that changed meanwhile is not this host's to delete: the
+		 * retry finds where the room lives now. */
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: its record stays in etcd: %s\n",
 			room, rc < 0 ? err : "it changed meanwhile");
-		return;
+		rs->retry_after = NO_QUORUM_RETRY_S;
+		if (rc < 0)
+			response_error(rs, 503, "room %s: cleaned up on host %s, but its placement "
+				       "record could not be removed: etcd does not answer (unreachable, "
+				       "or without a quorum); retry the request", room, cl.me);
+		else
+			response_error(rs, 503, "room %s: cleaned up on host %s, but its placement "
+				       "record changed meanwhile; retry the request", room, cl.me);
+		return false;
 	}
 	if (epoch_forget(room, err, sizeof(err)) < 0)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
@@ -855,6 +869,7 @@ void cluster_room_ended(const char *room)
 	if ((found = tfind(&k, &cl.tree, by_room)) != NULL)
 		(*found)->local_loaded = false;
 	pthread_rwlock_unlock(&cl.lock);
+	return true;
 }
 
 /* ---- the cluster-wide list ---- */
@@ -920,10 +935,13 @@ bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs
 	/* the room answers 503 to every new request since the moving key; those
 	 * admitted before it may still write, and an acknowledged write must be
 	 * in the copy that moves: wait until this export is the room's only
-	 * request (parked ones hold nothing and meet the 503 when released) */
-	for (int waited = 0; app->room_workers && fair_share_held(app->room_workers, room) > 1;
-	     waited += 10) {
-		if (waited >= QUIESCE_MS) {
+	 * request (parked ones hold nothing and meet the 503 when released).
+	 * Counted on the clock, not in polls: on a loaded machine a 10 ms
+	 * sleep takes far longer, and a wait past the mover's 120 s of
+	 * silence would make it give up on a timeout, not read this 503 */
+	long long until = now_ms() + QUIESCE_MS;
+	while (app->room_workers && fair_share_held(app->room_workers, room) > 1) {
+		if (now_ms() >= until) {
 			rs->retry_after = MOVING_RETRY_S;
 			response_error(rs, 503, "move of room %s: its requests still run after %d s",
 				       room, QUIESCE_MS / 1000);

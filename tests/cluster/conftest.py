@@ -115,10 +115,10 @@ class Cluster:
         return self.request("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": cmd}, host=host)
 
     # ---- roomboxctl and etcd
-    def ctl(self, *args, check=True):
+    def ctl(self, *args, check=True, timeout=60):
         r = subprocess.run([str(CTL), "-c", str(self.run / "h1" / "roombox.conf"),
                             "-e", ",".join(self.endpoints), "-a", str(self.admin), *args],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=timeout)
         if check:
             assert r.returncode == 0, f"roomboxctl {' '.join(args)}: {r.returncode} {r.stdout} {r.stderr}"
         return r

@@ -2,8 +2,11 @@
 works; with 2 of 3 down creating a room answers a clear 503 with
 Retry-After and existing rooms keep serving, past their host's lease's TTL
 too; once the quorum is back a host reads every record anew (a brief 503)
-and serves on.  The members are SIGKILLed
-and started again as run-cluster started them (hN/etcd.sh)."""
+and serves on; a room's DELETE on a host that cannot reach etcd answers
+503 + Retry-After, never a 200 that leaves the room's record behind.  The
+members are SIGKILLed and started again as run-cluster started them
+(hN/etcd.sh); a host is cut off from etcd by an nftables table in its
+network namespace (EtcdCut)."""
 
 import secrets
 import subprocess
@@ -167,3 +170,35 @@ def test_a_move_aborted_while_a_host_had_no_watch(cluster_mode, room, etcd_cut):
         c.exec(room, "cat /tmp/f", host=owner)), 30, f"{owner} to serve {room} again")
     assert b.host == owner and b.json["result"]["stdout"] == "kept\n", b
     c.request("DELETE", f"/api/rooms/{room}", host=owner)
+
+
+def test_a_delete_that_cannot_remove_the_record_answers_503(cluster_mode, room, etcd_cut):
+    """The room's files go, but its placement record cannot (its host does
+    not reach etcd): the DELETE answers 503 + Retry-After saying so, not
+    200, and the record still names the host; the DELETE retried once etcd
+    answers removes the record (200), and the id is free for any host."""
+    c = cluster_mode
+    a = c.exec(room, "echo x > /root/f", host="h1")
+    assert a.status == 200 and a.host == "h1", a
+    etcd_cut.cut("h1")
+    d = c.request("DELETE", f"/api/rooms/{room}", host="h1")
+    assert d.status == 503 and "retry-after" in d.headers, d
+    assert "etcd" in d.json["error"] and room in d.json["error"], d
+    assert c.etcd_get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+    etcd_cut.heal("h1")
+
+    def deleted():
+        d = c.request("DELETE", f"/api/rooms/{room}", host="h1")
+        assert d.status == 200 or (d.status == 503 and "retry-after" in d.headers), d
+        return d.status == 200
+    wait_until(deleted, 60, f"the DELETE of {room} to be answered 200")
+    assert c.etcd_get(f"/roombox/rooms/{room}") is None
+    # the id is free: another host places it (once its copy of the records,
+    # a watch, has the delete: 421 naming h1 until then)
+    def placed():
+        b = c.exec(room, "cat /root/f 2>/dev/null; echo new", host="h2")
+        assert b.status in (200, 421), b
+        return b if b.status == 200 else None
+    b = wait_until(placed, 30, f"h2 to place {room}")
+    assert b.host == "h2" and b.json["result"]["stdout"] == "new\n", b
+    c.request("DELETE", f"/api/rooms/{room}", host="h2")
