@@ -24,6 +24,7 @@ packages=(
 	etcd-server  # cluster mode: where each room lives (tests/integration/test_cluster_node.py, make run-cluster)
 	etcd-client  # etcdctl: looking at and changing a cluster's records by hand
 	haproxy      # cluster mode: the router in front of the hosts (make run-cluster, tests/cluster/)
+	netcat-openbsd  # make bench-cluster: the move's reference, tar | zstd | nc between two hosts
 	debhelper devscripts lintian fakeroot
 	dpkg-dev
 )

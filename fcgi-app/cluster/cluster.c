@@ -95,7 +95,10 @@ struct placement {
 	struct room_record rec;
 	int64_t mod_rev;          /* of the record (or of its delete) */
 	int64_t moving_rev;
-	int64_t seen;             /* the resync that last saw it */
+	int64_t seen_rec;         /* the resync that last saw its record */
+	int64_t seen_moving;      /* ... and its moving key (two keys, two marks:
+				   * a moving key deleted unseen goes even
+				   * when the record was read) */
 	bool local_loaded;
 	uint64_t local_epoch;     /* this host's copy's, 0 = none */
 };
@@ -340,8 +343,10 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync, int
 	}
 	bool elsewhere = p && !p->moving && p->has_record && !p->bad_record &&
 			 strcmp(p->rec.host, cl.me) != 0;
-	if (p && resync)
-		p->seen = resync;
+	if (p && resync && moving)
+		p->seen_moving = resync;
+	else if (p && resync)
+		p->seen_rec = resync;
 	if (p && deleted)
 		entry_drop_locked(p);
 	pthread_rwlock_unlock(&cl.lock);
@@ -369,9 +374,8 @@ static void sweep_visit(const void *node, VISIT which, void *unused)
 
 	if (which != postorder && which != leaf)
 		return;
-	if (p->seen == sweep_gen)
-		return;
-	if ((p->has_record && p->mod_rev <= sweep_rev) || (p->moving && p->moving_rev <= sweep_rev)) {
+	if ((p->has_record && p->seen_rec != sweep_gen && p->mod_rev <= sweep_rev) ||
+	    (p->moving && p->seen_moving != sweep_gen && p->moving_rev <= sweep_rev)) {
 		if (sweep_n == sweep_cap) {
 			size_t cap = sweep_cap ? sweep_cap * 2 : 64;
 			struct placement **l = realloc(sweep_list, cap * sizeof(*l));
@@ -394,10 +398,16 @@ static void sweep_unseen(int64_t gen, int64_t rev)
 	twalk_r(cl.tree, sweep_visit, NULL);
 	for (size_t i = 0; i < sweep_n; i++) {
 		struct placement *p = sweep_list[i];
-		if (p->has_record && p->mod_rev <= rev)
+		if (p->has_record && p->seen_rec != gen && p->mod_rev <= rev)
 			p->has_record = p->bad_record = false;
-		if (p->moving && p->moving_rev <= rev)
+		if (p->moving && p->seen_moving != gen && p->moving_rev <= rev) {
 			p->moving = false;
+			/* a move given up unseen: a copy it left here goes, as
+			 * when the watch brings the moving key's delete
+			 * (tomb_push takes only its own lock) */
+			if (p->has_record && !p->bad_record && strcmp(p->rec.host, cl.me) != 0)
+				tomb_push(p->room);
+		}
 		entry_drop_locked(p);
 	}
 	if (rev > cl.known_rev)
@@ -451,10 +461,11 @@ static void *watch_main(void *unused)
 	while (!atomic_load(&cl.stop)) {
 		char end[64];
 		/* read before the range: a range that ends the fence must have
-		 * begun under a live lease, after the lapse */
+		 * begun under a live lease, after the lapse; reread cleared
+		 * first, so a fence() from here on ends the next watch at once */
+		atomic_store(&cl.reread, false);
 		long long gen = atomic_load(&cl.fence_gen);
 		bool live = lease_live();
-		atomic_store(&cl.reread, false);
 		if (resync(&rev, err, sizeof(err)) < 0) {
 			if (!said)
 				fprintf(stderr, "roombox-fcgi: cluster: %s (retrying)\n", err);
@@ -814,7 +825,7 @@ bool cluster_room_claim(const char *room, struct response *rs)
 	return true;
 }
 
-void cluster_room_ended(const char *room)
+bool cluster_room_ended(const char *room, struct response *rs)
 {
 	struct placement p;
 	char key[128], err[512];
@@ -822,15 +833,29 @@ void cluster_room_ended(const char *room)
 	int64_t rev = 0;
 
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
-		return;
+		return true;
 	record_key(room, key, sizeof(key));
 	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
 	if (rc < 0 || !done) {
-		/* the epoch stays with it: the id made again here is this
-		 * host's to serve */
+		/* The room is gone from here but its record is not: a 200 would
+		 * leave the id placed on this host for good (listed by every
+		 * host, counted and moved by a drain) with nobody told.  The
+		 * epoch stays with the record, so the id made again here is
+		 * this host's to serve; the DELETE retried removes the record
+		 * (what was cleaned up is cleaned up again: nothing).  A record
+		 * that changed meanwhile is not this host's to delete: the
+		 * retry finds where the room lives now. */
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: its record stays in etcd: %s\n",
 			room, rc < 0 ? err : "it changed meanwhile");
-		return;
+		rs->retry_after = NO_QUORUM_RETRY_S;
+		if (rc < 0)
+			response_error(rs, 503, "room %s: cleaned up on host %s, but its placement "
+				       "record could not be removed: etcd does not answer (unreachable, "
+				       "or without a quorum); retry the request", room, cl.me);
+		else
+			response_error(rs, 503, "room %s: cleaned up on host %s, but its placement "
+				       "record changed meanwhile; retry the request", room, cl.me);
+		return false;
 	}
 	if (epoch_forget(room, err, sizeof(err)) < 0)
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
@@ -844,6 +869,7 @@ void cluster_room_ended(const char *room)
 	if ((found = tfind(&k, &cl.tree, by_room)) != NULL)
 		(*found)->local_loaded = false;
 	pthread_rwlock_unlock(&cl.lock);
+	return true;
 }
 
 /* ---- the cluster-wide list ---- */
@@ -909,10 +935,13 @@ bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs
 	/* the room answers 503 to every new request since the moving key; those
 	 * admitted before it may still write, and an acknowledged write must be
 	 * in the copy that moves: wait until this export is the room's only
-	 * request (parked ones hold nothing and meet the 503 when released) */
-	for (int waited = 0; app->room_workers && fair_share_held(app->room_workers, room) > 1;
-	     waited += 10) {
-		if (waited >= QUIESCE_MS) {
+	 * request (parked ones hold nothing and meet the 503 when released).
+	 * Counted on the clock, not in polls: on a loaded machine a 10 ms
+	 * sleep takes far longer, and a wait past the mover's 120 s of
+	 * silence would make it give up on a timeout, not read this 503 */
+	long long until = now_ms() + QUIESCE_MS;
+	while (app->room_workers && fair_share_held(app->room_workers, room) > 1) {
+		if (now_ms() >= until) {
 			rs->retry_after = MOVING_RETRY_S;
 			response_error(rs, 503, "move of room %s: its requests still run after %d s",
 				       room, QUIESCE_MS / 1000);

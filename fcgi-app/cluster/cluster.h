@@ -33,8 +33,11 @@ bool cluster_room_admit(struct app *app, const char *room, bool creates, struct 
  * answered: 409 when another host has it, 503 without etcd. */
 bool cluster_room_claim(const char *room, struct response *rs);
 
-/* The room was cleaned up here: its record goes too. */
-void cluster_room_ended(const char *room);
+/* The room was cleaned up here: its record goes too.  true once it is
+ * gone (or was never this host's), or false with rs answered 503 +
+ * Retry-After: etcd did not remove it (unreachable, or the record changed
+ * meanwhile), and the cleanup must be asked for again. */
+bool cluster_room_ended(const char *room, struct response *rs);
 
 /* GET /api/rooms: would this host list its local room (not a stale copy
  * of a room placed elsewhere)?  And the rooms placed on other hosts, as

@@ -442,7 +442,10 @@ void api_rooms_cleanup(struct request *rq, struct response *rs)
 		return;
 	}
 	json_object_put(errors);
-	cluster_room_ended(rq->room);   /* its placement goes with it */
+	if (!cluster_room_ended(rq->room, rs)) {   /* its placement goes with it */
+		json_object_put(answer);
+		return;
+	}
 	json_object_object_add(answer, "roomId", json_object_new_string(rq->room));
 	response_json(rs, 200, answer);
 }

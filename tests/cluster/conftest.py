@@ -115,10 +115,10 @@ class Cluster:
         return self.request("POST", f"/api/rooms/{room}/sandbox/exec", {"cmd": cmd}, host=host)
 
     # ---- roomboxctl and etcd
-    def ctl(self, *args, check=True):
+    def ctl(self, *args, check=True, timeout=60):
         r = subprocess.run([str(CTL), "-c", str(self.run / "h1" / "roombox.conf"),
                             "-e", ",".join(self.endpoints), "-a", str(self.admin), *args],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=timeout)
         if check:
             assert r.returncode == 0, f"roomboxctl {' '.join(args)}: {r.returncode} {r.stdout} {r.stderr}"
         return r
@@ -282,7 +282,9 @@ def cluster():
     # still holds the machine's cluster lock (after it, another cluster may
     # already be starting under the same names)
     out = (run / "run-cluster.out").read_text()
-    shutil.rmtree(run, ignore_errors=True)
+    # ROOMBOX_KEEP_CLUSTER=1: the hosts' state and logs stay, for a look
+    if not os.environ.get("ROOMBOX_KEEP_CLUSTER"):
+        shutil.rmtree(run, ignore_errors=True)
     assert proc.returncode == 0, f"tools/run-cluster.sh exited {proc.returncode}:\n{out}"
 
 

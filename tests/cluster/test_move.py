@@ -1,13 +1,15 @@
 """Moves and drains with roomboxctl (the mover; the hosts' side is
 roombox-fcgi's): the room's files arrive byte for byte, the router follows
 at once, the old host keeps no copy it would serve, and a drain under load
-empties the host with no answer but 200 or 503 + Retry-After."""
+empties the host with no answer but 200 or 503 + Retry-After, while the
+other hosts' rooms answer 200 throughout."""
 
 import re
 import threading
 import time
 
 from conftest import wait_until
+from moving import tombstone_only
 
 LIVES = re.compile(r"room (\S+) lives on host (\S+)")
 
@@ -93,51 +95,129 @@ def test_a_move_that_cannot_happen_leaves_the_room_where_it_was(cluster_mode, ro
     c.request("DELETE", f"/api/rooms/{room}")
 
 
+# The drain test's load: rooms on the drained host, rooms on the others,
+# and the writer threads that cycle over each set (every room belongs to
+# one writer, so its appends are in order).
+DRAINED_ROOMS = 50
+OTHER_ROOMS_PER_HOST = 3
+DRAINED_WRITERS = 4
+OTHER_WRITERS = 2
+DRAIN_TIMEOUT_S = 600
+
+
+class Writers:
+    """Threads cycling over rooms, each appending the room's next number
+    to /root/log through the router; acked[r]: the numbers whose exec
+    answered 200, times[r]: when each was answered, answers[r]: every
+    status (None: no answer in 30 s)."""
+
+    def __init__(self, c, rooms, threads):
+        self.c, self.rooms = c, rooms
+        self.acked = {r: [] for r in rooms}
+        self.times = {r: [] for r in rooms}
+        self.answers = {r: [] for r in rooms}
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(rooms[k::threads],), daemon=True)
+                        for k in range(threads)]
+
+    def _run(self, mine):
+        n = {r: 1 for r in mine}
+        while not self.stop.is_set():
+            for r in mine:
+                try:
+                    a = self.c.request("POST", f"/api/rooms/{r}/sandbox/exec",
+                                       {"cmd": f"echo {n[r]} >> /root/log"}, timeout=30)
+                except OSError as e:
+                    self.answers[r].append((None, repr(e)))
+                    continue
+                self.answers[r].append((a.status, a))
+                if a.status == 200 and a.json["result"]["exitCode"] == 0:
+                    self.acked[r].append(n[r])
+                    self.times[r].append(time.monotonic())
+                    n[r] += 1
+                if self.stop.is_set():
+                    break
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def join(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def failures(self, allowed=()):
+        """Every answer but 200 (and, when allowed holds 503, 503 with
+        Retry-After)."""
+        return [(r, s, a) for r in self.rooms for s, a in self.answers[r]
+                if s != 200 and not (s in allowed and "retry-after" in a.headers)]
+
+
 def test_drain_under_load_empties_the_host(cluster_mode):
+    """A host holding 50 rooms drained while every room of the cluster is
+    written through the router: the host ends empty and in maint, its rooms
+    answer nothing but 200 or 503 + Retry-After while they move and keep
+    every acknowledged append, and the other hosts' rooms answer 200 to
+    every request throughout."""
     c = cluster_mode
     host = "h3"
-    rooms = [f"dr{i}x{c.port}" for i in range(6)]
-    for r in rooms:
-        a = c.exec(r, f"echo {r} > /root/log", host=host)
-        assert a.status == 200 and a.host == host, a
-    c.ctl("route-sync")
-    stop = threading.Event()
-    bad, acked = [], {r: 1 for r in rooms}
+    drained = [f"dr{i}x{c.port}" for i in range(DRAINED_ROOMS)]
+    others = [f"st{h}{i}x{c.port}" for h in c.hosts if h != host
+              for i in range(OTHER_ROOMS_PER_HOST)]
+    placed = {r: host for r in drained}
+    placed.update({r: r[2:4] for r in others})
 
-    def load(r):
-        n = 1
-        while not stop.is_set():
-            a = c.exec(r, f"echo {n} >> /root/log")
-            if a.status == 200:
-                acked[r] += 1
-                n += 1
-            elif not (a.status == 503 and "retry-after" in a.headers):
-                bad.append((r, a))
-            time.sleep(0.05)
-    threads = [threading.Thread(target=load, args=(r,)) for r in rooms]
-    for t in threads:
+    def make(r):
+        a = c.exec(r, ": > /root/log", host=placed[r])
+        assert a.status == 200 and a.host == placed[r], (r, a)
+    made = list(placed)
+    makers = [threading.Thread(target=lambda rs=made[k::4]: [make(r) for r in rs]) for k in range(4)]
+    for t in makers:
         t.start()
+    for t in makers:
+        t.join()
+    assert all(c.owner(r) == placed[r] for r in made), "a room was not made where it was asked"
+    c.ctl("route-sync")
+    sandbox = {r["roomId"]: r["sandboxName"]
+               for r in c.request("GET", "/api/rooms", host=host).json["rooms"] if r["roomId"] in placed}
+    moving_load = Writers(c, drained, DRAINED_WRITERS)
+    still_load = Writers(c, others, OTHER_WRITERS)
     try:
-        out = c.ctl("drain", host).stdout
+        moving_load.start()
+        still_load.start()
+        t0 = time.monotonic()
+        r = c.ctl("drain", host, check=False, timeout=DRAIN_TIMEOUT_S)
+        t1 = time.monotonic()
+        print(f"drain of {DRAINED_ROOMS} rooms under load: {t1 - t0:.1f} s")
     finally:
-        stop.set()
-        for t in threads:
-            t.join()
+        moving_load.join()
+        still_load.join()
     try:
-        assert "0 rooms still on it" in out, out
-        assert not bad, bad[:5]
-        for r in rooms:
-            a = served(c, r, "wc -l < /root/log")
+        assert r.returncode == 0 and "0 rooms still on it" in r.stdout, r
+        assert not moving_load.failures(allowed=(503,)), moving_load.failures(allowed=(503,))[:5]
+        assert not still_load.failures(), still_load.failures()[:5]
+        for w in (moving_load, still_load):
+            # every room was written while the drain ran
+            idle = [r for r in w.rooms if not any(t0 < t < t1 for t in w.times[r])]
+            assert not idle, f"rooms not written during the drain: {idle}"
+        for r in drained + others:
+            a = served(c, r, "cat /root/log")
             assert a.host != host, a
-            # every acknowledged append is there
-            assert int(a.json["result"]["stdout"]) == acked[r], (r, a, acked[r])
+            assert a.host == placed[r] or r in drained, a
+            w = moving_load if r in drained else still_load
+            # every acknowledged append is there, and no other
+            assert [int(x) for x in a.json["result"]["stdout"].split()] == w.acked[r], (r, a, w.acked[r])
         hosts = c.ctl("hosts").stdout
         assert re.search(rf"^{host}\s+maint\s+0\s", hosts, re.M), hosts
+        # its copies removed, only the tombstones left
+        wait_until(lambda: all(tombstone_only(c, host, r, sandbox[r]) for r in drained), 120,
+                   f"{host} to keep only its rooms' tombstones")
         n = c.exec(f"new{c.port}", "true", host=host)
         assert n.status == 503 and "retry-after" in n.headers, n
     finally:
         c.ctl("undrain", host, check=False)
-        for r in rooms:
+        for r in drained + others:
             c.request("DELETE", f"/api/rooms/{r}")
 
 

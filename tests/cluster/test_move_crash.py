@@ -105,15 +105,21 @@ def one_intact_copy(c, room, sandbox, src, dst, sums):
     gone = dst if home == src else src
 
     def serves(host):
+        last = []
         def answer():
             a = c.request("POST", f"/api/rooms/{room}/sandbox/exec",
                           {"cmd": CHECK, "timeout": 300000}, host=host, timeout=330)
             assert a.status in (200, 503), a
             if a.status == 503:
                 assert "retry-after" in a.headers, a
+                last[:] = [a]
                 return None
             return a
-        return wait_until(answer, 60, f"room {room} to serve {'from ' + host if host else 'through the router'}")
+        try:
+            return wait_until(answer, 60, f"room {room} to serve "
+                              f"{'from ' + host if host else 'through the router'}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; last answer {last[0] if last else None}") from None
     for via in (home, None):
         a = serves(via)
         assert a.host == home and a.json["result"]["exitCode"] == 0 and stdout(a) == sums, a

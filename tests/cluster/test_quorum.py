@@ -2,10 +2,14 @@
 works; with 2 of 3 down creating a room answers a clear 503 with
 Retry-After and existing rooms keep serving, past their host's lease's TTL
 too; once the quorum is back a host reads every record anew (a brief 503)
-and serves on.  The members are SIGKILLed
-and started again as run-cluster started them (hN/etcd.sh)."""
+and serves on; a room's DELETE on a host that cannot reach etcd answers
+503 + Retry-After, never a 200 that leaves the room's record behind.  The
+members are SIGKILLed and started again as run-cluster started them
+(hN/etcd.sh); a host is cut off from etcd by an nftables table in its
+network namespace (EtcdCut)."""
 
 import secrets
+import subprocess
 
 import pytest
 
@@ -103,3 +107,98 @@ def test_roomboxctl_with_members_down(cluster, restore_etcd):
     assert r.returncode == 0 and "possibly stale" in r.stderr, r
     r = c.ctl("route-sync", check=False)
     assert r.returncode == 1 and "left as it is" in r.stderr, r
+
+
+
+def nft_in(host, *script):
+    subprocess.run(["ip", "netns", "exec", f"roombox-{host}", "nft", *script], check=True)
+
+
+class EtcdCut:
+    """cut(host): every etcd member refuses the host's roombox-fcgi (its
+    own member included; a reset, not silence) until heal(host) or the
+    test's end."""
+    TABLE = "rbxtest_etcdcut"
+
+    def __init__(self):
+        self.cut_hosts = []
+
+    def cut(self, host):
+        nft_in(host, "add table inet " + self.TABLE)
+        self.cut_hosts.append(host)
+        nft_in(host, f"add chain inet {self.TABLE} out {{ type filter hook output priority 0; }}")
+        nft_in(host, f"add rule inet {self.TABLE} out tcp dport 2379 reject with tcp reset")
+
+    def heal(self, host):
+        self.cut_hosts.remove(host)
+        nft_in(host, "delete table inet " + self.TABLE)
+
+
+@pytest.fixture
+def etcd_cut():
+    cuts = EtcdCut()
+    yield cuts
+    for h in list(cuts.cut_hosts):
+        cuts.heal(h)
+
+
+def test_a_move_aborted_while_a_host_had_no_watch(cluster_mode, room, etcd_cut):
+    """The moving key of a room deleted while its host's watch is down (a
+    move aborted during an etcd member's restart): the host's full read
+    finds the room's record but no moving key any more, and serves the
+    room again; it does not keep answering "moving" forever."""
+    c = cluster_mode
+    a = c.exec(room, "echo kept > /tmp/f")
+    assert a.status == 200, a
+    owner = a.host
+    rec = c.etcd_get(f"/roombox/rooms/{room}")
+    other = next(h for h in c.hosts if h != owner)
+    moving = f"/roombox/moving/{room}"
+    c.etcd_put(moving, {"from": owner, "to": other, "epoch": rec["epoch"] + 1})
+    wait_until(lambda: c.exec(room, "true", host=owner).status == 503, 30,
+               f"{owner} to see the move begin")
+    log = c.run / owner / "fcgi.log"
+    said = log.read_text().count("cluster: etcd watch")
+    etcd_cut.cut(owner)
+    # the watch ends at its next keepalive probe (after 3 s idle): reset
+    wait_until(lambda: log.read_text().count("cluster: etcd watch") > said, 30,
+               f"{owner}'s watch to end")
+    c.etcd_del(moving)
+    assert c.etcd_get(moving) is None
+    etcd_cut.heal(owner)
+    b = wait_until(lambda: (lambda b: b if b.status == 200 else None)(
+        c.exec(room, "cat /tmp/f", host=owner)), 30, f"{owner} to serve {room} again")
+    assert b.host == owner and b.json["result"]["stdout"] == "kept\n", b
+    c.request("DELETE", f"/api/rooms/{room}", host=owner)
+
+
+def test_a_delete_that_cannot_remove_the_record_answers_503(cluster_mode, room, etcd_cut):
+    """The room's files go, but its placement record cannot (its host does
+    not reach etcd): the DELETE answers 503 + Retry-After saying so, not
+    200, and the record still names the host; the DELETE retried once etcd
+    answers removes the record (200), and the id is free for any host."""
+    c = cluster_mode
+    a = c.exec(room, "echo x > /root/f", host="h1")
+    assert a.status == 200 and a.host == "h1", a
+    etcd_cut.cut("h1")
+    d = c.request("DELETE", f"/api/rooms/{room}", host="h1")
+    assert d.status == 503 and "retry-after" in d.headers, d
+    assert "etcd" in d.json["error"] and room in d.json["error"], d
+    assert c.etcd_get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+    etcd_cut.heal("h1")
+
+    def deleted():
+        d = c.request("DELETE", f"/api/rooms/{room}", host="h1")
+        assert d.status == 200 or (d.status == 503 and "retry-after" in d.headers), d
+        return d.status == 200
+    wait_until(deleted, 60, f"the DELETE of {room} to be answered 200")
+    assert c.etcd_get(f"/roombox/rooms/{room}") is None
+    # the id is free: another host places it (once its copy of the records,
+    # a watch, has the delete: 421 naming h1 until then)
+    def placed():
+        b = c.exec(room, "cat /root/f 2>/dev/null; echo new", host="h2")
+        assert b.status in (200, 421), b
+        return b if b.status == 200 else None
+    b = wait_until(placed, 30, f"h2 to place {room}")
+    assert b.host == "h2" and b.json["result"]["stdout"] == "new\n", b
+    c.request("DELETE", f"/api/rooms/{room}", host="h2")

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,12 +181,15 @@ static void test_a_keeper_that_is_gone(void **state)
 	assert_non_null(strstr(err, "read its pid namespace"));
 }
 
-/* A sleeper with the given real, effective and saved uid; its pid. */
-static pid_t sleeper_as(uid_t ruid, uid_t euid)
+/* A sleeper with the given real, effective and saved uid; its pid.
+ * dumpable: /proc/<pid> then belongs to euid, as after a plain exec (else
+ * to root: the change of ids made it undumpable). */
+static pid_t sleeper_as(uid_t ruid, uid_t euid, bool dumpable)
 {
 	pid_t p = fork();
 	if (p == 0) {
-		if (setresuid(ruid, euid, euid) < 0)
+		if (setresuid(ruid, euid, euid) < 0 ||
+		    (dumpable && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0))
 			_exit(2);
 		sleeper();
 	}
@@ -217,12 +221,13 @@ static bool named(pid_t pid)
 #define IDS_LO 4100000000u
 #define IDS_N 16u
 
-static pid_t by_uid[3] = { -1, -1, -1 };
+#define BY_UID 5
+static pid_t by_uid[BY_UID] = { -1, -1, -1, -1, -1 };
 
 static int teardown_uids(void **state)
 {
 	(void)state;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < BY_UID; i++)
 		if (by_uid[i] > 0) {
 			kill(by_uid[i], SIGKILL);
 			waitpid(by_uid[i], NULL, 0);
@@ -236,23 +241,32 @@ static void test_kills_every_process_of_the_ids_and_no_other(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		fail_msg("needs root (other uids)");
-	by_uid[0] = sleeper_as(IDS_LO + 3, IDS_LO + 3);       /* one of the ids */
-	by_uid[1] = sleeper_as(0, IDS_LO);                    /* effective uid only */
-	by_uid[2] = sleeper_as(IDS_LO + IDS_N, IDS_LO + IDS_N);   /* the next id: not of them */
+	by_uid[0] = sleeper_as(IDS_LO + 3, IDS_LO + 3, false);   /* one of the ids */
+	by_uid[1] = sleeper_as(0, IDS_LO, false);                /* effective uid only */
+	by_uid[2] = sleeper_as(IDS_LO + IDS_N, IDS_LO + IDS_N, false);   /* the next id: not of them */
+	by_uid[3] = sleeper_as(IDS_LO + 5, IDS_LO + 5, true);    /* one of the ids, owning its /proc entry */
+	by_uid[4] = sleeper_as(IDS_LO - 1, IDS_LO - 1, true);    /* the id before, owning its entry */
 	/* each has taken its uid once it is named */
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < BY_UID; i++)
 		for (int k = 0; k < 400 && !named(by_uid[i]); k++)
 			usleep(5000);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < BY_UID; i++)
 		assert_true(named(by_uid[i]));
+	struct stat st;
+	char entry[32];
+	snprintf(entry, sizeof(entry), "/proc/%d", (int)by_uid[3]);
+	assert_int_equal(stat(entry, &st), 0);
+	assert_int_equal(st.st_uid, IDS_LO + 5);
 	int killed = -1;
 	char err[256] = "";
 	if (nsprocs_kill_uids(IDS_LO, IDS_N, &killed, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
-	assert_int_equal(killed, 2);
+	assert_int_equal(killed, 3);
 	assert_false(running(&by_uid[0]));
 	assert_false(running(&by_uid[1]));
 	assert_true(running(&by_uid[2]));
+	assert_false(running(&by_uid[3]));
+	assert_true(running(&by_uid[4]));
 	assert_int_equal(nsprocs_kill_uids(IDS_LO, IDS_N, &killed, err, sizeof(err)), 0);
 	assert_int_equal(killed, 0);
 }

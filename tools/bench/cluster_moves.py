@@ -100,12 +100,84 @@ def other_host(h):
     return "h2" if h != "h2" else "h3"
 
 
+def host_addr(h):
+    return (f"10.77.0.{h[1:]}", 80)
+
+
+def timed_transfer(room, src, dst):
+    """The room's export straight from its host, then that stream imported
+    as a new room straight into dst: (export s, import s)."""
+    path = os.path.join(run, f"bench-export-{room}")
+    c = http.client.HTTPConnection(*host_addr(src), timeout=600)
+    t0 = time.monotonic()
+    c.request("GET", f"/api/rooms/{room}/export", headers={"Authorization": f"Bearer {token}"})
+    r = c.getresponse()
+    if r.status != 200:
+        sys.exit(f"cluster_moves.py: export of {room}: {r.status} {r.read()[:200]!r}")
+    with open(path, "wb") as f:
+        while chunk := r.read(1 << 20):
+            f.write(chunk)
+    t_export = time.monotonic() - t0
+    c.close()
+    copy = room + "i"
+    c = http.client.HTTPConnection(*host_addr(dst), timeout=600)
+    with open(path, "rb") as f:
+        t0 = time.monotonic()
+        c.request("PUT", f"/api/rooms/{copy}/import", body=f,
+                  headers={"Authorization": f"Bearer {token}",
+                           "Content-Length": str(os.path.getsize(path))})
+        r = c.getresponse()
+        answer = r.read()
+        t_import = time.monotonic() - t0
+    c.close()
+    os.unlink(path)
+    if r.status != 201:
+        sys.exit(f"cluster_moves.py: import of {room}'s export as {copy}: {r.status} {answer[:200]!r}")
+    request("DELETE", f"/api/rooms/{copy}", addr=host_addr(dst))
+    return t_export, t_import
+
+
+def tar_zstd_nc(mib, src, dst):
+    """The reference: a tree of one file of mib MiB of random bytes sent
+    from src's namespace to dst's by `tar -c | zstd | nc`, unpacked there
+    by `nc -l | zstd -d | tar -x`: seconds, sender start to receiver end."""
+    base = os.path.join(run, f"bench-ref-{tag}")
+    tree, out = os.path.join(base, "tree"), os.path.join(base, "out")
+    os.makedirs(tree)
+    os.makedirs(out)
+    subprocess.run(["head", "-c", f"{mib}M", "/dev/urandom"], stdout=open(os.path.join(tree, "data"), "wb"),
+                   check=True)
+    nsx = lambda h: ["ip", "netns", "exec", f"roombox-{h}"]
+    port_ = 19000 + secrets.randbelow(1000)
+    rx = subprocess.Popen(nsx(dst) + ["sh", "-c", f"nc -l {port_} | zstd -q -d | tar -x -C {out}"])
+    for _ in range(500):   # until dst's nc listens (ss, in its namespace)
+        ls = subprocess.run(nsx(dst) + ["ss", "-Hltn", f"sport = :{port_}"], capture_output=True,
+                            text=True).stdout
+        if ls.strip():
+            break
+        time.sleep(0.01)
+    else:
+        sys.exit("cluster_moves.py: nc -l did not listen within 5 s")
+    t0 = time.monotonic()
+    subprocess.run(nsx(src) + ["sh", "-c", f"tar -C {tree} -cf - . | zstd -q | "
+                               f"nc -N 10.77.0.{dst[1:]} {port_}"], check=True, timeout=600)
+    rx.wait(timeout=600)
+    t = time.monotonic() - t0
+    ok = os.path.getsize(os.path.join(out, "data")) == mib << 20
+    subprocess.run(["rm", "-rf", base])
+    if not ok:
+        sys.exit("cluster_moves.py: the reference transfer lost bytes")
+    return t
+
+
 # ---- 1, 2: a room of MOVE_MIB MiB moved, with an appender on it
 room = f"bm{tag}"
 st, hd, body = exec_(room, f"head -c {MOVE_MIB}M /dev/urandom > /root/data && echo 0 > /root/appended")
 if st != 200:
     sys.exit(f"cluster_moves.py: filling room {room}: {st} {body[:200]!r}")
 src = owner(hd)
+t_export, t_import = timed_transfer(room, src, other_host(src))
+t_ref = tar_zstd_nc(MOVE_MIB, src, other_host(src))
 roomboxctl("route-sync")
 ap = Appender([room])
 ap.start()
@@ -125,10 +197,28 @@ else:   # a figure too: what a move does on this machine now
     print(f"move of a room holding {MOVE_MIB} MiB from {src} to {other_host(src)}: FAILED after "
           f"{t:.1f} s (the room stayed): {mv.stderr.strip()}")
 fails = ap.failures()
+gap = ap.longest_gap(room)
 print(f"unavailability during that move, seen by an exec every 50 ms through the router: "
-      f"longest time between two 200s {ap.longest_gap(room):.2f} s; "
+      f"longest time between two 200s {gap:.2f} s; "
       f"{sum(1 for a in ap.answers if a[3] == 503)} answers 503 + Retry-After, "
       f"{len(fails)} other failures")
+print(f"the same room's export straight from {src} {t_export:.2f} s, imported straight into "
+      f"{other_host(src)} as a new room {t_import:.2f} s; `tar -c | zstd | nc` of {MOVE_MIB} MiB "
+      f"of random bytes from {src}'s namespace to `nc -l | zstd -d | tar -x` in "
+      f"{other_host(src)}'s: {t_ref:.2f} s, i.e. {t_ref * 1024 / MOVE_MIB:.1f} s per GiB")
+print()
+row = "%-46s %-34s %-22s %s"
+print(row % ("figure", "target (same run)", "measured", "verdict"))
+if m:
+    per_gib, ref_gib = secs * 1024 / MOVE_MIB, t_ref * 1024 / MOVE_MIB
+    print(row % ("cluster: move, time per GiB", f"<= 1.5 x {ref_gib:.1f} s (tar|zstd|nc)",
+                 f"{per_gib:.1f} s ({per_gib / ref_gib:.2f} x)",
+                 "MET" if per_gib <= 1.5 * ref_gib else "MISSED"))
+else:
+    print(row % ("cluster: move, time per GiB", "<= 1.5 x tar|zstd|nc", "move failed", "MISSED"))
+print(row % ("cluster: move, room unavailable", f"<= 2 x {t_export + t_import:.2f} s (export+import)",
+             f"{gap:.2f} s", "MET" if m and not fails and gap <= 2 * (t_export + t_import) else "MISSED"))
+print()
 request("DELETE", f"/api/rooms/{room}")
 
 # ---- 3: a drain of a host with DRAIN_ROOMS rooms, an appender cycling over them
