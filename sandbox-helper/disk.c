@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <linux/mount.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -90,6 +91,20 @@ void disk_templates_remove(const char *dir)
 	closedir(d);
 }
 
+/* One piece: copy_file_range, or sendfile where the two files are on
+ * different file systems (an export's cut into memory).  Bytes copied,
+ * or -1 with errno. */
+static ssize_t copy_piece(int in, off_t *a, int out, off_t *b, size_t piece)
+{
+	ssize_t n = copy_file_range(in, a, out, b, piece, 0);
+	if (n >= 0 || errno != EXDEV)
+		return n;
+	if (lseek(out, *b, SEEK_SET) < 0 || (n = sendfile(out, in, a, piece)) <= 0)
+		return n;
+	*b += n;
+	return n;
+}
+
 /* Copy only the allocated extents: an empty 1G ext4 has well under 1 MiB.
  * In pieces of COPY_PIECE, each one's writeback started as the next is
  * copied (sync_file_range): a caller that then syncs the copy (a spare, a
@@ -109,7 +124,7 @@ static int sparse_copy(int in, int out, uint64_t bytes)
 		while (a < hole) {
 			off_t from = b;
 			size_t piece = hole - a < COPY_PIECE ? (size_t)(hole - a) : COPY_PIECE;
-			ssize_t n = copy_file_range(in, &a, out, &b, piece, 0);
+			ssize_t n = copy_piece(in, &a, out, &b, piece);
 			if (n <= 0)
 				return -1;
 			sync_file_range(out, from, n, SYNC_FILE_RANGE_WRITE);
@@ -171,7 +186,7 @@ int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes)
 	return 0;
 }
 
-static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t errlen)
+static int loop_attach(int img_fd, bool direct, char *dev, size_t devlen, char *err, size_t errlen)
 {
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
@@ -190,8 +205,14 @@ static int loop_attach(int img_fd, char *dev, size_t devlen, char *err, size_t e
 			continue;
 		struct loop_config cfg = { 0 };
 		cfg.fd = (unsigned)img_fd;
-		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-		if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (direct ? LO_FLAGS_DIRECT_IO : 0);
+		int rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
+		if (rc < 0 && errno == EINVAL && direct) {
+			/* a file system that takes no direct I/O: buffered */
+			cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+			rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
+		}
+		if (rc == 0) {
 			close(ctl);
 			return fd;
 		}
@@ -211,9 +232,14 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
 	int img = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (img < 0)
 		return ERR("open %s: %s", path, strerror(errno));
-	int loop = loop_attach(img, dev, devlen, err, errlen);
+	int loop = loop_attach(img, false, dev, devlen, err, errlen);
 	close(img);
 	return loop;
+}
+
+int disk_image_attach_fd(int img, bool direct, char *dev, size_t devlen, char *err, size_t errlen)
+{
+	return loop_attach(img, direct, dev, devlen, err, errlen);
 }
 
 /* Is /dev/loop<n> bound to img?  From sysfs: opening the device would

@@ -38,6 +38,12 @@ int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes);
  * released when the returned descriptor is closed and no mount holds it.
  * Its path in dev.  Returns the descriptor or -1 (err set). */
 int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, size_t errlen);
+/* The same for an open image (read and write).  direct: the device reads
+ * and writes the image with direct I/O (where its file system can), past
+ * the host's page cache: for a writer that streams a whole disk in and
+ * then syncs it (an import), whose pages would otherwise be copied into
+ * that cache and all written out only at the sync. */
+int disk_image_attach_fd(int img, bool direct, char *dev, size_t devlen, char *err, size_t errlen);
 
 /* Remove the loop device dev ("/dev/loopN") once the room whose image is
  * img has stopped: autoclear unbinds a device but never removes it, and an

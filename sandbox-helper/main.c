@@ -1068,11 +1068,15 @@ static int op_export(struct helper *h, struct call *c)
 	char *root = room_session_read(&from, false, HELPER_SESSION_MAX);
 	char *user = room_session_read(&from, true, HELPER_SESSION_MAX);
 	int upper = -1;
-	int rc = transfer_export_open(r, src.img, &upper, h->err, sizeof(h->err));
+	int rc = transfer_export_open(r, src.img, src.img_fd, &upper, h->err, sizeof(h->err));
 	if (src.temporary) {
-		/* the cut is the mount's alone now: its name goes, and the
-		 * room is free for its execs while the copy is walked */
-		unlink(src.img);
+		/* the cut is the mount's alone now: its name (or descriptor)
+		 * goes, and the room is free for its execs while the copy is
+		 * walked */
+		if (src.img_fd >= 0)
+			close(src.img_fd);
+		else
+			unlink(src.img);
 		call_unlock(c);
 	}
 	if (rc == 0)

@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -460,33 +461,79 @@ static int no_image(const struct room *r, char *err, size_t errlen)
 	return HELPER_E_CONFLICT;
 }
 
+/* KiB of memory the host has to spare (MemAvailable), 0 when unknown. */
+static uint64_t mem_available_kib(void)
+{
+	char buf[4096];
+	int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strstr(buf, "MemAvailable:");
+	return p ? strtoull(p + 13, NULL, 10) : 0;
+}
+
+/* A copy of the image at img that is only read, then dropped (an
+ * export's) goes into memory (a memfd) where the state directory shares
+ * no blocks (probe: the empty file the copy would go to, which FICLONE
+ * fills where it does, as the copy would) and the image's used blocks
+ * take at most a quarter of what the host has to spare: a loop device
+ * flushes its backing file when attached, which for a copy on the state
+ * directory's disk wrote every byte of it there (or, with its writeback
+ * started as it was made, slowed the copy threefold) only to delete it.
+ * The memfd, or -1: no. */
+static int cut_memfd(const char *img, int probe)
+{
+	struct stat st;
+	int in = open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	bool fits = in >= 0 && ioctl(probe, FICLONE, in) < 0 && fstat(in, &st) == 0 &&
+		(uint64_t)st.st_blocks / 2 <= mem_available_kib() / 4;
+	if (in >= 0)
+		close(in);
+	return fits ? memfd_create("roombox-cut", MFD_CLOEXEC) : -1;
+}
+
 /* <state>/.cut.img made from snapshot s of r (ref given) or from r now;
- * the directory its sessions come from in sessions_dir.  0, or -1. */
+ * the directory its sessions come from in sessions_dir.  With mem (a
+ * copy only read: not durable), the copy may be a memfd instead: *mem its
+ * descriptor then and tmp "", else *mem -1.  0, or -1. */
 static int cut_to_temp(const struct room *r, const struct cgroup_sys *cg,
 		       const struct helper_snapshot *s, char *tmp, char *sessions_dir,
-		       struct cut *c, bool durable, char *err, size_t errlen)
+		       struct cut *c, bool durable, int *mem, char *err, size_t errlen)
 {
 	char src[PATH_MAX];
-	if (path_of(tmp, r->state, ".cut.img") < 0)
+	if (s)
+		snprintf(sessions_dir, PATH_MAX, "%s/snapshots/%s", r->state, s->id);
+	else
+		snprintf(sessions_dir, PATH_MAX, "%s", r->state);
+	if (path_of(tmp, r->state, ".cut.img") < 0 || path_of(src, s ? sessions_dir : r->state, "disk.img") < 0)
 		return ERR("room %s: path too long", r->id);
 	int out = fresh_file(tmp);
 	if (out < 0)
 		return ERR("room %s: create a copy of its image: %s", r->id, strerror(errno));
-	int rc;
-	if (s) {
-		snprintf(sessions_dir, PATH_MAX, "%s/snapshots/%s", r->state, s->id);
-		rc = path_of(src, sessions_dir, "disk.img") < 0 ? ERR("room %s: path too long", r->id)
-			: clone_file(r, src, out, c, err, errlen);
-	} else {
-		snprintf(sessions_dir, PATH_MAX, "%s", r->state);
-		rc = cut_image(r, cg, out, c, err, errlen);
+	int m = mem && !durable ? cut_memfd(src, out) : -1;
+	if (mem)
+		*mem = m;
+	if (m >= 0) {
+		close(out);
+		unlink(tmp);
+		tmp[0] = '\0';
+		out = m;
 	}
+	int rc = s ? clone_file(r, src, out, c, err, errlen) : cut_image(r, cg, out, c, err, errlen);
 	/* the copy is on disk before it is renamed over anything (an
 	 * export's is only read, and gone after) */
 	if (rc == 0 && durable && fdatasync(out) < 0)
 		rc = ERR("room %s: write its copy: %s", r->id, strerror(errno));
+	if (!tmp[0] && rc == 0)
+		return 0;   /* the memfd: the caller's now */
 	close(out);
-	if (rc < 0)
+	if (mem)
+		*mem = -1;
+	if (rc < 0 && tmp[0])
 		unlink(tmp);
 	return rc;
 }
@@ -649,7 +696,7 @@ int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
 	if (snap_find(r, ref, out) < 0)
 		return not_found(r, ref, err, errlen);
 	/* copied while the room still runs: only the swap needs it stopped */
-	if (cut_to_temp(r, cg, out, tmp, from, &c, true, err, errlen) < 0)
+	if (cut_to_temp(r, cg, out, tmp, from, &c, true, NULL, err, errlen) < 0)
 		return HELPER_E_FAILED;
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0 && jail_stop(r, cg, keeper, err, errlen) < 0) {
@@ -718,7 +765,7 @@ static int fork_locked(struct room *r, struct room *t, const struct cgroup_sys *
 		return no_image(r, err, errlen);
 	if (ref[0] && snap_find(r, ref, &s) < 0)
 		return not_found(r, ref, err, errlen);
-	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, tmp, from, &c, true, err, errlen) < 0)
+	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, tmp, from, &c, true, NULL, err, errlen) < 0)
 		return HELPER_E_FAILED;
 	memset(out, 0, sizeof(*out));
 	if (ref[0])
@@ -751,6 +798,7 @@ int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *
 	struct helper_snapshot s;
 	struct cut c;
 	memset(src, 0, sizeof(*src));
+	src->img_fd = -1;
 	src->was_running = room_keeper_pid(r) > 0;
 	if (ref[0] && snap_find(r, ref, &s) < 0)
 		return not_found(r, ref, err, errlen);
@@ -761,7 +809,8 @@ int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *
 	/* a snapshot's image is copied too: one cut from a running room by a
 	 * clone replays its journal at its first mount, which must not write
 	 * into the kept snapshot */
-	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, src->img, src->sessions, &c, false, err, errlen) < 0)
+	if (cut_to_temp(r, cg, ref[0] ? &s : NULL, src->img, src->sessions, &c, false, &src->img_fd,
+			err, errlen) < 0)
 		return HELPER_E_FAILED;
 	src->temporary = true;
 	if (ref[0])

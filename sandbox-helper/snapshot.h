@@ -44,9 +44,12 @@ int snap_fork(struct room *r, const struct cgroup_sys *cg, const char *ref, cons
  * and sessions; with ref "", a running room's image cut now into
  * <state>/.cut.img (*temporary) -- no snapshot: never listed nor counted
  * -- or, for a stopped room or one without an image, img "" (the room's
- * own disk, as it lies).  The caller unlinks a temporary img once read. */
+ * own disk, as it lies).  A temporary copy may be a memfd instead (img_fd,
+ * img ""; snapshot.c says when).  The caller unlinks a temporary img, or
+ * closes img_fd, once the copy is mounted. */
 struct snap_source {
 	char img[PATH_MAX];          /* the image to walk; "": the room's own */
+	int img_fd;                  /* or this one, in memory (when not -1) */
 	char sessions[PATH_MAX];     /* the directory holding its sessions */
 	char id[HELPER_ROOM_LEN];    /* the snapshot's id, or "" */
 	bool temporary;

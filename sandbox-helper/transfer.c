@@ -37,9 +37,9 @@
 #define CAP(c) (1ull << (c))
 
 /* The room's disk: a detached mount of its image (read-only for an
- * export), or of the copy of one at image (an export's cut), or its
- * plain directory; its upper/ opened in *upper. */
-static int disk_open(const struct room *r, const char *image, bool rdonly, int *upper,
+ * export), or of the copy of one at image or in image_fd (an export's
+ * cut), or its plain directory; its upper/ opened in *upper. */
+static int disk_open(const struct room *r, const char *image, int image_fd, bool rdonly, int *upper,
 		     char *err, size_t errlen)
 {
 	char img[PATH_MAX], dev[64];
@@ -50,8 +50,15 @@ static int disk_open(const struct room *r, const char *image, bool rdonly, int *
 		snprintf(img, sizeof(img), "%s", image);
 	else
 		snprintf(img, sizeof(img), "%s/disk.img", r->state);
-	if (lstat(img, &st) == 0) {
-		int loop = disk_image_attach(img, dev, sizeof(dev), err, errlen);
+	if (image_fd >= 0 || lstat(img, &st) == 0) {
+		/* an import's writes go past the host's page cache (see
+		 * WRITEBACK_PIECE) */
+		int fd = image_fd >= 0 ? fcntl(image_fd, F_DUPFD_CLOEXEC, 0)
+			: open(img, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errorf(err, errlen, "room %s: open its disk image: %s", r->id, strerror(errno));
+		int loop = disk_image_attach_fd(fd, !rdonly, dev, sizeof(dev), err, errlen);
+		close(fd);
 		if (loop < 0)
 			return -1;
 		int fs = (int)syscall(SYS_fsopen, "ext4", FSOPEN_CLOEXEC);
@@ -147,10 +154,10 @@ static int walk_child(void *arg, int upper, int out_fd, char *err, size_t errlen
 	return rc;
 }
 
-int transfer_export_open(const struct room *r, const char *image, int *upper,
+int transfer_export_open(const struct room *r, const char *image, int image_fd, int *upper,
 			 char *err, size_t errlen)
 {
-	return disk_open(r, image, true, upper, err, errlen);
+	return disk_open(r, image, image_fd, true, upper, err, errlen);
 }
 
 int transfer_export_walk(const struct room *r, int upper, int out_fd, transfer_confine_fn *confine,
@@ -229,6 +236,14 @@ static int make_way(int pfd, const char *base, bool dir, const char *path, char 
 	return 0;
 }
 
+/* How much of a file an import writes before that part's writeback is
+ * started (sync_file_range): the room's ext4 writes it to the image as the
+ * rest streams in, through a loop device doing direct I/O (disk_open), so
+ * the syncfs before the import's answer waits for the last pieces rather
+ * than for every byte (written twice over through two page caches: the
+ * room's file system's, then the image file's). */
+#define WRITEBACK_PIECE (8u << 20)
+
 static bool all_zero(const unsigned char *p, size_t n)
 {
 	while (n && *p == 0) {
@@ -242,7 +257,7 @@ static bool all_zero(const unsigned char *p, size_t n)
  * all-hole file's one stored zero byte included), then its size. */
 static int file_data(struct applier *a, int fd, const struct ts_record *rec, char *err, size_t errlen)
 {
-	uint64_t off, len;
+	uint64_t off, len, unsent = 0, end = 0;
 	int k;
 	while ((k = ts_read_extent(&a->rd, &off, &len, err, errlen)) > 0) {
 		const void *p;
@@ -262,6 +277,12 @@ static int file_data(struct applier *a, int fd, const struct ts_record *rec, cha
 				}
 			}
 			off += (uint64_t)n;
+			if (off > end)
+				end = off;
+			if (end - unsent >= WRITEBACK_PIECE) {
+				sync_file_range(fd, (off_t)unsent, (off_t)(end - unsent), SYNC_FILE_RANGE_WRITE);
+				unsent = end;
+			}
 		}
 		if (n < 0)
 			return -1;
@@ -426,7 +447,7 @@ int transfer_import(const struct room *r, int in_fd, uint64_t budget, transfer_c
 			return errorf(err, errlen, "room %s: import: free space: %s", r->id, strerror(errno));
 		budget = (uint64_t)vs.f_bavail * vs.f_frsize;
 	}
-	if (disk_open(r, NULL, false, &upper, err, errlen) < 0)
+	if (disk_open(r, NULL, -1, false, &upper, err, errlen) < 0)
 		return -1;
 	struct applier a = { .budget = budget };
 	/* making entries of any owner (chown, fowner, dac), fifos and the

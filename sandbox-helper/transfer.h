@@ -23,14 +23,15 @@
 typedef int transfer_confine_fn(uint64_t keep, char *err, size_t errlen);
 
 /* Export in two steps.  Open: the disk of image (a copy of the room's disk
- * cut from it running, or of a snapshot's: snapshot.h) or, image NULL or
- * "", its own disk, which is then mounted nowhere else (its jail
- * stopped), mounted read-only; *upper its upper/.  The room's lock is
- * held.  Once open, a copy is the mount's alone: its name may go, and
- * the lock with it (the walk reads nothing of the room's state).  Walk:
+ * cut from it running, or of a snapshot's: snapshot.h), or of image_fd
+ * (such a copy in memory) when not -1, or, image NULL or "", its own
+ * disk, which is then mounted nowhere else (its jail stopped), mounted
+ * read-only; *upper its upper/.  The room's lock is held.  Once open, a
+ * copy is the mount's alone: its name (or descriptor) may go, and the
+ * lock with it (the walk reads nothing of the room's state).  Walk:
  * the files under upper (closed) to out_fd as a tree stream ending in
  * TS_END.  Each 0, or -1 with err. */
-int transfer_export_open(const struct room *r, const char *image, int *upper,
+int transfer_export_open(const struct room *r, const char *image, int image_fd, int *upper,
 			 char *err, size_t errlen);
 int transfer_export_walk(const struct room *r, int upper, int out_fd, transfer_confine_fn *confine,
 			 char *err, size_t errlen);

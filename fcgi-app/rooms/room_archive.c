@@ -13,6 +13,8 @@
  *   (the extents holding data, adjacent ones joined).  Both codecs compute
  *   it from the tree stream record, so a digest does not depend on how
  *   libarchive cut the data into blocks.  A part's digest is its content's.
+ *   The digests are taken on a thread beside the codec's (member_digest.c):
+ *   the SHA-256 of every data byte was the largest cost of its pass.
  * - The manifest is the list of "<digest> <member>" lines in archive
  *   order.  The importer builds the list it expects from what it read and
  *   requires the manifest to be exactly that text: a member missing,
@@ -41,9 +43,9 @@
 #include <unistd.h>
 
 #include "errbuf.h"
+#include "member_digest.h"
 #include "treestream.h"
 
-#define MANIFEST_HEAD "roombox-manifest 1\n"
 #define STATE_PREFIX  "state/"
 #define ZERO_CHUNK    (1u << 20)
 #define HMAC_HEX      64
@@ -110,149 +112,6 @@ int room_part_name_ok(const char *name)
 	return part_rank(name) < 0 ? -1 : 0;
 }
 
-/* ---- digests and the manifest ---- */
-
-struct digest {
-	EVP_MD_CTX *meta, *data, *map;
-	bool in_extent;
-	uint64_t ext_off, ext_end;
-};
-
-static int digest_init(struct digest *d)
-{
-	memset(d, 0, sizeof *d);
-	d->meta = EVP_MD_CTX_new();
-	d->data = EVP_MD_CTX_new();
-	d->map = EVP_MD_CTX_new();
-	return d->meta && d->data && d->map ? 0 : -1;
-}
-
-static void digest_free(struct digest *d)
-{
-	EVP_MD_CTX_free(d->meta);
-	EVP_MD_CTX_free(d->data);
-	EVP_MD_CTX_free(d->map);
-}
-
-/* Starts a member's digest with what its record says. */
-static void digest_record(struct digest *d, const struct ts_record *rec)
-{
-	char line[160];
-	EVP_DigestInit_ex(d->meta, EVP_sha256(), NULL);
-	EVP_DigestInit_ex(d->data, EVP_sha256(), NULL);
-	EVP_DigestInit_ex(d->map, EVP_sha256(), NULL);
-	d->in_extent = false;
-	int n = snprintf(line, sizeof line, "%d %o %u %u %lld.%09u %llu\n", (int)rec->type, rec->mode,
-			 rec->uid, rec->gid, (long long)rec->mtime_sec, rec->mtime_nsec,
-			 (unsigned long long)rec->size);
-	EVP_DigestUpdate(d->meta, line, (size_t)n);
-	EVP_DigestUpdate(d->meta, rec->path, strlen(rec->path) + 1);
-	EVP_DigestUpdate(d->meta, rec->link, strlen(rec->link) + 1);
-	for (unsigned i = 0; i < rec->xattr_count; i++) {
-		n = snprintf(line, sizeof line, "%u\n", rec->xattrs[i].len);
-		EVP_DigestUpdate(d->meta, rec->xattrs[i].name, strlen(rec->xattrs[i].name) + 1);
-		EVP_DigestUpdate(d->meta, line, (size_t)n);
-		EVP_DigestUpdate(d->meta, rec->xattrs[i].value, rec->xattrs[i].len);
-	}
-}
-
-static void digest_close_extent(struct digest *d)
-{
-	char line[48];
-	if (!d->in_extent)
-		return;
-	int n = snprintf(line, sizeof line, "%llu %llu\n", (unsigned long long)d->ext_off,
-			 (unsigned long long)(d->ext_end - d->ext_off));
-	EVP_DigestUpdate(d->map, line, (size_t)n);
-	d->in_extent = false;
-}
-
-static void digest_data(struct digest *d, uint64_t off, const void *p, size_t len)
-{
-	if (len == 0)
-		return;
-	if (d->in_extent && off != d->ext_end)
-		digest_close_extent(d);
-	if (!d->in_extent) {
-		d->in_extent = true;
-		d->ext_off = off;
-	}
-	d->ext_end = off + len;
-	EVP_DigestUpdate(d->data, p, len);
-}
-
-static void digest_final(struct digest *d, unsigned char out[32])
-{
-	unsigned char h[32];
-	unsigned n;
-	digest_close_extent(d);
-	EVP_DigestFinal_ex(d->data, h, &n);
-	EVP_DigestUpdate(d->meta, h, sizeof h);
-	EVP_DigestFinal_ex(d->map, h, &n);
-	EVP_DigestUpdate(d->meta, h, sizeof h);
-	EVP_DigestFinal_ex(d->meta, out, &n);
-}
-
-static void sha256(const void *p, size_t len, unsigned char out[32])
-{
-	unsigned n;
-	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
-}
-
-static void hexify(const unsigned char *p, size_t n, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[p[i] >> 4];
-		out[2 * i + 1] = hx[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-static int buf_add(struct buf *b, const void *p, size_t n)
-{
-	if (b->len + n > b->cap) {
-		size_t c = b->cap ? b->cap : 65536;
-		while (c < b->len + n)
-			c *= 2;
-		char *q = realloc(b->p, c);
-		if (!q)
-			return -1;
-		b->p = q;
-		b->cap = c;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
-/* "<hex> <name>\n", the name's control bytes and backslashes as \xHH so a
- * line is a line whatever a file is called. */
-static int manifest_add(struct buf *m, const unsigned char dg[32], const char *name)
-{
-	char hex[65], esc[8];
-	hexify(dg, 32, hex);
-	if (buf_add(m, hex, 64) < 0 || buf_add(m, " ", 1) < 0)
-		return -1;
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
-		int r;
-		if (*c < 0x20 || *c == 0x7f || *c == '\\') {
-			snprintf(esc, sizeof esc, "\\x%02x", *c);
-			r = buf_add(m, esc, 4);
-		} else {
-			r = buf_add(m, c, 1);
-		}
-		if (r < 0)
-			return -1;
-	}
-	return buf_add(m, "\n", 1);
-}
-
 /* The seal frame of a version for the digest of the bytes before it (v1:
  * a SHA-256; v2: an XXH64, big-endian in dg's first 8 bytes); its length. */
 static size_t seal_bytes(int version, const unsigned char dg[32], unsigned char out[SEAL_HOLD])
@@ -265,7 +124,7 @@ static size_t seal_bytes(int version, const unsigned char dg[32], unsigned char 
 		out[i] = (unsigned char)(SEAL_MAGIC >> (8 * i));
 		out[4 + i] = (unsigned char)(payload >> (8 * i));
 	}
-	hexify(dg, dlen, hex);
+	md_hex(dg, dlen, hex);
 	memcpy(out + 8, head, hlen);
 	memcpy(out + 8 + hlen, hex, 2 * dlen);
 	out[8 + payload - 1] = '\n';
@@ -447,8 +306,7 @@ struct exporter {
 	struct archive *a;
 	struct archive_entry *e;
 	struct ts_reader r;
-	struct digest d;
-	struct buf manifest;
+	struct md_queue *md;        /* the members' digests: the manifest */
 	unsigned char *chunk, *zeros;
 	char name[TS_PATH_MAX + 16], link[TS_PATH_MAX + 16];
 	char *err;
@@ -527,12 +385,8 @@ static int export_blob(struct exporter *x, const char *name, const void *p, size
 	snprintf(x->name, sizeof x->name, "%s", name);
 	if (archive_write_header(x->a, x->e) != ARCHIVE_OK || write_all_data(x, p, n) < 0)
 		return ar_fail(x, name);
-	if (listed) {
-		unsigned char dg[32];
-		sha256(p, n, dg);
-		if (manifest_add(&x->manifest, dg, name) < 0)
-			return errorf(x->err, x->errlen, "export: out of memory");
-	}
+	if (listed)
+		md_blob(x->md, name, p, n);
 	return 0;
 }
 
@@ -606,7 +460,7 @@ static int export_entry(struct exporter *x, const struct ts_record *rec)
 	}
 	if (archive_write_header(x->a, e) != ARCHIVE_OK)
 		return ar_fail(x, x->name);
-	digest_record(&x->d, rec);
+	md_record(x->md, rec);
 	if (rec->type == TS_FILE) {
 		uint64_t off, len, pos = 0;
 		int rc;
@@ -619,7 +473,7 @@ static int export_entry(struct exporter *x, const struct ts_record *rec)
 			while ((n = ts_read_data_ptr(&x->r, &p, x->err, x->errlen)) > 0) {
 				if (write_all_data(x, p, (size_t)n) < 0)
 					return -1;
-				digest_data(&x->d, pos, p, (size_t)n);
+				md_data(x->md, pos, p, (size_t)n);
 				pos += (uint64_t)n;
 			}
 			if (n < 0)
@@ -630,13 +484,10 @@ static int export_entry(struct exporter *x, const struct ts_record *rec)
 		if (rec->has_map && rec->map_count == 0 && rec->size > 0) {
 			if (skip_hole(x, rec->size - 1) < 0 || write_all_data(x, x->zeros, 1) < 0)
 				return -1;
-			digest_data(&x->d, rec->size - 1, x->zeros, 1);
+			md_data(x->md, rec->size - 1, x->zeros, 1);
 		}
 	}
-	unsigned char dg[32];
-	digest_final(&x->d, dg);
-	if (manifest_add(&x->manifest, dg, x->name) < 0)
-		return errorf(x->err, x->errlen, "export: out of memory");
+	md_member_end(x->md, x->name);
 	return 0;
 }
 
@@ -646,7 +497,7 @@ static int hmac_hex(const struct room_key *key, const void *p, size_t n, char ou
 	unsigned len = 0;
 	if (!HMAC(EVP_sha256(), key->bytes, (int)key->len, p, n, mac, &len) || len != 32)
 		return -1;
-	hexify(mac, 32, out);
+	md_hex(mac, 32, out);
 	return 0;
 }
 
@@ -703,7 +554,8 @@ int archive_from_tree_sink(int tree_fd, room_sink_fn *sink, void *sink_ctx, room
 	x.a = archive_write_new();
 	x.e = archive_entry_new();
 	x.whole = room_sealer_new();
-	if (!x.chunk || !x.zeros || !x.a || !x.e || !x.whole || digest_init(&x.d) < 0 ||
+	x.md = md_new();
+	if (!x.chunk || !x.zeros || !x.a || !x.e || !x.whole || !x.md ||
 	    ts_reader_init(&x.r, tree_fd, &lim) < 0) {
 		errorf(err, errlen, "export: out of memory");
 		goto out;
@@ -718,10 +570,6 @@ int archive_from_tree_sink(int tree_fd, room_sink_fn *sink, void *sink_ctx, room
 	    archive_write_set_bytes_in_last_block(x.a, 1) != ARCHIVE_OK ||
 	    archive_write_open(x.a, &x, NULL, sink_write, NULL) != ARCHIVE_OK) {
 		ar_fail(&x, "open");
-		goto out;
-	}
-	if (buf_add(&x.manifest, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) < 0) {
-		errorf(err, errlen, "export: out of memory");
 		goto out;
 	}
 	if (export_blob(&x, "roombox/version", ROOM_ARCHIVE_VERSION, strlen(ROOM_ARCHIVE_VERSION), true) < 0)
@@ -740,11 +588,17 @@ int archive_from_tree_sink(int tree_fd, room_sink_fn *sink, void *sink_ctx, room
 	for (size_t i = 0; i < nparts; i++)
 		if (export_blob(&x, parts[i].name, parts[i].data, parts[i].len, true) < 0)
 			goto out;
-	if (export_blob(&x, "roombox/manifest", x.manifest.p, x.manifest.len, false) < 0)
+	const char *manifest;
+	size_t mlen;
+	if (md_manifest(x.md, &manifest, &mlen) < 0) {
+		errorf(err, errlen, "export: out of memory");
+		goto out;
+	}
+	if (export_blob(&x, "roombox/manifest", manifest, mlen, false) < 0)
 		goto out;
 	if (key && key->len) {
 		char mac[HMAC_HEX + 2];
-		if (hmac_hex(key, x.manifest.p, x.manifest.len, mac) < 0) {
+		if (hmac_hex(key, manifest, mlen, mac) < 0) {
 			errorf(err, errlen, "export: HMAC failed");
 			goto out;
 		}
@@ -769,9 +623,8 @@ out:
 	if (x.e)
 		archive_entry_free(x.e);
 	ts_reader_free(&x.r);
-	digest_free(&x.d);
+	md_free(x.md);
 	room_sealer_free(x.whole);
-	free(x.manifest.p);
 	free(x.chunk);
 	free(x.zeros);
 	return rc;
@@ -806,8 +659,7 @@ struct importer {
 	struct archive *a;
 	struct ts_validator v;
 	struct ts_writer w;
-	struct digest d;
-	struct buf manifest;        /* the manifest expected */
+	struct md_queue *md;        /* the manifest expected */
 	struct room_parts *parts;
 	size_t parts_bytes;
 	int last_rank;
@@ -1046,7 +898,7 @@ static int import_state(struct importer *m, struct archive_entry *e, const char 
 		return errorf(m->err, m->errlen, "import: %s: %s", mname, reason(why, rec.path));
 	if (ts_write_record(&m->w, &rec, m->err, m->errlen) < 0)
 		return -1;
-	digest_record(&m->d, &rec);
+	md_record(m->md, &rec);
 
 	const void *buf;
 	size_t len;
@@ -1058,7 +910,7 @@ static int import_state(struct importer *m, struct archive_entry *e, const char 
 		if (rec.type != TS_FILE)
 			return errorf(m->err, m->errlen, "import: %s: a %s with data", mname,
 				      rec.type == TS_HARDLINK ? "hard link" : "non-file");
-		digest_data(&m->d, (uint64_t)off, buf, len);
+		md_data(m->md, (uint64_t)off, buf, len);
 		if (off >= 0 && (uint64_t)off == rec.size - 1 && len == 1 && *(const char *)buf == 0)
 			continue;  /* an all-hole file's last byte (export_entry) */
 		if (off < 0 || ts_validate_extent(&m->v, (uint64_t)off, len, why, sizeof why) < 0)
@@ -1075,10 +927,7 @@ static int import_state(struct importer *m, struct archive_entry *e, const char 
 		if (ts_write_file_end(&m->w, m->err, m->errlen) < 0)
 			return -1;
 	}
-	unsigned char dg[32];
-	digest_final(&m->d, dg);
-	if (manifest_add(&m->manifest, dg, mname) < 0)
-		return errorf(m->err, m->errlen, "import: out of memory");
+	md_member_end(m->md, mname);
 	return 0;
 }
 
@@ -1112,10 +961,7 @@ static int import_part(struct importer *m, struct archive_entry *e, const char *
 	m->parts->v = v;
 	v[m->parts->n++] = (struct room_part){ n, p, len };
 	m->parts_bytes += len;
-	unsigned char dg[32];
-	sha256(p, len, dg);
-	if (manifest_add(&m->manifest, dg, name) < 0)
-		return errorf(m->err, m->errlen, "import: out of memory");
+	md_blob(m->md, name, p, len);
 	return 0;
 }
 
@@ -1123,8 +969,10 @@ static int import_part(struct importer *m, struct archive_entry *e, const char *
  * differs names the member. */
 static int check_manifest(struct importer *m, const unsigned char *got, size_t len)
 {
-	const char *exp = m->manifest.p;
-	size_t elen = m->manifest.len, i = 0, line = 0;
+	const char *exp;
+	size_t elen, i = 0, line = 0;
+	if (md_manifest(m->md, &exp, &elen) < 0)
+		return errorf(m->err, m->errlen, "import: out of memory");
 	if (len == elen && memcmp(got, exp, len) == 0)
 		return 0;
 	while (i < elen && i < len && exp[i] == (char)got[i]) {
@@ -1146,7 +994,11 @@ static int import_manifest(struct importer *m, struct archive_entry *e)
 {
 	unsigned char *p;
 	size_t len;
-	if (read_blob(m, e, "roombox/manifest", m->manifest.len + 1, &p, &len) < 0)
+	const char *exp;
+	size_t elen;
+	if (md_manifest(m->md, &exp, &elen) < 0)
+		return errorf(m->err, m->errlen, "import: out of memory");
+	if (read_blob(m, e, "roombox/manifest", elen + 1, &p, &len) < 0)
 		return -1;
 	int rc = check_manifest(m, p, len);
 	free(p);
@@ -1162,7 +1014,9 @@ static int import_hmac(struct importer *m, struct archive_entry *e)
 		return -1;
 	int rc = 0;
 	if (m->key && m->key->len) {
-		if (hmac_hex(m->key, m->manifest.p, m->manifest.len, want) < 0)
+		const char *manifest;
+		size_t mlen;
+		if (md_manifest(m->md, &manifest, &mlen) < 0 || hmac_hex(m->key, manifest, mlen, want) < 0)
 			rc = errorf(m->err, m->errlen, "import: HMAC failed");
 		else if (len != HMAC_HEX + 1 || p[HMAC_HEX] != '\n' || CRYPTO_memcmp(p, want, HMAC_HEX) != 0)
 			rc = errorf(m->err, m->errlen, "import: roombox/manifest.hmac: wrong HMAC");
@@ -1191,13 +1045,11 @@ static int import_member(struct importer *m, struct archive_entry *e)
 		/* the version the lead frame said (none: 1) */
 		const char *want = m->src.seal->version == 2 ? ROOM_ARCHIVE_VERSION : ROOM_ARCHIVE_VERSION_1;
 		bool ok = len == strlen(want) && memcmp(p, want, len) == 0;
-		unsigned char dg[32];
-		sha256(p, len, dg);
+		if (ok)
+			md_blob(m->md, name, p, len);
 		free(p);
 		if (!ok)
 			return errorf(m->err, m->errlen, "import: roombox/version: not a version this reads, or not the one its first frame says");
-		if (manifest_add(&m->manifest, dg, name) < 0)
-			return errorf(m->err, m->errlen, "import: out of memory");
 		m->stage = ST_STATE;
 		return 0;
 	}
@@ -1256,8 +1108,8 @@ int archive_to_tree_digested(int in_fd, int tree_fd, uint64_t budget, const stru
 	m->src.digest_ctx = digest_ctx;
 	m->a = archive_read_new();
 	if (!m->a || !m->src.seal ||
-	    digest_init(&m->d) < 0 || ts_validator_init(&m->v, &lim) < 0 ||
-	    ts_writer_init(&m->w, tree_fd) < 0 || buf_add(&m->manifest, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) < 0) {
+	    !(m->md = md_new()) || ts_validator_init(&m->v, &lim) < 0 ||
+	    ts_writer_init(&m->w, tree_fd) < 0) {
 		errorf(err, errlen, "import: out of memory");
 		goto out;
 	}
@@ -1304,9 +1156,8 @@ out:
 		archive_read_free(m->a);
 	ts_writer_free(&m->w);
 	ts_validator_free(&m->v);
-	digest_free(&m->d);
+	md_free(m->md);
 	room_sealer_free(m->src.seal);
-	free(m->manifest.p);
 	free(m);
 	return rc;
 }
