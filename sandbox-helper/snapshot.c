@@ -478,26 +478,17 @@ static uint64_t mem_available_kib(void)
 }
 
 /* The host's one cut in memory: <state_dir>/cut-memory.lock, taken
- * without waiting (r->state is <state_dir>/rooms/<id>) and held until this
- * helper exits, when the mount it walked, and with it the memfd, goes.  A
- * cut checks what the host has to spare before it fills: cuts at once
- * would each count what the others are about to take, and exports read
- * slowly would each keep a quarter of what the ones before left.  true:
- * this helper holds it. */
+ * without waiting and held until this helper exits, when the mount it
+ * walked, and with it the memfd, goes.  A cut checks what the host has to
+ * spare before it fills: cuts at once would each count what the others
+ * are about to take, and exports read slowly would each keep a quarter of
+ * what the ones before left.  true: this helper holds it. */
 static bool cut_memory_lock(const struct room *r)
 {
 	static int held = -1;
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s", r->state);
-	for (int up = 0; up < 2; up++) {
-		char *slash = strrchr(p, '/');
-		if (!slash)
-			return false;
-		*slash = '\0';
-	}
-	if (held >= 0 || strlen(p) + sizeof("/cut-memory.lock") > sizeof(p))
+	if (held >= 0 || path_of(p, r->cfg->state_dir, "cut-memory.lock") < 0)
 		return held >= 0;
-	strcat(p, "/cut-memory.lock");
 	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
