@@ -90,8 +90,8 @@ struct match {
 	uid_t lo, count;         /* else: real or effective uid in [lo, lo + count) */
 };
 
-/* Real and effective uid of pid, from its status (not the owner of
- * /proc/<pid>, which is root's for a process made undumpable). */
+/* Real and effective uid of pid, from its status (the owner of
+ * /proc/<pid> is its effective uid alone: may_match). */
 static bool proc_uids(pid_t pid, uid_t *ruid, uid_t *euid)
 {
 	char buf[4096];
@@ -112,17 +112,20 @@ static bool in_range(uid_t u, const struct match *m)
 }
 
 /* Whether pid, the entry of /proc (dfd), may be one of the ids' without
- * reading its status: the owner of /proc/<pid> is its effective uid while
- * it is dumpable; once not (a change of ids, a setuid exec), the root of
- * its memory's user namespace (one of a room's ids for a process made in
- * the room, else 0); 0 with no memory at all (a kernel thread).  So an
- * owner outside the ids and not 0 rules a process out at the price of a
- * stat, and a root-owned one without an executable (a kernel thread:
- * 10,000 rooms run 20,000 of them) at a readlink; a host of many rooms
- * is scanned at every destroy.  (With fs.suid_dumpable = 1 a process root
- * gave a real uid of the ids and an effective one outside both would
- * pass unseen; the cgroup and the pid namespace hold a room's processes
- * in any case, this sweep is for what escaped both.) */
+ * reading its status: /proc/<pid> itself belongs to the process's
+ * effective uid, dumpable or not (task_dump_owner in fs/proc/base.c gives
+ * root, or the root of its memory's user namespace, only the files inside
+ * an undumpable process's entry, never its 0555 directory), and to root
+ * for a kernel thread.  So an owner outside the ids and not 0 rules a
+ * process out at the price of a stat, and a root-owned one without an
+ * executable (a kernel thread: 10,000 rooms run 20,000 of them) at a
+ * readlink; a host of many rooms is scanned at every destroy.  Unseen so:
+ * a process whose real uid alone is one of the ids, its effective uid
+ * another user's but root's -- never one inside the room's user namespace
+ * (it maps only the ids, and a setuid file of an id it does not map runs
+ * as its caller), only one that left it and ran a setuid file of another
+ * user, or that root gave such ids; the cgroup and the pid namespace hold
+ * a room's processes in any case, this sweep is for what escaped both. */
 static bool may_match(int dfd, const char *name, const struct match *m)
 {
 	struct stat st;

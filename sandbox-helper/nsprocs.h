@@ -19,7 +19,10 @@ int nsprocs_kill_others(pid_t keeper, int *killed, char *err, size_t errlen);
 /* The same for every process whose real or effective uid is one of the
  * count host ids from lo: a room's ids, whatever holds the process (its
  * cgroup, its keeper's pid namespace, or neither: a keeper the room never
- * recorded, or anything else of those ids).  The caller is spared. */
+ * recorded, or anything else of those ids) -- but one whose effective uid
+ * is another user's than root's is judged by that alone (nsprocs.c,
+ * may_match, says when a real uid of the ids comes with one).  The caller
+ * is spared. */
 int nsprocs_kill_uids(uid_t lo, uid_t count, int *killed, char *err, size_t errlen);
 
 #endif

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -476,21 +477,43 @@ static uint64_t mem_available_kib(void)
 	return p ? strtoull(p + 13, NULL, 10) : 0;
 }
 
+/* The host's one cut in memory: <state_dir>/cut-memory.lock, taken
+ * without waiting and held until this helper exits, when the mount it
+ * walked, and with it the memfd, goes.  A cut checks what the host has to
+ * spare before it fills: cuts at once would each count what the others
+ * are about to take, and exports read slowly would each keep a quarter of
+ * what the ones before left.  true: this helper holds it. */
+static bool cut_memory_lock(const struct room *r)
+{
+	static int held = -1;
+	char p[PATH_MAX];
+	if (held >= 0 || path_of(p, r->cfg->state_dir, "cut-memory.lock") < 0)
+		return held >= 0;
+	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	held = fd;
+	return held >= 0;
+}
+
 /* A copy of the image at img that is only read, then dropped (an
  * export's) goes into memory (a memfd) where the state directory shares
  * no blocks (probe: the empty file the copy would go to, which FICLONE
- * fills where it does, as the copy would) and the image's used blocks
- * take at most a quarter of what the host has to spare: a loop device
- * flushes its backing file when attached, which for a copy on the state
- * directory's disk wrote every byte of it there (or, with its writeback
- * started as it was made, slowed the copy threefold) only to delete it.
- * The memfd, or -1: no. */
-static int cut_memfd(const char *img, int probe)
+ * fills where it does, as the copy would), the image's used blocks take
+ * at most a quarter of what the host has to spare, and no other export's
+ * cut is in memory (cut_memory_lock): a loop device flushes its backing
+ * file when attached, which for a copy on the state directory's disk
+ * wrote every byte of it there (or, with its writeback started as it was
+ * made, slowed the copy threefold) only to delete it.  The memfd, or -1:
+ * no. */
+static int cut_memfd(const struct room *r, const char *img, int probe)
 {
 	struct stat st;
 	int in = open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	bool fits = in >= 0 && ioctl(probe, FICLONE, in) < 0 && fstat(in, &st) == 0 &&
-		(uint64_t)st.st_blocks / 2 <= mem_available_kib() / 4;
+		(uint64_t)st.st_blocks / 2 <= mem_available_kib() / 4 && cut_memory_lock(r);
 	if (in >= 0)
 		close(in);
 	return fits ? memfd_create("roombox-cut", MFD_CLOEXEC) : -1;
@@ -514,7 +537,7 @@ static int cut_to_temp(const struct room *r, const struct cgroup_sys *cg,
 	int out = fresh_file(tmp);
 	if (out < 0)
 		return ERR("room %s: create a copy of its image: %s", r->id, strerror(errno));
-	int m = mem && !durable ? cut_memfd(src, out) : -1;
+	int m = mem && !durable ? cut_memfd(r, src, out) : -1;
 	if (mem)
 		*mem = m;
 	if (m >= 0) {

@@ -16,6 +16,7 @@ import struct
 import subprocess
 import tarfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -257,6 +258,46 @@ def test_an_exec_does_not_wait_for_an_export_being_read(client, room):
                              capture_output=True, check=True).stdout.decode()
     assert "state/root/workspace/noise" in listing and "workspace/m\n" not in listing, listing
     assert not list(client.stack.room_state_dir(room).glob(".cut*"))
+
+
+def loop_backing_files():
+    """What every loop device of the host reads: a path, "(deleted)" once
+    unlinked, or "/memfd:<name> (deleted)" for a memfd."""
+    files = []
+    for f in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            files.append(f.read_text().strip())
+        except OSError:
+            pass   # detached meanwhile
+    return files
+
+
+def test_exports_at_once_keep_at_most_one_cut_in_memory(client, room):
+    """A running room's cut goes into memory only while no other export
+    holds one there: each cut checks what the host has to spare before it
+    fills, so exports read slowly (here: not at all) would otherwise each
+    take a quarter of what the ones before left, and pin nearly all of
+    the host's memory between them."""
+    other = unique_room()
+    for r in (room, other):
+        client.sh(r, "head -c 96M /dev/urandom > /workspace/noise")
+    held = []
+    try:
+        for r in (room, other):
+            conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+            held.append(conn)
+            conn.request("GET", f"/api/rooms/{r}/export",
+                         headers={"Authorization": f"Bearer {client.token}"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            resp.read(65536)   # its cut mounted and walked, stalled on us
+        files = loop_backing_files()
+        on_disk = [r for r in (room, other)
+                   if f"{client.stack.room_state_dir(r)}/.cut.img (deleted)" in files]
+        assert on_disk, files
+    finally:
+        for conn in held:
+            conn.close()
 
 
 # ---- hostile archives ---------------------------------------------------------

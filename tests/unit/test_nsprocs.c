@@ -182,8 +182,9 @@ static void test_a_keeper_that_is_gone(void **state)
 }
 
 /* A sleeper with the given real, effective and saved uid; its pid.
- * dumpable: /proc/<pid> then belongs to euid, as after a plain exec (else
- * to root: the change of ids made it undumpable). */
+ * dumpable: as after a plain exec (else the change of ids made it
+ * undumpable: the files in /proc/<pid> then belong to root, /proc/<pid>
+ * itself to euid all the same). */
 static pid_t sleeper_as(uid_t ruid, uid_t euid, bool dumpable)
 {
 	pid_t p = fork();
@@ -257,6 +258,22 @@ static void test_kills_every_process_of_the_ids_and_no_other(void **state)
 	snprintf(entry, sizeof(entry), "/proc/%d", (int)by_uid[3]);
 	assert_int_equal(stat(entry, &st), 0);
 	assert_int_equal(st.st_uid, IDS_LO + 5);
+	/* what the sweep's stat relies on: undumpable, the entry is still
+	 * its effective uid's, only the files in it are root's */
+	snprintf(entry, sizeof(entry), "/proc/%d", (int)by_uid[0]);
+	assert_int_equal(stat(entry, &st), 0);
+	assert_int_equal(st.st_uid, IDS_LO + 3);
+	FILE *sd = fopen("/proc/sys/fs/suid_dumpable", "re");
+	int suid_dumpable = -1;
+	if (sd) {
+		if (fscanf(sd, "%d", &suid_dumpable) != 1)
+			suid_dumpable = -1;
+		fclose(sd);
+	}
+	snprintf(entry, sizeof(entry), "/proc/%d/status", (int)by_uid[0]);
+	assert_int_equal(stat(entry, &st), 0);
+	if (suid_dumpable != 1)   /* 1: a change of ids leaves it dumpable */
+		assert_int_equal(st.st_uid, 0);
 	int killed = -1;
 	char err[256] = "";
 	if (nsprocs_kill_uids(IDS_LO, IDS_N, &killed, err, sizeof(err)) < 0)
