@@ -501,8 +501,10 @@ static bool cut_memory_lock(const struct room *r)
 /* A copy of the image at img that is only read, then dropped (an
  * export's) goes into memory (a memfd) where the state directory shares
  * no blocks (probe: the empty file the copy would go to, which FICLONE
- * fills where it does, as the copy would), the image's used blocks take
- * at most a quarter of what the host has to spare, and no other export's
+ * fills where it does, as the copy would), the image's whole size (not
+ * its used blocks: what the room writes until the freeze adds to those,
+ * up to its size) is at most a quarter of what the host has to spare,
+ * and no other export's
  * cut is in memory (cut_memory_lock): a loop device flushes its backing
  * file when attached, which for a copy on the state directory's disk
  * wrote every byte of it there (or, with its writeback started as it was
@@ -513,7 +515,7 @@ static int cut_memfd(const struct room *r, const char *img, int probe)
 	struct stat st;
 	int in = open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	bool fits = in >= 0 && ioctl(probe, FICLONE, in) < 0 && fstat(in, &st) == 0 &&
-		(uint64_t)st.st_blocks / 2 <= mem_available_kib() / 4 && cut_memory_lock(r);
+		(uint64_t)st.st_size / 1024 <= mem_available_kib() / 4 && cut_memory_lock(r);
 	if (in >= 0)
 		close(in);
 	return fits ? memfd_create("roombox-cut", MFD_CLOEXEC) : -1;

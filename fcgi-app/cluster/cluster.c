@@ -166,8 +166,10 @@ static bool lease_live(void)
  * until a full read begun from now (the watch thread clears fenced). */
 static void fence(void)
 {
-	atomic_store(&cl.fenced, true);
+	/* the generation first: a watch thread that clears fenced checks it
+	 * again after, and puts back a fence begun meanwhile */
 	atomic_fetch_add(&cl.fence_gen, 1);
+	atomic_store(&cl.fenced, true);
 	atomic_store(&cl.reread, true);
 }
 
@@ -476,9 +478,13 @@ static void *watch_main(void *unused)
 		if (said)
 			fprintf(stderr, "roombox-fcgi: cluster: etcd answers again\n");
 		said = false;
-		if (live && gen == atomic_load(&cl.fence_gen) && atomic_exchange(&cl.fenced, false))
-			fprintf(stderr, "roombox-fcgi: cluster: records read anew under a live lease; "
-				"this host's rooms are served again\n");
+		if (live && gen == atomic_load(&cl.fence_gen) && atomic_exchange(&cl.fenced, false)) {
+			if (gen != atomic_load(&cl.fence_gen))
+				atomic_store(&cl.fenced, true);   /* a fence() came meanwhile */
+			else
+				fprintf(stderr, "roombox-fcgi: cluster: records read anew under a live "
+					"lease; this host's rooms are served again\n");
+		}
 		why[0] = '\0';
 		etcd_prefix_end("/roombox/", end, sizeof(end));
 		etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.reread,
