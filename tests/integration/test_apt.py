@@ -8,48 +8,14 @@ here with dpkg-deb, in a local repository (Packages made by
 dpkg-scanpackages) that the test copies into the room and names with a
 file: source; apt is limited to that source.  Through nginx and lighttpd."""
 
-import base64
-import io
 import os
 import signal
 import subprocess
-import tarfile
-import tempfile
 import uuid
 from pathlib import Path
 
+from apt_util import APT, install_in_room
 from conftest import GONE_TIMEOUT, pid_alive, unique_room, wait_until
-
-# apt limited to the test's source (sources.list.d/rbx.list only)
-APT = ("apt-get -q -o Dir::Etc::sourcelist=sources.list.d/rbx.list -o Dir::Etc::sourceparts=- "
-       "-o APT::Get::List-Cleanup=0")
-
-
-def build_repo(name):
-    """A directory with <name>_1.0_all.deb (one script, /usr/bin/<name>)
-    and its Packages index; returns it as a base64 tar.gz."""
-    with tempfile.TemporaryDirectory(prefix="rbx-apt-") as d:
-        pkg = Path(d) / "pkg"
-        (pkg / "DEBIAN").mkdir(parents=True)
-        (pkg / "usr" / "bin").mkdir(parents=True)
-        (pkg / "DEBIAN" / "control").write_text(
-            f"Package: {name}\nVersion: 1.0\nArchitecture: all\nMaintainer: roombox tests <t@example.invalid>\n"
-            f"Description: roombox apt test package\n")
-        script = pkg / "usr" / "bin" / name
-        script.write_text(f"#!/bin/sh\necho hello from {name}\n")
-        script.chmod(0o755)
-        repo = Path(d) / "repo"
-        repo.mkdir()
-        subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(pkg), str(repo / f"{name}_1.0_all.deb")],
-                       check=True, capture_output=True)
-        packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=repo,
-                                  check=True, capture_output=True).stdout
-        assert f"Package: {name}".encode() in packages, packages
-        (repo / "Packages").write_bytes(packages)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as t:
-            t.add(repo, arcname="repo")
-        return base64.b64encode(buf.getvalue()).decode()
 
 
 def host_packages():
@@ -79,14 +45,7 @@ def test_apt_get_install_adds_only_that_package_to_that_room(client, stack):
     a, b = unique_room("apt"), unique_room("other")
     name = f"rbx-hello-{uuid.uuid4().hex[:8]}"
     before = room_packages(client, a)
-    client.sh(a, "base64 -d | tar xz -C /workspace", stdin=build_repo(name))
-    client.sh(a, "echo 'deb [trusted=yes] file:/workspace/repo ./' > /etc/apt/sources.list.d/rbx.list")
-    res = client.exec(a, f"{APT} update && DEBIAN_FRONTEND=noninteractive {APT} install -y {name}",
-                      timeout=300000)
-    if res["exitCode"] != 0:
-        print(res["stdout"], res["stderr"])
-    assert res["exitCode"] == 0, res
-    assert client.sh(a, name) == f"hello from {name}\n"
+    install_in_room(client, a, name)
     assert client.sh(a, f"dpkg-query -W -f '${{db:Status-Abbrev}}' {name}").strip() == "ii"
     # only that package was added
     assert room_packages(client, a) - before == {name}

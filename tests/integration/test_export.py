@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from apt_util import APT, install_in_room
 from conftest import REPO, Client, started_stack, unique_room, wait_until
 from preview_util import expose, preview_get, start_in_room, wait_serving
 
@@ -123,6 +124,49 @@ def test_round_trip_under_a_new_id(client, room):
     assert client.sh(new, "echo works > /workspace/w && cat /workspace/w") == "works\n"
     # importing again under the same id: 409
     assert import_(client, new, data).status == 409
+
+
+def test_a_room_with_a_package_moves_to_another_instance_whole(client, room):
+    """Everything a room holds -- a package apt installed in it, files of
+    root and of user, a symlink, a hard link, a file capability, a sparse
+    file, its sessions, its messages -- exported here and imported into
+    another instance whose rooms take other host ids (uid_base): the same
+    bytes, owners, modes and session, still sparse, and the package still
+    installed and working."""
+    other = started_stack({})
+    try:
+        assert other.uid_base != client.stack.uid_base
+        oc = Client(other)
+        have_setcap = make_room(client, room)
+        name = f"rbx-moved-{unique_room()[-8:]}"
+        install_in_room(client, room, name)
+        summary = SUMMARY + f"; {name}; dpkg-query -W -f '${{db:Status-Abbrev}} ${{Version}}\\n' {name}"
+        before = client.sh(room, summary)
+        cap_before = client.sh(room, "getcap /workspace/d/captrue") if have_setcap else ""
+        msgs_before = client.get(f"/api/rooms/{room}/messages").json
+        data = export(client, room)
+        new = unique_room()
+        r = import_(oc, new, data)
+        assert r.status == 201, r.json
+        after = oc.sh(new, summary)
+        assert after == before
+        assert after.endswith(f"hello from {name}\nii  1.0\n"), after
+        if have_setcap:
+            assert oc.sh(new, "getcap /workspace/d/captrue") == cap_before
+        assert int(oc.sh(new, "du -k /workspace/d/sparse | cut -f1")) < 1024
+        assert oc.sh(new, "pwd; echo $ROUNDTRIP") == "/tmp\nyes-42\n"
+        assert oc.sh(new, "pwd; echo $MINE", user="user") == "/workspace\nuser-side\n"
+        assert oc.get(f"/api/rooms/{new}/messages").json == msgs_before
+        # the owners are the new instance's ids for the room's 0 and 1000
+        base = oc.room_uid(new)
+        img_uid = oc.sh(new, "stat -c '%u' /workspace/d/user.txt")
+        assert img_uid == "1000\n", img_uid
+        assert base != client.room_uid(room)
+        # and apt there still knows it: the package removes cleanly
+        oc.sh(new, f"DEBIAN_FRONTEND=noninteractive {APT} remove -y {name}", timeout=300000)
+        assert oc.exec(new, f"command -v {name}")["exitCode"] != 0
+    finally:
+        other.stop()
 
 
 def members_of(data, pattern):
