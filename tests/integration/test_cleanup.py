@@ -3,6 +3,8 @@ cgroups and files all go.  Through nginx."""
 
 import os
 
+import pytest
+
 from conftest import (GONE_TIMEOUT, cgroup_dirs_named, cgroup_group, host_mountinfo_lines,
                       loop_devices_backed_by, ns_inode, paths_naming, pid_alive,
                       procs_in_ns, procs_of_room, procs_with_uid, unique_room, wait_until)
@@ -75,12 +77,15 @@ def loop_device_state(name):
         return ""
 
 
+@pytest.mark.serial
 def test_stopped_rooms_give_back_their_loop_devices(client, stack, room):
     """An unbound loop device is not free: it keeps its queue, its request
     tags and its sysfs and debugfs entries (150-220 KiB each), and the
     kernel never removes it by itself.  Stopped rooms leave at most one
     behind (the lowest free one, the next start's); a start takes or makes
-    one."""
+    one.  Serial: which device is the lowest free one is the host's, and
+    another test's export or import taking one between the two stops
+    (theirs is unbound again when they end) makes both look left behind."""
     other = unique_room()
     devs = []
     for r in (room, other):
