@@ -154,9 +154,11 @@ def test_an_unknown_last_event_id_gets_overflow_first(client, room, bad_id):
 # a race with the writer, which the other tests' work on the same cores tips
 @pytest.mark.serial
 def test_a_client_that_does_not_read_loses_events_not_memory(client, room):
-    """A client reads nothing while 50,000 files with long names are made:
-    ~17 MB of events, far more than the watch keeps (256 KiB) or the
-    sockets on the way hold.  Another client reads them all (the files are
+    """A client reads nothing while 100,000 files with long names are made:
+    ~34 MB of events, far more than the watch keeps (256 KiB) or the
+    sockets on the way hold (nginx's send buffer to the client alone may
+    grow to tcp_wmem's 4 MB: with half these events that was a quarter of
+    them, the bound below).  Another client reads them all (the files are
     made in batches, each once that client has seen the last: the kernel's
     own queue never overflows); the idle one, reading at last, is told that
     events were lost (overflow), gets far fewer, and ends on the newest."""
@@ -167,7 +169,7 @@ def test_a_client_that_does_not_read_loses_events_not_memory(client, room):
     fast = Watch(client, room, timeout=120)
     tail = "x" * 90
     got = []
-    for b in range(50):
+    for b in range(100):
         client.sh(room, f"cd /workspace/many && seq 1 1000 | sed 's/^/{b}_/; s/$/_{tail}/' | xargs touch")
         got += [e for _, e in fast.until(is_("modify", f"/workspace/many/{b}_1000_{tail}"),
                                           f"batch {b}", limit=10000)]
