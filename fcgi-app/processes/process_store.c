@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "exec_result.h"
-#include "json_strict.h"
+#include "http.h"
 #include "metrics.h"
 #include "process_store.h"
 #include "timefmt.h"

@@ -21,7 +21,6 @@
 
 #include "errbuf.h"
 #include "http.h"
-#include "json_strict.h"
 #include "room_settings.h"
 #include "roomid.h"
 

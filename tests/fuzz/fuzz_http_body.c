@@ -20,7 +20,6 @@
 
 #include "fuzz.h"
 #include "http.h"
-#include "json_strict.h"
 #include "json_oracle.h"
 #include "validate.h"
 

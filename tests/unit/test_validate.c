@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include "http.h"
-#include "json_strict.h"
 #include "validate.h"
 
 #define TIMEOUT_MAX 600000
