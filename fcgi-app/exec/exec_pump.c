@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,30 @@ static void pump_free(struct pump *p)
 	p->so.buf = p->se.buf = p->feed = NULL;
 }
 
+/* A command given no input reads /dev/null: one descriptor for every
+ * such exec, opened at the first.  An empty pipe whose write end is closed
+ * at once reads the same end of file, but costs a pipe made, passed and
+ * closed on every exec.  (Never a shared pipe: a room can reopen a pipe
+ * for writing through /proc/self/fd, and so write into another exec's
+ * stdin.) */
+static int no_input(void)
+{
+	static _Atomic int fd = -1;
+	int f = atomic_load(&fd);
+
+	if (f >= 0)
+		return f;
+	f = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	int none = -1;
+	if (!atomic_compare_exchange_strong(&fd, &none, f)) {
+		close(f);       /* another thread's came first */
+		return none;
+	}
+	return f;
+}
+
 /* The pipes, and the helper started with their far ends; false with err
  * set (nothing started). */
 static bool pump_setup(struct pump *p, const char *room, bool via_channel, struct helper_error *err)
@@ -302,7 +327,13 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	p->in = p->so.fd = p->se.fd = -1;
 	p->so = (struct out_stream){ .fd = -1, .name = "stdout", .limit = p->app->cfg.output_limit };
 	p->se = (struct out_stream){ .fd = -1, .name = "stderr", .limit = p->app->cfg.output_limit };
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	/* the command's stdin: what the request or the sink gives, else
+	 * nothing at all */
+	bool input = sink->input || sink->stdin_until || (ex->stdin_data && ex->stdin_len);
+	/* (over the channel only: the helper takes pipes alone) */
+	int null_in = input || !via_channel ? -1 : no_input();
+
+	if ((null_in < 0 && pipe2(in, O_CLOEXEC) < 0) || pipe2(errp, O_CLOEXEC) < 0 ||
 	    (file_socket ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out)
 	     : pipe2(out, O_CLOEXEC)) < 0) {
 		err->http_status = 500;
@@ -316,14 +347,21 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	}
 	if (file_socket)   /* the room writes into it, roombox-fcgi only reads */
 		shutdown(out[0], SHUT_WR);
-	int pass[3] = { in[0], out[1], errp[1] };
+	int pass[3] = { null_in >= 0 ? null_in : in[0], out[1], errp[1] };
 	x.tool = sink->tool;   /* a tool in place of the command */
 	x.existing = sink->existing;
 	if (via_channel)
 		p->chan = exec_channel_start(p->app, room, ex, pass);
-	if (!p->chan)
+	/* the helper takes a pipe's read end only: one is made after all */
+	if (!p->chan && null_in >= 0 && pipe2(in, O_CLOEXEC) == 0)
+		pass[0] = in[0];
+	if (!p->chan && pass[0] != null_in)
 		p->run = helper_exec_start(&target, room, &x,
 					   (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, pass, err);
+	else if (!p->chan) {
+		err->http_status = 500;
+		snprintf(err->message, sizeof(err->message), "pipe: %s", strerror(errno));
+	}
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);
@@ -344,7 +382,7 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 			close_fd(&p->in);
 	} else if (sink->stdin_until) {
 		/* kept open, nothing written, until the sink says */
-	} else if (!ex->stdin_data || !ex->stdin_len) {
+	} else if (!input) {
 		close_fd(&p->in);   /* the command reads end of file */
 	}
 	if (p->in >= 0)

@@ -402,7 +402,7 @@ static void exec_job_end(struct exec *x, bool failed, const char *text)
  * the reap, or before the exec's processes are killed -- so a running exec
  * costs no wake-up.  Returns with x->start still open while the child has
  * not got as far as execve. */
-static void exec_started(struct exec *x, bool dead)
+static bool exec_started(struct exec *x, bool dead, bool read_session)
 {
 	char text[160] = "";
 	ssize_t n = read(x->start, text, sizeof(text) - 1);
@@ -411,11 +411,13 @@ static void exec_started(struct exec *x, bool dead)
 	 * one else will read the pipe, and the slot must be freed) */
 	bool open_elsewhere = n < 0 && errno == EAGAIN;
 	if (open_elsewhere && !dead)
-		return;
+		return false;
 	close(x->start);
 	x->start = -1;
 	if (n == 0 || open_elsewhere) {
-		x->session = session_of(x->shell);
+		if (read_session)
+			x->session = session_of(x->shell);
+		return true;
 	} else if (x->job) {
 		exec_job_end(x, true, n > 0 ? text : "the shell did not start");
 	} else {
@@ -426,6 +428,7 @@ static void exec_started(struct exec *x, bool dead)
 			close(x->conn);
 		x->conn = -1;
 	}
+	return false;
 }
 
 /* The answer, and the end of the connection: closed here, so the keeper
@@ -489,10 +492,21 @@ static void kill_stopped_tools(void)
 	}
 }
 
+/* A wait status (as waitpid gives it) from what waitid said. */
+static int wait_status(const siginfo_t *si)
+{
+	if (si->si_code == CLD_EXITED)
+		return (si->si_status & 0xff) << 8;
+	return (si->si_status & 0x7f) | (si->si_code == CLD_DUMPED ? 0x80 : 0);
+}
+
 /* Each exited child is looked at before it is reaped: its error pipe is
  * read there (a shell that failed to start says why; one that ran has its
  * audit session readable while it is a zombie, and what it left running is
- * found by that session). */
+ * found by that session).  A channel's exec is answered first, from the
+ * zombie's status: roombox-fcgi waits for nothing else, and the session's
+ * /proc file, the reaping and the count of what is left are the keeper's
+ * own business, done while roombox-fcgi already answers. */
 static void reap(void)
 {
 	kill_stopped_tools();
@@ -501,8 +515,12 @@ static void reap(void)
 		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
 			return;
 		struct exec *x = exec_of(si.si_pid);
-		if (x && x->start >= 0)
-			exec_started(x, true);
+		bool job = x && x->job;
+		if (x && x->start >= 0 && exec_started(x, true, !job) && job) {
+			x->status = wait_status(&si);
+			exec_job_end(x, false, NULL);
+			x->session = session_of(x->shell);
+		}
 		int st;
 		if (waitpid(si.si_pid, &st, WNOHANG) != si.si_pid)
 			return;
@@ -518,7 +536,7 @@ static void reap(void)
 static void exec_kill(struct exec *x)
 {
 	if (x->start >= 0)
-		exec_started(x, false);
+		exec_started(x, false, true);
 	kill_set((struct victims){ x->shell, x->session });
 }
 
