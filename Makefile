@@ -20,7 +20,7 @@ PORT     ?= 8080
 
 WARN     := -Wall -Wextra -Wformat=2 -Wshadow -Wno-unused-parameter -Wno-format-truncation
 CFLAGS   ?= -O2 -g
-DEFS     := -Icommon -I$(B)/gen -DROOMBOX_VERSION='"$(VERSION)"' \
+DEFS     := -Icommon -DROOMBOX_VERSION='"$(VERSION)"' \
             -DROOMBOX_CONF='"$(SYSCONF)"' -DROOMBOX_HELPER='"$(HELPER)"' -DROOMBOX_KEEPER='"$(KEEPER)"'
 CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong -fPIE $(DEFS) \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
