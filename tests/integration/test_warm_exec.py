@@ -64,3 +64,18 @@ def test_session_limits_and_a_lost_keeper(client, room):
     wait_until(lambda: stack.keeper_pid(room) is None, 20, "the keeper to end")
     assert client.sh(room, "echo $A $PWD") == "1 /tmp\n"
     assert client.sh(room, "echo again") == "again\n"
+
+
+def test_a_warm_exec_without_input_reads_its_end_at_once(client, room):
+    """A command given no stdin reads end of file at once, over the channel
+    as through the helper (there it is /dev/null, one descriptor for every
+    such exec), and what it writes there reaches no other exec."""
+    client.sh(room, "true")
+    client.sh(room, "true")     # warm: the channel runs the rest
+    r = client.exec(room, "cat; read x; echo \"read=$?\"; echo gone > /proc/self/fd/0; echo ok",
+                    timeout=5000)
+    assert r["timedOut"] is False, r
+    assert r["stdout"] == "read=1\nok\n", r
+    assert client.exec(room, "cat", timeout=5000)["stdout"] == ""
+    # with input, a pipe as before
+    assert client.exec(room, "cat", stdin="in\n")["stdout"] == "in\n"
