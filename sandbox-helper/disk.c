@@ -4,7 +4,8 @@
  * loop device: nothing stays bound on the host, even after a crash.  The
  * unbound device itself stays until removed, which a stop does
  * (disk_loop_remove): otherwise the host keeps as many as rooms ever ran
- * at once. */
+ * at once.  So does the end of a transfer, which mounts an image on a
+ * device of its own (transfer.c). */
 #include "disk.h"
 
 #include <dirent.h>
@@ -242,8 +243,8 @@ int disk_image_attach_fd(int img, bool direct, char *dev, size_t devlen, char *e
 	return loop_attach(img, direct, dev, devlen, err, errlen);
 }
 
-/* Is /dev/loop<n> bound to img?  From sysfs: opening the device would
- * itself keep it from being removed. */
+/* Is /dev/loop<n> bound to img (to anything: NULL)?  From sysfs: opening
+ * the device would itself keep it from being removed. */
 static bool loop_bound_to(unsigned n, const char *img)
 {
 	char path[64], backing[PATH_MAX + 2];
@@ -257,7 +258,7 @@ static bool loop_bound_to(unsigned n, const char *img)
 		return false;
 	backing[k] = '\0';
 	backing[strcspn(backing, "\n")] = '\0';
-	return strcmp(backing, img) == 0;
+	return !img || strcmp(backing, img) == 0;
 }
 
 void disk_loop_remove(const char *dev, const char *img)
@@ -266,13 +267,19 @@ void disk_loop_remove(const char *dev, const char *img)
 	char tail;
 	if (sscanf(dev, "/dev/loop%u%c", &n, &tail) != 1)
 		return;
-	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-	if (ctl < 0)
-		return;
-	for (int i = 0; i < 10 && loop_bound_to(n, img); i++) {
+	for (int i = 0; img && i < 10 && loop_bound_to(n, img); i++) {
 		struct timespec ts = { 0, 5 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+	/* Bound still (a release later than the wait, or another room's
+	 * already): the kernel would refuse its removal, and LOOP_CTL_GET_FREE
+	 * below would make a new device when no other is free, left behind
+	 * too. */
+	if (loop_bound_to(n, NULL))
+		return;
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return;
 	/* The lowest free device is the one the next start takes
 	 * (LOOP_CTL_GET_FREE): kept as the host's spare when it is this one,
 	 * which spares that start a new device and this stop the removal

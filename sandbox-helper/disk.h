@@ -46,15 +46,17 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
 int disk_image_attach_fd(int img, bool direct, char *dev, size_t devlen, char *err, size_t errlen);
 
 /* Remove the loop device dev ("/dev/loopN") once the room whose image is
- * img has stopped: autoclear unbinds a device but never removes it, and an
- * unbound device keeps its queue, request tags and sysfs and debugfs entries
- * (150-220 KiB) until someone does.  Left when it is the lowest free device
- * (the next start's), so that the host keeps about one spare.  Best effort
- * and never in anyone's way: the kernel refuses to remove a device that is
- * bound or open (another room took it meanwhile), and a start that finds
- * no free device makes one (LOOP_CTL_GET_FREE, about 1 ms).  While dev is
- * still bound to img (its release lagging the keeper's death), waited for
- * up to 50 ms. */
+ * img has stopped, or, img NULL, once the caller's own close let go of it
+ * (a transfer's mount, transfer.c): autoclear unbinds a device but never
+ * removes it, and an unbound device keeps its queue, request tags and
+ * sysfs and debugfs entries (150-220 KiB) until someone does.  Left when
+ * it is the lowest free device (the next start's), so that the host keeps
+ * about one spare.  Best effort and never in anyone's way: the kernel
+ * refuses to remove a device that is bound or open (another room took it
+ * meanwhile), and a start that finds no free device makes one
+ * (LOOP_CTL_GET_FREE, about 1 ms).  While dev is still bound to img (its
+ * release lagging the keeper's death), waited for up to 50 ms; a device
+ * still bound then is left alone. */
 void disk_loop_remove(const char *dev, const char *img);
 
 /* An ext4 mount of the attached device, nosuid,nodev,noatime, attached

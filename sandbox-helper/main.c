@@ -1067,8 +1067,8 @@ static int op_export(struct helper *h, struct call *c)
 	snprintf(from.state, sizeof(from.state), "%s", src.sessions);
 	char *root = room_session_read(&from, false, HELPER_SESSION_MAX);
 	char *user = room_session_read(&from, true, HELPER_SESSION_MAX);
-	int upper = -1;
-	int rc = transfer_export_open(r, src.img, src.img_fd, &upper, h->err, sizeof(h->err));
+	struct transfer_disk disk;
+	int rc = transfer_export_open(r, src.img, src.img_fd, &disk, h->err, sizeof(h->err));
 	if (src.temporary) {
 		/* the cut is the mount's alone now: its name (or descriptor)
 		 * goes, and the room is free for its execs while the copy is
@@ -1080,7 +1080,7 @@ static int op_export(struct helper *h, struct call *c)
 		call_unlock(c);
 	}
 	if (rc == 0)
-		rc = transfer_export_walk(r, upper, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
+		rc = transfer_export_walk(r, &disk, passed_io[1], caps_keep_only, h->err, sizeof(h->err));
 	close(passed_io[1]);   /* the reader sees the stream's end now */
 	passed_io[1] = -1;
 	if (stopped && ensure_running(h, r, false) <= 0 && rc == 0)

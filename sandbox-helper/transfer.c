@@ -1,8 +1,9 @@
 /* Export and import of a room's files: see transfer.h.
  *
  * Each side works in a child of the helper that keeps only the
- * capabilities it needs, over a detached mount of the room's own image
- * (or, for a room made while disk_limit was 0, its plain disk directory).
+ * capabilities it needs, over a detached mount of the room's own image,
+ * on a loop device of the transfer's own that goes with the mount (or,
+ * for a room made while disk_limit was 0, its plain disk directory).
  * Import writes every entry relative to its parent directory, opened with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV) from
  * upper/: the stream's validator already refuses a path through anything
@@ -36,16 +37,39 @@
 
 #define CAP(c) (1ull << (c))
 
+/* A transfer's loop device goes once its mount has: autoclear only
+ * unbinds it (disk.h).  Its last user was this process's own close (the
+ * child that worked in the mount reaped before it), and the release of a
+ * mount and of the device under it runs as the closing task's work,
+ * before the close returns: disk_loop_remove has nothing to wait for. */
+static void loop_remove(char *dev)
+{
+	if (dev[0])
+		disk_loop_remove(dev, NULL);
+	dev[0] = '\0';
+}
+
+static void disk_close(struct transfer_disk *d)
+{
+	if (d->upper >= 0)
+		close(d->upper);   /* the mount's last descriptor */
+	d->upper = -1;
+	loop_remove(d->dev);
+}
+
 /* The room's disk: a detached mount of its image (read-only for an
  * export), or of the copy of one at image or in image_fd (an export's
- * cut), or its plain directory; its upper/ opened in *upper. */
-static int disk_open(const struct room *r, const char *image, int image_fd, bool rdonly, int *upper,
-		     char *err, size_t errlen)
+ * cut), or its plain directory; its upper/ opened in d->upper, the loop
+ * device in d->dev. */
+static int disk_open(const struct room *r, const char *image, int image_fd, bool rdonly,
+		     struct transfer_disk *d, char *err, size_t errlen)
 {
-	char img[PATH_MAX], dev[64];
+	char img[PATH_MAX];
+	char *dev = d->dev;
 	struct stat st;
 	int root;
-	*upper = -1;
+	d->upper = -1;
+	dev[0] = '\0';
 	if (image && image[0])
 		snprintf(img, sizeof(img), "%s", image);
 	else
@@ -57,7 +81,7 @@ static int disk_open(const struct room *r, const char *image, int image_fd, bool
 			: open(img, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return errorf(err, errlen, "room %s: open its disk image: %s", r->id, strerror(errno));
-		int loop = disk_image_attach_fd(fd, !rdonly, dev, sizeof(dev), err, errlen);
+		int loop = disk_image_attach_fd(fd, !rdonly, dev, sizeof(d->dev), err, errlen);
 		close(fd);
 		if (loop < 0)
 			return -1;
@@ -72,9 +96,11 @@ static int disk_open(const struct room *r, const char *image, int image_fd, bool
 		int e = errno;
 		if (fs >= 0)
 			close(fs);
-		close(loop);   /* the mount holds the device; gone with it */
-		if (root < 0)
+		close(loop);   /* the mount holds the device; unbound with it */
+		if (root < 0) {
+			loop_remove(dev);
 			return errorf(err, errlen, "room %s: mount its disk image: %s", r->id, strerror(e));
+		}
 	} else {
 		snprintf(img, sizeof(img), "%s/disk", r->state);
 		root = open(img, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -84,13 +110,16 @@ static int disk_open(const struct room *r, const char *image, int image_fd, bool
 	if (!rdonly && mkdirat(root, "upper", 0755) < 0 && errno != EEXIST) {
 		int e = errno;
 		close(root);
+		loop_remove(dev);
 		return errorf(err, errlen, "room %s: make upper/: %s", r->id, strerror(e));
 	}
-	*upper = openat(root, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d->upper = openat(root, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int e = errno;
 	close(root);   /* a detached mount lives as long as a descriptor into it */
-	if (*upper < 0)
+	if (d->upper < 0) {
+		loop_remove(dev);
 		return errorf(err, errlen, "room %s: open upper/: %s", r->id, strerror(e));
+	}
 	return 0;
 }
 
@@ -154,21 +183,21 @@ static int walk_child(void *arg, int upper, int out_fd, char *err, size_t errlen
 	return rc;
 }
 
-int transfer_export_open(const struct room *r, const char *image, int image_fd, int *upper,
+int transfer_export_open(const struct room *r, const char *image, int image_fd, struct transfer_disk *d,
 			 char *err, size_t errlen)
 {
-	return disk_open(r, image, image_fd, true, upper, err, errlen);
+	return disk_open(r, image, image_fd, true, d, err, errlen);
 }
 
-int transfer_export_walk(const struct room *r, int upper, int out_fd, transfer_confine_fn *confine,
-			 char *err, size_t errlen)
+int transfer_export_walk(const struct room *r, struct transfer_disk *d, int out_fd,
+			 transfer_confine_fn *confine, char *err, size_t errlen)
 {
 	/* reading every file whoever owns it, and the overlay's trusted.*
 	 * mark (CAP_SYS_ADMIN) on a read-only mount */
-	int rc = in_child(walk_child, NULL, upper, out_fd,
+	int rc = in_child(walk_child, NULL, d->upper, out_fd,
 			  CAP(CAP_DAC_READ_SEARCH) | CAP(CAP_DAC_OVERRIDE) | CAP(CAP_SYS_ADMIN),
 			  confine, err, errlen);
-	close(upper);
+	disk_close(d);
 	if (rc < 0) {
 		char why[768];
 		snprintf(why, sizeof(why), "%s", err);
@@ -439,7 +468,7 @@ out:
 int transfer_import(const struct room *r, int in_fd, uint64_t budget, transfer_confine_fn *confine,
 		    char *err, size_t errlen)
 {
-	int upper;
+	struct transfer_disk d;
 	if (!budget) {
 		/* no disk limit: what the state directory's file system has */
 		struct statvfs vs;
@@ -447,18 +476,18 @@ int transfer_import(const struct room *r, int in_fd, uint64_t budget, transfer_c
 			return errorf(err, errlen, "room %s: import: free space: %s", r->id, strerror(errno));
 		budget = (uint64_t)vs.f_bavail * vs.f_frsize;
 	}
-	if (disk_open(r, NULL, -1, false, &upper, err, errlen) < 0)
+	if (disk_open(r, NULL, -1, false, &d, err, errlen) < 0)
 		return -1;
 	struct applier a = { .budget = budget };
 	/* making entries of any owner (chown, fowner, dac), fifos and the
 	 * overlay's whiteouts (mknod), the overlay's trusted.* mark
 	 * (sys_admin) and file capabilities (setfcap), setuid bits kept
 	 * through the chmod that follows the chown (fsetid) */
-	int rc = in_child(apply_child, &a, upper, in_fd,
+	int rc = in_child(apply_child, &a, d.upper, in_fd,
 			  CAP(CAP_CHOWN) | CAP(CAP_FOWNER) | CAP(CAP_DAC_OVERRIDE) | CAP(CAP_DAC_READ_SEARCH) |
 			  CAP(CAP_MKNOD) | CAP(CAP_SYS_ADMIN) | CAP(CAP_SETFCAP) | CAP(CAP_FSETID),
 			  confine, err, errlen);
-	close(upper);
+	disk_close(&d);
 	if (rc < 0) {
 		char why[768];
 		snprintf(why, sizeof(why), "%s", err);

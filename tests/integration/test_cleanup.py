@@ -1,7 +1,9 @@
 """DELETE /api/rooms/{id}: the room's processes, mounts, loop devices,
 cgroups and files all go.  Through nginx."""
 
+import http.client
 import os
+from pathlib import Path
 
 import pytest
 
@@ -84,8 +86,9 @@ def test_stopped_rooms_give_back_their_loop_devices(client, stack, room):
     kernel never removes it by itself.  Stopped rooms leave at most one
     behind (the lowest free one, the next start's); a start takes or makes
     one.  Serial: which device is the lowest free one is the host's, and
-    another test's export or import taking one between the two stops
-    (theirs is unbound again when they end) makes both look left behind."""
+    another test's room, export or import taking the spare between the two
+    stops (and keeping it as the spare when it ends) makes both look left
+    behind."""
     other = unique_room()
     devs = []
     for r in (room, other):
@@ -105,6 +108,78 @@ def test_stopped_rooms_give_back_their_loop_devices(client, stack, room):
             assert client.sh(r, "cat /workspace/f") == "kept\n"
     finally:
         client.destroy(other)
+
+
+def unbound_loop_devices():
+    """The host's loop devices that are there but bound to nothing."""
+    return {d.name for d in Path("/sys/block").glob("loop*") if loop_device_state(d.name) == ""}
+
+
+def cut_devices(state):
+    """The loop devices bound to a cut of the room at state: its copy on
+    disk (unlinked once mounted) or in memory."""
+    found = []
+    for d in Path("/sys/block").glob("loop*"):
+        backing = loop_device_state(d.name)
+        if backing in (f"{state}/.cut.img (deleted)", "/memfd:roombox-cut (deleted)"):
+            found.append(d.name)
+    return found
+
+
+@pytest.mark.serial
+def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
+    """An export or import mounts the room's image (or a cut of it) on a
+    loop device of its own, which its mount's end unbinds but does not
+    remove: the device goes then as a stopped room's does, but for the one
+    spare.  Here three exports held at once (read slowly: not at all),
+    each needing a device of its own, then ended one by one, and imports.
+    Serial: it counts the host's loop devices."""
+    state = str(stack.room_state_dir(room))
+    client.sh(room, "head -c 96M /dev/urandom > /workspace/noise")
+    before = unbound_loop_devices()
+    held, used = [], []
+    try:
+        for _ in range(3):
+            conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+            held.append(conn)
+            conn.request("GET", f"/api/rooms/{room}/export",
+                         headers={"Authorization": f"Bearer {client.token}"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            resp.read(65536)   # its cut mounted and walked, stalled on us
+            new = [d for d in cut_devices(state) if d not in [u for u, _ in used]]
+            assert len(new) == 1, (new, used)
+            used.append((new[0], conn))
+        # ended lowest device first: each one's end then finds the one
+        # before it free, the spare
+        for dev, conn in sorted(used, key=lambda u: int(u[0][4:])):
+            conn.close()
+            held.remove(conn)
+            wait_until(lambda: dev not in cut_devices(state), GONE_TIMEOUT,
+                       f"the export on {dev} to end")
+    finally:
+        for conn in held:
+            conn.close()
+    # a removal takes the kernel tens of ms (RCU grace periods), after
+    # the export's end
+    def left():
+        return [d for d, _ in used if loop_device_state(d) == ""]
+    wait_until(lambda: len(left()) <= 1, GONE_TIMEOUT,
+               f"the exports on {[d for d, _ in used]} to leave one device unbound at most: {left()}")
+
+    for _ in range(3):
+        new = unique_room()
+        r = client.request("GET", f"/api/rooms/{room}/export", check_json=False, timeout=600)
+        assert r.status == 200, r.status
+        r = client.request("PUT", f"/api/rooms/{new}/import", data=r.body, timeout=600,
+                           headers={"Content-Type": "application/x-roombox-room"})
+        assert r.status == 201, (r.status, r.json)
+        # and the stopped room it made, exported from its own image
+        r = client.request("GET", f"/api/rooms/{new}/export", check_json=False, timeout=600)
+        assert r.status == 200, r.status
+        client.destroy(new)
+    wait_until(lambda: len(unbound_loop_devices()) <= len(before) + 1, GONE_TIMEOUT,
+               f"unbound loop devices: {sorted(before)} before, {sorted(unbound_loop_devices())} now")
 
 
 def test_a_stopped_room_keeps_no_cgroup(client, stack, room):
