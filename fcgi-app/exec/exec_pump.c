@@ -1,7 +1,8 @@
 /* The one way roombox-fcgi runs something in a room: with its own pipes.
  *
- * roombox-fcgi makes three pipes and passes the command's ends to the
- * helper as its fds 3, 4 and 5 (common/protocol.h, "passed I/O"); the helper
+ * roombox-fcgi makes three pipes (over the channel, two when the command
+ * has no input: it reads /dev/null, no_input) and passes the command's ends
+ * to the helper as its fds 3, 4 and 5 (common/protocol.h, "passed I/O"); the helper
  * hands them to the room's keeper, which gives them to the shell.  So the
  * bytes go from the command to this process with no one in between -- a
  * room's output never passes through the setuid helper -- and the helper
