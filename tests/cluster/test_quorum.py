@@ -8,6 +8,7 @@ members are SIGKILLed and started again as run-cluster started them
 (hN/etcd.sh); a host is cut off from etcd by an nftables table in its
 network namespace (EtcdCut)."""
 
+import base64
 import secrets
 import subprocess
 
@@ -16,20 +17,40 @@ import pytest
 from conftest import wait_until
 
 
+def lease_fresh(cluster, h):
+    """h's lease was kept alive within the last second or two (etcd counts
+    it down from 10 s; h renews it every second).  A host checks whether
+    its lease lapsed before each keepalive it sends, so once one sent
+    after an outage is answered, a lapse is seen and the fence it brings
+    has begun -- it does not start later, in the next test."""
+    key = base64.b64encode(f"/roombox/hosts/{h}".encode()).decode()
+    kvs = cluster.etcd("/v3/kv/range", {"key": key}).get("kvs") or []
+    if not kvs or not kvs[0].get("lease"):
+        return False
+    ttl = cluster.etcd("/v3/lease/timetolive", {"ID": kvs[0]["lease"]}).get("TTL")
+    return ttl is not None and int(ttl) >= 9
+
+
+def settle(cluster, hosts):
+    """Every host of hosts serving again after an outage: a host cut off
+    from the quorum longer than its lease's TTL serves again only once it
+    has a lease and has read every record anew, and the next tests want
+    every host serving."""
+    for h in hosts:
+        wait_until(lambda: lease_fresh(cluster, h), 30, f"{h}'s lease to be kept alive again")
+        probe = f"q{secrets.token_hex(6)}"
+        wait_until(lambda: cluster.exec(probe, "true", host=h).status == 200, 60,
+                   f"{h} to serve its rooms again")
+        cluster.request("DELETE", f"/api/rooms/{probe}", host=h)
+
+
 @pytest.fixture
 def restore_etcd(cluster):
     stopped = []
     yield stopped
     for h in stopped:
         cluster.etcd_start(h)
-    # a host cut off from the quorum longer than its lease's TTL serves
-    # again only once it has a lease and has read every record anew: the
-    # next tests want every host serving
-    for h in cluster.hosts:
-        probe = f"q{secrets.token_hex(6)}"
-        wait_until(lambda: cluster.exec(probe, "true", host=h).status == 200, 60,
-                   f"{h} to serve its rooms again")
-        cluster.request("DELETE", f"/api/rooms/{probe}", host=h)
+    settle(cluster, cluster.hosts)
 
 
 def test_one_member_of_three_down(cluster_mode, room, restore_etcd):
@@ -122,10 +143,12 @@ class EtcdCut:
 
     def __init__(self):
         self.cut_hosts = []
+        self.were_cut = set()
 
     def cut(self, host):
         nft_in(host, "add table inet " + self.TABLE)
         self.cut_hosts.append(host)
+        self.were_cut.add(host)
         nft_in(host, f"add chain inet {self.TABLE} out {{ type filter hook output priority 0; }}")
         nft_in(host, f"add rule inet {self.TABLE} out tcp dport 2379 reject with tcp reset")
         # the connections already open end now, not at their next
@@ -140,11 +163,16 @@ class EtcdCut:
 
 
 @pytest.fixture
-def etcd_cut():
+def etcd_cut(cluster):
     cuts = EtcdCut()
     yield cuts
     for h in list(cuts.cut_hosts):
         cuts.heal(h)
+    # healed during the test or now: a cut that outlasted the lease's TTL
+    # fences the host at its next keepalive, which may come after the
+    # test's last request (seen: the next test's first exec on it met
+    # "reading etcd's records anew")
+    settle(cluster, sorted(cuts.were_cut))
 
 
 def test_a_move_aborted_while_a_host_had_no_watch(cluster_mode, room, etcd_cut):
