@@ -73,8 +73,9 @@
 #include <unistd.h>
 
 #include "epoch_store.h"
-#include "fair_share.h"
+#include "errbuf.h"
 #include "etcd.h"
+#include "fair_share.h"
 #include "http.h"
 #include "move.h"
 #include "roomid.h"
@@ -424,7 +425,7 @@ static int resync(int64_t *rev, char *err, size_t errlen)
 	char end[64];
 
 	etcd_prefix_end("/roombox/", end, sizeof(end));
-	if (etcd_range(&cl.etcd, "/roombox/", end, &kvs, &n, rev, err, errlen) < 0)
+	if (etcd_range(&cl.etcd, "/roombox/", end, &kvs, &n, rev, NULL, err, errlen) < 0)
 		return -1;
 	int64_t gen = ++cl.resync;
 	for (size_t i = 0; i < n; i++)
@@ -503,18 +504,17 @@ static void *watch_main(void *unused)
 static int register_host(int64_t lease, char *err, size_t errlen)
 {
 	char key[128], *value;
-	struct etcd_kv *kvs;
-	size_t n;
-	int64_t rev;
+	struct etcd_kv kv;
+	struct host_record h;
 	bool maint = false;
+	int got;
 
 	snprintf(key, sizeof(key), CLUSTER_HOSTS_PREFIX "%s", cl.me);
-	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, err, errlen) < 0)
+	if ((got = etcd_get(&cl.etcd, key, &kv, NULL, err, errlen)) < 0)
 		return -1;
-	struct host_record h;
-	if (n == 1 && host_record_parse(kvs[0].value, kvs[0].value_len, &h) == 0)
+	if (got == 1 && host_record_parse(kv.value, kv.value_len, &h) == 0)
 		maint = h.maint;
-	etcd_kvs_free(kvs, n);
+	etcd_kv_clear(&kv);
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "url", json_object_new_string(cl.app->cfg.cluster_url));
 	json_object_object_add(o, "state", json_object_new_string(maint ? "maint" : "ready"));
@@ -599,12 +599,12 @@ static void *lease_main(void *unused)
 int cluster_start(struct app *app, char *err, size_t errlen)
 {
 	pthread_t t;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], why[256];
 
 	if (strspn(app->cfg.cluster_etcd, ", ") == strlen(app->cfg.cluster_etcd))
 		return 0;   /* single host */
-	if (etcd_init(&cl.etcd, app->cfg.cluster_etcd, err, errlen) < 0)
-		return -1;
+	if (etcd_init(&cl.etcd, app->cfg.cluster_etcd, why, sizeof(why)) < 0)
+		return errorf(err, errlen, "cluster_etcd: %s", why);
 	snprintf(dir, sizeof(dir), "%s/epochs", app->cfg.state_dir);
 	if (epoch_store_init(dir, err, errlen) < 0)
 		return -1;
@@ -617,7 +617,6 @@ int cluster_start(struct app *app, char *err, size_t errlen)
 	 * answer yet is the threads' to retry (what the read queues for the
 	 * tombstone thread waits for it) */
 	int64_t rev;
-	char why[256];
 	long long sent = now_ms();
 	if (grant_and_register(why, sizeof(why)) == 0)
 		atomic_store(&cl.lease_until, sent + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS);
@@ -783,7 +782,7 @@ static void look_up(const char *room)
 	char key[128], err[256];
 
 	record_key(room, key, sizeof(key));
-	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, err, sizeof(err)) < 0)
+	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, NULL, err, sizeof(err)) < 0)
 		return;   /* nothing to learn: the handler answers from what is here */
 	for (size_t i = 0; i < n; i++)
 		apply_kv(&kvs[i], false, 0, rev);
