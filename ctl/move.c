@@ -116,10 +116,9 @@ static char *host_url(struct etcd *e, const char *host, char **state)
 {
 	char key[128], err[512], *url = NULL;
 	struct etcd_kv kv = { 0 };
-	bool stale;
 
 	snprintf(key, sizeof(key), HOSTS_PREFIX "%s", host);
-	if (etcd_get(e, key, &kv, &stale, err, sizeof(err)) == 1) {
+	if (etcd_get(e, key, &kv, NULL, err, sizeof(err)) == 1) {
 		json_object *v = json_tokener_parse(kv.value);
 
 		if (field(v, "url"))
@@ -293,7 +292,9 @@ static int stream(const char *a_url, const char *b_url, const char *room, const 
 /* The outcome of a commit whose answer did not say (an error): 1 the
  * record names `to` at epoch (committed), 0 the record is still the one
  * read at rev (not committed), -1 anything else or etcd silent for
- * COMMIT_ASK_S (said). */
+ * COMMIT_ASK_S (said).  Every read of a move is etcd's quorum's, never
+ * one member's copy: a member behind would show the record as it was
+ * and make a committed move look aborted. */
 static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const char *to,
 			  long long epoch)
 {
@@ -303,8 +304,7 @@ static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const c
 	for (;;) {
 		struct etcd_kv kv = { 0 };
 		char err[512];
-		bool stale;
-		int got = etcd_get(e, rkey, &kv, &stale, err, sizeof(err)), rc = -1;
+		int got = etcd_get(e, rkey, &kv, NULL, err, sizeof(err)), rc = -1;
 
 		if (got == 1) {
 			json_object *v = json_tokener_parse(kv.value);
@@ -333,11 +333,11 @@ static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const c
 static int moving_delete(struct etcd *e, const char *mkey, int64_t mrev, char *err, size_t errlen)
 {
 	struct etcd_kv kv = { 0 };
-	bool stale, done;
+	bool done;
 	int got;
 
 	if (mrev == 0) {
-		got = etcd_get(e, mkey, &kv, &stale, err, errlen);
+		got = etcd_get(e, mkey, &kv, NULL, err, errlen);
 		mrev = kv.mod_rev;
 		etcd_kv_clear(&kv);
 		if (got <= 0)
@@ -356,7 +356,7 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	char rkey[160], mkey[160], header[400], msg[300], sig[65], why[900] = "", value[200];
 	char err[512], *a_url = NULL, *b_url = NULL, *b_state = NULL, *from = NULL;
 	struct etcd_kv rec = { 0 }, existing;
-	bool stale, done;
+	bool done;
 	unsigned char *key;
 	size_t klen = 0;
 	long long epoch;
@@ -374,8 +374,8 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	}
 	snprintf(rkey, sizeof(rkey), ROOMS_PREFIX "%s", room);
 	snprintf(mkey, sizeof(mkey), MOVING_PREFIX "%s", room);
-	got = etcd_get(e, rkey, &rec, &stale, err, sizeof(err));
-	if (got != 1 || stale) {
+	got = etcd_get(e, rkey, &rec, NULL, err, sizeof(err));
+	if (got != 1) {
 		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
 			got == 0 ? "no record in etcd (the room was never placed)" : err);
 		goto out;
@@ -507,18 +507,17 @@ int move_abort(struct etcd *e, const char *room, move_flip *flip, void *ctx)
 {
 	char rkey[160], mkey[160], err[512];
 	struct etcd_kv rec = { 0 }, mv = { 0 };
-	bool stale;
 	int got, rc = 1;
 
 	snprintf(rkey, sizeof(rkey), ROOMS_PREFIX "%s", room);
 	snprintf(mkey, sizeof(mkey), MOVING_PREFIX "%s", room);
-	got = etcd_get(e, mkey, &mv, &stale, err, sizeof(err));
+	got = etcd_get(e, mkey, &mv, NULL, err, sizeof(err));
 	if (got == 0) {
 		printf("room %s: no move in flight\n", room);
 		rc = 0;
 		goto out;
 	}
-	if (got < 0 || (got = etcd_get(e, rkey, &rec, &stale, err, sizeof(err))) < 0) {
+	if (got < 0 || (got = etcd_get(e, rkey, &rec, NULL, err, sizeof(err))) < 0) {
 		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, err);
 		goto out;
 	}
