@@ -44,6 +44,8 @@
 #define BACKEND "roombox_hosts"
 #define MAP_SUFFIX "/hosts.map"
 #define BATCH_CHARS 8000
+/* an operator can wait: each etcd member is given this long */
+#define ETCD_MEMBER_MS 5000L
 
 bool cluster_is_verb(const char *verb)
 {
@@ -77,7 +79,8 @@ struct placement {
 	struct etcd_kv *rooms, *hosts;
 	int nrooms, nhosts;
 	json_object **room_json;     /* parsed values, per room */
-	bool stale;
+	bool stale;                  /* one member's copy: why says why */
+	char why[512];               /* and why a load failed */
 };
 
 static void placement_free(struct placement *p)
@@ -89,17 +92,37 @@ static void placement_free(struct placement *p)
 	etcd_kvs_free(p->hosts, p->nhosts);
 }
 
+/* Every key under prefix (a stale copy allowed: see placement). */
+static int load_prefix(struct etcd *e, struct placement *p, const char *prefix,
+		       struct etcd_kv **kvs, int *n)
+{
+	char end[64], why[sizeof(p->why)];
+	size_t got;
+	int64_t rev;
+	bool stale;
+
+	etcd_prefix_end(prefix, end, sizeof(end));
+	if (etcd_range(e, prefix, end, kvs, &got, &rev, &stale, why, sizeof(why)) < 0) {
+		snprintf(p->why, sizeof(p->why), "%s", why);
+		return -1;
+	}
+	*n = (int)got;
+	if (stale) {
+		p->stale = true;
+		snprintf(p->why, sizeof(p->why), "%s", why);
+	}
+	return 0;
+}
+
 static int placement_load(struct etcd *e, struct placement *p, bool rooms_too)
 {
 	memset(p, 0, sizeof(*p));
-	if (etcd_range_prefix(e, HOSTS_PREFIX, &p->hosts, &p->nhosts) < 0)
+	if (load_prefix(e, p, HOSTS_PREFIX, &p->hosts, &p->nhosts) < 0)
 		return -1;
-	p->stale = e->err[0] != '\0';
 	if (!rooms_too)
 		return 0;
-	if (etcd_range_prefix(e, ROOMS_PREFIX, &p->rooms, &p->nrooms) < 0)
+	if (load_prefix(e, p, ROOMS_PREFIX, &p->rooms, &p->nrooms) < 0)
 		return -1;
-	p->stale |= e->err[0] != '\0';
 	p->room_json = calloc((size_t)p->nrooms + 1, sizeof(*p->room_json));
 	for (int i = 0; p->room_json && i < p->nrooms; i++)
 		p->room_json[i] = json_tokener_parse(p->rooms[i].value);
@@ -123,10 +146,10 @@ static int rooms_on(const struct placement *p, const char *host)
 	return n;
 }
 
-static void warn_stale(const struct etcd *e, const struct placement *p)
+static void warn_stale(const struct placement *p)
 {
 	if (p->stale)
-		fprintf(stderr, "roomboxctl: %s\n", e->err);
+		fprintf(stderr, "roomboxctl: %s\n", p->why);
 }
 
 /* ---- hosts, where ---- */
@@ -136,10 +159,10 @@ static int verb_hosts(struct etcd *e)
 	struct placement p;
 
 	if (placement_load(e, &p, true) < 0) {
-		fprintf(stderr, "roomboxctl: %s\n", e->err);
+		fprintf(stderr, "roomboxctl: %s\n", p.why);
 		return 1;
 	}
-	warn_stale(e, &p);
+	warn_stale(&p);
 	printf("%-20s %-6s %6s  %s\n", "HOST", "STATE", "ROOMS", "URL");
 	for (int i = 0; i < p.nhosts; i++) {
 		json_object *v = json_tokener_parse(p.hosts[i].value);
@@ -175,6 +198,7 @@ static int verb_where(const struct cluster_ctl *c, struct etcd *e, const char *r
 	char key[160], err[512], *map, *ans = NULL, cmd[600];
 	json_object *v;
 	const char *host;
+	bool stale;
 	int rc;
 
 	if (!room_id_valid(room)) {
@@ -182,13 +206,11 @@ static int verb_where(const struct cluster_ctl *c, struct etcd *e, const char *r
 		return 2;
 	}
 	snprintf(key, sizeof(key), ROOMS_PREFIX "%s", room);
-	rc = etcd_get(e, key, &kv);
-	if (rc < 0) {
-		fprintf(stderr, "roomboxctl: %s\n", e->err);
+	rc = etcd_get(e, key, &kv, &stale, err, sizeof(err));
+	if (rc < 0 || stale)
+		fprintf(stderr, "roomboxctl: %s\n", err);
+	if (rc < 0)
 		return 1;
-	}
-	if (e->err[0])
-		fprintf(stderr, "roomboxctl: %s\n", e->err);
 	if (rc == 0) {
 		printf("room %s: not placed (no record in etcd): the next request that creates it "
 		       "places it\n", room);
@@ -197,7 +219,7 @@ static int verb_where(const struct cluster_ctl *c, struct etcd *e, const char *r
 	v = json_tokener_parse(kv.value);
 	host = field(v, "host") ?: "?";
 	snprintf(key, sizeof(key), HOSTS_PREFIX "%s", host);
-	rc = etcd_get(e, key, &hk);
+	rc = etcd_get(e, key, &hk, &stale, err, sizeof(err));
 	if (rc == 1) {
 		json_object *hv = json_tokener_parse(hk.value);
 
@@ -211,7 +233,7 @@ static int verb_where(const struct cluster_ctl *c, struct etcd *e, const char *r
 	etcd_kv_clear(&hk);
 	/* a move in flight (or left by a mover that died: move --abort) */
 	snprintf(key, sizeof(key), MOVING_PREFIX "%s", room);
-	if (etcd_get(e, key, &hk) == 1)
+	if (etcd_get(e, key, &hk, &stale, err, sizeof(err)) == 1)
 		printf("moving: %s (the room answers 503 until the move ends; a mover that died "
 		       "leaves this: roomboxctl move --abort %s)\n", hk.value, room);
 	etcd_kv_clear(&hk);
@@ -429,12 +451,12 @@ static int route_sync(const struct cluster_ctl *c, struct etcd *e, bool quiet)
 	int nhave = 0, nwant = 0, added = 0, changed = 0, removed = 0, pruned = 0, i, j;
 
 	if (placement_load(e, &p, true) < 0) {
-		fprintf(stderr, "roomboxctl: %s\n", e->err);
+		fprintf(stderr, "roomboxctl: %s\n", p.why);
 		return 1;
 	}
 	if (p.stale) {
 		/* a stale copy could take rooms off the map that etcd still has */
-		fprintf(stderr, "roomboxctl: route-sync: %s: the map is left as it is\n", e->err);
+		fprintf(stderr, "roomboxctl: route-sync: %s: the map is left as it is\n", p.why);
 		placement_free(&p);
 		return 1;
 	}
@@ -530,7 +552,7 @@ static int drain_moves(const struct cluster_ctl *c, struct etcd *e, const char *
 	int failed = 0, moved = 0;
 
 	if (placement_load(e, &p, true) < 0 || p.stale) {
-		fprintf(stderr, "roomboxctl: drain %s: %s\n", host, e->err);
+		fprintf(stderr, "roomboxctl: drain %s: %s\n", host, p.why);
 		if (!p.stale)
 			return 1;
 		placement_free(&p);
@@ -580,9 +602,10 @@ static int drain_moves(const struct cluster_ctl *c, struct etcd *e, const char *
 
 static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *host, const char *state)
 {
-	char key[128];
+	char key[128], err[512];
 	struct etcd_kv kv = { 0 };
 	struct placement p;
+	bool stale, done = false;
 	int rc, left;
 
 	if (!host_name_ok(host)) {
@@ -593,9 +616,9 @@ static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *ho
 	for (int tries = 0; tries < 10; tries++) {
 		json_object *v;
 
-		rc = etcd_get(e, key, &kv);
-		if (rc < 0 || e->err[0]) {
-			fprintf(stderr, "roomboxctl: %s\n", e->err);
+		rc = etcd_get(e, key, &kv, &stale, err, sizeof(err));
+		if (rc < 0 || stale) {
+			fprintf(stderr, "roomboxctl: %s\n", err);
 			etcd_kv_clear(&kv);
 			return 1;
 		}
@@ -612,17 +635,17 @@ static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *ho
 		}
 		json_object_object_add(v, "state", json_object_new_string(state));
 		rc = etcd_put_if_unchanged(e, key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
-					   kv.mod_revision);
+					   kv.mod_rev, &done, err, sizeof(err));
 		json_object_put(v);
 		etcd_kv_clear(&kv);
 		if (rc < 0) {
-			fprintf(stderr, "roomboxctl: %s\n", e->err);
+			fprintf(stderr, "roomboxctl: %s\n", err);
 			return 1;
 		}
-		if (rc == 1)
+		if (done)
 			break;
 	}
-	if (rc != 1) {
+	if (!done) {
 		fprintf(stderr, "roomboxctl: %s kept changing; try again\n", key);
 		return 1;
 	}
@@ -633,7 +656,7 @@ static int set_state(const struct cluster_ctl *c, struct etcd *e, const char *ho
 	if (strcmp(state, "maint") == 0)
 		failed += drain_moves(c, e, host, router);
 	if (placement_load(e, &p, true) < 0) {
-		fprintf(stderr, "roomboxctl: %s\n", e->err);
+		fprintf(stderr, "roomboxctl: %s\n", p.why);
 		return 1;
 	}
 	left = rooms_on(&p, host);
@@ -704,6 +727,7 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 {
 	const char *verb = argv[0];
 	struct etcd e;
+	char err[512];
 	int rc;
 
 	if (!((strcmp(verb, "hosts") == 0 || strcmp(verb, "route-sync") == 0) && argc == 1) &&
@@ -712,10 +736,11 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 	    !(strcmp(verb, "move") == 0 && argc == 3) &&
 	    !(strcmp(verb, "restore") == 0 && argc >= 2))
 		return -1;
-	if (etcd_open(&e, c->etcd) < 0) {
-		fprintf(stderr, "roomboxctl: %s\n", e.err);
+	if (etcd_init(&e, c->etcd, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roomboxctl: %s (cluster_etcd, or -e URLS)\n", err);
 		return 1;
 	}
+	e.timeout_ms = ETCD_MEMBER_MS * e.n;
 	if (strcmp(verb, "hosts") == 0)
 		rc = verb_hosts(&e);
 	else if (strcmp(verb, "where") == 0)
@@ -728,6 +753,5 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 		rc = verb_restore(c, &e, argc, argv);
 	else
 		rc = set_state(c, &e, argv[1], strcmp(verb, "drain") == 0 ? "maint" : "ready");
-	etcd_close(&e);
 	return rc;
 }

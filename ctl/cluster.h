@@ -1,5 +1,5 @@
 /* roomboxctl's cluster verbs: hosts, where, route-sync, move, drain, undrain.
- * They read and write etcd (etcd.c) and the router's runtime API
+ * They read and write etcd (common/etcd.c) and the router's runtime API
  * (haproxy.c); none of them talks to roombox-fcgi. */
 #ifndef ROOMBOX_CTL_CLUSTER_H
 #define ROOMBOX_CTL_CLUSTER_H

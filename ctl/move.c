@@ -114,11 +114,11 @@ static const char *field(json_object *o, const char *key)
 /* The URL of a host with a live record; its state in *state (malloc'd). */
 static char *host_url(struct etcd *e, const char *host, char **state)
 {
-	char key[128], *url = NULL;
+	char key[128], err[512], *url = NULL;
 	struct etcd_kv kv = { 0 };
 
 	snprintf(key, sizeof(key), HOSTS_PREFIX "%s", host);
-	if (etcd_get(e, key, &kv) == 1) {
+	if (etcd_get(e, key, &kv, NULL, err, sizeof(err)) == 1) {
 		json_object *v = json_tokener_parse(kv.value);
 
 		if (field(v, "url"))
@@ -292,7 +292,9 @@ static int stream(const char *a_url, const char *b_url, const char *room, const 
 /* The outcome of a commit whose answer did not say (an error): 1 the
  * record names `to` at epoch (committed), 0 the record is still the one
  * read at rev (not committed), -1 anything else or etcd silent for
- * COMMIT_ASK_S (said). */
+ * COMMIT_ASK_S (said).  Every read of a move is etcd's quorum's, never
+ * one member's copy: a member behind would show the record as it was
+ * and make a committed move look aborted. */
 static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const char *to,
 			  long long epoch)
 {
@@ -301,14 +303,15 @@ static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const c
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		struct etcd_kv kv = { 0 };
-		int got = etcd_get(e, rkey, &kv), rc = -1;
+		char err[512];
+		int got = etcd_get(e, rkey, &kv, NULL, err, sizeof(err)), rc = -1;
 
 		if (got == 1) {
 			json_object *v = json_tokener_parse(kv.value);
 			const char *host = field(v, "host");
 			long long n = v ? json_object_get_int64(json_object_object_get(v, "epoch")) : 0;
 
-			if (kv.mod_revision == rev)
+			if (kv.mod_rev == rev)
 				rc = 0;
 			else if (host && strcmp(host, to) == 0 && n == epoch)
 				rc = 1;
@@ -326,21 +329,21 @@ static int commit_outcome(struct etcd *e, const char *rkey, int64_t rev, const c
 }
 
 /* The moving key deleted if it is still the one written at mrev (0: any
- * moving key of the room).  0 deleted or gone, -1 with e->err. */
-static int moving_delete(struct etcd *e, const char *mkey, int64_t mrev)
+ * moving key of the room).  0 deleted or gone, -1 with err. */
+static int moving_delete(struct etcd *e, const char *mkey, int64_t mrev, char *err, size_t errlen)
 {
 	struct etcd_kv kv = { 0 };
+	bool done;
 	int got;
 
 	if (mrev == 0) {
-		got = etcd_get(e, mkey, &kv);
-		mrev = kv.mod_revision;
+		got = etcd_get(e, mkey, &kv, NULL, err, errlen);
+		mrev = kv.mod_rev;
 		etcd_kv_clear(&kv);
 		if (got <= 0)
 			return got;
 	}
-	struct etcd_cmp c = { mkey, "MOD", mrev };
-	return etcd_txn_cmps(e, &c, 1, NULL, NULL, false, mkey, NULL) < 0 ? -1 : 0;
+	return etcd_delete_if(e, mkey, mrev, &done, NULL, err, errlen);
 }
 
 /* A move (fd -1: the archive is A's export) or a restore (the archive
@@ -351,8 +354,9 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 {
 	const char *verb = fd < 0 ? "move" : "restore";
 	char rkey[160], mkey[160], header[400], msg[300], sig[65], why[900] = "", value[200];
-	char *a_url = NULL, *b_url = NULL, *b_state = NULL, *from = NULL;
-	struct etcd_kv rec = { 0 };
+	char err[512], *a_url = NULL, *b_url = NULL, *b_state = NULL, *from = NULL;
+	struct etcd_kv rec = { 0 }, existing;
+	bool done;
 	unsigned char *key;
 	size_t klen = 0;
 	long long epoch;
@@ -370,10 +374,10 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	}
 	snprintf(rkey, sizeof(rkey), ROOMS_PREFIX "%s", room);
 	snprintf(mkey, sizeof(mkey), MOVING_PREFIX "%s", room);
-	got = etcd_get(e, rkey, &rec);
-	if (got != 1 || e->err[0]) {
+	got = etcd_get(e, rkey, &rec, NULL, err, sizeof(err));
+	if (got != 1) {
 		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
-			got == 0 ? "no record in etcd (the room was never placed)" : e->err);
+			got == 0 ? "no record in etcd (the room was never placed)" : err);
 		goto out;
 	}
 	v = json_tokener_parse(rec.value);
@@ -416,12 +420,12 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	/* 1. the moving key */
 	snprintf(value, sizeof(value), "{\"from\":\"%s\",\"to\":\"%s\",\"epoch\":%lld}", from, to,
 		 epoch + 1);
-	struct etcd_cmp absent = { mkey, "CREATE", 0 };
-	got = etcd_txn_cmps(e, &absent, 1, mkey, value, false, NULL, &mrev);
-	if (got != 1) {
+	got = etcd_create_if_absent(e, mkey, value, &done, &existing, &mrev, err, sizeof(err));
+	etcd_kv_clear(&existing);
+	if (got < 0 || !done) {
 		fprintf(stderr, "roomboxctl: %s %s: %s\n", verb, room,
 			got == 0 ? "a move of it is already in flight (/roombox/moving/; a mover "
-			"that died leaves it: roomboxctl move --abort ROOM)" : e->err);
+			"that died leaves it: roomboxctl move --abort ROOM)" : err);
 		if (got < 0)   /* written, perhaps, and its answer lost */
 			fprintf(stderr, "roomboxctl: %s %s: if roomboxctl where %s says it moves, "
 				"roomboxctl move --abort %s\n", verb, room, room, room);
@@ -447,24 +451,25 @@ static int relocate(struct etcd *e, const char *key_file, const char *room, cons
 	if (flip)
 		flip(ctx, room, to);
 	snprintf(value, sizeof(value), "{\"host\":\"%s\",\"epoch\":%lld}", to, epoch + 1);
-	struct etcd_cmp both[2] = { { rkey, "MOD", rec.mod_revision }, { mkey, "MOD", mrev } };
-	got = etcd_txn_cmps(e, both, 2, rkey, value, false, mkey, NULL);
-	if (got != 1) {
+	struct etcd_cmp both[2] = { { rkey, ETCD_MOD, rec.mod_rev }, { mkey, ETCD_MOD, mrev } };
+	struct etcd_then commit = { .put_key = rkey, .put_value = value, .del_key = mkey };
+	got = etcd_txn(e, both, 2, &commit, &done, NULL, err, sizeof(err));
+	if (got < 0 || !done) {
 		/* no answer, or a comparison failed: perhaps on a retry of a
 		 * transaction that was applied; the record says which */
 		snprintf(why, sizeof(why), "%s", got == 0 ? "the room's record or its moving key "
-			 "changed meanwhile (another mover, or move --abort)" : e->err);
-		int done = commit_outcome(e, rkey, rec.mod_revision, to, epoch + 1);
-		if (done == 0 && got == 0) {
+			 "changed meanwhile (another mover, or move --abort)" : err);
+		int outcome = commit_outcome(e, rkey, rec.mod_rev, to, epoch + 1);
+		if (outcome == 0 && got == 0) {
 			/* not ours to abort: the moving key is someone else's */
 			fprintf(stderr, "roomboxctl: %s %s: %s; not committed\n", verb, room, why);
 			if (flip)
 				flip(ctx, room, from);
 			goto out;
 		}
-		if (done == 0)
+		if (outcome == 0)
 			goto abort;
-		if (done < 0) {
+		if (outcome < 0) {
 			fprintf(stderr, "roomboxctl: %s %s: the commit's outcome is unknown (%s; etcd does "
 				"not say): see roomboxctl where %s, then move --abort %s if its record "
 				"still names %s at epoch %lld\n", verb, room, why, room, room, from, epoch);
@@ -482,9 +487,9 @@ abort:
 	fprintf(stderr, "roomboxctl: %s %s: %s; the room stays on %s\n", verb, room, why, from);
 	if (flip)
 		flip(ctx, room, from);
-	if (moving_delete(e, mkey, mrev) < 0) {
+	if (moving_delete(e, mkey, mrev, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roomboxctl: %s %s: could not delete %s (%s): the room answers 503 "
-			"until it is deleted: roomboxctl move --abort %s\n", verb, room, mkey, e->err,
+			"until it is deleted: roomboxctl move --abort %s\n", verb, room, mkey, err,
 			room);
 		rc = 2;
 	}
@@ -500,28 +505,28 @@ out:
 
 int move_abort(struct etcd *e, const char *room, move_flip *flip, void *ctx)
 {
-	char rkey[160], mkey[160];
+	char rkey[160], mkey[160], err[512];
 	struct etcd_kv rec = { 0 }, mv = { 0 };
 	int got, rc = 1;
 
 	snprintf(rkey, sizeof(rkey), ROOMS_PREFIX "%s", room);
 	snprintf(mkey, sizeof(mkey), MOVING_PREFIX "%s", room);
-	got = etcd_get(e, mkey, &mv);
+	got = etcd_get(e, mkey, &mv, NULL, err, sizeof(err));
 	if (got == 0) {
 		printf("room %s: no move in flight\n", room);
 		rc = 0;
 		goto out;
 	}
-	if (got < 0 || (got = etcd_get(e, rkey, &rec)) < 0) {
-		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, e->err);
+	if (got < 0 || (got = etcd_get(e, rkey, &rec, NULL, err, sizeof(err))) < 0) {
+		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, err);
 		goto out;
 	}
 	json_object *v = got == 1 ? json_tokener_parse(rec.value) : NULL;
 	const char *host = field(v, "host");
 	char *where = host ? strdup(host) : NULL;
 	json_object_put(v);
-	if (moving_delete(e, mkey, mv.mod_revision) < 0) {
-		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, e->err);
+	if (moving_delete(e, mkey, mv.mod_rev, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roomboxctl: move --abort %s: %s\n", room, err);
 		free(where);
 		goto out;
 	}

@@ -46,10 +46,14 @@
  * less a margin); past that `roomboxctl restore --force` may have given
  * its rooms to another host, which is the operator's assertion that this
  * host is gone.  So the moment etcd answers again after such a lapse, the
- * host is fenced: its rooms answer 503 + Retry-After until the watch
- * thread has read every record anew (a linearizable range begun after
- * etcd answered), and only then served -- or answered 421, if they went
- * elsewhere meanwhile.  (Between the heal and that first answer, at most a
+ * host is fenced -- by whichever thread hears etcd first: the lease
+ * thread's keepalive, the watch thread's full read or a request's own
+ * call, finding the lease not live -- and its rooms answer 503 +
+ * Retry-After until the watch thread has read every record anew under a
+ * live lease (a linearizable range begun after etcd answered), and only
+ * then served -- or answered 421, if they went elsewhere meanwhile.  While
+ * fenced, the watch thread reads again every half second instead of
+ * waiting in a watch.  (Between the heal and that first answer, at most a
  * keepalive interval, a client that reaches the host straight may still
  * be served the old copy; through the router it is not.)
  *
@@ -73,8 +77,9 @@
 #include <unistd.h>
 
 #include "epoch_store.h"
-#include "fair_share.h"
+#include "errbuf.h"
 #include "etcd.h"
+#include "fair_share.h"
 #include "http.h"
 #include "move.h"
 #include "roomid.h"
@@ -171,6 +176,22 @@ static void fence(void)
 	atomic_fetch_add(&cl.fence_gen, 1);
 	atomic_store(&cl.fenced, true);
 	atomic_store(&cl.reread, true);
+}
+
+/* One of this host's calls was answered by etcd: if the lease may have
+ * lapsed meanwhile, the outage is over for this host, and so the fence
+ * begins now, whichever thread heard etcd first (a request placing a
+ * room, the watch thread's read, the lease thread's keepalive may each
+ * come first, a second or more before the others).  Fenced already: the
+ * fence stands until the watch thread's read under a live lease. */
+static void heard_etcd(void)
+{
+	if (!lease_live() && !atomic_load(&cl.fenced)) {
+		fence();
+		fprintf(stderr, "roombox-fcgi: cluster: etcd answers again while this host's lease "
+			"may have lapsed; its rooms answer 503 until every record is read anew "
+			"under a live lease\n");
+	}
 }
 
 /* The entry of room, made if missing; with the write lock held. */
@@ -424,7 +445,7 @@ static int resync(int64_t *rev, char *err, size_t errlen)
 	char end[64];
 
 	etcd_prefix_end("/roombox/", end, sizeof(end));
-	if (etcd_range(&cl.etcd, "/roombox/", end, &kvs, &n, rev, err, errlen) < 0)
+	if (etcd_range(&cl.etcd, "/roombox/", end, &kvs, &n, rev, NULL, err, errlen) < 0)
 		return -1;
 	int64_t gen = ++cl.resync;
 	for (size_t i = 0; i < n; i++)
@@ -475,6 +496,7 @@ static void *watch_main(void *unused)
 			sleep_ms(RETRY_MS);
 			continue;
 		}
+		heard_etcd();
 		if (said)
 			fprintf(stderr, "roombox-fcgi: cluster: etcd answers again\n");
 		said = false;
@@ -484,6 +506,16 @@ static void *watch_main(void *unused)
 			else
 				fprintf(stderr, "roombox-fcgi: cluster: records read anew under a live "
 					"lease; this host's rooms are served again\n");
+		}
+		if (atomic_load(&cl.fenced)) {
+			/* still fenced: read again shortly rather than wait in a
+			 * watch for the lease thread's word (a keepalive sent before
+			 * the lease ran out and answered after it makes the lease
+			 * live again without a lapse, and so without a fence() to
+			 * end the watch: the host stayed fenced until the watch
+			 * failed for another reason) */
+			sleep_ms(RETRY_MS / 2);
+			continue;
 		}
 		why[0] = '\0';
 		etcd_prefix_end("/roombox/", end, sizeof(end));
@@ -503,18 +535,17 @@ static void *watch_main(void *unused)
 static int register_host(int64_t lease, char *err, size_t errlen)
 {
 	char key[128], *value;
-	struct etcd_kv *kvs;
-	size_t n;
-	int64_t rev;
+	struct etcd_kv kv;
+	struct host_record h;
 	bool maint = false;
+	int got;
 
 	snprintf(key, sizeof(key), CLUSTER_HOSTS_PREFIX "%s", cl.me);
-	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, err, errlen) < 0)
+	if ((got = etcd_get(&cl.etcd, key, &kv, NULL, err, errlen)) < 0)
 		return -1;
-	struct host_record h;
-	if (n == 1 && host_record_parse(kvs[0].value, kvs[0].value_len, &h) == 0)
+	if (got == 1 && host_record_parse(kv.value, kv.value_len, &h) == 0)
 		maint = h.maint;
-	etcd_kvs_free(kvs, n);
+	etcd_kv_clear(&kv);
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "url", json_object_new_string(cl.app->cfg.cluster_url));
 	json_object_object_add(o, "state", json_object_new_string(maint ? "maint" : "ready"));
@@ -544,14 +575,18 @@ static int grant_and_register(char *err, size_t errlen)
  * lives at least until sent + ttl (etcd counts from its receipt). */
 static void lease_renewed(long long sent, int64_t ttl, bool *lapsed)
 {
-	atomic_store(&cl.lease_until, sent + ttl * 1000 - LEASE_MARGIN_MS);
 	if (*lapsed) {
-		/* the fence ends with a full read begun under this lease */
+		/* the fence ends with a full read begun under this lease: fenced
+		 * before the lease shows live, so that no read the watch thread
+		 * began before this fence can end it (a host that served on
+		 * and was fenced a moment later would turn clients away after
+		 * it had seemed to be back) */
 		*lapsed = false;
 		fence();
 		fprintf(stderr, "roombox-fcgi: cluster: etcd answers again after the lease lapsed; "
 			"this host's rooms answer 503 until every record is read anew\n");
 	}
+	atomic_store(&cl.lease_until, sent + ttl * 1000 - LEASE_MARGIN_MS);
 }
 
 static void *lease_main(void *unused)
@@ -599,12 +634,12 @@ static void *lease_main(void *unused)
 int cluster_start(struct app *app, char *err, size_t errlen)
 {
 	pthread_t t;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], why[256];
 
 	if (strspn(app->cfg.cluster_etcd, ", ") == strlen(app->cfg.cluster_etcd))
 		return 0;   /* single host */
-	if (etcd_init(&cl.etcd, app->cfg.cluster_etcd, err, errlen) < 0)
-		return -1;
+	if (etcd_init(&cl.etcd, app->cfg.cluster_etcd, why, sizeof(why)) < 0)
+		return errorf(err, errlen, "cluster_etcd: %s", why);
 	snprintf(dir, sizeof(dir), "%s/epochs", app->cfg.state_dir);
 	if (epoch_store_init(dir, err, errlen) < 0)
 		return -1;
@@ -617,7 +652,6 @@ int cluster_start(struct app *app, char *err, size_t errlen)
 	 * answer yet is the threads' to retry (what the read queues for the
 	 * tombstone thread waits for it) */
 	int64_t rev;
-	char why[256];
 	long long sent = now_ms();
 	if (grant_and_register(why, sizeof(why)) == 0)
 		atomic_store(&cl.lease_until, sent + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS);
@@ -759,6 +793,7 @@ static int place_here(const char *room, struct response *rs)
 			       "(unreachable, or without a quorum); existing rooms keep serving", room);
 		return -1;
 	}
+	heard_etcd();
 	if (created) {
 		struct etcd_kv mine = { .value = value, .value_len = strlen(value),
 					.create_rev = rev, .mod_rev = rev };
@@ -783,8 +818,9 @@ static void look_up(const char *room)
 	char key[128], err[256];
 
 	record_key(room, key, sizeof(key));
-	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, err, sizeof(err)) < 0)
+	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, NULL, err, sizeof(err)) < 0)
 		return;   /* nothing to learn: the handler answers from what is here */
+	heard_etcd();
 	for (size_t i = 0; i < n; i++)
 		apply_kv(&kvs[i], false, 0, rev);
 	etcd_kvs_free(kvs, n);
@@ -842,6 +878,8 @@ bool cluster_room_ended(const char *room, struct response *rs)
 		return true;
 	record_key(room, key, sizeof(key));
 	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
+	if (rc == 0)
+		heard_etcd();
 	if (rc < 0 || !done) {
 		/* The room is gone from here but its record is not: a 200 would
 		 * leave the id placed on this host for good (listed by every

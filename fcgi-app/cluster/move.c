@@ -105,20 +105,19 @@ static int records_now(struct etcd *e, const char *room, struct room_record *rec
 		       bool *moving, char *err, size_t errlen)
 {
 	char key[128];
-	struct etcd_kv *kvs;
-	size_t n;
-	int64_t rev;
+	struct etcd_kv kv;
+	int got;
 
 	snprintf(key, sizeof(key), CLUSTER_ROOMS_PREFIX "%s", room);
-	if (etcd_range(e, key, NULL, &kvs, &n, &rev, err, errlen) < 0)
+	if ((got = etcd_get(e, key, &kv, NULL, err, errlen)) < 0)
 		return -1;
-	*has_rec = n == 1 && room_record_parse(kvs[0].value, kvs[0].value_len, rec) == 0;
-	etcd_kvs_free(kvs, n);
+	*has_rec = got == 1 && room_record_parse(kv.value, kv.value_len, rec) == 0;
+	etcd_kv_clear(&kv);
 	snprintf(key, sizeof(key), CLUSTER_MOVING_PREFIX "%s", room);
-	if (etcd_range(e, key, NULL, &kvs, &n, &rev, err, errlen) < 0)
+	if ((got = etcd_get(e, key, &kv, NULL, err, errlen)) < 0)
 		return -1;
-	*moving = n == 1;
-	etcd_kvs_free(kvs, n);
+	*moving = got == 1;
+	etcd_kv_clear(&kv);
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* The HTTP side of roombox-fcgi that does not depend on FastCGI: reading a
- * bounded request body, parsing it as strict JSON, and writing the answer.
+ * bounded request body (json_strict.c then parses it), and writing the
+ * answer.
  * main.c plugs libfcgi's streams in through struct http_input, so the whole
  * request pipeline (router_serve) runs in unit tests without a web server. */
 #ifndef ROOMBOX_FCGI_HTTP_H
@@ -91,17 +92,5 @@ bool http_query_value(const struct request *rq, const char *name, char *val, siz
 /* Read and throw away what is left of the body, at most HTTP_DISCARD_MAX. */
 void http_discard_body(const struct http_input *in);
 
-/* Parse exactly one JSON value (RFC 8259: no comments, single quotes, NaN,
- * trailing commas, raw control characters or trailing garbage; valid UTF-8).
- * Returns 0 with *out set (NULL for a JSON null, json-c's convention), or -1
- * with err set to json-c's reason.
- *
- * json-c keeps object keys as C strings, so a key holding "\u0000" would be
- * silently cut short ({"cmd\u0000x":..} would read as "cmd").  Each such NUL
- * is therefore turned into the byte JSON_KEY_NUL_MARK, which valid UTF-8 never
- * holds: validate.c reports it, everything else sees an unknown key. */
-#define JSON_KEY_NUL_MARK '\xff'
-int json_parse_strict(const char *text, size_t len, json_object **out,
-		      char *err, size_t errlen);
 
 #endif

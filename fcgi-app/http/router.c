@@ -10,6 +10,7 @@
 #include "metrics.h"
 #include "reqlog.h"
 #include "room_transfer.h"
+#include "json_strict.h"
 #include "router.h"
 #include "terminals.h"
 #include "watch.h"

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "json_strict.h"
 #include "protocol.h"
 #include "textenc.h"
 #include "validate.h"

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "exec_result.h"
-#include "http.h"
+#include "json_strict.h"
 #include "metrics.h"
 #include "process_store.h"
 #include "timefmt.h"

@@ -21,6 +21,7 @@
 
 #include "errbuf.h"
 #include "http.h"
+#include "json_strict.h"
 #include "room_settings.h"
 #include "roomid.h"
 

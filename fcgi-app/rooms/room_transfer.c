@@ -31,6 +31,7 @@
 #include "app.h"
 #include "helper_client.h"
 #include "http.h"
+#include "json_strict.h"
 #include "metrics.h"
 #include "preview_relay.h"
 #include "preview_store.h"

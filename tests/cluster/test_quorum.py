@@ -11,6 +11,7 @@ network namespace (EtcdCut)."""
 import base64
 import secrets
 import subprocess
+import time
 
 import pytest
 
@@ -234,4 +235,40 @@ def test_a_delete_that_cannot_remove_the_record_answers_503(cluster_mode, room, 
         return b if b.status == 200 else None
     b = wait_until(placed, 30, f"h2 to place {room}")
     assert b.host == "h2" and b.json["result"]["stdout"] == "new\n", b
+    c.request("DELETE", f"/api/rooms/{room}", host="h2")
+
+
+def test_a_host_back_after_its_lease_lapsed_stays_back(cluster_mode, room, etcd_cut):
+    """A host cut off from etcd past its lease's TTL, then healed, is fenced
+    (503) until it has read every record anew under a live lease; once it
+    serves its room again it goes on serving: the fence begins when etcd
+    first answers, whichever of its threads hears it, not a moment after the
+    host seemed back (a client, or an operator's check, would see it serve,
+    then turn requests away)."""
+    c = cluster_mode
+    a = c.exec(room, "echo kept > /tmp/f", host="h2")
+    assert a.status == 200 and a.host == "h2", a
+    log = c.run / "h2" / "fcgi.log"
+    lapsed = log.read_text().count("no keepalive answered within the lease's TTL")
+    etcd_cut.cut("h2")
+    wait_until(lambda: log.read_text().count("no keepalive answered within the lease's TTL") > lapsed,
+               30, "h2 to see its lease lapse")
+    heard = log.read_text().count("cluster: etcd answers again")
+    etcd_cut.heal("h2")
+    # until one of its threads hears etcd, h2 serves from what it knew (it
+    # cannot tell a partition from etcd's quorum lost); from then on, its
+    # room answers 503 until the fence ends, then 200
+    wait_until(lambda: log.read_text().count("cluster: etcd answers again") > heard, 30,
+               "h2 to hear etcd again")
+    wait_until(lambda: c.exec(room, "true", host="h2").status == 200, 30,
+               "h2 to serve its room again")
+    # back means back: every request of the next 2 s (10 at the least) is
+    # served, none meets a fence that came late
+    end = time.monotonic() + 2
+    n = 0
+    while n < 10 or time.monotonic() < end:
+        b = c.exec(room, "cat /tmp/f", host="h2")
+        assert b.status == 200 and b.json["result"]["stdout"] == "kept\n", (n, b)
+        n += 1
+        time.sleep(0.05)
     c.request("DELETE", f"/api/rooms/{room}", host="h2")

@@ -1,4 +1,4 @@
-/* libFuzzer target: what etcd answers (fcgi-app/cluster/etcd_json.c), a
+/* libFuzzer target: what etcd answers (common/etcd_json.c), a
  * watch stream and a range answer, bytes any member of the cluster (or
  * whoever wrote its keys) decides.
  *
@@ -17,7 +17,7 @@
 
 #include "etcd_json.h"
 #include "fuzz.h"
-#include "http.h"
+#include "json_strict.h"
 
 static void check_kv(const struct etcd_kv *kv)
 {

@@ -20,6 +20,7 @@
 
 #include "fuzz.h"
 #include "http.h"
+#include "json_strict.h"
 #include "json_oracle.h"
 #include "validate.h"
 

@@ -20,6 +20,7 @@
 
 #include "fuzz.h"
 #include "http.h"
+#include "json_strict.h"
 #include "store.h"
 
 #define ROOM "fuzzroom"

@@ -1,4 +1,4 @@
-/* Unit tests for fcgi-app/cluster/etcd_json.c: etcd's answers as etcd
+/* Unit tests for common/etcd_json.c: etcd's answers as etcd
  * 3.4's JSON gateway writes them (the samples below were taken from one),
  * and the answers no etcd should send, which must be refused whole. */
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "etcd_json.h"
-#include "http.h"
+#include "json_strict.h"
 #include "move.h"
 
 /* {"host":"h1","epoch":1} */

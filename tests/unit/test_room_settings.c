@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "http.h"
+#include "json_strict.h"
 #include "room_settings.h"
 
 static json_object *parse(const char *text)

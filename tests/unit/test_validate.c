@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "http.h"
+#include "json_strict.h"
 #include "validate.h"
 
 #define TIMEOUT_MAX 600000

@@ -1,6 +1,8 @@
 /* Byte strings to JSON-safe text: UTF-8 with U+FFFD for every invalid
- * sequence (as WHATWG's decoder does), base64, UTF-16 lengths.  Only
- * roombox-fcgi shapes text for clients: none of this runs setuid. */
+ * sequence (as WHATWG's decoder does), base64, UTF-16 lengths.  roombox-fcgi
+ * shapes text for clients with it, and the etcd client (etcd.c) writes and
+ * reads keys and values in its base64; the helper never links it: none of
+ * this runs setuid. */
 #ifndef ROOMBOX_TEXTENC_H
 #define ROOMBOX_TEXTENC_H
 #include <stdbool.h>

@@ -3,10 +3,10 @@
  * The gateway is grpc-gateway over etcd's protobuf API, so: int64 fields
  * come as strings of digits, fields holding a zero value are left out,
  * keys and values are base64.  JSON goes through json_parse_strict (the
- * same reader as request bodies: depth-bounded, NUL-safe), base64 through
- * textenc.c's strict decoder; a key or value with a NUL, a key past
- * ETCD_KEY_MAX or a value past ETCD_VALUE_MAX is refused whole rather
- * than cut, because a cut key would name another room. */
+ * same reader as roombox-fcgi's request bodies: depth-bounded, NUL-safe),
+ * base64 through textenc.c's strict decoder; a key or value with a NUL, a
+ * key past ETCD_KEY_MAX or a value past ETCD_VALUE_MAX is refused whole
+ * rather than cut, because a cut key would name another room. */
 #include "etcd_json.h"
 
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "errbuf.h"
-#include "http.h"
+#include "json_strict.h"
 #include "textenc.h"
 
 int etcd_int64(json_object *parent, const char *field, int64_t *out)
@@ -104,6 +104,12 @@ static int kv_parse(json_object *o, struct etcd_kv *kv)
 		return -1;
 	}
 	return 0;
+}
+
+void etcd_kv_clear(struct etcd_kv *kv)
+{
+	free(kv->value);
+	kv->value = NULL;
 }
 
 void etcd_kvs_free(struct etcd_kv *kvs, size_t n)

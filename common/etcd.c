@@ -2,12 +2,16 @@
  *
  * Why it is written this way:
  * - etcd's JSON gateway (POST /v3/...) on each member's client URL, with
- *   libcurl (as the agent's model calls, llm.c): no gRPC, no code
- *   generator, and every answer goes through etcd_json.c's checks.
+ *   libcurl: no gRPC, no code generator, and every answer goes through
+ *   etcd_json.c's checks, whichever program asked.
  * - A unary call has ETCD_CALL_MS for all the members together, each
  *   connect ETCD_CONNECT_MS: a member that is down refuses at once, one
  *   cut off from its quorum answers nothing, and the caller (a request
- *   creating a room) must get its 503 quickly either way.
+ *   creating a room) must get its 503 quickly either way.  roomboxctl
+ *   gives each member longer (an operator can wait).
+ * - libcurl's global start is etcd_init's: curl_global_init is thread-safe
+ *   and counted since libcurl 7.84 (Debian 12 has 7.88), so it needs no
+ *   guard of ours and may meet the agent's own (llm.c).
  * - The watch is one long POST whose answer never ends: libcurl hands its
  *   bytes to etcd_lines_feed, one JSON message a line.  TCP keepalive
  *   notices a member that vanished without closing (a cut cable, a
@@ -23,8 +27,7 @@
 #include <curl/curl.h>
 
 #include "errbuf.h"
-#include "http.h"
-#include "llm.h"
+#include "json_strict.h"
 #include "textenc.h"
 
 #define ETCD_CALL_MS 2500
@@ -35,22 +38,28 @@ int etcd_init(struct etcd *e, const char *list, char *err, size_t errlen)
 {
 	memset(e, 0, sizeof(*e));
 	e->timeout_ms = ETCD_CALL_MS;
-	for (const char *p = list; *(p += strspn(p, ", ")); ) {
-		size_t n = strcspn(p, ", ");
+	for (const char *p = list ? list : ""; *(p += strspn(p, ", \t")); ) {
+		size_t n = strcspn(p, ", \t");
 		if (e->n == ETCD_MEMBERS_MAX)
-			return errorf(err, errlen, "cluster_etcd: more than %d members", ETCD_MEMBERS_MAX);
+			return errorf(err, errlen, "more than %d etcd members", ETCD_MEMBERS_MAX);
 		if (n >= sizeof(e->urls[0]))
-			return errorf(err, errlen, "cluster_etcd: URL too long");
+			return errorf(err, errlen, "an etcd endpoint's URL past %zu bytes",
+				      sizeof(e->urls[0]) - 1);
+		if (n < 7 || strncmp(p, "http://", 7) != 0)
+			return errorf(err, errlen, "etcd endpoint '%.*s' is not an http:// URL", (int)n, p);
 		memcpy(e->urls[e->n], p, n);
 		while (n && e->urls[e->n][n - 1] == '/')
 			n--;
 		e->urls[e->n][n] = '\0';
 		e->n++;
-		p += strcspn(p, ", ");
+		p += strcspn(p, ", \t");
 	}
 	if (!e->n)
-		return errorf(err, errlen, "cluster_etcd: no URL");
-	return llm_init(err, errlen);   /* libcurl's global start, once */
+		return errorf(err, errlen, "no etcd endpoints");
+	CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (rc != CURLE_OK)
+		return errorf(err, errlen, "libcurl: %s", curl_easy_strerror(rc));
+	return 0;
 }
 
 void etcd_prefix_end(const char *prefix, char *out, size_t outlen)
@@ -168,6 +177,20 @@ static json_object *post(struct etcd *e, const char *path, json_object *req, cha
 	return o;
 }
 
+/* req (taken) posted; 0 when the answer is etcd's (its header's revision). */
+static int post_applied(struct etcd *e, const char *path, json_object *req, char *err, size_t errlen)
+{
+	json_object *a = post(e, path, req, err, errlen);
+	int64_t rev;
+
+	json_object_put(req);
+	if (!a)
+		return -1;
+	int rc = etcd_header_revision(a, &rev, err, errlen);
+	json_object_put(a);
+	return rc;
+}
+
 static void add_b64(json_object *o, const char *field, const char *s)
 {
 	char *b = base64_encode((const unsigned char *)s, strlen(s));
@@ -183,17 +206,32 @@ static void add_i64(json_object *o, const char *field, int64_t v)
 }
 
 int etcd_range(struct etcd *e, const char *key, const char *range_end,
-	       struct etcd_kv **kvs, size_t *n, int64_t *rev, char *err, size_t errlen)
+	       struct etcd_kv **kvs, size_t *n, int64_t *rev, bool *stale,
+	       char *err, size_t errlen)
 {
 	json_object *req = json_object_new_object(), *a, *arr = NULL;
 	int rc = -1;
 
 	*kvs = NULL;
 	*n = 0;
+	if (stale)
+		*stale = false;
 	add_b64(req, "key", key);
 	if (range_end)
 		add_b64(req, "range_end", range_end);
 	a = post(e, "/v3/kv/range", req, err, errlen);
+	if (!a && stale) {
+		char first[256];
+
+		snprintf(first, sizeof(first), "%s", err);
+		json_object_object_add(req, "serializable", json_object_new_boolean(1));
+		a = post(e, "/v3/kv/range", req, err, errlen);
+		if (a)
+			errorf(err, errlen, "%s; shown: one member's copy, possibly stale", first);
+		else
+			errorf(err, errlen, "%s", first);
+		*stale = a != NULL;
+	}
 	json_object_put(req);
 	if (!a)
 		return -1;
@@ -204,18 +242,39 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end,
 	return rc;
 }
 
+int etcd_get(struct etcd *e, const char *key, struct etcd_kv *kv, bool *stale,
+	     char *err, size_t errlen)
+{
+	struct etcd_kv *kvs;
+	size_t n;
+	int64_t rev;
+
+	memset(kv, 0, sizeof(*kv));
+	if (etcd_range(e, key, NULL, &kvs, &n, &rev, stale, err, errlen) < 0)
+		return -1;
+	if (n > 1 || (n == 1 && strcmp(kvs[0].key, key) != 0)) {
+		etcd_kvs_free(kvs, n);
+		return errorf(err, errlen, "etcd: the range of %.100s names another key", key);
+	}
+	if (n == 1)
+		*kv = kvs[0];
+	free(kvs);
+	return (int)n;
+}
+
 /* A txn's "succeeded" (left out when false) and its header revision. */
 static int txn_post(struct etcd *e, json_object *req, bool *ok, int64_t *rev, json_object **answer,
 		    char *err, size_t errlen)
 {
 	json_object *a = post(e, "/v3/kv/txn", req, err, errlen), *s;
+	int64_t r;
 
 	json_object_put(req);
 	if (!a)
 		return -1;
 	*ok = json_object_object_get_ex(a, "succeeded", &s) &&
 	      json_object_is_type(s, json_type_boolean) && json_object_get_boolean(s);
-	if (etcd_header_revision(a, rev, err, errlen) < 0) {
+	if (etcd_header_revision(a, rev ? rev : &r, err, errlen) < 0) {
 		json_object_put(a);
 		return -1;
 	}
@@ -223,42 +282,85 @@ static int txn_post(struct etcd *e, json_object *req, bool *ok, int64_t *rev, js
 	return 0;
 }
 
-static json_object *compare(const char *key, const char *target, const char *field, int64_t v)
+static json_object *compare(const struct etcd_cmp *c)
 {
-	json_object *c = json_object_new_object();
-	add_b64(c, "key", key);
-	json_object_object_add(c, "target", json_object_new_string(target));
-	json_object_object_add(c, "result", json_object_new_string("EQUAL"));
-	add_i64(c, field, v);
-	return c;
+	json_object *o = json_object_new_object();
+	bool create = c->target == ETCD_CREATE;
+
+	add_b64(o, "key", c->key);
+	json_object_object_add(o, "target", json_object_new_string(create ? "CREATE" : "MOD"));
+	json_object_object_add(o, "result", json_object_new_string("EQUAL"));
+	add_i64(o, create ? "create_revision" : "mod_revision", c->rev);
+	return o;
+}
+
+static json_object *compares(const struct etcd_cmp *cmp, size_t ncmp)
+{
+	json_object *arr = json_object_new_array();
+
+	for (size_t i = 0; i < ncmp; i++)
+		json_object_array_add(arr, compare(&cmp[i]));
+	return arr;
+}
+
+static void add_op(json_object *arr, const char *op, json_object *inner)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, op, inner);
+	json_object_array_add(arr, o);
 }
 
 static json_object *one(const char *op, json_object *inner)
 {
-	json_object *arr = json_object_new_array(), *o = json_object_new_object();
-	json_object_object_add(o, op, inner);
-	json_object_array_add(arr, o);
+	json_object *arr = json_object_new_array();
+	add_op(arr, op, inner);
 	return arr;
+}
+
+static json_object *key_only(const char *key)
+{
+	json_object *o = json_object_new_object();
+	add_b64(o, "key", key);
+	return o;
+}
+
+int etcd_txn(struct etcd *e, const struct etcd_cmp *cmp, size_t ncmp, const struct etcd_then *then,
+	     bool *done, int64_t *rev, char *err, size_t errlen)
+{
+	json_object *req = json_object_new_object(), *ops = json_object_new_array(), *a;
+
+	if (then->put_key) {
+		json_object *put = key_only(then->put_key);
+		add_b64(put, "value", then->put_value);
+		if (then->keep_lease)
+			json_object_object_add(put, "ignore_lease", json_object_new_boolean(1));
+		add_op(ops, "request_put", put);
+	}
+	if (then->del_key)
+		add_op(ops, "request_delete_range", key_only(then->del_key));
+	json_object_object_add(req, "compare", compares(cmp, ncmp));
+	json_object_object_add(req, "success", ops);
+	if (txn_post(e, req, done, rev, &a, err, errlen) < 0)
+		return -1;
+	json_object_put(a);
+	return 0;
 }
 
 int etcd_create_if_absent(struct etcd *e, const char *key, const char *value,
 			  bool *created, struct etcd_kv *existing, int64_t *rev,
 			  char *err, size_t errlen)
 {
-	json_object *req = json_object_new_object(), *put = json_object_new_object();
-	json_object *get = json_object_new_object(), *a, *res, *r0, *rr, *kvs = NULL;
+	json_object *req = json_object_new_object(), *put = key_only(key);
+	json_object *a, *res, *r0, *rr, *kvs = NULL;
+	struct etcd_cmp absent = { key, ETCD_CREATE, 0 };
 	struct etcd_kv *found = NULL;
 	size_t n = 0;
 
 	memset(existing, 0, sizeof(*existing));
-	add_b64(put, "key", key);
 	add_b64(put, "value", value);
-	add_b64(get, "key", key);
-	json_object *cmp = json_object_new_array();
-	json_object_array_add(cmp, compare(key, "CREATE", "create_revision", 0));
-	json_object_object_add(req, "compare", cmp);
+	json_object_object_add(req, "compare", compares(&absent, 1));
 	json_object_object_add(req, "success", one("request_put", put));
-	json_object_object_add(req, "failure", one("request_range", get));
+	json_object_object_add(req, "failure", one("request_range", key_only(key)));
 	if (txn_post(e, req, created, rev, &a, err, errlen) < 0)
 		return -1;
 	if (*created) {
@@ -293,36 +395,35 @@ int etcd_create_if_absent(struct etcd *e, const char *key, const char *value,
 int etcd_put(struct etcd *e, const char *key, const char *value, int64_t lease,
 	     char *err, size_t errlen)
 {
-	json_object *req = json_object_new_object(), *a;
-	int64_t rev;
+	json_object *req = key_only(key);
 
-	add_b64(req, "key", key);
 	add_b64(req, "value", value);
 	if (lease)
 		add_i64(req, "lease", lease);
-	a = post(e, "/v3/kv/put", req, err, errlen);
-	json_object_put(req);
-	if (!a)
-		return -1;
-	int rc = etcd_header_revision(a, &rev, err, errlen);
-	json_object_put(a);
-	return rc;
+	return post_applied(e, "/v3/kv/put", req, err, errlen);
+}
+
+int etcd_put_if_unchanged(struct etcd *e, const char *key, const char *value, int64_t mod_rev,
+			  bool *done, char *err, size_t errlen)
+{
+	struct etcd_cmp same = { key, ETCD_MOD, mod_rev };
+	struct etcd_then put = { .put_key = key, .put_value = value, .keep_lease = true };
+
+	return etcd_txn(e, &same, 1, &put, done, NULL, err, errlen);
 }
 
 int etcd_delete_if(struct etcd *e, const char *key, int64_t mod_rev, bool *done, int64_t *rev,
 		   char *err, size_t errlen)
 {
-	json_object *req = json_object_new_object(), *del = json_object_new_object(), *a;
-	json_object *cmp = json_object_new_array();
+	struct etcd_cmp same = { key, ETCD_MOD, mod_rev };
+	struct etcd_then del = { .del_key = key };
 
-	add_b64(del, "key", key);
-	json_object_array_add(cmp, compare(key, "MOD", "mod_revision", mod_rev));
-	json_object_object_add(req, "compare", cmp);
-	json_object_object_add(req, "success", one("request_delete_range", del));
-	if (txn_post(e, req, done, rev, &a, err, errlen) < 0)
-		return -1;
-	json_object_put(a);
-	return 0;
+	return etcd_txn(e, &same, 1, &del, done, rev, err, errlen);
+}
+
+int etcd_delete(struct etcd *e, const char *key, char *err, size_t errlen)
+{
+	return post_applied(e, "/v3/kv/deleterange", key_only(key), err, errlen);
 }
 
 int etcd_lease_grant(struct etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen)

@@ -1,6 +1,8 @@
-/* What etcd's JSON gateway answers, read into plain structs (etcd_json.c).
+/* What etcd's JSON gateway answers, read into plain structs (etcd_json.c),
+ * for the etcd client (etcd.c) of roombox-fcgi and roomboxctl alike, and
+ * the records roombox keeps there.
  *
- * Every answer from etcd is input this process does not control (another
+ * Every answer from etcd is input the process does not control (another
  * host, an operator's etcdctl, a damaged member may have written it): each
  * function here checks types, bounds and encodings and refuses what it
  * does not expect, and never trusts a length it was told.  Nothing here
@@ -51,6 +53,8 @@ int etcd_header_revision(json_object *o, int64_t *rev, char *err, size_t errlen)
 /* A "kvs" array (absent = none) into *kvs (malloc'd, n of them). */
 int etcd_kvs_parse(json_object *arr, struct etcd_kv **kvs, size_t *n, char *err, size_t errlen);
 void etcd_kvs_free(struct etcd_kv *kvs, size_t n);
+/* One key-value's value freed (a struct etcd_kv of etcd_get's). */
+void etcd_kv_clear(struct etcd_kv *kv);
 
 /* One line of a watch stream: {"result":{...}} or {"error":{...}}. */
 int etcd_watch_parse(const char *text, size_t len, struct etcd_watch_msg *m,
