@@ -401,8 +401,9 @@ static void exec_job_end(struct exec *x, bool failed, const char *text)
  * more).  Not polled: the pipe is read when the answer depends on it -- at
  * the reap, or before the exec's processes are killed -- so a running exec
  * costs no wake-up.  Returns with x->start still open while the child has
- * not got as far as execve. */
-static bool exec_started(struct exec *x, bool dead, bool read_session)
+ * not got as far as execve.  True when the shell ran: its audit session is
+ * then the caller's to read (session_of), while it lives or is a zombie. */
+static bool exec_started(struct exec *x, bool dead)
 {
 	char text[160] = "";
 	ssize_t n = read(x->start, text, sizeof(text) - 1);
@@ -414,11 +415,9 @@ static bool exec_started(struct exec *x, bool dead, bool read_session)
 		return false;
 	close(x->start);
 	x->start = -1;
-	if (n == 0 || open_elsewhere) {
-		if (read_session)
-			x->session = session_of(x->shell);
+	if (n == 0 || open_elsewhere)
 		return true;
-	} else if (x->job) {
+	if (x->job) {
 		exec_job_end(x, true, n > 0 ? text : "the shell did not start");
 	} else {
 		if (x->conn >= 0)
@@ -431,13 +430,13 @@ static bool exec_started(struct exec *x, bool dead, bool read_session)
 	return false;
 }
 
-/* The answer, and the end of the connection: closed here, so the keeper
- * need not wake up for the helper's hang-up. */
+/* The answer, once the shell has ended, and the end of the connection:
+ * closed here, so the keeper need not wake up for the helper's hang-up. */
 static void exec_report(struct exec *x)
 {
-	if (!x->reported && !x->shell && x->job)
+	if (!x->reported && x->job)
 		exec_job_end(x, false, NULL);
-	if (!x->reported && !x->shell && x->conn >= 0) {
+	if (!x->reported && x->conn >= 0) {
 		send_msg(x->conn, KP_EXITED, x->status, x->timed_out, NULL);
 		x->reported = true;
 		close(x->conn);
@@ -503,10 +502,10 @@ static int wait_status(const siginfo_t *si)
 /* Each exited child is looked at before it is reaped: its error pipe is
  * read there (a shell that failed to start says why; one that ran has its
  * audit session readable while it is a zombie, and what it left running is
- * found by that session).  A channel's exec is answered first, from the
- * zombie's status: roombox-fcgi waits for nothing else, and the session's
- * /proc file, the reaping and the count of what is left are the keeper's
- * own business, done while roombox-fcgi already answers. */
+ * found by that session).  An exec is answered first, from the zombie's
+ * status: its caller waits for nothing else, and the session's /proc file,
+ * the reaping and the count of what is left are the keeper's own
+ * business, done while the caller already answers. */
 static void reap(void)
 {
 	kill_stopped_tools();
@@ -515,10 +514,9 @@ static void reap(void)
 		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
 			return;
 		struct exec *x = exec_of(si.si_pid);
-		bool job = x && x->job;
-		if (x && x->start >= 0 && exec_started(x, true, !job) && job) {
+		if (x && x->start >= 0 && exec_started(x, true)) {
 			x->status = wait_status(&si);
-			exec_job_end(x, false, NULL);
+			exec_report(x);
 			x->session = session_of(x->shell);
 		}
 		int st;
@@ -535,8 +533,8 @@ static void reap(void)
  * FAILED and close the connection. */
 static void exec_kill(struct exec *x)
 {
-	if (x->start >= 0)
-		exec_started(x, false, true);
+	if (x->start >= 0 && exec_started(x, false))
+		x->session = session_of(x->shell);
 	kill_set((struct victims){ x->shell, x->session });
 }
 
