@@ -47,8 +47,9 @@
  *            the room (default: exec_user).  The room is created, or its
  *            jail restarted, when needed.
  *            Passed I/O: the helper's fds 3, 4 and 5 are pipes the caller
- *            made (read end; write end; write end; stdout may be a unix
- *            stream socket), given to the command as its stdin, stdout and
+ *            made (read end; write end; write end; stdin may be /dev/null
+ *            read-only, stdout a unix stream socket; anything else is
+ *            closed), given to the command as its stdin, stdout and
  *            stderr; the caller writes the input and reads the output as
  *            the command runs.  A room's output never passes through the
  *            helper.

@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -111,6 +112,12 @@ static bool is_unix_stream(int fd)
 	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM;
 }
 
+/* /dev/null, as the stdin of a command given no input */
+static bool is_dev_null(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
 static void keep_passed_io(void)
 {
 	for (int i = 0; i < PASSED_IO; i++) {
@@ -130,6 +137,7 @@ static void keep_passed_io(void)
 		}
 		if (fstat(fd, &st) == 0 &&
 		    ((S_ISFIFO(st.st_mode) && (fl & O_ACCMODE) == (i == 0 ? O_RDONLY : O_WRONLY)) ||
+		     (i == 0 && is_dev_null(&st) && (fl & O_ACCMODE) == O_RDONLY) ||
 		     (i == 1 && S_ISSOCK(st.st_mode) && is_unix_stream(fd))) &&
 		    fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
 			passed_io[i] = fd;

@@ -1,8 +1,8 @@
 /* The one way roombox-fcgi runs something in a room: with its own pipes.
  *
- * roombox-fcgi makes three pipes (over the channel, two when the command
- * has no input: it reads /dev/null, no_input) and passes the command's ends
- * to the helper as its fds 3, 4 and 5 (common/protocol.h, "passed I/O"); the helper
+ * roombox-fcgi makes three pipes (two when the command has no input: it
+ * reads /dev/null, no_input) and passes the command's ends to the helper
+ * as its fds 3, 4 and 5 (common/protocol.h, "passed I/O"); the helper
  * hands them to the room's keeper, which gives them to the shell.  So the
  * bytes go from the command to this process with no one in between -- a
  * room's output never passes through the setuid helper -- and the helper
@@ -331,8 +331,7 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	/* the command's stdin: what the request or the sink gives, else
 	 * nothing at all */
 	bool input = sink->input || sink->stdin_until || (ex->stdin_data && ex->stdin_len);
-	/* (over the channel only: the helper takes pipes alone) */
-	int null_in = input || !via_channel ? -1 : no_input();
+	int null_in = input ? -1 : no_input();
 
 	if ((null_in < 0 && pipe2(in, O_CLOEXEC) < 0) || pipe2(errp, O_CLOEXEC) < 0 ||
 	    (file_socket ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out)
@@ -353,16 +352,9 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	x.existing = sink->existing;
 	if (via_channel)
 		p->chan = exec_channel_start(p->app, room, ex, pass);
-	/* the helper takes a pipe's read end only: one is made after all */
-	if (!p->chan && null_in >= 0 && pipe2(in, O_CLOEXEC) == 0)
-		pass[0] = in[0];
-	if (!p->chan && pass[0] != null_in)
+	if (!p->chan)
 		p->run = helper_exec_start(&target, room, &x,
 					   (long)(timeout + p->app->cfg.drain_ms) + HELPER_EXEC_GRACE_MS, pass, err);
-	else if (!p->chan) {
-		err->http_status = 500;
-		snprintf(err->message, sizeof(err->message), "pipe: %s", strerror(errno));
-	}
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);

@@ -173,11 +173,12 @@ def helper_answer(r):
                              f"stdout {r.stdout[:300]!r}, stderr {r.stderr[:300]!r} ({e})")
 
 
-def run_with_io(argv, request, stdin=b"", *, env=None, pass_fds=(), timeout=60):
+def run_with_io(argv, request, stdin=b"", *, env=None, pass_fds=(), timeout=60, stdin_path=None):
     """Run argv (a helper, maybe behind setpriv, time...) with one request on
     its stdin and, as roombox-fcgi does (passed I/O), pipes of our own as
     its fds 3, 4, 5: `stdin` written into the first, the other two read to
-    their ends.  (the CompletedProcess, the command's stdout bytes, its
+    their ends.  With stdin_path, fd 3 is that file opened for reading
+    instead.  (the CompletedProcess, the command's stdout bytes, its
     stderr bytes)."""
     data = request if isinstance(request, bytes) else encode_request(request)
     in_r, in_w = os.pipe()
@@ -203,7 +204,8 @@ def run_with_io(argv, request, stdin=b"", *, env=None, pass_fds=(), timeout=60):
             os.close(in_w)
 
     # bash, not dash: its redirections take descriptors above 9
-    shell = ["bash", "-c", f'exec "$@" 3<&{in_r} 4>&{out_w} 5>&{err_w} '
+    three = f"<&{in_r}" if stdin_path is None else f"<{shlex.quote(stdin_path)}"
+    shell = ["bash", "-c", f'exec "$@" 3{three} 4>&{out_w} 5>&{err_w} '
                            f'{in_r}<&- {out_w}>&- {err_w}>&-', "bash"]
     threads = [threading.Thread(target=read, args=(fd,), daemon=True) for fd in (out_r, err_r)]
     threads.append(threading.Thread(target=write, daemon=True))

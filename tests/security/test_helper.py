@@ -431,6 +431,24 @@ def test_caller_environment_and_descriptors_do_not_reach_the_room(stack, client)
 
 
 
+def test_stdin_may_be_dev_null_but_no_other_file(stack, client):
+    """fd 3, the command's stdin, is a pipe's read end or /dev/null (what
+    roombox-fcgi passes a command given no input); any other file a caller
+    passes there is closed, never given to the room: a host file (here the
+    service's token file) cannot become a room's input."""
+    room = unique_room("stdin")
+    client.touch(room)
+    rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "cat; readlink /proc/self/fd/0"},
+                          stdin_path="/dev/null")
+    assert rc == 0 and out["stdout"] == "/dev/null\n", out
+    rc, out = helper_exec([HELPER, "-c", stack.conf_path],
+                          {"op": "exec", "room": room, "cmd": "cat; echo done"},
+                          stdin_path=str(stack.tokens_file))
+    assert stack.token not in out["stdout"] + out["stderr"], out
+    assert client.sh(room, "echo ok") == "ok\n"
+
+
 def test_env_value_with_a_nul_byte_is_refused_by_name(stack, client):
     """roombox-fcgi refuses a NUL byte in an env value; the helper, trusting
     no caller, refuses it too: in a record a NUL ends the string, so the
