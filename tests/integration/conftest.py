@@ -180,17 +180,35 @@ def host_mountinfo_lines(*needles):
         return [l.rstrip("\n") for l in f if any(n in l for n in needles)]
 
 
-def loop_devices_backed_by(prefix):
-    found = []
-    base = Path("/sys/block")
-    for dev in base.glob("loop*"):
+def loop_devices():
+    """The host's loop devices: name -> what each reads (a path, with
+    " (deleted)" once unlinked, "/memfd:<name> (deleted)" for a memfd), ""
+    for one that is there but bound to nothing."""
+    found = {}
+    for dev in Path("/sys/block").glob("loop*"):
         try:
-            backing = (dev / "loop" / "backing_file").read_text().strip()
+            found[dev.name] = (dev / "loop" / "backing_file").read_text().strip()
         except OSError:
-            continue
-        if backing.startswith(prefix):
-            found.append((dev.name, backing))
+            if dev.exists():
+                found[dev.name] = ""
     return found
+
+
+def loop_devices_backed_by(prefix):
+    return [(name, backing) for name, backing in loop_devices().items()
+            if backing and backing.startswith(prefix)]
+
+
+def stalled_export(client, room):
+    """An export of room begun and then not read: its cut made and
+    mounted, its stream stalled on us.  The connection, to close."""
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+    conn.request("GET", f"/api/rooms/{room}/export",
+                 headers={"Authorization": f"Bearer {client.token}"})
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.status
+    resp.read(65536)
+    return conn
 
 
 def cgroup_group(state_dir):

@@ -1,15 +1,14 @@
 """DELETE /api/rooms/{id}: the room's processes, mounts, loop devices,
 cgroups and files all go.  Through nginx."""
 
-import http.client
 import os
-from pathlib import Path
 
 import pytest
 
 from conftest import (GONE_TIMEOUT, cgroup_dirs_named, cgroup_group, host_mountinfo_lines,
-                      loop_devices_backed_by, ns_inode, paths_naming, pid_alive,
-                      procs_in_ns, procs_of_room, procs_with_uid, unique_room, wait_until)
+                      loop_devices, loop_devices_backed_by, ns_inode, paths_naming, pid_alive,
+                      procs_in_ns, procs_of_room, procs_with_uid, stalled_export, unique_room,
+                      wait_until)
 
 SERVERS = ("nginx",)
 
@@ -70,13 +69,7 @@ def test_delete_leaves_nothing_of_the_room(client, stack, room):
 def loop_device_state(name):
     """None when /dev/<name> exists no more, else its backing file ("" when
     the device is there but unbound)."""
-    if not os.path.exists(f"/sys/block/{name}"):
-        return None
-    try:
-        with open(f"/sys/block/{name}/loop/backing_file") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    return loop_devices().get(name)
 
 
 @pytest.mark.serial
@@ -112,18 +105,14 @@ def test_stopped_rooms_give_back_their_loop_devices(client, stack, room):
 
 def unbound_loop_devices():
     """The host's loop devices that are there but bound to nothing."""
-    return {d.name for d in Path("/sys/block").glob("loop*") if loop_device_state(d.name) == ""}
+    return {name for name, backing in loop_devices().items() if backing == ""}
 
 
 def cut_devices(state):
     """The loop devices bound to a cut of the room at state: its copy on
     disk (unlinked once mounted) or in memory."""
-    found = []
-    for d in Path("/sys/block").glob("loop*"):
-        backing = loop_device_state(d.name)
-        if backing in (f"{state}/.cut.img (deleted)", "/memfd:roombox-cut (deleted)"):
-            found.append(d.name)
-    return found
+    return [name for name, backing in loop_devices().items()
+            if backing in (f"{state}/.cut.img (deleted)", "/memfd:roombox-cut (deleted)")]
 
 
 @pytest.mark.serial
@@ -140,13 +129,8 @@ def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
     held, used = [], []
     try:
         for _ in range(3):
-            conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+            conn = stalled_export(client, room)
             held.append(conn)
-            conn.request("GET", f"/api/rooms/{room}/export",
-                         headers={"Authorization": f"Bearer {client.token}"})
-            resp = conn.getresponse()
-            assert resp.status == 200
-            resp.read(65536)   # its cut mounted and walked, stalled on us
             new = [d for d in cut_devices(state) if d not in [u for u, _ in used]]
             assert len(new) == 1, (new, used)
             used.append((new[0], conn))

@@ -16,12 +16,11 @@ import struct
 import subprocess
 import tarfile
 import time
-from pathlib import Path
 
 import pytest
 
 from apt_util import APT, install_in_room
-from conftest import REPO, Client, started_stack, unique_room, wait_until
+from conftest import REPO, Client, loop_devices, stalled_export, started_stack, unique_room, wait_until
 from preview_util import expose, preview_get, start_in_room, wait_serving
 
 SERVERS = ("nginx", "lighttpd")
@@ -304,18 +303,6 @@ def test_an_exec_does_not_wait_for_an_export_being_read(client, room):
     assert not list(client.stack.room_state_dir(room).glob(".cut*"))
 
 
-def loop_backing_files():
-    """What every loop device of the host reads: a path, "(deleted)" once
-    unlinked, or "/memfd:<name> (deleted)" for a memfd."""
-    files = []
-    for f in Path("/sys/block").glob("loop*/loop/backing_file"):
-        try:
-            files.append(f.read_text().strip())
-        except OSError:
-            pass   # detached meanwhile
-    return files
-
-
 def test_exports_at_once_keep_at_most_one_cut_in_memory(client, room):
     """A running room's cut goes into memory only while no other export
     holds one there: each cut checks what the host has to spare before it
@@ -328,14 +315,8 @@ def test_exports_at_once_keep_at_most_one_cut_in_memory(client, room):
     held = []
     try:
         for r in (room, other):
-            conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
-            held.append(conn)
-            conn.request("GET", f"/api/rooms/{r}/export",
-                         headers={"Authorization": f"Bearer {client.token}"})
-            resp = conn.getresponse()
-            assert resp.status == 200
-            resp.read(65536)   # its cut mounted and walked, stalled on us
-        files = loop_backing_files()
+            held.append(stalled_export(client, r))
+        files = list(loop_devices().values())
         on_disk = [r for r in (room, other)
                    if f"{client.stack.room_state_dir(r)}/.cut.img (deleted)" in files]
         assert on_disk, files
