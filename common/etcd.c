@@ -160,8 +160,11 @@ out:
 	return o;
 }
 
-/* Each member in turn from the last that answered, within the call's time. */
-static json_object *post(struct etcd *e, const char *path, json_object *req, char *err, size_t errlen)
+/* Each member in turn from the last that answered, within the call's time;
+ * quorum: the answer is the quorum's (not one member's serializable read),
+ * which e->answered hears of. */
+static json_object *post_as(struct etcd *e, const char *path, json_object *req, bool quorum,
+			    char *err, size_t errlen)
 {
 	const char *body = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
 	int start = atomic_load(&e->current);
@@ -174,7 +177,14 @@ static json_object *post(struct etcd *e, const char *path, json_object *req, cha
 		if (o)
 			atomic_store(&e->current, m);
 	}
+	if (o && quorum && e->answered)
+		e->answered();
 	return o;
+}
+
+static json_object *post(struct etcd *e, const char *path, json_object *req, char *err, size_t errlen)
+{
+	return post_as(e, path, req, true, err, errlen);
 }
 
 /* req (taken) posted; 0 when the answer is etcd's (its header's revision). */
@@ -225,7 +235,7 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end,
 
 		snprintf(first, sizeof(first), "%s", err);
 		json_object_object_add(req, "serializable", json_object_new_boolean(1));
-		a = post(e, "/v3/kv/range", req, err, errlen);
+		a = post_as(e, "/v3/kv/range", req, false, err, errlen);
 		if (a)
 			errorf(err, errlen, "%s; shown: one member's copy, possibly stale", first);
 		else

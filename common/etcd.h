@@ -26,6 +26,10 @@ struct etcd {
 	int n;
 	atomic_int current;        /* the member that answered last */
 	long timeout_ms;           /* one unary call, all members together */
+	/* Called after each unary call the quorum answered (not a watch's
+	 * message, not one member's own copy): every call of the program, in
+	 * one place; NULL: none.  From the calling thread. */
+	void (*answered)(void);
 };
 
 /* From a list of http:// client URLs (commas or spaces): cluster_etcd, or
