@@ -529,7 +529,7 @@ int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t s
 	char url[320], curl_err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
 	CURL *c = curl_easy_init();
-	int m = atomic_load(&e->current);
+	int m = atomic_load(&e->current), ret = -1;
 
 	add_b64(cr, "key", key);
 	add_b64(cr, "range_end", range_end);
@@ -550,7 +550,11 @@ int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t s
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 3L);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
 	CURLcode rc = curl_easy_perform(c);
-	if (!w.failed) {
+	if (!w.failed && rc == CURLE_ABORTED_BY_CALLBACK) {
+		/* watch_progress: *stop, no failure (the member stays) */
+		errorf(err, errlen, "etcd watch: stopped");
+		ret = 0;
+	} else if (!w.failed) {
 		long status = 0;
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 		if (rc != CURLE_OK)
@@ -566,5 +570,5 @@ out:
 	json_object_put(req);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
-	return -1;
+	return ret;
 }

@@ -99,7 +99,8 @@ int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl_s, char *err, 
 
 /* Watch [key, range_end) from start_rev: on_msg gets each message (its
  * return < 0 ends the watch); returns when the stream ends, the member
- * goes away or *stop is set.  Always -1 with err saying why. */
+ * goes away or *stop is set: 0 when *stop ended it, else -1 with err
+ * saying why (an error while *stop was set too is still -1). */
 int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t start_rev,
 	       int (*on_msg)(void *ctx, const struct etcd_watch_msg *m), void *ctx,
 	       const atomic_bool *stop, char *err, size_t errlen);

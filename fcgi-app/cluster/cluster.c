@@ -520,11 +520,15 @@ static void *watch_main(void *unused)
 		}
 		why[0] = '\0';
 		etcd_prefix_end("/roombox/", end, sizeof(end));
-		etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.reread,
-			   err, sizeof(err));
+		int ended = etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.reread,
+				       err, sizeof(err));
 		atomic_store(&cl.synced, false);
-		if (!atomic_load(&cl.reread))
-			fprintf(stderr, "roombox-fcgi: cluster: %s\n", why[0] ? why : err);
+		/* ended by an error, said even when a fence's re-read was asked
+		 * for meanwhile (the read comes next either way); ended by that
+		 * ask alone (0), nothing to say */
+		if (ended < 0)
+			fprintf(stderr, "roombox-fcgi: cluster: %s%s\n", why[0] ? why : err,
+				atomic_load(&cl.reread) ? " (a fence's re-read of every record follows)" : "");
 		sleep_ms(RETRY_MS / 5);
 	}
 	return NULL;
