@@ -26,6 +26,14 @@ struct etcd {
 	int n;
 	atomic_int current;        /* the member that answered last */
 	long timeout_ms;           /* one unary call, all members together */
+	/* A member without a leader answers "no leader" at once instead of
+	 * holding the call (roomboxctl); every member saying so for
+	 * 3 s (etcd.c's ETCD_ELECTION_MS: an election's time) fails the
+	 * call, and every later one at once until etcd answers again
+	 * (leaderless).  false: a member holds the call until its answer or
+	 * the call's time (roombox-fcgi). */
+	bool require_leader;
+	atomic_bool leaderless;
 	/* Called after each unary call the quorum answered (not a watch's
 	 * message, not one member's own copy): every call of the program, in
 	 * one place; NULL: none.  From the calling thread. */
