@@ -17,12 +17,23 @@
  *   notices a member that vanished without closing (a cut cable, a
  *   partition), which would otherwise leave the stream silent forever.
  * - Only http, no redirects, sockets close-on-exec (no helper spawned by
- *   another thread meanwhile inherits one). */
+ *   another thread meanwhile inherits one).
+ * - require_leader (roomboxctl): a member that lost its quorum takes a
+ *   linearizable call and answers it only at etcd's own timeout (9 s
+ *   measured), so an operator waited 5 s per call, 10 for `hosts`.  With
+ *   gRPC's "hasleader" metadata (the gateway takes Grpc-Metadata-*
+ *   headers) a member that knows it has no leader answers "no leader" at
+ *   once.  An election answers so too for a moment: the call is asked
+ *   again for up to ETCD_ELECTION_MS, once per program (a call after that
+ *   one fails at once, until etcd answers again).  A member with a leader
+ *   but slow is given its time as before; one member's own copy (stale
+ *   reads) is asked without the header, which would refuse it too. */
 #include "etcd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <curl/curl.h>
 
@@ -32,6 +43,10 @@
 
 #define ETCD_CALL_MS 2500
 #define ETCD_CONNECT_MS 1000
+/* require_leader: how long every member saying "no leader" is taken for an
+ * election under way (asked again every ETCD_ELECTION_POLL_MS) */
+#define ETCD_ELECTION_MS 3000
+#define ETCD_ELECTION_POLL_MS 250
 #define ETCD_ANSWER_MAX (64u << 20)   /* a range of every room: 10,000s of them */
 
 int etcd_init(struct etcd *e, const char *list, char *err, size_t errlen)
@@ -117,14 +132,18 @@ static void handle_setup(CURL *c, const char *url, const char *body, struct curl
 	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 }
 
-/* POST path with req to one member; its JSON answer, or NULL with err. */
+/* POST path with req to one member; its JSON answer, or NULL with err
+ * (*no_leader: the member said it has none; asked only with leader). */
 static json_object *post_one(const char *base, const char *path, const char *body, long timeout_ms,
-			     char *err, size_t errlen)
+			     bool leader, bool *no_leader, char *err, size_t errlen)
 {
 	char url[320], curl_err[CURL_ERROR_SIZE] = "", why[128];
 	struct answer a = { 0 };
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
 	CURL *c = curl_easy_init();
+
+	if (h && leader)
+		h = curl_slist_append(h, "Grpc-Metadata-hasleader: true");
 	json_object *o = NULL;
 	long status = 0;
 
@@ -150,6 +169,8 @@ static json_object *post_one(const char *base, const char *path, const char *bod
 			json_object_object_get_ex(o, "message", &msg);
 		errorf(err, errlen, "etcd %s: HTTP %ld: %.200s", base, status,
 		       json_object_is_type(msg, json_type_string) ? json_object_get_string(msg) : "");
+		*no_leader = leader && json_object_is_type(msg, json_type_string) &&
+			     strcmp(json_object_get_string(msg), "etcdserver: no leader") == 0;
 		json_object_put(o);
 		o = NULL;
 	}
@@ -160,21 +181,55 @@ out:
 	return o;
 }
 
-/* Each member in turn from the last that answered, within the call's time. */
-static json_object *post(struct etcd *e, const char *path, json_object *req, char *err, size_t errlen)
+/* Each member in turn from the last that answered, within the call's time;
+ * quorum: the answer is the quorum's (not one member's serializable read),
+ * which e->answered hears of. */
+static json_object *post_as(struct etcd *e, const char *path, json_object *req, bool quorum,
+			    char *err, size_t errlen)
 {
 	const char *body = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-	int start = atomic_load(&e->current);
 	long each = e->timeout_ms / e->n > ETCD_CONNECT_MS ? e->timeout_ms / e->n : ETCD_CONNECT_MS;
+	bool leader = quorum && e->require_leader;
 	json_object *o = NULL;
+	struct timespec t0, t;
 
-	for (int i = 0; i < e->n && !o; i++) {
-		int m = (start + i) % e->n;
-		o = post_one(e->urls[m], path, body, each, err, errlen);
-		if (o)
-			atomic_store(&e->current, m);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int start = atomic_load(&e->current), leaderless = 0;
+		for (int i = 0; i < e->n && !o; i++) {
+			int m = (start + i) % e->n;
+			bool no_leader = false;
+			o = post_one(e->urls[m], path, body, each, leader, &no_leader, err, errlen);
+			if (o)
+				atomic_store(&e->current, m);
+			leaderless += no_leader;
+		}
+		if (o || !leaderless)
+			break;
+		/* every member that answered has no leader: an election, or
+		 * the quorum lost */
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long waited = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (atomic_load(&e->leaderless) || waited >= ETCD_ELECTION_MS) {
+			atomic_store(&e->leaderless, true);
+			errorf(err, errlen, "etcd has no quorum: %d of its %d members %s no leader, "
+			       "the others do not answer", leaderless, e->n,
+			       leaderless == 1 ? "answers it has" : "answer they have");
+			break;
+		}
+		struct timespec pause = { 0, ETCD_ELECTION_POLL_MS * 1000000L };
+		nanosleep(&pause, NULL);
 	}
+	if (o && quorum)   /* one member's own copy says nothing of a leader */
+		atomic_store(&e->leaderless, false);
+	if (o && quorum && e->answered)
+		e->answered();
 	return o;
+}
+
+static json_object *post(struct etcd *e, const char *path, json_object *req, char *err, size_t errlen)
+{
+	return post_as(e, path, req, true, err, errlen);
 }
 
 /* req (taken) posted; 0 when the answer is etcd's (its header's revision). */
@@ -225,7 +280,7 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end,
 
 		snprintf(first, sizeof(first), "%s", err);
 		json_object_object_add(req, "serializable", json_object_new_boolean(1));
-		a = post(e, "/v3/kv/range", req, err, errlen);
+		a = post_as(e, "/v3/kv/range", req, false, err, errlen);
 		if (a)
 			errorf(err, errlen, "%s; shown: one member's copy, possibly stale", first);
 		else
@@ -519,7 +574,7 @@ int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t s
 	char url[320], curl_err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
 	CURL *c = curl_easy_init();
-	int m = atomic_load(&e->current);
+	int m = atomic_load(&e->current), ret = -1;
 
 	add_b64(cr, "key", key);
 	add_b64(cr, "range_end", range_end);
@@ -540,7 +595,11 @@ int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t s
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 3L);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
 	CURLcode rc = curl_easy_perform(c);
-	if (!w.failed) {
+	if (!w.failed && rc == CURLE_ABORTED_BY_CALLBACK) {
+		/* watch_progress: *stop, no failure (the member stays) */
+		errorf(err, errlen, "etcd watch: stopped");
+		ret = 0;
+	} else if (!w.failed) {
 		long status = 0;
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 		if (rc != CURLE_OK)
@@ -556,5 +615,5 @@ out:
 	json_object_put(req);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
-	return -1;
+	return ret;
 }

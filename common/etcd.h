@@ -26,6 +26,18 @@ struct etcd {
 	int n;
 	atomic_int current;        /* the member that answered last */
 	long timeout_ms;           /* one unary call, all members together */
+	/* A member without a leader answers "no leader" at once instead of
+	 * holding the call (roomboxctl); every member saying so for
+	 * 3 s (etcd.c's ETCD_ELECTION_MS: an election's time) fails the
+	 * call, and every later one at once until etcd answers again
+	 * (leaderless).  false: a member holds the call until its answer or
+	 * the call's time (roombox-fcgi). */
+	bool require_leader;
+	atomic_bool leaderless;
+	/* Called after each unary call the quorum answered (not a watch's
+	 * message, not one member's own copy): every call of the program, in
+	 * one place; NULL: none.  From the calling thread. */
+	void (*answered)(void);
 };
 
 /* From a list of http:// client URLs (commas or spaces): cluster_etcd, or
@@ -95,7 +107,8 @@ int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl_s, char *err, 
 
 /* Watch [key, range_end) from start_rev: on_msg gets each message (its
  * return < 0 ends the watch); returns when the stream ends, the member
- * goes away or *stop is set.  Always -1 with err saying why. */
+ * goes away or *stop is set: 0 when *stop ended it, else -1 with err
+ * saying why (an error while *stop was set too is still -1). */
 int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t start_rev,
 	       int (*on_msg)(void *ctx, const struct etcd_watch_msg *m), void *ctx,
 	       const atomic_bool *stop, char *err, size_t errlen);

@@ -44,7 +44,8 @@
 #define BACKEND "roombox_hosts"
 #define MAP_SUFFIX "/hosts.map"
 #define BATCH_CHARS 8000
-/* an operator can wait: each etcd member is given this long */
+/* an operator can wait for a slow member: each is given this long (one
+ * that lost its quorum says so at once: require_leader below) */
 #define ETCD_MEMBER_MS 5000L
 
 bool cluster_is_verb(const char *verb)
@@ -741,6 +742,9 @@ int cluster_verb(const struct cluster_ctl *c, int argc, char **argv)
 		return 1;
 	}
 	e.timeout_ms = ETCD_MEMBER_MS * e.n;
+	/* with its quorum lost a member would hold each call for all of that:
+	 * it says "no leader" at once instead (etcd.h) */
+	e.require_leader = true;
 	if (strcmp(verb, "hosts") == 0)
 		rc = verb_hosts(&e);
 	else if (strcmp(verb, "where") == 0)

@@ -261,6 +261,26 @@ static bool loop_bound_to(unsigned n, const char *img)
 	return !img || strcmp(backing, img) == 0;
 }
 
+/* This device, n, is kept as the host's spare: any unbound one above it
+ * was kept as the spare while n was bound (devices freed out of order, the
+ * higher first) and is no one's next device any more, so it goes.  The
+ * kernel refuses one that someone opened meanwhile to bind it (EBUSY), and
+ * a start that opens one removed meanwhile asks for another (loop_attach). */
+static void spares_above(int ctl, unsigned n)
+{
+	DIR *d = opendir("/sys/block");
+	struct dirent *de;
+	unsigned k;
+	char tail;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (sscanf(de->d_name, "loop%u%c", &k, &tail) == 1 && k > n && !loop_bound_to(k, NULL))
+			ioctl(ctl, LOOP_CTL_REMOVE, k);
+	closedir(d);
+}
+
 void disk_loop_remove(const char *dev, const char *img)
 {
 	unsigned n;
@@ -287,6 +307,8 @@ void disk_loop_remove(const char *dev, const char *img)
 	int lowest = ioctl(ctl, LOOP_CTL_GET_FREE);
 	if (lowest >= 0 && (unsigned)lowest != n)
 		ioctl(ctl, LOOP_CTL_REMOVE, n);
+	else if (lowest >= 0)
+		spares_above(ctl, n);
 	close(ctl);
 }
 

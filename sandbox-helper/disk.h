@@ -50,8 +50,10 @@ int disk_image_attach_fd(int img, bool direct, char *dev, size_t devlen, char *e
  * (a transfer's mount, transfer.c): autoclear unbinds a device but never
  * removes it, and an unbound device keeps its queue, request tags and
  * sysfs and debugfs entries (150-220 KiB) until someone does.  Left when
- * it is the lowest free device (the next start's), so that the host keeps
- * about one spare.  Best effort and never in anyone's way: the kernel
+ * it is the lowest free device (the next start's), and then every unbound
+ * device above it removed (one left as the spare while this one was bound,
+ * devices freed out of order), so that the host keeps one spare at most
+ * after any order of stops.  Best effort and never in anyone's way: the kernel
  * refuses to remove a device that is bound or open (another room took it
  * meanwhile), and a start that finds no free device makes one
  * (LOOP_CTL_GET_FREE, about 1 ms).  While dev is still bound to img (its

@@ -181,9 +181,11 @@ static void fence(void)
 /* One of this host's calls was answered by etcd: if the lease may have
  * lapsed meanwhile, the outage is over for this host, and so the fence
  * begins now, whichever thread heard etcd first (a request placing a
- * room, the watch thread's read, the lease thread's keepalive may each
- * come first, a second or more before the others).  Fenced already: the
- * fence stands until the watch thread's read under a live lease. */
+ * room, a move's read of the records, the watch thread's read, the lease
+ * thread's keepalive may each come first, a second or more before the
+ * others).  Fenced already: the fence stands until the watch thread's
+ * read under a live lease.  Called by the etcd client itself after each
+ * call the quorum answered (cl.etcd.answered): no call site can forget. */
 static void heard_etcd(void)
 {
 	if (!lease_live() && !atomic_load(&cl.fenced)) {
@@ -496,7 +498,6 @@ static void *watch_main(void *unused)
 			sleep_ms(RETRY_MS);
 			continue;
 		}
-		heard_etcd();
 		if (said)
 			fprintf(stderr, "roombox-fcgi: cluster: etcd answers again\n");
 		said = false;
@@ -519,11 +520,15 @@ static void *watch_main(void *unused)
 		}
 		why[0] = '\0';
 		etcd_prefix_end("/roombox/", end, sizeof(end));
-		etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.reread,
-			   err, sizeof(err));
+		int ended = etcd_watch(&cl.etcd, "/roombox/", end, rev + 1, on_watch, why, &cl.reread,
+				       err, sizeof(err));
 		atomic_store(&cl.synced, false);
-		if (!atomic_load(&cl.reread))
-			fprintf(stderr, "roombox-fcgi: cluster: %s\n", why[0] ? why : err);
+		/* ended by an error, said even when a fence's re-read was asked
+		 * for meanwhile (the read comes next either way); ended by that
+		 * ask alone (0), nothing to say */
+		if (ended < 0)
+			fprintf(stderr, "roombox-fcgi: cluster: %s%s\n", why[0] ? why : err,
+				atomic_load(&cl.reread) ? " (a fence's re-read of every record follows)" : "");
 		sleep_ms(RETRY_MS / 5);
 	}
 	return NULL;
@@ -580,11 +585,10 @@ static void lease_renewed(long long sent, int64_t ttl, bool *lapsed)
 		 * before the lease shows live, so that no read the watch thread
 		 * began before this fence can end it (a host that served on
 		 * and was fenced a moment later would turn clients away after
-		 * it had seemed to be back) */
+		 * it had seemed to be back; heard_etcd, called with the answer,
+		 * said so already) */
 		*lapsed = false;
 		fence();
-		fprintf(stderr, "roombox-fcgi: cluster: etcd answers again after the lease lapsed; "
-			"this host's rooms answer 503 until every record is read anew\n");
 	}
 	atomic_store(&cl.lease_until, sent + ttl * 1000 - LEASE_MARGIN_MS);
 }
@@ -640,6 +644,10 @@ int cluster_start(struct app *app, char *err, size_t errlen)
 		return 0;   /* single host */
 	if (etcd_init(&cl.etcd, app->cfg.cluster_etcd, why, sizeof(why)) < 0)
 		return errorf(err, errlen, "cluster_etcd: %s", why);
+	/* every call of this host that etcd answers, whoever makes it (the
+	 * threads, a request's placement, look-up or delete, a move's read of
+	 * the records): fenced at once after a lapse */
+	cl.etcd.answered = heard_etcd;
 	snprintf(dir, sizeof(dir), "%s/epochs", app->cfg.state_dir);
 	if (epoch_store_init(dir, err, errlen) < 0)
 		return -1;
@@ -793,7 +801,6 @@ static int place_here(const char *room, struct response *rs)
 			       "(unreachable, or without a quorum); existing rooms keep serving", room);
 		return -1;
 	}
-	heard_etcd();
 	if (created) {
 		struct etcd_kv mine = { .value = value, .value_len = strlen(value),
 					.create_rev = rev, .mod_rev = rev };
@@ -820,7 +827,6 @@ static void look_up(const char *room)
 	record_key(room, key, sizeof(key));
 	if (etcd_range(&cl.etcd, key, NULL, &kvs, &n, &rev, NULL, err, sizeof(err)) < 0)
 		return;   /* nothing to learn: the handler answers from what is here */
-	heard_etcd();
 	for (size_t i = 0; i < n; i++)
 		apply_kv(&kvs[i], false, 0, rev);
 	etcd_kvs_free(kvs, n);
@@ -878,8 +884,6 @@ bool cluster_room_ended(const char *room, struct response *rs)
 		return true;
 	record_key(room, key, sizeof(key));
 	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
-	if (rc == 0)
-		heard_etcd();
 	if (rc < 0 || !done) {
 		/* The room is gone from here but its record is not: a 200 would
 		 * leave the id placed on this host for good (listed by every

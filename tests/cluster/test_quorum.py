@@ -9,6 +9,8 @@ members are SIGKILLed and started again as run-cluster started them
 network namespace (EtcdCut)."""
 
 import base64
+import hashlib
+import hmac
 import secrets
 import subprocess
 import time
@@ -132,6 +134,35 @@ def test_roomboxctl_with_members_down(cluster, restore_etcd):
 
 
 
+def test_roomboxctl_says_at_once_that_etcd_has_no_quorum(cluster, restore_etcd):
+    """Two members of three down, and the one left knows it has no leader:
+    roomboxctl says etcd has no quorum, exit 1, within seconds -- it used
+    to wait for each call on the member left (10 s for route-sync and for
+    hosts), which holds a call it cannot answer until etcd's own timeout.
+    hosts still shows one member's copy (exit 0), saying why."""
+    c = cluster
+    restore_etcd.extend(["h2", "h3"])
+    c.etcd_stop("h2")
+    c.etcd_stop("h3")
+    h1 = [u for u in c.endpoints if "//10.77.0.1:" in u]
+    assert len(h1) == 1, c.endpoints
+
+    def no_leader():
+        return "etcdserver: no leader" in (c.etcd("/v3/maintenance/status", {}, endpoints=h1)
+                                          .get("errors") or [])
+    wait_until(no_leader, 60, "h1's etcd member to see it has no leader")
+    for args, code, also in ((["route-sync"], 1, "the map is left as it is"),
+                             (["drain", "h3"], 1, ""),
+                             (["hosts"], 0, "possibly stale")):
+        t = time.monotonic()
+        r = c.ctl(*args, check=False)
+        took = time.monotonic() - t
+        assert r.returncode == code and "etcd has no quorum: 1 of its 3 members answers it has no " \
+            "leader, the others do not answer" in r.stderr and also in r.stderr, r
+        # about 3 s (an election's time, asked once per run); 10 s before
+        assert took < 7, (args, took, r.stderr)
+
+
 def nft_in(host, *script):
     subprocess.run(["ip", "netns", "exec", f"roombox-{host}", "nft", *script], check=True)
 
@@ -157,6 +188,25 @@ class EtcdCut:
         # probe, 3 s idle, meets the reset above)
         subprocess.run(["ip", "netns", "exec", f"roombox-{host}", "ss", "-K", "state", "established",
                         "( dport = :2379 )"], capture_output=True)
+
+    def cut_calls(self, host, request_line):
+        """Only the host's calls whose request begins with request_line
+        (e.g. "POST /v3/lease": its lease's grants and keepalives) are
+        refused, at their first bytes; its other calls and its watch, open
+        or new, go through.  False when this machine's nftables cannot
+        match a TCP payload (the caller skips)."""
+        bits = len(request_line) * 8
+        if bits > 128:
+            raise ValueError("nftables matches 16 bytes of payload at most")
+        nft_in(host, "add table inet " + self.TABLE)
+        self.cut_hosts.append(host)
+        self.were_cut.add(host)
+        nft_in(host, f"add chain inet {self.TABLE} out {{ type filter hook output priority 0; }}")
+        r = subprocess.run(["ip", "netns", "exec", f"roombox-{host}", "nft", "add rule inet "
+                            f"{self.TABLE} out tcp dport 2379 @ih,0,{bits} "
+                            f"0x{request_line.encode().hex()} reject with tcp reset"],
+                           capture_output=True, text=True)
+        return r.returncode == 0
 
     def heal(self, host):
         self.cut_hosts.remove(host)
@@ -271,4 +321,48 @@ def test_a_host_back_after_its_lease_lapsed_stays_back(cluster_mode, room, etcd_
         assert b.status == 200 and b.json["result"]["stdout"] == "kept\n", (n, b)
         n += 1
         time.sleep(0.05)
+    c.request("DELETE", f"/api/rooms/{room}", host="h2")
+
+
+def test_a_move_call_answered_after_a_lapse_fences_the_host(cluster_mode, room, etcd_cut):
+    """A host whose lease lapsed is fenced by whichever of its calls etcd
+    answers first, a move's too: here its keepalives are refused (its lease
+    lapses, its watch stays up, its room serves from what it knew), and the
+    first call etcd answers is a signed export's read of the room's
+    records.  From that answer on, the room answers 503 "reading etcd's
+    records anew" (its lease is still not live: the fence cannot end)."""
+    c = cluster_mode
+    a = c.exec(room, "echo kept > /tmp/f", host="h2")
+    assert a.status == 200 and a.host == "h2", a
+    log = c.run / "h2" / "fcgi.log"
+    lapsed = log.read_text().count("no keepalive answered within the lease's TTL")
+    heard = log.read_text().count("cluster: etcd answers again")
+    if not etcd_cut.cut_calls("h2", "POST /v3/lease"):
+        pytest.skip("this machine's nftables cannot match a TCP payload (@ih)")
+    wait_until(lambda: log.read_text().count("no keepalive answered within the lease's TTL") > lapsed,
+               30, "h2 to see its lease lapse")
+    # control: nothing h2 sent since was answered, and it serves from what
+    # it knew
+    b = c.exec(room, "cat /tmp/f", host="h2")
+    assert b.status == 200 and b.json["result"]["stdout"] == "kept\n", b
+    assert log.read_text().count("cluster: etcd answers again") == heard
+    # a signed export (no move in flight: etcd's records say no, 409, once
+    # h2 has read them from etcd)
+    epoch = c.etcd_get(f"/roombox/rooms/{room}")["epoch"] + 1
+    when = int(time.time())
+    key = (c.run / "cluster.key").read_bytes()
+    key = key[:-1] if key.endswith(b"\n") else key
+    sig = hmac.new(key, f"roombox-move {room} h2 h1 {epoch} {when}".encode(),
+                   hashlib.sha256).hexdigest()
+    m = c.request("GET", f"/api/rooms/{room}/export", host="h2", auth=False,
+                  headers={"X-Roombox-Move": f"h2 h1 {epoch} {when} {sig}"})
+    assert m.status == 409 and "etcd's records do not say so" in m.json["error"], m
+    b = c.exec(room, "true", host="h2")
+    assert b.status == 503 and "reading etcd's records anew" in b.json["error"], b
+    assert "retry-after" in b.headers, b
+    assert log.read_text().count("cluster: etcd answers again") > heard
+    etcd_cut.heal("h2")
+    b = wait_until(lambda: (lambda b: b if b.status == 200 else None)(
+        c.exec(room, "cat /tmp/f", host="h2")), 30, "h2 to serve its room again")
+    assert b.json["result"]["stdout"] == "kept\n", b
     c.request("DELETE", f"/api/rooms/{room}", host="h2")

@@ -73,15 +73,17 @@ def loop_device_state(name):
 
 
 @pytest.mark.serial
-def test_stopped_rooms_give_back_their_loop_devices(client, stack, room):
+@pytest.mark.parametrize("order", ["started_first", "started_last"])
+def test_stopped_rooms_give_back_their_loop_devices(client, stack, room, order):
     """An unbound loop device is not free: it keeps its queue, its request
     tags and its sysfs and debugfs entries (150-220 KiB each), and the
     kernel never removes it by itself.  Stopped rooms leave at most one
-    behind (the lowest free one, the next start's); a start takes or makes
-    one.  Serial: which device is the lowest free one is the host's, and
-    another test's room, export or import taking the spare between the two
-    stops (and keeping it as the spare when it ends) makes both look left
-    behind."""
+    behind (the lowest free one, the next start's), in whichever order
+    they stop (the later started first: its device is the lowest free one
+    while the other's is still bound); a start takes or makes one.  Serial:
+    which device is the lowest free one is the host's, and another test's
+    room, export or import taking the spare between the two stops (and
+    keeping it as the spare when it ends) makes both look left behind."""
     other = unique_room()
     devs = []
     for r in (room, other):
@@ -90,7 +92,7 @@ def test_stopped_rooms_give_back_their_loop_devices(client, stack, room):
         assert len(found) == 1, found
         devs += found
     try:
-        for r in (room, other):
+        for r in ((room, other) if order == "started_first" else (other, room)):
             res = client.post(f"/api/rooms/{r}/sandbox/stop")
             assert res.status == 200, res.json
         # each gone, or already another room's (bound to another image), or
@@ -115,17 +117,11 @@ def cut_devices(state):
             if backing in (f"{state}/.cut.img (deleted)", "/memfd:roombox-cut (deleted)")]
 
 
-@pytest.mark.serial
-def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
-    """An export or import mounts the room's image (or a cut of it) on a
-    loop device of its own, which its mount's end unbinds but does not
-    remove: the device goes then as a stopped room's does, but for the one
-    spare.  Here three exports held at once (read slowly: not at all),
-    each needing a device of its own, then ended one by one, and imports.
-    Serial: it counts the host's loop devices."""
-    state = str(stack.room_state_dir(room))
-    client.sh(room, "head -c 96M /dev/urandom > /workspace/noise")
-    before = unbound_loop_devices()
+def held_exports_ended(client, state, room, highest_first):
+    """Three exports of room held at once (read slowly: not at all), each
+    needing a loop device of its own, then ended one by one, lowest device
+    first or highest first; asserts that at most one of their devices is
+    left unbound."""
     held, used = [], []
     try:
         for _ in range(3):
@@ -134,9 +130,10 @@ def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
             new = [d for d in cut_devices(state) if d not in [u for u, _ in used]]
             assert len(new) == 1, (new, used)
             used.append((new[0], conn))
-        # ended lowest device first: each one's end then finds the one
-        # before it free, the spare
-        for dev, conn in sorted(used, key=lambda u: int(u[0][4:])):
+        # lowest device first: each one's end then finds the one before it
+        # free, the spare; highest first: each one's end finds itself the
+        # lowest free device, the one before it still bound
+        for dev, conn in sorted(used, key=lambda u: int(u[0][4:]), reverse=highest_first):
             conn.close()
             held.remove(conn)
             wait_until(lambda: dev not in cut_devices(state), GONE_TIMEOUT,
@@ -151,6 +148,19 @@ def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
     wait_until(lambda: len(left()) <= 1, GONE_TIMEOUT,
                f"the exports on {[d for d, _ in used]} to leave one device unbound at most: {left()}")
 
+
+@pytest.mark.serial
+def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
+    """An export or import mounts the room's image (or a cut of it) on a
+    loop device of its own, which its mount's end unbinds but does not
+    remove: the device goes then as a stopped room's does, but for the one
+    spare.  Here three exports held at once, ended one by one, and imports.
+    Serial: it counts the host's loop devices."""
+    state = str(stack.room_state_dir(room))
+    client.sh(room, "head -c 96M /dev/urandom > /workspace/noise")
+    before = unbound_loop_devices()
+    held_exports_ended(client, state, room, highest_first=False)
+
     for _ in range(3):
         new = unique_room()
         r = client.request("GET", f"/api/rooms/{room}/export", check_json=False, timeout=600)
@@ -164,6 +174,17 @@ def test_exports_and_imports_give_back_their_loop_devices(client, stack, room):
         client.destroy(new)
     wait_until(lambda: len(unbound_loop_devices()) <= len(before) + 1, GONE_TIMEOUT,
                f"unbound loop devices: {sorted(before)} before, {sorted(unbound_loop_devices())} now")
+
+
+@pytest.mark.serial
+def test_exports_ended_highest_device_first_leave_one_spare(client, stack, room):
+    """Devices freed out of order: three held exports ended highest device
+    first, each finding itself the lowest free device when it ends (the
+    ones before it still bound), leave one device unbound, not three.
+    Serial: it counts the host's loop devices."""
+    state = str(stack.room_state_dir(room))
+    client.sh(room, "head -c 96M /dev/urandom > /workspace/noise")
+    held_exports_ended(client, state, room, highest_first=True)
 
 
 def test_a_stopped_room_keeps_no_cgroup(client, stack, room):
