@@ -152,7 +152,8 @@ $(B)/roombox-keeper: $(B)/musl/sandbox-helper/keeper/keeper.o $(B)/musl/sandbox-
                    $(B)/musl/sandbox-helper/keeper/tool_text.o $(B)/musl/sandbox-helper/keeper/watch.o \
                    $(B)/musl/sandbox-helper/keeper/pty.o $(B)/musl/sandbox-helper/keeper/channel.o \
                    $(B)/musl/common/exec_channel.o $(B)/musl/common/shell_env.o \
-                   $(B)/musl/common/session_file.o $(B)/musl/common/shquote.o
+                   $(B)/musl/common/session_file.o $(B)/musl/common/shquote.o \
+                   $(B)/musl/common/session_vars.o
 	$(call musl_link,$^) -s -o $@
 
 # The setuid helper runs once per operation: static against musl and
