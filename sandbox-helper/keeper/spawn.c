@@ -35,7 +35,12 @@
  * root stays root (its execve gives it the keeper's permitted set, Docker's
  * default, caps.h) or the room's user is dropped to (no capabilities), and
  * at once execve; the bounding set and the seccomp filter are the keeper's,
- * inherited.  The keeper itself is non-dumpable, so a root child, which
+ * inherited.  A shell whose session parsed (shell_env_direct: the keeper
+ * reads what the room wrote, the helper never does) is started in the
+ * saved directory, entered with the shell's own ids just before the
+ * execve, and gets the session as its environment; a directory it cannot
+ * enter leaves the shell its usual environment, whose wrapper finds the
+ * fallback.  The keeper itself is non-dumpable, so a root child, which
  * changes no uid, is as closed to the room as the keeper.  Failures are written
  * on the error pipe (fd 10, close-on-exec: the keeper sees end-of-file once
  * the shell runs).
