@@ -60,7 +60,7 @@ static int by_name(const void *a, const void *b)
 {
 	const struct session_var *x = a, *y = b;
 	int c = strcmp(x->name, y->name);
-	return c ? c : (x->line < y->line ? -1 : 1);
+	return c ? c : (x->line > y->line) - (x->line < y->line);
 }
 
 static int fail(struct session_vars *sv)

@@ -214,14 +214,26 @@ static const char *const ENV_KNOWN[] = {
 /* Variables the shell evaluating the session would treat otherwise than the
  * shell importing them: dash resets IFS, OPTIND and PPID after reading its
  * environment and keeps LINENO itself; __RB_* and __rb_* are the wrapper's
- * (a session setting __RB_SAVE would change what the wrapper does). */
+ * (a session setting __RB_SAVE would change what the wrapper does).  And
+ * what the shell's own start reads, which an evaluated session only ever
+ * gave the commands the shell runs: the dynamic loader's and libc's
+ * variables (LD_LIBRARY_PATH, LD_PRELOAD, GLIBC_TUNABLES, ...: glibc's
+ * list of those it ignores for a setuid program, and the prefixes). */
 static bool name_not_direct(const char *name)
 {
-	static const char *const SPECIAL[] = { "IFS", "OPTIND", "PPID", "LINENO" };
+	static const char *const SPECIAL[] = {
+		"IFS", "OPTIND", "PPID", "LINENO",
+		"GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH",
+		"NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR",
+	};
+	static const char *const PREFIX[] = { "__RB_", "__rb_", "LD_", "MALLOC_", "GLIBC_" };
 	for (size_t i = 0; i < sizeof(SPECIAL) / sizeof(SPECIAL[0]); i++)
 		if (strcmp(name, SPECIAL[i]) == 0)
 			return true;
-	return strncmp(name, "__RB_", 5) == 0 || strncmp(name, "__rb_", 5) == 0;
+	for (size_t i = 0; i < sizeof(PREFIX) / sizeof(PREFIX[0]); i++)
+		if (strncmp(name, PREFIX[i], strlen(PREFIX[i])) == 0)
+			return true;
+	return false;
 }
 
 /* Replaced whatever the session says: who the shell is stays the fixed
@@ -316,11 +328,18 @@ static bool direct_possible(char *const *envp, const struct session_vars *sv, co
 	return true;
 }
 
-/* Room for one string: a copy of a..b. */
+/* One string at *o, a b and c joined (memcpy, not stpcpy: the sanitizers
+ * see every byte read). */
 static char *put(char **o, const char *a, const char *b, const char *c)
 {
 	char *s = *o;
-	*o = stpcpy(stpcpy(stpcpy(*o, a), b), c) + 1;
+	const char *parts[] = { a, b, c };
+	for (int i = 0; i < 3; i++) {
+		size_t n = strlen(parts[i]);
+		memcpy(*o, parts[i], n);
+		*o += n;
+	}
+	*(*o)++ = '\0';
 	return s;
 }
 
@@ -373,14 +392,14 @@ int shell_env_direct(char *const *envp, struct shell_direct *d)
 	for (size_t i = 0; i < sv.n; i++)
 		if (sv.v[i].value && !name_replaced(sv.v[i].name))
 			e[n++] = put(&o, sv.v[i].name, "=", sv.v[i].value);
-	session_vars_free(&sv);
 	/* the wrapper's cd ran in the shell's first directory, /, so it left
 	 * OLDPWD=/; PWD names the directory (dash keeps an environment's PWD
 	 * when it is the current directory, as cd would have set it) */
 	e[n++] = put(&o, "OLDPWD=/", "", "");
-	e[n] = put(&o, "PWD=", dir, "");
+	e[n] = put(&o, "PWD=", dir, "");   /* dir may be in sv: freed after */
 	d->dir = e[n] + strlen("PWD=");
 	e[n + 1] = NULL;
+	session_vars_free(&sv);
 	return 0;
 }
 

@@ -131,6 +131,24 @@ def test_what_an_environment_cannot_say_is_left_to_the_shell(client, room, via):
 
 
 @pytest.mark.parametrize("via", ["channel", "helper"])
+def test_a_large_session_is_handed_over_whole(client, room, via):
+    client.sh(room, "mkdir -p /workspace/big; cd /workspace/big; "
+                    "export BIG=\"$(head -c 100000 /dev/zero | tr '\\0' \"'\")\"")
+    r = run(client, room, via, 'echo "${#BIG}" "$PWD"; ' + EVALUATED, "root")
+    assert r == {"stdout": "100000 /workspace/big\n0\n", "stderr": "", "exitCode": 0}, r
+
+
+@pytest.mark.parametrize("via", ["channel", "helper"])
+def test_what_the_shells_own_start_reads_stays_the_commands(client, room, via):
+    """A variable the dynamic loader reads reached only the commands the
+    shell ran, never the shell itself: so it stays."""
+    client.sh(room, "export LD_SHOW_AUXV=1 LD_LIBRARY_PATH=/nowhere")
+    r = run(client, room, via, "echo hi", "root")
+    assert r == {"stdout": "hi\n", "stderr": "", "exitCode": 0}, r
+    assert "AT_PAGESZ" in run(client, room, via, "/bin/true", "root")["stdout"]
+
+
+@pytest.mark.parametrize("via", ["channel", "helper"])
 def test_a_session_the_room_wrote_garbage_into_still_runs_commands(client, room, via):
     client.sh(room, "export KEPT=1; cd /usr")
     client.sh(room, f"printf 'export KEPT=2\\ngarbage\\001\\377 words\\nexport __RB_CWD=/etc\\n{END}\\n' >&9; exec 9>&-")

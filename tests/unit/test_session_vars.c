@@ -364,6 +364,10 @@ static void test_direct_leaves_to_the_shell(void **state)
 		"export __RB_CWD\n",
 		"export IFS=':'\n", "export PPID='1'\n", "export OPTIND='2'\n",
 		"export __RB_SAVE=''\n", "export __rb_c='x'\n",
+		/* read by the shell's own start (the loader, libc) */
+		"export LD_LIBRARY_PATH='/opt/lib'\n", "export LD_PRELOAD='/x.so'\n",
+		"export GLIBC_TUNABLES='glibc.malloc.check=3'\n", "export MALLOC_CHECK_='3'\n",
+		"export TMPDIR='/t'\n",
 		"export __RB_CWD='relative'\n", "export __RB_CWD='/a//b'\n",
 		"export __RB_CWD='/a/./b'\n", "export __RB_CWD='/a/../b'\n",
 		"export __RB_CWD='/a/'\n", "export __RB_CWD='//a'\n",
