@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dash_quote.h"
 #include "fuzz.h"
 #include "session_vars.h"
 #include "shell_env.h"
@@ -158,23 +159,7 @@ static void requote(const struct session_vars *sv, bool dash_style)
 			n += (size_t)q;
 		} else if (v->value) {
 			t[n++] = '=';
-			const char *s = v->value;
-			do {
-				size_t k = strcspn(s, "'");
-				t[n++] = '\'';
-				memcpy(t + n, s, k);
-				n += k;
-				t[n++] = '\'';
-				s += k;
-				if (!*s)
-					break;
-				k = strspn(s, "'");
-				t[n++] = '"';
-				memcpy(t + n, s, k);
-				n += k;
-				t[n++] = '"';
-				s += k;
-			} while (*s);
+			n += dash_quote(t + n, v->value);
 		}
 		t[n++] = '\n';
 	}

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "../fuzz/dash_quote.h"
 #include "session_vars.h"
 #include "shell_env.h"
 
@@ -161,29 +162,6 @@ static void test_nul_bytes_truncation_and_limits(void **state)
 }
 
 /* ---- dash as the reference ------------------------------------------------ */
-
-/* dash's single_quote(): runs of ' inside double quotes. */
-static size_t dash_quote(char *o, const char *s)
-{
-	size_t n = 0;
-	do {
-		size_t k = strcspn(s, "'");
-		o[n++] = '\'';
-		memcpy(o + n, s, k);
-		n += k;
-		o[n++] = '\'';
-		s += k;
-		if (*s != '\'')
-			break;
-		k = strspn(s, "'");
-		o[n++] = '"';
-		memcpy(o + n, s, k);
-		n += k;
-		o[n++] = '"';
-		s += k;
-	} while (*s);
-	return n;
-}
 
 /* The parsed variables as dash's `export -p` prints them. */
 static char *as_export_p(const struct session_vars *sv)
