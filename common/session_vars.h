@@ -2,7 +2,7 @@
  * parser of the text dash's `export -p` writes (and of the export lines
  * shell_env.c appends for a request's env), so the keeper can hand the
  * shell its session as its environment instead of having the shell
- * evaluate it (shell_env_direct, shell_env.h).
+ * evaluate it (shell_env_direct, shell_direct.h).
  *
  * Why the keeper parses it, not the setuid helper: the session is bytes
  * the room wrote (its shell's fd 9, or anything a room process put there),

@@ -47,24 +47,10 @@ void shell_env_free(struct shell_env *e);
  * marker left off) to keep. */
 bool shell_env_session_new(const struct shell_env *e, const char *buf, size_t len, size_t *n);
 
-/* The same shell without the session's evaluation, for the keeper (the
- * helper never parses a session: session_vars.h says why).  From envp as
- * shell_env_build made it: when its session parses (session_vars_parse),
- * names nothing an environment cannot say the same way, no one-off cwd is
- * given and the wrapper is this build's, the shell can get the exported
- * variables directly (HOME, USER and LOGNAME still the fixed ones), a
- * wrapper with only the trap and the command, and dir, the directory the
- * wrapper's cd would try first (the saved __RB_CWD, or /workspace).  The
- * child enters dir as the shell's user and execs with d->envp (PWD names
- * dir); when it cannot enter dir, it execs with envp as it was, and the
- * wrapper finds the fallback as it always has.  0, or -1: start the shell
- * with envp as it is (d holds nothing). */
-struct shell_direct {
-	const char *dir;
-	char **envp;
-	char *buf;                /* the strings */
-};
-int shell_env_direct(char *const *envp, struct shell_direct *d);
-void shell_direct_free(struct shell_direct *d);
+/* The wrapper the shell evaluates (the value of __RB_WRAPPER, "__RB_WRAPPER="
+ * and the script), and the shorter one of a shell started with its session
+ * as its environment (shell_direct.h). */
+extern const char shell_wrapper[];
+extern const char shell_wrapper_direct[];
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "shell_env.h"
+#include "shell_direct.h"
 
 /* What the child needs, in memory that stays put (and unchanged) until the
  * child has exec'd or died: with a shared address space it reads this

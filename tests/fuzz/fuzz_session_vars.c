@@ -1,6 +1,6 @@
 /* Fuzz target: a room's saved session read as variables
  * (common/session_vars.c) and handed to the shell as its environment
- * (shell_env_direct, common/shell_env.c).  The session is bytes the room
+ * (shell_env_direct, common/shell_direct.c).  The session is bytes the room
  * wrote.
  *
  * Input: any bytes, as the session text.
@@ -24,6 +24,7 @@
 #include "dash_quote.h"
 #include "fuzz.h"
 #include "session_vars.h"
+#include "shell_direct.h"
 #include "shell_env.h"
 #include "shquote.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests for common/session_vars.c and shell_env_direct
+/* Unit tests for common/session_vars.c and shell_env_direct (shell_direct.c)
  * (common/shell_env.c): the session dash's `export -p` writes is read as
  * dash reads it, and nothing else is taken.  dash itself is the reference:
  * every value of a byte corpus goes through a real `export -p`, and every
@@ -19,6 +19,7 @@
 
 #include "../fuzz/dash_quote.h"
 #include "session_vars.h"
+#include "shell_direct.h"
 #include "shell_env.h"
 
 #define DASH "/bin/dash"
