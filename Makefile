@@ -32,6 +32,9 @@ COMMON_SRC := $(wildcard common/*.c)
 # common/'s parts for the two unprivileged programs alone: the etcd client
 # (json-c, libcurl), its strict JSON reader and its base64 (textenc.c).
 COMMON_NET_SRC := common/etcd.c common/etcd_json.c common/json_strict.c common/textenc.c
+# and for the keeper alone: the reader of a room's saved session, bytes the
+# room wrote, which the setuid helper never links (common/shell_direct.h).
+COMMON_KEEPER_SRC := common/session_vars.c common/shell_direct.c
 # roombox-fcgi: one folder per resource of the API (README.md's tour);
 # every header is included by its name alone, so each folder is on the path
 FCGI_SRC   := $(filter-out fcgi-app/main.c,$(wildcard fcgi-app/*.c fcgi-app/*/*.c))
@@ -44,7 +47,7 @@ HELPER_SRC := $(filter-out sandbox-helper/main.c,$(wildcard sandbox-helper/*.c))
 # libc-only: the helper's export and import (sandbox-helper/transfer.c)
 # walk and write a room's disk with them.  None of COMMON_NET_SRC.
 HELPER_BIN_SRC := sandbox-helper/main.c $(filter-out sandbox-helper/seccomp_filter.c,$(HELPER_SRC)) \
-                  $(filter-out $(COMMON_NET_SRC),$(COMMON_SRC))
+                  $(filter-out $(COMMON_NET_SRC) $(COMMON_KEEPER_SRC),$(COMMON_SRC))
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 
 LIB_COMMON := $(B)/libcommon.a
@@ -152,7 +155,8 @@ $(B)/roombox-keeper: $(B)/musl/sandbox-helper/keeper/keeper.o $(B)/musl/sandbox-
                    $(B)/musl/sandbox-helper/keeper/tool_text.o $(B)/musl/sandbox-helper/keeper/watch.o \
                    $(B)/musl/sandbox-helper/keeper/pty.o $(B)/musl/sandbox-helper/keeper/channel.o \
                    $(B)/musl/common/exec_channel.o $(B)/musl/common/shell_env.o \
-                   $(B)/musl/common/session_file.o $(B)/musl/common/shquote.o
+                   $(B)/musl/common/session_file.o $(B)/musl/common/shquote.o \
+                   $(call musl_obj,$(COMMON_KEEPER_SRC))
 	$(call musl_link,$^) -s -o $@
 
 # The setuid helper runs once per operation: static against musl and

@@ -18,7 +18,14 @@
  * closed fd 9 gets dash's complaint on stderr and keeps its own exit status
  * (a plain special builtin's failure would end the shell with 2), and no
  * session is written to its stdout. */
-static const char WRAPPER[] =
+#define WRAPPER_RUN \
+	"__rb_c=$1; shift\n" \
+	"if [ -n \"$__RB_SAVE\" ]; then\n" \
+	"  unset __RB_SAVE\n" \
+	"  trap '__RB_CWD=$PWD; export __RB_CWD; if command exec >&9; then export -p; echo \"#roombox-session-end\"; fi' EXIT\n" \
+	"fi\n" \
+	"eval \"$__rb_c\"\n"
+const char shell_wrapper[] =
 	"__RB_WRAPPER=\n"
 	"__rb_h=$HOME __rb_u=$USER\n"
 	"eval \"$__RB_SESSION\"; unset __RB_SESSION __RB_WRAPPER\n"
@@ -33,12 +40,13 @@ static const char WRAPPER[] =
 	"  unset __rb_d\n"
 	"fi\n"
 	"unset __RB_CWD __RB_ONEOFF_CWD\n"
-	"__rb_c=$1; shift\n"
-	"if [ -n \"$__RB_SAVE\" ]; then\n"
-	"  unset __RB_SAVE\n"
-	"  trap '__RB_CWD=$PWD; export __RB_CWD; if command exec >&9; then export -p; echo \"#roombox-session-end\"; fi' EXIT\n"
-	"fi\n"
-	"eval \"$__rb_c\"\n";
+	WRAPPER_RUN;
+
+/* The same shell started with its session as its environment and in its
+ * directory already (shell_env_direct): only the command and the trap. */
+const char shell_wrapper_direct[] =
+	"__RB_WRAPPER=unset __RB_WRAPPER\n"
+	WRAPPER_RUN;
 
 static const char *const ENV_FIXED[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -157,7 +165,7 @@ int shell_env_build(struct shell_env *e, const char *room, const char *cmd, bool
 		env_add(e, strdup(ENV_FIXED[i]));
 	for (size_t i = 0; i < N_ENV_WHO; i++)
 		env_add(e, strdup(as_user ? ENV_USER[i] : ENV_ROOT[i]));
-	env_add(e, strdup(WRAPPER));
+	env_add(e, strdup(shell_wrapper));
 	if (save)
 		env_add(e, strdup("__RB_SAVE=1"));
 	if (cwd && asprintf(&e->envp[e->n], "__RB_ONEOFF_CWD=%s", cwd) > 0)

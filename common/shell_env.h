@@ -47,4 +47,10 @@ void shell_env_free(struct shell_env *e);
  * marker left off) to keep. */
 bool shell_env_session_new(const struct shell_env *e, const char *buf, size_t len, size_t *n);
 
+/* The wrapper the shell evaluates (the value of __RB_WRAPPER, "__RB_WRAPPER="
+ * and the script), and the shorter one of a shell started with its session
+ * as its environment (shell_direct.h). */
+extern const char shell_wrapper[];
+extern const char shell_wrapper_direct[];
+
 #endif

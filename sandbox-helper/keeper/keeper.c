@@ -383,6 +383,7 @@ static void exec_maybe_done(struct exec *x)
 {
 	if (x->used && !x->shell && x->conn < 0 && x->start < 0 && !x->job) {
 		plan_free(&x->plan);
+		spawn_plan_release(&x->spawn);
 		x->used = false;
 	}
 }
@@ -620,7 +621,7 @@ static void exec_start(int conn, int *fds, int nfds)
 		x->spawn = (struct spawn_plan){ plan.argv, plan.envp, fds[1], fds[2], fds[3],
 						nfds > 4 ? fds[4] : -1, ep[1], id, id,
 						(plan.hdr.flags & KP_TOOL) != 0,
-						(plan.hdr.flags & KP_DETACH) != 0 };
+						(plan.hdr.flags & KP_DETACH) != 0, { NULL, NULL, NULL }, false };
 		shell = spawn_shell(&x->spawn, &stacks[k]);
 		close(ep[1]);
 	}
@@ -671,7 +672,7 @@ int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t time
 	pids_limit = pids;
 	x->plan = (struct exec_plan){ 0 };
 	x->spawn = (struct spawn_plan){ (char **)job->env.argv, job->env.envp, out, err, job->session_out,
-					in, ep[1], id, id, false, false };
+					in, ep[1], id, id, false, false, { NULL, NULL, NULL }, false };
 	pid_t shell = spawn_shell(&x->spawn, &stacks[k]);
 	close(ep[1]);
 	if (shell < 0) {

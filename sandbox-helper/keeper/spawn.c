@@ -35,7 +35,12 @@
  * root stays root (its execve gives it the keeper's permitted set, Docker's
  * default, caps.h) or the room's user is dropped to (no capabilities), and
  * at once execve; the bounding set and the seccomp filter are the keeper's,
- * inherited.  The keeper itself is non-dumpable, so a root child, which
+ * inherited.  A shell whose session parsed (shell_env_direct: the keeper
+ * reads what the room wrote, the helper never does) is started in the
+ * saved directory, entered with the shell's own ids just before the
+ * execve, and gets the session as its environment; a directory it cannot
+ * enter leaves the shell its usual environment, whose wrapper finds the
+ * fallback.  The keeper itself is non-dumpable, so a root child, which
  * changes no uid, is as closed to the room as the keeper.  Failures are written
  * on the error pipe (fd 10, close-on-exec: the keeper sees end-of-file once
  * the shell runs).
@@ -243,12 +248,35 @@ static int child_main(void *arg)
 		detach();
 	if (p->tool)
 		run_tool(p);
-	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)p->envp, 0, 0);
+	/* the wrapper's cd, done here as the shell's user; a directory it
+	 * cannot enter is left to the wrapper's own fallback (the room's root
+	 * may enter more with the capabilities its execve gives it) */
+	char **envp = p->envp;
+	if (p->is_direct && ksys(SYS_chdir, (long)p->direct.dir, 0, 0, 0, 0) == 0)
+		envp = p->direct.envp;
+	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
 }
 
-pid_t spawn_shell(const struct spawn_plan *p, void **stack)
+/* A failed start frees what it made: the caller releases only a plan
+ * whose child ran. */
+static pid_t spawned(struct spawn_plan *p, pid_t pid)
 {
+	if (pid < 0)
+		spawn_plan_release(p);
+	return pid;
+}
+
+void spawn_plan_release(struct spawn_plan *p)
+{
+	if (p->is_direct)
+		shell_direct_free(&p->direct);
+	p->is_direct = false;
+}
+
+pid_t spawn_shell(struct spawn_plan *p, void **stack)
+{
+	p->is_direct = !p->tool && shell_env_direct(p->envp, &p->direct) == 0;
 	if (!p->tool && !p->detach && may_share_memory(p)) {
 		if (!*stack) {
 			char *m = mmap(NULL, GUARD_SIZE + STACK_SIZE, PROT_READ | PROT_WRITE,
@@ -261,11 +289,11 @@ pid_t spawn_shell(const struct spawn_plan *p, void **stack)
 		if (*stack) {
 			pid_t pid = clone(child_main, (char *)*stack + GUARD_SIZE + STACK_SIZE,
 					  CLONE_VM | SIGCHLD, (void *)p, NULL, NULL, NULL);
-			return pid < 0 ? -errno : pid;
+			return spawned(p, pid < 0 ? -errno : pid);
 		}
 	}
 	pid_t pid = fork();
 	if (pid == 0)
 		child_main((void *)p);
-	return pid < 0 ? -errno : pid;
+	return spawned(p, pid < 0 ? -errno : pid);
 }

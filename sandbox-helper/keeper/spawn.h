@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "shell_direct.h"
+
 /* What the child needs, in memory that stays put (and unchanged) until the
  * child has exec'd or died: with a shared address space it reads this
  * while the keeper goes on. */
@@ -17,15 +19,24 @@ struct spawn_plan {
 	gid_t gid;
 	bool tool;                /* KP_TOOL: argv names a tool, done by the child */
 	bool detach;              /* KP_DETACH: the shell in a new session, the child ends */
+	/* made by spawn_shell: the session as the shell's environment, when
+	 * it can be (shell_env_direct); freed by spawn_plan_release */
+	struct shell_direct direct;
+	bool is_direct;
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is
  * read from /proc/sys/fs/suid_dumpable on every spawn. */
 void spawn_init(void);
 
-/* Starts the shell.  *stack is the exec slot's child stack (mapped on
+/* Starts the shell, with its session as its environment when envp's
+ * session parses (see shell_env_direct: the keeper's parse of what the
+ * room wrote, never the helper's).  *stack is the exec slot's child stack (mapped on
  * first use, kept for the slot's next exec; only reused once the child has
  * exec'd or died).  Returns the pid, or -errno. */
-pid_t spawn_shell(const struct spawn_plan *p, void **stack);
+pid_t spawn_shell(struct spawn_plan *p, void **stack);
+
+/* What spawn_shell made for p, once its child has exec'd or died. */
+void spawn_plan_release(struct spawn_plan *p);
 
 #endif

@@ -250,6 +250,18 @@ def test_helper_links_no_json_parser():
         assert not (REPO / src).exists(), src
 
 
+def test_helper_links_no_session_reader():
+    """A room's saved session is bytes the room wrote: the keeper reads it
+    (as the room's root), the setuid binary only carries it on, and holds
+    no code that parses it."""
+    syms = subprocess.run(["nm", "--defined-only", str(HELPER)], capture_output=True, text=True,
+                          check=True).stdout
+    names = {line.split()[-1] for line in syms.splitlines() if line.strip()}
+    assert "shell_env_build" in names     # control: the session is carried
+    found = names & {"session_vars_parse", "shell_env_direct", "session_var_name"}
+    assert not found, found
+
+
 # ---------------------------------------------------------------- the command line
 
 def test_command_line_operations(stack, client):
