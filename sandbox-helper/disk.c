@@ -233,7 +233,10 @@ int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, siz
 	int img = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (img < 0)
 		return ERR("open %s: %s", path, strerror(errno));
-	int loop = loop_attach(img, false, dev, devlen, err, errlen);
+	/* direct I/O: the room's ext4 caches its blocks in the room's own page
+	 * cache; a buffered device would keep a second copy of every block it
+	 * reads or writes in the host's cache of the image file */
+	int loop = loop_attach(img, true, dev, devlen, err, errlen);
 	close(img);
 	return loop;
 }

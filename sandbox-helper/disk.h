@@ -36,7 +36,9 @@ int disk_image_spare_make(const char *spare, const char *tpl, uint64_t bytes);
 
 /* Attach the image to a free loop device, auto-clearing: the device is
  * released when the returned descriptor is closed and no mount holds it.
- * Its path in dev.  Returns the descriptor or -1 (err set). */
+ * With direct I/O where the image's file system can (a room's blocks are
+ * cached once, by the room's ext4, not a second time in the host's cache
+ * of the image).  Its path in dev.  Returns the descriptor or -1 (err set). */
 int disk_image_attach(const char *path, char *dev, size_t devlen, char *err, size_t errlen);
 /* The same for an open image (read and write).  direct: the device reads
  * and writes the image with direct I/O (where its file system can), past

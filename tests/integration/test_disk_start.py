@@ -117,3 +117,27 @@ def test_a_new_room_takes_the_disk_image_made_ahead(client, stack):
     assert (stack.room_state_dir(second) / "disk.img").stat().st_ino == made_ahead
     again = list(stack.state_dir.glob(".disk-*.spare.img"))
     assert len(again) == 1 and again[0].stat().st_ino != made_ahead, again
+
+
+def test_a_rooms_writes_are_not_cached_twice_on_the_host(client, stack):
+    """The room's ext4 caches its own blocks; the loop device under it uses
+    direct I/O, so 50 MB written in the room do not also sit in the host's
+    page cache of the image file."""
+    room = unique_room("dio")
+    client.sh(room, "true")
+    try:
+        image = stack.room_state_dir(room) / "disk.img"
+        devs = [name for name, backing in loop_devices_backed_by(str(image))]
+        assert len(devs) == 1, devs
+        try:   # control: whether the image's file system takes direct I/O at all
+            os.close(os.open(image, os.O_RDONLY | os.O_DIRECT))
+        except OSError as e:
+            pytest.skip(f"the file system holding {image} takes no direct I/O ({e})")
+        r = client.sh(room, "head -c 52428800 /dev/zero > /workspace/big && sync && echo ok")
+        assert r == "ok\n", r
+        cached = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(image)],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        assert int(cached) < 8 << 20, f"{cached} bytes of {image} in the host's page cache"
+        assert Path(f"/sys/block/{devs[0]}/loop/dio").read_text().strip() == "1"
+    finally:
+        client.destroy(room)
