@@ -1,27 +1,14 @@
 /* A saved session read as variables (see session_vars.h). */
 #include "session_vars.h"
+#include "shell_env.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static bool name_start(char c)
-{
-	return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-}
-
+/* a character that may stand in a name after its first */
 static bool name_char(char c)
 {
-	return name_start(c) || (c >= '0' && c <= '9');
-}
-
-bool session_var_name(const char *s, size_t n)
-{
-	if (n == 0 || !name_start(s[0]))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!name_char(s[i]))
-			return false;
-	return true;
+	return shell_var_name(&c, 1) || (c >= '0' && c <= '9');
 }
 
 /* One WORD from *p (up to the line's end, exclusive) decoded into *o: the
@@ -92,7 +79,7 @@ int session_vars_parse(const char *s, size_t len, struct session_vars *out)
 		const char *n0 = p;
 		while (p < end && name_char(*p))
 			p++;
-		if (!session_var_name(n0, (size_t)(p - n0)))
+		if (!shell_var_name(n0, (size_t)(p - n0)))
 			return fail(out);
 		struct session_var *v = &out->v[out->n];
 		v->line = out->n++;

@@ -54,7 +54,5 @@ struct session_vars {
 int session_vars_parse(const char *s, size_t len, struct session_vars *out);
 void session_vars_free(struct session_vars *sv);
 
-/* A name dash takes from the environment. */
-bool session_var_name(const char *s, size_t n);
 
 #endif

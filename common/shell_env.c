@@ -81,16 +81,6 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s)
 	return 0;
 }
 
-static bool shell_name(const char *s)
-{
-	if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
-		return false;
-	for (s++; *s; s++)
-		if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
-			return false;
-	return true;
-}
-
 static void env_add(struct shell_env *e, char *s)
 {
 	if (s)
@@ -130,7 +120,7 @@ static char *session_text(const char *room, const char *old, const char *env, ui
 			continue;
 		memcpy(name, env, (size_t)(eq - env));
 		name[eq - env] = '\0';
-		if (!shell_name(name))
+		if (!shell_var_name(name, strlen(name)))
 			continue;
 		bad |= append(&s, &len, &cap, "\nexport ");
 		bad |= append(&s, &len, &cap, name);

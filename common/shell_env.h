@@ -22,6 +22,20 @@
  * (MAX_ARG_STRLEN, 32 pages): the command and the session travel as one. */
 #define SHELL_ARG_STRLEN_MAX (32 * 4096 - 1)
 
+/* A name dash takes as a variable (and from the environment):
+ * [A-Za-z_][A-Za-z0-9_]*, s[0..n).  The one rule, for the session's
+ * variables (session_vars.c) and a request's env (shell_env.c). */
+static inline bool shell_var_name(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (i > 0 && c >= '0' && c <= '9')))
+			return false;
+	}
+	return n > 0;
+}
+
 /* The environment of the shell: fixed defaults, the session text and, for
  * a one-off scope, the request's variables appended as export lines (so
  * they win over the session's).  Every string is owned by envp. */

@@ -177,7 +177,7 @@ static void check_parsed(const char *s, size_t len, const struct session_vars *s
 	FUZZ_ASSERT(sv->n <= SESSION_VARS_MAX, "%zu variables", sv->n);
 	for (size_t i = 0; i < sv->n; i++) {
 		const struct session_var *v = &sv->v[i];
-		FUZZ_ASSERT(session_var_name(v->name, strlen(v->name)), "name %s", v->name);
+		FUZZ_ASSERT(shell_var_name(v->name, strlen(v->name)), "name %s", v->name);
 		FUZZ_ASSERT(i == 0 || strcmp(sv->v[i - 1].name, v->name) < 0, "order at %s", v->name);
 		FUZZ_ASSERT(!v->value || strlen(v->value) == v->value_len, "value of %s", v->name);
 	}
@@ -212,7 +212,7 @@ static void check_direct(const char *session)
 		size_t n = 0;
 		for (; d.envp[n]; n++) {
 			const char *eq = strchr(d.envp[n], '=');
-			FUZZ_ASSERT(eq && session_var_name(d.envp[n], (size_t)(eq - d.envp[n])),
+			FUZZ_ASSERT(eq && shell_var_name(d.envp[n], (size_t)(eq - d.envp[n])),
 				    "not a NAME=value: %s", d.envp[n]);
 			FUZZ_ASSERT(strncmp(d.envp[n], "__RB_SESSION=", 13) != 0, "the session passed on");
 			for (size_t k = 0; k < n; k++)
