@@ -62,8 +62,16 @@ int session_vars_parse(const char *s, size_t len, struct session_vars *out)
 	const size_t elen = sizeof(EXPORT) - 1;
 	const char *p = s, *end = s + len;
 	*out = (struct session_vars){ 0 };
+	/* every variable ends a line (or the text): no more of them than
+	 * lines, so a usual session takes a few hundred bytes here, not the
+	 * 32 KiB of SESSION_VARS_MAX entries (musl maps and unmaps a block
+	 * that large on each exec, a TLB flush each time) */
+	size_t lines = 1;
+	for (const char *q = s; q < end && (q = memchr(q, '\n', (size_t)(end - q))); q++)
+		lines++;
+	size_t cap = lines < SESSION_VARS_MAX ? lines : SESSION_VARS_MAX;
 	out->buf = malloc(len + 1);
-	out->v = malloc(SESSION_VARS_MAX * sizeof(*out->v));
+	out->v = malloc(cap * sizeof(*out->v));
 	if (!out->buf || !out->v)
 		return fail(out);
 	char *o = out->buf;
@@ -73,7 +81,7 @@ int session_vars_parse(const char *s, size_t len, struct session_vars *out)
 			continue;
 		}
 		if ((size_t)(end - p) <= elen || memcmp(p, EXPORT, elen) != 0 ||
-		    out->n == SESSION_VARS_MAX)
+		    out->n == cap)
 			return fail(out);
 		p += elen;
 		const char *n0 = p;

@@ -347,6 +347,7 @@ struct exec {
 	uint32_t session;         /* its audit session, NO_SESSION if unknown */
 	int status;
 	bool timed_out, reported;
+	bool left_nothing;        /* at its shell's end the keeper had no other child */
 	int64_t deadline;
 	struct exec_plan plan;    /* the child reads it until it has exec'd */
 	struct chan_job *job;     /* an exec channel's (channel.c), else NULL */
@@ -374,6 +375,45 @@ static bool in_running_exec(const struct proc_table *t, int i)
 	for (int k = 0; k < MAX_EXECS; k++)
 		if (execs[k].used && execs[k].shell > 0 && below(t, i, execs[k].shell))
 			return true;
+	return false;
+}
+
+/* Could an exec whose shell is the zombie `shell` have left processes
+ * behind?  Its orphans became the keeper's children when the shell ended
+ * (the shell was the subreaper of everything it started), so if every
+ * child of the keeper is the shell of an exec (this one included), it
+ * left nothing: then its audit session need not be read (an open of the
+ * zombie's /proc directory, whose dentries die at the close -- a few
+ * percent of a warm exec's CPU) and no deadline need linger for it.  The
+ * keeper's children are its /proc `children` file, read again from the
+ * start each time on a descriptor kept open (a seq_file: pread at 0 lists
+ * them afresh).  True (so: read the session, as before) whenever that
+ * cannot be told: no such file, a list too long, a child the keeper
+ * does not know (a detached start's daemon, a terminal's shell, what an
+ * earlier exec left). */
+static bool may_have_left_processes(void)
+{
+	static int fd = -2;
+	if (fd == -2) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+		fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	}
+	char buf[4096];
+	ssize_t n = fd >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+	if (n < 0 || n == (ssize_t)sizeof(buf) - 1)
+		return true;
+	buf[n] = '\0';
+	for (char *q = buf, *e; *q; q = e) {
+		long pid = strtol(q, &e, 10);
+		if (e == q)
+			break;
+		bool known = false;
+		for (int k = 0; k < MAX_EXECS && !known; k++)
+			known = execs[k].used && execs[k].shell == (pid_t)pid;
+		if (!known)
+			return true;
+	}
 	return false;
 }
 
@@ -455,7 +495,7 @@ static void exec_reaped(struct exec *x, int status)
 	/* children left: orphans of this exec, or other execs' shells (then
 	 * they may be orphans too: remember the deadline to be safe) */
 	siginfo_t si = { 0 };
-	bool children = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+	bool children = !x->left_nothing && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
 	if (children && !x->timed_out && x->deadline > monotonic_ms()) {
 		if (n_linger == MAX_LINGER)   /* keep the latest deadlines */
 			linger[0] = linger[--n_linger];
@@ -518,7 +558,9 @@ static void reap(void)
 		if (x && x->start >= 0 && exec_started(x, true)) {
 			x->status = wait_status(&si);
 			exec_report(x);
-			x->session = session_of(x->shell);
+			x->left_nothing = !may_have_left_processes();
+			if (!x->left_nothing)
+				x->session = session_of(x->shell);
 		}
 		int st;
 		if (waitpid(si.si_pid, &st, WNOHANG) != si.si_pid)
@@ -595,6 +637,21 @@ static int next_timeout(int64_t now)
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
 
+/* A started shell's slot, field by field: the child still reads
+ * x->plan and x->spawn. */
+static void exec_begin(struct exec *x, int conn, int start, pid_t shell, uint64_t timeout_ms)
+{
+	fcntl(start, F_SETFL, O_NONBLOCK);
+	x->used = true;
+	x->conn = conn;
+	x->start = start;
+	x->shell = shell;
+	x->session = NO_SESSION;
+	x->status = 0;
+	x->timed_out = x->reported = x->left_nothing = false;
+	x->deadline = monotonic_ms() + (int64_t)timeout_ms;
+}
+
 /* One exec: read the plan, start the shell (spawn.c).  The helper hears
  * back once, when the shell has ended (EXITED) or could not start
  * (FAILED). */
@@ -640,15 +697,7 @@ static void exec_start(int conn, int *fds, int nfds)
 		close(conn);
 		return;
 	}
-	fcntl(ep[0], F_SETFL, O_NONBLOCK);
-	x->used = true;
-	x->conn = conn;
-	x->start = ep[0];
-	x->shell = shell;
-	x->session = NO_SESSION;
-	x->status = 0;
-	x->timed_out = x->reported = false;
-	x->deadline = monotonic_ms() + (int64_t)plan.hdr.timeout_ms;
+	exec_begin(x, conn, ep[0], shell, plan.hdr.timeout_ms);
 }
 
 /* A channel's exec (channel.c): its shell started as a helper's exec's
@@ -681,16 +730,7 @@ int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t time
 			 ? "the room is at its process limit (pids_limit)" : strerror((int)-shell));
 		return (int)shell;
 	}
-	fcntl(ep[0], F_SETFL, O_NONBLOCK);
-	/* field by field: the child still reads x->spawn */
-	x->used = true;
-	x->conn = -1;
-	x->start = ep[0];
-	x->shell = shell;
-	x->session = NO_SESSION;
-	x->status = 0;
-	x->timed_out = x->reported = false;
-	x->deadline = monotonic_ms() + (int64_t)timeout_ms;
+	exec_begin(x, -1, ep[0], shell, timeout_ms);
 	x->job = job;
 	return 0;
 }
