@@ -522,7 +522,10 @@ static struct exec *exec_of(pid_t pid)
  * the room stopped it).  A shell the room stops is the room's business. */
 static void kill_stopped_tools(void)
 {
-	for (;;) {
+	bool any = false;   /* no such child: no waitid to hear so */
+	for (int k = 0; k < MAX_EXECS && !any; k++)
+		any = execs[k].used && execs[k].shell > 0 && (execs[k].spawn.tool || execs[k].spawn.detach);
+	while (any) {
 		siginfo_t si = { 0 };
 		if (waitid(P_ALL, 0, &si, WSTOPPED | WNOHANG) < 0 || si.si_pid <= 0)
 			return;
@@ -850,14 +853,20 @@ int main(int argc, char **argv)
 		if (poll(p, (nfds_t)n, timeout) < 0)
 			continue;
 		if (p[1].revents) {
-			struct signalfd_siginfo si;
+			struct signalfd_siginfo si[8];
+			ssize_t got;
 			/* a sender outside the room's pid namespace has pid 0
 			 * here; the room's root may signal the keeper (same
-			 * uid), but not end it */
-			while (read(sigfd, &si, sizeof(si)) == sizeof(si))
-				if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP) &&
-				    si.ssi_pid == 0)
-					return 0;
+			 * uid), but not end it.  A read that does not fill the
+			 * array took all there was (one SIGCHLD, usually): no
+			 * second read to hear EAGAIN. */
+			do {
+				got = read(sigfd, si, sizeof(si));
+				for (ssize_t i = 0; i < got / (ssize_t)sizeof(si[0]); i++)
+					if ((si[i].ssi_signo == SIGTERM || si[i].ssi_signo == SIGINT ||
+					     si[i].ssi_signo == SIGHUP) && si[i].ssi_pid == 0)
+						return 0;
+			} while (got == (ssize_t)sizeof(si));
 			reap();
 		}
 		for (int i = 2; i < first_chan; i++) {
