@@ -87,12 +87,15 @@ static bool dir_canonical(const char *d)
 	}
 }
 
+static int name_is(const void *name, const void *var)
+{
+	return strcmp(name, ((const struct session_var *)var)->name);
+}
+
+/* sv is sorted by name, each name once (session_vars_parse) */
 static const struct session_var *session_find(const struct session_vars *sv, const char *name)
 {
-	for (size_t i = 0; i < sv->n; i++)
-		if (strcmp(sv->v[i].name, name) == 0)
-			return &sv->v[i];
-	return NULL;
+	return sv->n ? bsearch(name, sv->v, sv->n, sizeof(*sv->v), name_is) : NULL;
 }
 
 /* Checks every input string and every session variable; *cwd the saved
