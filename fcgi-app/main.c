@@ -250,6 +250,24 @@ static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
 static bool park(FCGX_Request **reqp, const char *room);
 
+/* An answer short of its Content-Length (a download cut) must reach the
+ * client as a failure.  On a connection that closes after the request,
+ * END_REQUEST does that: nginx checks the length and cuts the client's
+ * connection.  On a kept one (fastcgi_keep_conn) nginx 1.22 takes the same
+ * END_REQUEST for a complete answer and leaves the client waiting for the
+ * rest until its keepalive_timeout; a connection cut before END_REQUEST
+ * it takes for the failure it is.  No race either way: nginx keeps a
+ * connection only after an END_REQUEST. */
+static void answer_cut(FCGX_Request *req)
+{
+	if (!req->keepConnection)
+		return;
+	FCGX_FFlush(req->out);    /* what the client already has a right to */
+	shutdown(req->ipcFd, SHUT_RDWR);
+	FCGX_Detach(req);
+	req->keepConnection = 0;  /* closed at the request's end */
+}
+
 /* true when the request was handed to another thread, or parked (*reqp is
  * then a fresh one for this worker).  how: how it gets its room's worker
  * (struct response's room_worker). */
@@ -268,6 +286,8 @@ static bool serve_one(FCGX_Request **reqp, int how)
 	if (rs.later && hand_off(reqp, &rs))
 		return true;
 	if (rs.streamed) {
+		if (rs.streamed_short)
+			answer_cut(req);
 		json_object_put(rs.body);
 		free(rs.text);
 		return false;
