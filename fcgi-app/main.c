@@ -519,7 +519,10 @@ static int next_connection(FCGX_Request *req)
 		errno = EAGAIN;
 		return -1;
 	}
-	ssize_t k = recv(ev.data.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	/* nginx closing it (RDHUP) is the only other thing that wakes us; a
+	 * request comes alone, and is read without a look first */
+	ssize_t k = !(ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ? 1 :
+		    recv(ev.data.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 
 	if (k <= 0) {
 		if (k < 0 && (errno == EAGAIN || errno == EINTR) && kept_idle(ev.data.fd))
