@@ -536,44 +536,49 @@ static int next_connection(FCGX_Request *req)
 	return 0;
 }
 
-/* Read what is left of a kept connection's request input, its answer sent;
- * true when it ended (the connection is clean for the next request).  Each
- * read waits INPUT_WAIT_MS at most, the whole INPUT_WAIT_MS * 2: nginx, once
- * it has the answer, either sends the rest at once or closes. */
-#define DRAIN_MS (2 * INPUT_WAIT_MS)
-
+/* Read what is left of a kept connection's request input, before its
+ * END_REQUEST: nginx sends its next request on the connection only after
+ * that, and libfcgi's reads (8 KiB at a time) would take the start of it
+ * into this request's buffer, lost.  Mostly the input has been read to its
+ * end already (the router reads a body, or throws away up to
+ * HTTP_DISCARD_MAX of an unwanted one); what a handler left (a request
+ * that waited and is refused) is read here, as much again at most, each
+ * read waiting INPUT_WAIT_MS at most.  true when it ended (the connection
+ * is clean for the next request). */
 static bool input_drain(FCGX_Request *req)
 {
 	char buf[8192];
-	int64_t until = monotonic_ms() + DRAIN_MS;
+	size_t left = HTTP_DISCARD_MAX;
 
 	if (!FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in))
 		input_wait(req, INPUT_WAIT_MS);
-	while (!FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in) && monotonic_ms() < until)
-		if (FCGX_GetStr(buf, sizeof(buf), req->in) <= 0 && !FCGX_HasSeenEOF(req->in))
+	while (left && !FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in)) {
+		int got = FCGX_GetStr(buf, left < sizeof(buf) ? (int)left : (int)sizeof(buf), req->in);
+
+		if (got <= 0)
 			break;
+		left -= (size_t)got;
+	}
 	return FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in);
 }
 
 /* A request's end (its answer written): its connection is closed, or, kept,
  * watched for the next request (see above).  req holds no connection
- * after. */
+ * after.  A kept connection whose input did not end is closed as one that
+ * is not kept (libfcgi's graceful close): nginx keeps a connection only
+ * once it has sent the whole request, and it has not -- more than a socket
+ * buffer is left, or it has sent nothing for INPUT_WAIT_MS, and it learns
+ * of the answer's end before it sends more. */
 static void request_end(FCGX_Request *req)
 {
+	if (req->keepConnection && !input_drain(req))
+		req->keepConnection = 0;
 	if (!req->keepConnection) {
 		input_end_or_graceful(req);
 		FCGX_Finish_r(req);   /* closes */
 		return;
 	}
-	/* the answer's end (END_REQUEST) first: what nginx still sends of the
-	 * request, it sends whatever the answer */
-	FCGX_FClose(req->err);
-	FCGX_FClose(req->out);
-	if (FCGX_GetError(req->out) || !input_drain(req)) {
-		FCGX_Detach(req);   /* a plain close: nginx has closed, or is broken */
-		req->keepConnection = 0;
-	}
-	FCGX_Finish_r(req);
+	FCGX_Finish_r(req);   /* END_REQUEST; kept unless the answer failed */
 	if (req->ipcFd >= 0) {
 		int fd = req->ipcFd;
 

@@ -163,3 +163,25 @@ def test_idle_kept_connections_hold_no_worker(stack, client, room):
     finally:
         for s in peers:
             s.close()
+
+
+def test_a_refused_body_leaves_a_kept_connection_clean(stack, room):
+    """A POST refused (a wrong token) with a body larger than a socket holds,
+    on a kept connection: its answer comes, and so does the answer of the
+    request sent next on the same connection -- nothing of the first
+    request's input is taken for the second's."""
+    body = b'{"cmd":"' + b"x" * (512 << 10) + b'"}'
+    params = {"REQUEST_METHOD": "POST", "REQUEST_URI": f"/api/rooms/{room}/sandbox/exec",
+              "SCRIPT_NAME": f"/api/rooms/{room}/sandbox/exec", "SERVER_PROTOCOL": "HTTP/1.1",
+              "GATEWAY_INTERFACE": "CGI/1.1", "CONTENT_TYPE": "application/json",
+              "CONTENT_LENGTH": str(len(body)), "HTTP_AUTHORIZATION": "Bearer wrong"}
+    pairs = b"".join(name_value(k.encode(), v.encode()) for k, v in params.items())
+    chunks = [body[i:i + 65535] for i in range(0, len(body), 65535)]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(stack.socket))
+        s.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) +
+                  record(PARAMS, pairs) + record(PARAMS) +
+                  b"".join(record(STDIN, c) for c in chunks) + record(STDIN))
+        assert read_answer(s, 20).startswith(b"Status: 401"), "the refused POST"
+        health_request(s)
+        assert read_answer(s, 20).startswith(b"Status: 200"), "the next request on it"
