@@ -403,11 +403,9 @@ static int accept_connection(FCGX_Request *req)
  *
  * A kept connection goes back to the set only with its request's input read
  * to its end: the next request's records follow right behind it.  What a
- * request left unread (an answer given before its body was read) is read
- * after the answer, to the input's end (the connection then goes back) or
- * to nginx's close: nginx keeps a connection only once it has sent the
- * whole request, and closes it otherwise when the answer ends, so neither
- * way can roombox-fcgi close a connection nginx still means to use.
+ * request left unread is read before END_REQUEST (input_drain); input that
+ * does not end closes the connection, which nginx, not having sent the
+ * whole request, does not keep either.
  *
  * On stop, the listening socket and every idle kept connection are shut
  * down (nginx closes its end; its next request gets a new connection,
@@ -550,8 +548,10 @@ static bool input_drain(FCGX_Request *req)
 	char buf[8192];
 	size_t left = HTTP_DISCARD_MAX;
 
-	if (!FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in))
-		input_wait(req, INPUT_WAIT_MS);
+	if (FCGX_HasSeenEOF(req->in) || FCGX_GetError(req->in))
+		return !FCGX_GetError(req->in);
+	FCGX_FFlush(req->out);   /* the answer goes now; only its end waits */
+	input_wait(req, INPUT_WAIT_MS);
 	while (left && !FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in)) {
 		int got = FCGX_GetStr(buf, left < sizeof(buf) ? (int)left : (int)sizeof(buf), req->in);
 

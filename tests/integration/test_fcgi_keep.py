@@ -7,18 +7,16 @@ module's stack runs only two.  The connections are read from
 of its socket."""
 
 import socket
-import struct
 import time
 
 import pytest
+
+from fcgi_records import KEEP_CONN, STDIN, begin, params, read_answer, record
 
 SERVERS = ("nginx",)          # lighttpd opens a connection per request
 ROOMBOX_CONFIG = {"workers": "2"}
 NGINX_WORKERS = 2             # nginx.conf.example's worker_processes
 INPUT_WAIT_S = 10             # what roombox-fcgi gave a kept connection before
-
-BEGIN_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT = 1, 3, 4, 5, 6
-RESPONDER, KEEP_CONN = 1, 1
 
 
 def unix_sockets(path):
@@ -84,48 +82,20 @@ def test_an_idle_kept_connection_stays_open_and_serves_the_next_post(stack, clie
 
 # -- a FastCGI peer of the test's own that keeps its connections, as nginx does
 
-def record(kind, content=b""):
-    return struct.pack(">BBHHBB", 1, kind, 1, len(content), 0, 0) + content
-
-
-def name_value(name, value):
-    return bytes([len(name), len(value)]) + name + value
+HEALTH = {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/health", "SCRIPT_NAME": "/api/health",
+          "SERVER_PROTOCOL": "HTTP/1.1", "GATEWAY_INTERFACE": "CGI/1.1"}
 
 
 def health_request(sock):
     """GET /api/health, whole (its input ended), asking to keep the connection."""
-    params = {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/health",
-              "SCRIPT_NAME": "/api/health", "SERVER_PROTOCOL": "HTTP/1.1",
-              "GATEWAY_INTERFACE": "CGI/1.1"}
-    pairs = b"".join(name_value(k.encode(), v.encode()) for k, v in params.items())
-    sock.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) +
-                 record(PARAMS, pairs) + record(PARAMS) + record(STDIN))
+    sock.sendall(begin(KEEP_CONN) + params(HEALTH) + record(STDIN))
 
 
-def read_answer(sock, seconds):
-    """The STDOUT bytes up to END_REQUEST; fails if it does not come in time."""
-    deadline = time.monotonic() + seconds
-    buf, out = b"", b""
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no END_REQUEST within {seconds} s (so far {out[:200]!r})"
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        assert chunk, f"connection closed before END_REQUEST (so far {out[:200]!r})"
-        buf += chunk
-        while len(buf) >= 8:
-            _, kind, _, clen, plen, _ = struct.unpack(">BBHHBB", buf[:8])
-            if len(buf) < 8 + clen + plen:
-                break
-            if kind == STDOUT:
-                out += buf[8:8 + clen]
-            buf = buf[8 + clen + plen:]
-            if kind == END_REQUEST:
-                assert not buf, f"bytes after END_REQUEST: {buf[:100]!r}"
-                return out
+def answer(sock, seconds):
+    """The STDOUT bytes of a whole answer (END_REQUEST) within `seconds`."""
+    out, ended = read_answer(sock, seconds)
+    assert ended, f"no END_REQUEST within {seconds} s (so far {out[:200]!r})"
+    return out
 
 
 def still_open(sock):
@@ -153,13 +123,13 @@ def test_idle_kept_connections_hold_no_worker(stack, client, room):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(str(stack.socket))
             health_request(s)
-            assert read_answer(s, 5).startswith(b"Status: 200"), "health on a kept connection"
+            assert answer(s, 5).startswith(b"Status: 200"), "health on a kept connection"
             peers.append(s)
         assert client.exec(room, "echo here", http_timeout=30)["stdout"] == "here\n"
         assert all(still_open(s) for s in peers), "an idle kept connection was closed"
         for s in peers:
             health_request(s)
-            assert read_answer(s, 5).startswith(b"Status: 200"), "the next request on it"
+            assert answer(s, 5).startswith(b"Status: 200"), "the next request on it"
     finally:
         for s in peers:
             s.close()
@@ -171,17 +141,15 @@ def test_a_refused_body_leaves_a_kept_connection_clean(stack, room):
     request sent next on the same connection -- nothing of the first
     request's input is taken for the second's."""
     body = b'{"cmd":"' + b"x" * (512 << 10) + b'"}'
-    params = {"REQUEST_METHOD": "POST", "REQUEST_URI": f"/api/rooms/{room}/sandbox/exec",
+    post = {"REQUEST_METHOD": "POST", "REQUEST_URI": f"/api/rooms/{room}/sandbox/exec",
               "SCRIPT_NAME": f"/api/rooms/{room}/sandbox/exec", "SERVER_PROTOCOL": "HTTP/1.1",
               "GATEWAY_INTERFACE": "CGI/1.1", "CONTENT_TYPE": "application/json",
               "CONTENT_LENGTH": str(len(body)), "HTTP_AUTHORIZATION": "Bearer wrong"}
-    pairs = b"".join(name_value(k.encode(), v.encode()) for k, v in params.items())
     chunks = [body[i:i + 65535] for i in range(0, len(body), 65535)]
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(str(stack.socket))
-        s.sendall(record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) +
-                  record(PARAMS, pairs) + record(PARAMS) +
+        s.sendall(begin(KEEP_CONN) + params(post) +
                   b"".join(record(STDIN, c) for c in chunks) + record(STDIN))
-        assert read_answer(s, 20).startswith(b"Status: 401"), "the refused POST"
+        assert answer(s, 20).startswith(b"Status: 401"), "the refused POST"
         health_request(s)
-        assert read_answer(s, 20).startswith(b"Status: 200"), "the next request on it"
+        assert answer(s, 20).startswith(b"Status: 200"), "the next request on it"
