@@ -537,21 +537,21 @@ static int next_connection(FCGX_Request *req)
 /* Read what is left of a kept connection's request input, before its
  * END_REQUEST: nginx sends its next request on the connection only after
  * that, and libfcgi's reads (8 KiB at a time) would take the start of it
- * into this request's buffer, lost.  Mostly the input has been read to its
- * end already (the router reads a body, or throws away up to
- * HTTP_DISCARD_MAX of an unwanted one); what a handler left (a request
- * that waited and is refused) is read here, as much again at most, each
- * read waiting INPUT_WAIT_MS at most.  true when it ended (the connection
- * is clean for the next request). */
+ * into this request's buffer, lost.  Mostly that is the end-of-input record
+ * alone (the router reads a body, or throws away up to HTTP_DISCARD_MAX of
+ * an unwanted one); what a handler left (a request that waited and is
+ * refused) is read here, as much again at most.  Each read waits
+ * INPUT_END_MS, as the one read of a connection that is not kept does: the
+ * answer is not sent before (sent, its client could leave and nginx close
+ * the connection before its END_REQUEST).  true when the input ended (the
+ * connection is clean for the next request). */
 static bool input_drain(FCGX_Request *req)
 {
 	char buf[8192];
 	size_t left = HTTP_DISCARD_MAX;
 
-	if (FCGX_HasSeenEOF(req->in) || FCGX_GetError(req->in))
-		return !FCGX_GetError(req->in);
-	FCGX_FFlush(req->out);   /* the answer goes now; only its end waits */
-	input_wait(req, INPUT_WAIT_MS);
+	if (!FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in))
+		input_wait(req, INPUT_END_MS);
 	while (left && !FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in)) {
 		int got = FCGX_GetStr(buf, left < sizeof(buf) ? (int)left : (int)sizeof(buf), req->in);
 
@@ -566,9 +566,9 @@ static bool input_drain(FCGX_Request *req)
  * watched for the next request (see above).  req holds no connection
  * after.  A kept connection whose input did not end is closed as one that
  * is not kept (libfcgi's graceful close): nginx keeps a connection only
- * once it has sent the whole request, and it has not -- more than a socket
- * buffer is left, or it has sent nothing for INPUT_WAIT_MS, and it learns
- * of the answer's end before it sends more. */
+ * once it has sent the whole request, and it has not -- more than
+ * HTTP_DISCARD_MAX was left, or it has sent nothing for INPUT_END_MS (a
+ * client's upload that stalls, passed on unbuffered). */
 static void request_end(FCGX_Request *req)
 {
 	if (req->keepConnection && !input_drain(req))
