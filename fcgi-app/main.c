@@ -13,8 +13,11 @@
  * Threads:
  *   main      loads the configuration, opens the socket, starts the others,
  *             then waits in sigwait() for SIGTERM/SIGINT;
- *   workers   (`workers` of them) each loop on FCGX_Accept_r with their own
- *             FCGX_Request and serve one request at a time from start to
+ *   workers   (`workers` of them) each wait, on one epoll set they share,
+ *             for a new connection or a request on a kept one (see "kept
+ *             connections" below: an idle one holds no worker), read it
+ *             with FCGX_Accept_r into their own FCGX_Request and serve one
+ *             request at a time from start to
  *             finish (router.c: route, authenticate, read the body, call a
  *             handler which may spawn the helper, write the answer).  A slow
  *             exec holds one worker; requests for other rooms go to the
@@ -74,7 +77,8 @@
  * Signals: SIGPIPE is ignored (a client gone mid-answer is not fatal).
  * SIGTERM/SIGINT are blocked in every thread and taken by main with
  * sigwait(): it stops accepting (the listening socket is shut down, which
- * wakes every worker blocked in accept), runs helper op "stop-all" (rooms
+ * wakes every worker waiting for a connection, and so are the idle kept
+ * connections), runs helper op "stop-all" (rooms
  * stop with the service), gives running requests a few seconds,
  * and exits 0.  The helper gets every signal back at its default, unblocked.
  */
@@ -91,6 +95,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
@@ -245,6 +250,24 @@ static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
 static bool park(FCGX_Request **reqp, const char *room);
 
+/* An answer short of its Content-Length (a download cut) must reach the
+ * client as a failure.  On a connection that closes after the request,
+ * END_REQUEST does that: nginx checks the length and cuts the client's
+ * connection.  On a kept one (fastcgi_keep_conn) nginx 1.22 takes the same
+ * END_REQUEST for a complete answer and leaves the client waiting for the
+ * rest until its keepalive_timeout; a connection cut before END_REQUEST
+ * it takes for the failure it is.  No race either way: nginx keeps a
+ * connection only after an END_REQUEST. */
+static void answer_cut(FCGX_Request *req)
+{
+	if (!req->keepConnection)
+		return;
+	FCGX_FFlush(req->out);    /* what the client already has a right to */
+	shutdown(req->ipcFd, SHUT_RDWR);
+	FCGX_Detach(req);
+	req->keepConnection = 0;  /* closed at the request's end */
+}
+
 /* true when the request was handed to another thread, or parked (*reqp is
  * then a fresh one for this worker).  how: how it gets its room's worker
  * (struct response's room_worker). */
@@ -263,6 +286,8 @@ static bool serve_one(FCGX_Request **reqp, int how)
 	if (rs.later && hand_off(reqp, &rs))
 		return true;
 	if (rs.streamed) {
+		if (rs.streamed_short)
+			answer_cut(req);
 		json_object_put(rs.body);
 		free(rs.text);
 		return false;
@@ -335,7 +360,7 @@ static int accept_connection(FCGX_Request *req)
 	int fd = accept4(listen_fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
 
 	if (fd < 0)
-		return -1;
+		return -1;   /* EAGAIN: another worker took it */
 	if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) {
 		int one = 1;	/* as libfcgi does: answers are not interactive */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -345,6 +370,222 @@ static int accept_connection(FCGX_Request *req)
 	 * the peer's BEGIN_REQUEST then says whether it is kept */
 	req->keepConnection = 1;
 	return 0;
+}
+
+/* ---- kept connections ----
+ *
+ * nginx (fastcgi_keep_conn on, an upstream with `keepalive`) asks in each
+ * request's BEGIN_REQUEST (FCGI_KEEP_CONN) that its connection stay open
+ * for its next request: no socket, connect, accept and close per request.
+ * Between two requests such a connection is idle, and two rules keep that
+ * sound:
+ *
+ *  - roombox-fcgi never closes an idle kept connection first.  nginx may
+ *    send a request on it at any moment, and a POST that meets a close gets
+ *    nginx's 502 (nginx retries only idempotent requests).  So an idle kept
+ *    connection has no timeout here: it stays until nginx closes it (its
+ *    upstream keepalive_timeout), or the service stops.  Once a request's
+ *    first bytes have come, its reads are bounded as a new connection's are
+ *    (INPUT_WAIT_MS): a peer stopping inside a request still gives the
+ *    worker back.
+ *  - an idle kept connection holds no worker.  Each is watched, with the
+ *    listening socket, by one epoll set that every free worker waits on
+ *    (EPOLLONESHOT: one worker takes one request's connection); a worker
+ *    that finishes a request on a kept connection puts it back in the set
+ *    and waits again.  So however many connections nginx keeps (`keepalive`
+ *    of each of its worker processes), every worker stays free for the next
+ *    request, whichever connection it comes on, and a room's share of the
+ *    workers (fair_share.h) counts requests only, as before.
+ *
+ * A request handed to a thread of its own (the agent, a parked request)
+ * takes its connection with it; that thread puts it back in the set when
+ * the request ends (conn_end), as a worker does.
+ *
+ * A kept connection goes back to the set only with its request's input read
+ * to its end: the next request's records follow right behind it.  What a
+ * request left unread is read before END_REQUEST (input_drain); input that
+ * does not end closes the connection, which nginx, not having sent the
+ * whole request, does not keep either.
+ *
+ * On stop, the listening socket and every idle kept connection are shut
+ * down (nginx closes its end; its next request gets a new connection,
+ * refused, as before), and requests under way end as before, their
+ * connections then closed.  At most KEPT_MAX idle ones are kept (nginx's
+ * `keepalive` times its worker processes stays far below); past that a
+ * finished request's connection is closed. */
+#define KEPT_MAX 1024
+
+static int conn_ep = -1;              /* the listening socket, the idle kept connections */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static int kept_fds[KEPT_MAX];         /* the idle ones, in the set */
+static int kept_count;
+static bool kept_full_said;
+
+static int conn_watch(int fd, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.fd = fd };
+
+	return epoll_ctl(conn_ep, op, fd, &ev);
+}
+
+/* Put a kept connection, its request ended, in the set; false when it must
+ * be closed instead (the service stops, or KEPT_MAX are idle). */
+static bool kept_idle(int fd)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&kept_lock);
+	if (!atomic_load(&stopping) && kept_count < KEPT_MAX) {
+		/* armed again (EPOLLONESHOT), or added the first time; bytes
+		 * already waiting are reported at once */
+		ok = conn_watch(fd, EPOLL_CTL_MOD) == 0 ||
+		     (errno == ENOENT && conn_watch(fd, EPOLL_CTL_ADD) == 0);
+		if (ok)
+			kept_fds[kept_count++] = fd;
+		else
+			fprintf(stderr, "roombox-fcgi: keep a FastCGI connection: %s\n", strerror(errno));
+	} else if (kept_count >= KEPT_MAX && !kept_full_said) {
+		kept_full_said = true;
+		fprintf(stderr, "roombox-fcgi: warning: %d idle FastCGI connections kept: the next "
+			"ones are closed after their request (lower nginx's upstream keepalive)\n",
+			KEPT_MAX);
+	}
+	pthread_mutex_unlock(&kept_lock);
+	return ok;
+}
+
+/* Take fd, reported by the set, off the idle ones; false when it is not
+ * one (the service stops and has shut them all down). */
+static bool kept_take(int fd)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&kept_lock);
+	for (int i = 0; i < kept_count && !found; i++)
+		if (kept_fds[i] == fd) {
+			kept_fds[i] = kept_fds[--kept_count];
+			found = true;
+		}
+	pthread_mutex_unlock(&kept_lock);
+	return found;
+}
+
+/* On stop: nginx is told at once that its idle connections are gone. */
+static void kept_shutdown_all(void)
+{
+	pthread_mutex_lock(&kept_lock);
+	for (int i = 0; i < kept_count; i++)
+		shutdown(kept_fds[i], SHUT_RDWR);
+	kept_count = 0;
+	pthread_mutex_unlock(&kept_lock);
+}
+
+static int conn_set_open(void)
+{
+	int fl = fcntl(listen_fd, F_GETFL);
+
+	/* a worker woken with another for one new connection must not block
+	 * in accept() while requests come on kept connections */
+	conn_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (conn_ep < 0 || fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		fprintf(stderr, "roombox-fcgi: epoll: %s\n", strerror(errno));
+		return -1;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = listen_fd };
+
+	if (epoll_ctl(conn_ep, EPOLL_CTL_ADD, listen_fd, &ev) < 0) {
+		fprintf(stderr, "roombox-fcgi: epoll: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* The next connection with a request for this worker: a new one, or a kept
+ * one whose next request has begun.  -1 (errno EAGAIN: nothing after all)
+ * otherwise; a kept connection nginx has closed is closed here. */
+static int next_connection(FCGX_Request *req)
+{
+	struct epoll_event ev;
+	char c;
+	int n = epoll_wait(conn_ep, &ev, 1, -1);
+
+	if (n <= 0)
+		return -1;
+	if (ev.data.fd == listen_fd)
+		return accept_connection(req);
+	if (!kept_take(ev.data.fd)) {
+		errno = EAGAIN;
+		return -1;
+	}
+	/* nginx closing it (RDHUP) is the only other thing that wakes us; a
+	 * request comes alone, and is read without a look first */
+	ssize_t k = !(ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ? 1 :
+		    recv(ev.data.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (k <= 0) {
+		if (k < 0 && (errno == EAGAIN || errno == EINTR) && kept_idle(ev.data.fd))
+			return -1;   /* woken for nothing: watched on */
+		close(ev.data.fd);   /* nginx closed it (its keepalive_timeout) */
+		errno = EAGAIN;
+		return -1;
+	}
+	req->ipcFd = ev.data.fd;
+	req->keepConnection = 1;
+	return 0;
+}
+
+/* Read what is left of a kept connection's request input, before its
+ * END_REQUEST: nginx sends its next request on the connection only after
+ * that, and libfcgi's reads (8 KiB at a time) would take the start of it
+ * into this request's buffer, lost.  Mostly that is the end-of-input record
+ * alone (the router reads a body, or throws away up to HTTP_DISCARD_MAX of
+ * an unwanted one); what a handler left (a request that waited and is
+ * refused) is read here, as much again at most.  Each read waits
+ * INPUT_END_MS, as the one read of a connection that is not kept does: the
+ * answer is not sent before (sent, its client could leave and nginx close
+ * the connection before its END_REQUEST).  true when the input ended (the
+ * connection is clean for the next request). */
+static bool input_drain(FCGX_Request *req)
+{
+	char buf[8192];
+	size_t left = HTTP_DISCARD_MAX;
+
+	if (!FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in))
+		input_wait(req, INPUT_END_MS);
+	while (left && !FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in)) {
+		int got = FCGX_GetStr(buf, left < sizeof(buf) ? (int)left : (int)sizeof(buf), req->in);
+
+		if (got <= 0)
+			break;
+		left -= (size_t)got;
+	}
+	return FCGX_HasSeenEOF(req->in) && !FCGX_GetError(req->in);
+}
+
+/* A request's end (its answer written): its connection is closed, or, kept,
+ * watched for the next request (see above).  req holds no connection
+ * after.  A kept connection whose input did not end is closed as one that
+ * is not kept (libfcgi's graceful close): nginx keeps a connection only
+ * once it has sent the whole request, and it has not -- more than
+ * HTTP_DISCARD_MAX was left, or it has sent nothing for INPUT_END_MS (a
+ * client's upload that stalls, passed on unbuffered). */
+static void request_end(FCGX_Request *req)
+{
+	if (req->keepConnection && !input_drain(req))
+		req->keepConnection = 0;
+	if (!req->keepConnection) {
+		input_end_or_graceful(req);
+		FCGX_Finish_r(req);   /* closes */
+		return;
+	}
+	FCGX_Finish_r(req);   /* END_REQUEST; kept unless the answer failed */
+	if (req->ipcFd >= 0) {
+		int fd = req->ipcFd;
+
+		req->ipcFd = -1;
+		if (!kept_idle(fd))
+			close(fd);
+	}
 }
 
 /* ---- a request answered by a thread of its own ----
@@ -488,10 +729,7 @@ static void conn_end(void *ctx)
 {
 	FCGX_Request *req = ctx;
 
-	input_end_or_graceful(req);
-	FCGX_Finish_r(req);
-	if (req->ipcFd >= 0)   /* a kept connection: nobody will accept on it */
-		FCGX_Free(req, 1);
+	request_end(req);   /* a kept connection goes back to the workers' set */
 	free(req);
 }
 
@@ -776,10 +1014,10 @@ static void *worker_main(void *arg)
 		return NULL;
 	}
 	while (!atomic_load(&stopping)) {
-		if (req->ipcFd < 0 && accept_connection(req) < 0) {
+		if (req->ipcFd < 0 && next_connection(req) < 0) {
 			if (atomic_load(&stopping))
 				break;
-			if (errno != EINTR && errno != ECONNABORTED) {
+			if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) {
 				fprintf(stderr, "roombox-fcgi: accept: %s\n", strerror(errno));
 				usleep(100 * 1000);   /* EMFILE and friends: do not spin */
 			}
@@ -804,10 +1042,10 @@ static void *worker_main(void *arg)
 
 		if (gone)
 			continue;   /* handed off or parked; req is a fresh one */
-		input_end_or_graceful(req);
-		/* closes the connection (or keeps it, as its peer asked) now, so
-		 * that the next FCGX_Accept_r has no request of ours to finish */
-		FCGX_Finish_r(req);
+		/* closes the connection, or keeps it (as its peer asked) for any
+		 * worker, now: the next FCGX_Accept_r has no request of ours to
+		 * finish, and this worker takes whichever request comes next */
+		request_end(req);
 	}
 	FCGX_Finish_r(req);
 	free(req);
@@ -1140,7 +1378,7 @@ int main(int argc, char **argv)
 	pthread_cond_init(&park_cond, &ca);
 
 	listen_fd = open_listener(app.cfg.socket);
-	if (listen_fd < 0)
+	if (listen_fd < 0 || conn_set_open() < 0)
 		return 1;
 	cache_cgroup_mode();
 	/* the API works without previews or terminals' WebSockets: say so,
@@ -1180,7 +1418,8 @@ int main(int argc, char **argv)
 	fprintf(stderr, "roombox-fcgi: %s: stopping\n", strsignal(sig));
 	atomic_store(&stopping, true);
 	FCGX_ShutdownPending();
-	shutdown(listen_fd, SHUT_RDWR);   /* wakes every accept() */
+	shutdown(listen_fd, SHUT_RDWR);   /* wakes every worker */
+	kept_shutdown_all();
 	pthread_mutex_lock(&stop_lock);
 	pthread_cond_broadcast(&stop_cond);
 	pthread_mutex_unlock(&stop_lock);

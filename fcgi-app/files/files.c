@@ -391,6 +391,7 @@ void api_files_get(struct request *rq, struct response *rs)
 		json_object_put(res);
 		rs->status = 200;
 		rs->streamed = true;
+		rs->streamed_short = r.client_gone || r.sent < r.size;
 		free(path);
 		return;
 	}

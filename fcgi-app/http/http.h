@@ -43,8 +43,9 @@ struct http_output {
 	 * when this starts), written by the kernel from the file to the
 	 * connection (a download); 0, or -1 once the client is gone, the file
 	 * ended early or deadline_ms (CLOCK_MONOTONIC) has passed: the answer
-	 * is then short of its Content-Length, which the web server takes for
-	 * a failure.  NULL: not offered. */
+	 * is then short of its Content-Length (the handler sets
+	 * rs->streamed_short), which the web server takes for a failure.
+	 * NULL: not offered. */
 	int (*sendfile)(void *ctx, int fd, uint64_t n, long deadline_ms);
 };
 
