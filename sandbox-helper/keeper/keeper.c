@@ -356,6 +356,10 @@ struct exec {
 
 static struct exec execs[MAX_EXECS];
 static void *stacks[MAX_EXECS];   /* each slot's child stack, kept */
+/* One past the highest slot in use: the loops over the execs stop there
+ * (a slot is a few hundred bytes, the table 256 of them; one exec at a
+ * time uses slot 0 alone). */
+static int n_slots;
 /* Execs that left processes behind: at the deadline, if the room is at its
  * process limit, those processes are a background fork bomb. */
 static struct { int64_t deadline; uint32_t session; } linger[MAX_LINGER];
@@ -372,7 +376,7 @@ static uint32_t pids_limit;
 
 static bool in_running_exec(const struct proc_table *t, int i)
 {
-	for (int k = 0; k < MAX_EXECS; k++)
+	for (int k = 0; k < n_slots; k++)
 		if (execs[k].used && execs[k].shell > 0 && below(t, i, execs[k].shell))
 			return true;
 	return false;
@@ -409,7 +413,7 @@ static bool may_have_left_processes(void)
 		if (e == q)
 			break;
 		bool known = false;
-		for (int k = 0; k < MAX_EXECS && !known; k++)
+		for (int k = 0; k < n_slots && !known; k++)
 			known = execs[k].used && execs[k].shell == (pid_t)pid;
 		if (!known)
 			return true;
@@ -425,6 +429,8 @@ static void exec_maybe_done(struct exec *x)
 		plan_free(&x->plan);
 		spawn_plan_release(&x->spawn);
 		x->used = false;
+		while (n_slots > 0 && !execs[n_slots - 1].used)
+			n_slots--;
 	}
 }
 
@@ -508,7 +514,7 @@ static void exec_reaped(struct exec *x, int status)
 
 static struct exec *exec_of(pid_t pid)
 {
-	for (int k = 0; k < MAX_EXECS; k++)
+	for (int k = 0; k < n_slots; k++)
 		if (execs[k].used && execs[k].shell == pid)
 			return &execs[k];
 	return NULL;
@@ -523,7 +529,7 @@ static struct exec *exec_of(pid_t pid)
 static void kill_stopped_tools(void)
 {
 	bool any = false;   /* no such child: no waitid to hear so */
-	for (int k = 0; k < MAX_EXECS && !any; k++)
+	for (int k = 0; k < n_slots && !any; k++)
 		any = execs[k].used && execs[k].shell > 0 && (execs[k].spawn.tool || execs[k].spawn.detach);
 	while (any) {
 		siginfo_t si = { 0 };
@@ -603,7 +609,7 @@ static void exec_message(struct exec *x)
  * has no audit session). */
 static void deadlines(int64_t now)
 {
-	for (int k = 0; k < MAX_EXECS; k++) {
+	for (int k = 0; k < n_slots; k++) {
 		struct exec *x = &execs[k];
 		if (x->used && x->shell > 0 && !x->timed_out && now >= x->deadline) {
 			x->timed_out = true;
@@ -625,7 +631,7 @@ static void deadlines(int64_t now)
 static int next_timeout(int64_t now)
 {
 	int64_t next = -1;
-	for (int k = 0; k < MAX_EXECS; k++)
+	for (int k = 0; k < n_slots; k++)
 		if (execs[k].used && execs[k].shell > 0 && !execs[k].timed_out &&
 		    (next < 0 || execs[k].deadline < next))
 			next = execs[k].deadline;
@@ -646,6 +652,8 @@ static void exec_begin(struct exec *x, int conn, int start, pid_t shell, uint64_
 {
 	fcntl(start, F_SETFL, O_NONBLOCK);
 	x->used = true;
+	if (x - execs >= n_slots)
+		n_slots = (int)(x - execs) + 1;
 	x->conn = conn;
 	x->start = start;
 	x->shell = shell;
@@ -740,7 +748,7 @@ int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t time
 
 void exec_cancel_job(struct chan_job *job)
 {
-	for (int k = 0; k < MAX_EXECS; k++)
+	for (int k = 0; k < n_slots; k++)
 		if (execs[k].used && execs[k].job == job) {
 			if (execs[k].shell > 0)
 				exec_kill(&execs[k]);
@@ -837,7 +845,7 @@ int main(int argc, char **argv)
 		int n = 0;
 		p[n++] = (struct pollfd){ FD_LISTEN, POLLIN, 0 };
 		p[n++] = (struct pollfd){ sigfd, POLLIN, 0 };
-		for (int k = 0; k < MAX_EXECS; k++) {
+		for (int k = 0; k < n_slots; k++) {
 			struct exec *x = &execs[k];
 			if (x->used && x->conn >= 0) {
 				owner[n] = x;
