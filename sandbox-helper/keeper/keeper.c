@@ -382,8 +382,17 @@ static bool in_running_exec(const struct proc_table *t, int i)
 	return false;
 }
 
-/* Could an exec whose shell is the zombie `shell` have left processes
- * behind?  Its orphans became the keeper's children when the shell ended
+/* The exec whose shell is pid, NULL if none. */
+static struct exec *exec_of(pid_t pid)
+{
+	for (int k = 0; k < n_slots; k++)
+		if (execs[k].used && execs[k].shell == pid)
+			return &execs[k];
+	return NULL;
+}
+
+/* Could the exec whose shell has just ended (a zombie, not yet reaped)
+ * have left processes behind?  Its orphans became the keeper's children when the shell ended
  * (the shell was the subreaper of everything it started), so if every
  * child of the keeper is the shell of an exec (this one included), it
  * left nothing: then its audit session need not be read (an open of the
@@ -412,10 +421,7 @@ static bool may_have_left_processes(void)
 		long pid = strtol(q, &e, 10);
 		if (e == q)
 			break;
-		bool known = false;
-		for (int k = 0; k < n_slots && !known; k++)
-			known = execs[k].used && execs[k].shell == (pid_t)pid;
-		if (!known)
+		if (!exec_of((pid_t)pid))
 			return true;
 	}
 	return false;
@@ -510,14 +516,6 @@ static void exec_reaped(struct exec *x, int status)
 	}
 	exec_report(x);
 	exec_maybe_done(x);
-}
-
-static struct exec *exec_of(pid_t pid)
-{
-	for (int k = 0; k < n_slots; k++)
-		if (execs[k].used && execs[k].shell == pid)
-			return &execs[k];
-	return NULL;
 }
 
 /* A tool's child or a detached start's first process runs as the room's
