@@ -274,21 +274,39 @@ def test_fork_bomb_check_kills_only_what_that_exec_left(client, room):
     service, and not a still-running exec's processes."""
     uid = client.room_uid(room)
     client.sh(room, "setsid sleep 3701 >/dev/null 2>&1 &")
-    # B keeps the room near its limit while it runs
+    fill = fill_room_then_leave_one_behind(client, room, uid)
+    assert sleeps_of(uid, 3701), "exec A's background service was killed with C's leftovers"
+    assert len(sleeps_of(uid, 3702)) >= fill - 4, "running exec B lost processes"
+    client.destroy(room)
+
+
+def test_fork_bomb_check_finds_what_a_lone_exec_left(client, room):
+    """The keeper reads an ended exec's audit session only when one of its
+    own children is not an exec's shell.  With nothing else left in the
+    room (only running exec B's shell beside it), what exec C left is such
+    a child: found, and killed at C's deadline with the room at its limit."""
+    uid = client.room_uid(room)
+    fill = fill_room_then_leave_one_behind(client, room, uid)
+    assert len(sleeps_of(uid, 3702)) >= fill - 4, "running exec B lost processes"
+    client.destroy(room)
+
+
+def fill_room_then_leave_one_behind(client, room, uid):
+    """Exec B keeps the room near its process limit while it runs; exec C
+    leaves one process behind (sleep 3703), which must be gone after C's
+    deadline.  Returns how many processes B runs."""
     fill = PIDS_LIMIT * 9 // 10
     b = Background(client, room, {"cmd": f"i=0; while [ $i -lt {fill} ]; do sleep 3702 & "
                                          "i=$((i+1)); done; wait", "timeout": 60000})
     wait_until(lambda: len(sleeps_of(uid, 3702)) >= fill - 4 or not b.running(), 20,
                "exec B to fill the room")
     assert b.running(), b.response and b.response.json
-    # C leaves one process behind; at C's deadline the room is at its limit
     r = client.exec_raw(room, {"cmd": "sleep 3703 >/dev/null 2>&1 &", "timeout": 1000})
     assert r.status == 200, r.json
     wait_until(lambda: not sleeps_of(uid, 3703), GONE_TIMEOUT,
                "what exec C left to be killed at its deadline")
-    assert sleeps_of(uid, 3701), "exec A's background service was killed with C's leftovers"
-    assert len(sleeps_of(uid, 3702)) >= fill - 4, "running exec B lost processes"
-    client.destroy(room)
+    assert b.running(), "exec B ended early"
+    return fill
 
 
 def test_room_stopping_everything_cannot_hang_the_service(client, room):
