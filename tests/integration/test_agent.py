@@ -9,6 +9,7 @@ was sent.  Every wait is a bounded poll or a bounded read: the stub holds a
 later chunk until the test has seen an earlier event, never a sleep.
 """
 
+import atexit
 import contextlib
 import http.client
 import json
@@ -156,6 +157,9 @@ class Call:
 
 STUB = StubModel()
 KEY_DIR = tempfile.mkdtemp(prefix="rbx-llm-")
+# every process that imports this file makes one (each xdist worker
+# collects it; only one runs its tests), so each removes its own at exit
+atexit.register(shutil.rmtree, KEY_DIR, True)
 KEY = "sk-test-" + secrets.token_hex(20)
 KEY_FILE = os.path.join(KEY_DIR, "llm-key")
 with open(KEY_FILE, "w") as f:
@@ -171,12 +175,6 @@ ROOMBOX_CONFIG = {
     "llm_rounds": "1",
     "llm_history": "3",
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def key_dir():
-    yield
-    shutil.rmtree(KEY_DIR, ignore_errors=True)
 
 
 @pytest.fixture
