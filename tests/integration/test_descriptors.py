@@ -23,9 +23,12 @@ def low_limit_stack():
     s.fcgi_wrap = ["prlimit", f"--nofile={GIVEN_SOFT}:{GIVEN_HARD}", "--"]
     try:
         s.start()
-        yield s
-    finally:
+    except BaseException:
         s.stop()
+        raise
+    yield s
+    problems = s.stop()
+    assert not problems, problems
 
 
 def test_many_warm_rooms_at_once_past_the_given_descriptor_limit(low_limit_stack):

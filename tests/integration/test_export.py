@@ -164,8 +164,10 @@ def test_a_room_with_a_package_moves_to_another_instance_whole(client, room):
         # and apt there still knows it: the package removes cleanly
         oc.sh(new, f"DEBIAN_FRONTEND=noninteractive {APT} remove -y {name}", timeout=300000)
         assert oc.exec(new, f"command -v {name}")["exitCode"] != 0
+        oc.destroy(new)
     finally:
-        other.stop()
+        problems = other.stop()
+    assert not problems, problems
 
 
 def members_of(data, pattern):
@@ -606,7 +608,8 @@ def keyed(stack):
     os.chmod(key_file, 0o644)
     s = started_stack({"export_key_file": str(key_file)})
     yield s
-    s.stop()
+    problems = s.stop()
+    assert not problems, problems
 
 
 def test_hmac_required_and_checked_with_a_key(client, room, keyed):
