@@ -189,7 +189,7 @@ static void session_save(const struct chan_job *job)
 /* Saved and marked before the answer: the caller's next exec, on any
  * channel or through the helper, finds the session this one left. */
 void channel_exec_done(struct chan_job *job, int status, bool timed_out, bool failed, int err,
-		       const char *text)
+		       const char *text, int held[2])
 {
 	if (!failed && job->save && !timed_out && WIFEXITED(status))
 		session_save(job);
@@ -198,6 +198,7 @@ void channel_exec_done(struct chan_job *job, int status, bool timed_out, bool fa
 	}
 	if (--running == 0 && busy_fd >= 0)
 		flock(busy_fd, LOCK_UN);
+	exec_held_close(held);
 	if (job->channel >= 0) {
 		chans[job->channel].job = NULL;
 		answer(chans[job->channel].fd, failed ? KC_FAILED : KC_EXITED, failed ? err : status,
@@ -229,7 +230,7 @@ static char *text_read(const struct kc_req *q, size_t rec_len, int nfds, int fd,
 
 /* Start the shell of a checked request; false with the answer given
  * (nothing ran). */
-static bool job_start(int k, struct chan_job *job, const struct kc_order *o, const int *io)
+static bool job_start(int k, struct chan_job *job, const struct kc_order *o, int *io)
 {
 	char why[160] = "";
 	int fd = session_fd[o->as_user];
@@ -247,7 +248,7 @@ static bool job_start(int k, struct chan_job *job, const struct kc_order *o, con
 	job->t0_us = now_us(CLOCK_MONOTONIC);
 	job->started_ms = now_us(CLOCK_REALTIME) / 1000;
 	if (rc == 0)
-		rc = exec_spawn_job(job, io[0], io[1], io[2], timeout, room_pids, why, sizeof(why));
+		rc = exec_spawn_job(job, io[0], &io[1], &io[2], timeout, room_pids, why, sizeof(why));
 	if (rc < 0) {
 		answer(chans[k].fd, KC_FAILED, rc == -1 ? 0 : -rc, false, why, NULL);
 		return false;
@@ -332,7 +333,8 @@ static void channel_request(int k)
 			job_free(job);
 	}
 	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
+		if (fds[i] >= 0)   /* the exec keeps its stdout and stderr */
+			close(fds[i]);
 }
 
 /* ---- the loop's part -------------------------------------------------- */

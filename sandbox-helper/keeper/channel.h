@@ -33,17 +33,22 @@ int channel_poll_add(struct pollfd *p, int room);
  * that channel) looked at -- a request taken, an end seen. */
 void channel_poll_check(const struct pollfd *p, int n);
 
-/* From keeper.c, when a channel's exec ends: answered (KC_EXITED, or
- * KC_FAILED when failed is set, errno and text), its session kept, the
- * room's marks updated; job freed. */
+/* From keeper.c, when a channel's exec ends: its session kept, the
+ * room's marks updated, the exec's held stdout and stderr closed
+ * (exec_held_close), answered (KC_EXITED, or KC_FAILED when failed is
+ * set, errno and text); job freed. */
 void channel_exec_done(struct chan_job *job, int status, bool timed_out, bool failed, int err,
-		       const char *text);
+		       const char *text, int held[2]);
 
-/* In keeper.c: start job's shell with in, out and err as its stdin,
- * stdout and stderr, deadline timeout_ms.  0, or -errno of a failed fork
- * (-EAGAIN: the room is at its process limit) / -1 with why. */
-int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t timeout_ms,
+/* In keeper.c: start job's shell with in, *out and *err as its stdin,
+ * stdout and stderr, deadline timeout_ms; once it started, *out and *err
+ * are the exec's (set to -1: kept until the answer).  0, or -errno of a
+ * failed fork (-EAGAIN: the room is at its process limit) / -1 with why. */
+int exec_spawn_job(struct chan_job *job, int in, int *out, int *err, uint64_t timeout_ms,
 		   uint32_t pids, char *why, size_t whylen);
+/* In keeper.c: the two descriptors an exec holds until its answer (its
+ * shell's stdout and stderr, keeper.c says why) closed, each set to -1. */
+void exec_held_close(int held[2]);
 /* In keeper.c: the channel of job went away while its shell runs: the
  * exec is killed, as a helper's hang-up kills its exec. */
 void exec_cancel_job(struct chan_job *job);

@@ -348,6 +348,7 @@ struct exec {
 	int status;
 	bool timed_out, reported;
 	bool left_nothing;        /* at its shell's end the keeper had no other child */
+	int held[2];              /* the keeper's copies of the shell's stdout and stderr */
 	int64_t deadline;
 	struct exec_plan plan;    /* the child reads it until it has exec'd */
 	struct chan_job *job;     /* an exec channel's (channel.c), else NULL */
@@ -427,11 +428,30 @@ static bool may_have_left_processes(void)
 	return false;
 }
 
+/* The keeper keeps a copy of the shell's stdout and stderr (the write
+ * ends of roombox-fcgi's pipes) until it answers, and lets them go just
+ * before the answer (here, or in channel_exec_done): so roombox-fcgi sees
+ * the end of the output and the answer in one wake-up.  Without the
+ * copies the shell's end closes the pipes first (stdout even earlier: the
+ * session's `exec >&9`), and roombox-fcgi wakes for each only to wait
+ * again for the answer: wake-ups that cost more of a busy host's CPU than
+ * two descriptors cost the keeper (docs/benchmarks.md).  What background
+ * processes hold is still theirs: roombox-fcgi drains that as before. */
+void exec_held_close(int held[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (held[i] >= 0) {
+			close(held[i]);
+			held[i] = -1;
+		}
+}
+
 /* The slot is free once its shell is reaped (so the child no longer reads
  * the plan or uses the slot's stack) and the helper has hung up. */
 static void exec_maybe_done(struct exec *x)
 {
 	if (x->used && !x->shell && x->conn < 0 && x->start < 0 && !x->job) {
+		exec_held_close(x->held);
 		plan_free(&x->plan);
 		spawn_plan_release(&x->spawn);
 		x->used = false;
@@ -446,7 +466,7 @@ static void exec_job_end(struct exec *x, bool failed, const char *text)
 	struct chan_job *job = x->job;
 	x->job = NULL;
 	x->reported = true;
-	channel_exec_done(job, x->status, x->timed_out, failed, 0, text);
+	channel_exec_done(job, x->status, x->timed_out, failed, 0, text, x->held);
 }
 
 /* What the child said on its error pipe: nothing (it exec'd, so its audit
@@ -473,6 +493,7 @@ static bool exec_started(struct exec *x, bool dead)
 	if (x->job) {
 		exec_job_end(x, true, n > 0 ? text : "the shell did not start");
 	} else {
+		exec_held_close(x->held);
 		if (x->conn >= 0)
 			send_msg(x->conn, KP_FAILED, 0, 0, n > 0 ? text : "the shell did not start");
 		x->reported = true;
@@ -490,6 +511,7 @@ static void exec_report(struct exec *x)
 	if (!x->reported && x->job)
 		exec_job_end(x, false, NULL);
 	if (!x->reported && x->conn >= 0) {
+		exec_held_close(x->held);
 		send_msg(x->conn, KP_EXITED, x->status, x->timed_out, NULL);
 		x->reported = true;
 		close(x->conn);
@@ -645,8 +667,9 @@ static int next_timeout(int64_t now)
 }
 
 /* A started shell's slot, field by field: the child still reads
- * x->plan and x->spawn. */
-static void exec_begin(struct exec *x, int conn, int start, pid_t shell, uint64_t timeout_ms)
+ * x->plan and x->spawn.  *out and *err become the slot's (set to -1). */
+static void exec_begin(struct exec *x, int conn, int start, pid_t shell, uint64_t timeout_ms,
+		       int *out, int *err)
 {
 	fcntl(start, F_SETFL, O_NONBLOCK);
 	x->used = true;
@@ -659,6 +682,9 @@ static void exec_begin(struct exec *x, int conn, int start, pid_t shell, uint64_
 	x->status = 0;
 	x->timed_out = x->reported = x->left_nothing = false;
 	x->deadline = monotonic_ms() + (int64_t)timeout_ms;
+	x->held[0] = *out;
+	x->held[1] = *err;
+	*out = *err = -1;
 }
 
 /* One exec: read the plan, start the shell (spawn.c).  The helper hears
@@ -706,12 +732,12 @@ static void exec_start(int conn, int *fds, int nfds)
 		close(conn);
 		return;
 	}
-	exec_begin(x, conn, ep[0], shell, plan.hdr.timeout_ms);
+	exec_begin(x, conn, ep[0], shell, plan.hdr.timeout_ms, &fds[1], &fds[2]);
 }
 
 /* A channel's exec (channel.c): its shell started as a helper's exec's
  * is, from the plan the channel made. */
-int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t timeout_ms,
+int exec_spawn_job(struct chan_job *job, int in, int *out, int *err, uint64_t timeout_ms,
 		   uint32_t pids, char *why, size_t whylen)
 {
 	int k = 0, ep[2];
@@ -729,7 +755,7 @@ int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t time
 	uid_t id = job->as_user ? KP_USER_ID : KP_ROOT_ID;
 	pids_limit = pids;
 	x->plan = (struct exec_plan){ 0 };
-	x->spawn = (struct spawn_plan){ (char **)job->env.argv, job->env.envp, out, err, job->session_out,
+	x->spawn = (struct spawn_plan){ (char **)job->env.argv, job->env.envp, *out, *err, job->session_out,
 					in, ep[1], id, id, false, false, { NULL, NULL, NULL }, false };
 	pid_t shell = spawn_shell(&x->spawn, &stacks[k]);
 	close(ep[1]);
@@ -739,7 +765,7 @@ int exec_spawn_job(struct chan_job *job, int in, int out, int err, uint64_t time
 			 ? "the room is at its process limit (pids_limit)" : strerror((int)-shell));
 		return (int)shell;
 	}
-	exec_begin(x, -1, ep[0], shell, timeout_ms);
+	exec_begin(x, -1, ep[0], shell, timeout_ms, out, err);
 	x->job = job;
 	return 0;
 }
