@@ -152,9 +152,30 @@ static char *put(char **o, const char *a, const char *b, const char *c)
 	return s;
 }
 
+/* d's memory grown to size bytes of strings and n pointers, where it has
+ * less (realloc keeps what it had on failure: still d's to free). */
+static int direct_room(struct shell_direct *d, size_t size, size_t n)
+{
+	if (size > d->buf_cap) {
+		char *b = realloc(d->buf, size);
+		if (!b)
+			return -1;
+		d->buf = b;
+		d->buf_cap = size;
+	}
+	if (n > d->envp_cap) {
+		char **e = realloc(d->envp, n * sizeof(*e));
+		if (!e)
+			return -1;
+		d->envp = e;
+		d->envp_cap = n;
+	}
+	return 0;
+}
+
 int shell_env_direct(char *const *envp, struct shell_direct *d)
 {
-	*d = (struct shell_direct){ 0 };
+	d->dir = NULL;
 	const char *session = NULL;
 	size_t nenv = 0;
 	for (; envp[nenv]; nenv++)
@@ -175,11 +196,8 @@ int shell_env_direct(char *const *envp, struct shell_direct *d)
 	for (size_t i = 0; i < sv.n; i++)
 		size += strlen(sv.v[i].name) + 1 + sv.v[i].value_len + 1;
 	/* the inherited strings, the session's, OLDPWD, PWD, NULL */
-	d->buf = malloc(size);
-	d->envp = calloc(nenv + sv.n + 3, sizeof(char *));
-	if (!d->buf || !d->envp) {
+	if (direct_room(d, size, nenv + sv.n + 3) < 0) {
 		session_vars_free(&sv);
-		shell_direct_free(d);
 		return -1;
 	}
 	char *o = d->buf, **e = d->envp;

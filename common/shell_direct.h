@@ -8,6 +8,8 @@
 #ifndef ROOMBOX_SHELL_DIRECT_H
 #define ROOMBOX_SHELL_DIRECT_H
 
+#include <stddef.h>
+
 /* From envp as shell_env_build (shell_env.h) made it: when its session parses (session_vars_parse),
  * names nothing an environment cannot say the same way, no one-off cwd is
  * given and the wrapper is this build's, the shell can get the exported
@@ -17,12 +19,16 @@
  * child enters dir as the shell's user and execs with d->envp (PWD names
  * dir); when it cannot enter dir, it execs with envp as it was, and the
  * wrapper finds the fallback as it always has.  0, or -1: start the shell
- * with envp as it is (d holds nothing). */
+ * with envp as it is (d->dir NULL, d->envp meaning nothing). */
 struct shell_direct {
 	const char *dir;
 	char **envp;
 	char *buf;                /* the strings */
+	size_t buf_cap, envp_cap; /* what buf and envp hold room for */
 };
+/* d starts all zero; its memory is kept from call to call (a keeper's
+ * exec slot makes one per exec: no heap mapped and unmapped each time),
+ * and is released by shell_direct_free. */
 int shell_env_direct(char *const *envp, struct shell_direct *d);
 void shell_direct_free(struct shell_direct *d);
 

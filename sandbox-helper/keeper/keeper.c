@@ -356,7 +356,7 @@ struct exec {
 };
 
 static struct exec execs[MAX_EXECS];
-static void *stacks[MAX_EXECS];   /* each slot's child stack, kept */
+static struct spawn_slot slots[MAX_EXECS];   /* kept from exec to exec */
 /* One past the highest slot in use: the loops over the execs stop there
  * (a slot is a few hundred bytes, the table 256 of them; one exec at a
  * time uses slot 0 alone). */
@@ -453,7 +453,6 @@ static void exec_maybe_done(struct exec *x)
 	if (x->used && !x->shell && x->conn < 0 && x->start < 0 && !x->job) {
 		exec_held_close(x->held);
 		plan_free(&x->plan);
-		spawn_plan_release(&x->spawn);
 		x->used = false;
 		while (n_slots > 0 && !execs[n_slots - 1].used)
 			n_slots--;
@@ -713,8 +712,8 @@ static void exec_start(int conn, int *fds, int nfds)
 		x->spawn = (struct spawn_plan){ plan.argv, plan.envp, fds[1], fds[2], fds[3],
 						nfds > 4 ? fds[4] : -1, ep[1], id, id,
 						(plan.hdr.flags & KP_TOOL) != 0,
-						(plan.hdr.flags & KP_DETACH) != 0, { NULL, NULL, NULL }, false };
-		shell = spawn_shell(&x->spawn, &stacks[k]);
+						(plan.hdr.flags & KP_DETACH) != 0, NULL };
+		shell = spawn_shell(&x->spawn, &slots[k]);
 		close(ep[1]);
 	}
 	char text[160];
@@ -756,8 +755,8 @@ int exec_spawn_job(struct chan_job *job, int in, int *out, int *err, uint64_t ti
 	pids_limit = pids;
 	x->plan = (struct exec_plan){ 0 };
 	x->spawn = (struct spawn_plan){ (char **)job->env.argv, job->env.envp, *out, *err, job->session_out,
-					in, ep[1], id, id, false, false, { NULL, NULL, NULL }, false };
-	pid_t shell = spawn_shell(&x->spawn, &stacks[k]);
+					in, ep[1], id, id, false, false, NULL };
+	pid_t shell = spawn_shell(&x->spawn, &slots[k]);
 	close(ep[1]);
 	if (shell < 0) {
 		close(ep[0]);

@@ -252,31 +252,16 @@ static int child_main(void *arg)
 	 * cannot enter is left to the wrapper's own fallback (the room's root
 	 * may enter more with the capabilities its execve gives it) */
 	char **envp = p->envp;
-	if (p->is_direct && ksys(SYS_chdir, (long)p->direct.dir, 0, 0, 0, 0) == 0)
-		envp = p->direct.envp;
+	if (p->direct && ksys(SYS_chdir, (long)p->direct->dir, 0, 0, 0, 0) == 0)
+		envp = p->direct->envp;
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
 }
 
-/* A failed start frees what it made: the caller releases only a plan
- * whose child ran. */
-static pid_t spawned(struct spawn_plan *p, pid_t pid)
+pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot)
 {
-	if (pid < 0)
-		spawn_plan_release(p);
-	return pid;
-}
-
-void spawn_plan_release(struct spawn_plan *p)
-{
-	if (p->is_direct)
-		shell_direct_free(&p->direct);
-	p->is_direct = false;
-}
-
-pid_t spawn_shell(struct spawn_plan *p, void **stack)
-{
-	p->is_direct = !p->tool && shell_env_direct(p->envp, &p->direct) == 0;
+	void **stack = &slot->stack;
+	p->direct = !p->tool && shell_env_direct(p->envp, &slot->direct) == 0 ? &slot->direct : NULL;
 	if (!p->tool && !p->detach && may_share_memory(p)) {
 		if (!*stack) {
 			char *m = mmap(NULL, GUARD_SIZE + STACK_SIZE, PROT_READ | PROT_WRITE,
@@ -289,11 +274,11 @@ pid_t spawn_shell(struct spawn_plan *p, void **stack)
 		if (*stack) {
 			pid_t pid = clone(child_main, (char *)*stack + GUARD_SIZE + STACK_SIZE,
 					  CLONE_VM | SIGCHLD, (void *)p, NULL, NULL, NULL);
-			return spawned(p, pid < 0 ? -errno : pid);
+			return pid < 0 ? -errno : pid;
 		}
 	}
 	pid_t pid = fork();
 	if (pid == 0)
 		child_main((void *)p);
-	return spawned(p, pid < 0 ? -errno : pid);
+	return pid < 0 ? -errno : pid;
 }

@@ -19,10 +19,19 @@ struct spawn_plan {
 	gid_t gid;
 	bool tool;                /* KP_TOOL: argv names a tool, done by the child */
 	bool detach;              /* KP_DETACH: the shell in a new session, the child ends */
-	/* made by spawn_shell: the session as the shell's environment, when
-	 * it can be (shell_env_direct); freed by spawn_plan_release */
+	/* set by spawn_shell: the session as the shell's environment, when
+	 * it can be (shell_env_direct), made in the exec slot's memory */
+	const struct shell_direct *direct;
+};
+
+/* What an exec slot keeps from one exec to the next: the child's stack
+ * (mapped on first use) and the memory of the shell's environment.  The
+ * next exec in the slot uses them only once the child has exec'd or died;
+ * keeping them maps and unmaps nothing per exec (musl returns an empty
+ * heap group at once, a TLB flush on each CPU the keeper's child ran on). */
+struct spawn_slot {
+	void *stack;
 	struct shell_direct direct;
-	bool is_direct;
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is
@@ -31,12 +40,8 @@ void spawn_init(void);
 
 /* Starts the shell, with its session as its environment when envp's
  * session parses (see shell_env_direct: the keeper's parse of what the
- * room wrote, never the helper's).  *stack is the exec slot's child stack (mapped on
- * first use, kept for the slot's next exec; only reused once the child has
- * exec'd or died).  Returns the pid, or -errno. */
-pid_t spawn_shell(struct spawn_plan *p, void **stack);
-
-/* What spawn_shell made for p, once its child has exec'd or died. */
-void spawn_plan_release(struct spawn_plan *p);
+ * room wrote, never the helper's), in slot's memory.  Returns the pid, or
+ * -errno. */
+pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot);
 
 #endif

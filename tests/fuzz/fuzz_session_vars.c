@@ -203,7 +203,7 @@ static void check_parsed(const char *s, size_t len, const struct session_vars *s
 static void check_direct(const char *session)
 {
 	struct shell_env e;
-	struct shell_direct d;
+	struct shell_direct d = { 0 };
 	char err[256];
 	if (shell_env_build(&e, "fz", "true", true, true, NULL, session, NULL, 0, err, sizeof(err)) < 0)
 		return;
@@ -225,8 +225,8 @@ static void check_direct(const char *session)
 		}
 		FUZZ_ASSERT(n > 0 && strncmp(d.envp[n - 1], "PWD=", 4) == 0 &&
 			    strcmp(d.envp[n - 1] + 4, d.dir) == 0, "PWD is not the directory");
-		shell_direct_free(&d);
 	}
+	shell_direct_free(&d);
 	shell_env_free(&e);
 }
 

@@ -304,7 +304,7 @@ static int direct(const char *session, const char *cwd, const char *env, uint32_
 static void test_direct_environment(void **state)
 {
 	(void)state;
-	struct shell_direct d;
+	struct shell_direct d = { 0 };
 	const char env[] = "R=it's\0";
 	assert_int_equal(direct("export A='x\ny'\nexport HOME='/evil'\nexport PATH='/p'\n"
 				"export PWD='/old'\nexport OLDPWD='/older'\nexport TERM\n"
@@ -336,7 +336,7 @@ static void test_direct_environment(void **state)
 static void test_direct_leaves_to_the_shell(void **state)
 {
 	(void)state;
-	struct shell_direct d;
+	struct shell_direct d = { 0 };
 	static const char *const left[] = {
 		"export X='a'\n: anything\n",             /* not a session */
 		"export NOVAL\n",                         /* exported, unset */
@@ -390,6 +390,33 @@ static void test_direct_leaves_to_the_shell(void **state)
 	assert_int_equal(shell_env_direct(envp, &d), -1);
 	char *unknown[] = { "__RB_SESSION=", "LD_PRELOAD=/x.so", NULL };
 	assert_int_equal(shell_env_direct(unknown, &d), -1);
+	shell_direct_free(&d);
+}
+
+/* The keeper makes one environment per exec in its slot's memory: a
+ * smaller one after a larger is made in the same memory, a refused one
+ * in between leaves it, and none of the earlier one's variables is left. */
+static void test_direct_memory_is_kept_from_exec_to_exec(void **state)
+{
+	(void)state;
+	struct shell_direct d = { 0 };
+	assert_int_equal(direct("export LONG='0123456789012345678901234567890123456789'\n"
+				"export __RB_CWD='/usr/share/doc'\n", NULL, NULL, 0, &d), 0);
+	char *buf = d.buf;
+	char **envp = d.envp;
+	assert_string_equal(envp_get(d.envp, "LONG="), "LONG=0123456789012345678901234567890123456789");
+	assert_int_equal(direct("export X='a'\n: anything\n", NULL, NULL, 0, &d), -1);
+	assert_null(d.dir);
+	assert_int_equal(direct("export S='x'\n", NULL, NULL, 0, &d), 0);
+	assert_ptr_equal(d.buf, buf);
+	assert_ptr_equal(d.envp, envp);
+	assert_string_equal(d.dir, "/workspace");
+	assert_string_equal(envp_get(d.envp, "S="), "S=x");
+	assert_null(envp_get(d.envp, "LONG="));
+	assert_string_equal(envp_get(d.envp, "PWD="), "PWD=/workspace");
+	shell_direct_free(&d);
+	assert_null(d.buf);
+	assert_null(d.envp);
 }
 
 int main(void)
@@ -403,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_every_byte_through_dash_export_p),
 		cmocka_unit_test(test_direct_environment),
 		cmocka_unit_test(test_direct_leaves_to_the_shell),
+		cmocka_unit_test(test_direct_memory_is_kept_from_exec_to_exec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
