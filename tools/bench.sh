@@ -408,15 +408,18 @@ else
 fi
 case $port in ''|*[!0-9]*) die "PORT must be a number, not '$port'" ;; esac
 
-# free_uid_base FIRST SPAN: a uid range of SPAN rooms (65536 host ids each)
-# that no process uses, at FIRST + k x its size for a random k < 16, and
-# within the 2^31 host ids a configuration may give rooms (uid_base +
-# max_rooms x 65536, as roombox-fcgi checks at start).
+# free_uid_base FIRST SPAN END: a uid range of SPAN rooms (65536 host ids
+# each) that no process uses, at FIRST + k x its size for a random k < 16,
+# ending by END.  Each stack of the run has a region of its own (the bench
+# stack below 1.2e9, the XFS one below 1.5e9, the egress one up to the 2^31
+# host ids a configuration may give rooms, uid_base + max_rooms x 65536):
+# a range picked at random in one region can then never hold another
+# stack's rooms, which would leave that stack no free range.
 free_uid_base() {
-	local first=$1 n=$(($2 * 65536)) b
+	local first=$1 n=$(($2 * 65536)) end=$3 b
 	for _ in $(seq 200); do
 		b=$((first + (RANDOM % 16) * n))
-		[ $((b + n)) -le 2147483648 ] || continue
+		[ $((b + n)) -le "$end" ] || continue
 		if ! ps -eo uid=,gid= | awk -v lo="$b" -v hi=$((b + n)) \
 			'($1 >= lo && $1 < hi) || ($2 >= lo && $2 < hi) { f = 1 } END { exit !f }'; then
 			echo "$b"
@@ -523,13 +526,12 @@ ref_nginx="    upstream bench_page_keep {
     }"
 
 # A uid range no process uses: each room owns 65536 host ids (the tests use
-# 70000000 to 300000000, make run 200000 to 65736000; the egress stack's range,
-# from 1.5e9, lies above every one this can pick).
+# 70000000 to 300000000, make run 200000 to 65736000).
 span=1024
 # make bench-scale: room for its rooms and the one measured beside them.
 ! want scale || [ $((SCALE_ROOMS + 8)) -le "$span" ] || span=$((SCALE_ROOMS + 8))
 ids=$((span * 65536))
-uid_base=$(free_uid_base 300000000 "$span") || die "no free uid range for the bench stack"
+uid_base=$(free_uid_base 300000000 "$span" 1200000000) || die "no free uid range for the bench stack"
 start_stack "$tmp" "$port" "$uid_base" "$span" "" "$ref_nginx"
 fcgi_pid=$started_fcgi nginx_pid=$started_nginx stack_up=1
 
@@ -1034,7 +1036,7 @@ if command -v mkfs.xfs >/dev/null; then
 		mount -o loop "$tmp/xfs.img" "$xd" && x_mounted=1 ||
 		die "could not make and mount an XFS on $tmp/xfs.img"
 	x_port=$(free_port)
-	x_base=$(free_uid_base 1200000000 16) || die "no free uid range for the XFS stack"
+	x_base=$(free_uid_base 1200000000 16 1500000000) || die "no free uid range for the XFS stack"
 	start_stack "$xd" "$x_port" "$x_base" 16 "" ""
 	x_fcgi_pid=$started_fcgi x_nginx_pid=$started_nginx x_up=1
 	snap_bench "$xd" "$x_port" x
@@ -1096,7 +1098,7 @@ ip netns exec "$th_ns" nginx -e "$th/error.log" -c "$th/nginx.conf" -g 'daemon o
 th_nginx_pid=$!
 eg_port=$(free_port)
 eg_span=64
-eg_uid_base=$(free_uid_base 1500000000 "$eg_span") || die "no free uid range for the egress stack"
+eg_uid_base=$(free_uid_base 1500000000 "$eg_span" 2147483648) || die "no free uid range for the egress stack"
 start_stack "$eg" "$eg_port" "$eg_uid_base" "$eg_span" "network = egress
 dns = $TH_ADDR" ""
 eg_fcgi_pid=$started_fcgi eg_nginx_pid=$started_nginx eg_up=1
