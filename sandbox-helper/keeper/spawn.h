@@ -35,7 +35,9 @@ struct spawn_slot {
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is
- * read from /proc/sys/fs/suid_dumpable on every spawn. */
+ * read from /proc/sys/fs/suid_dumpable on every spawn; the keeper's own
+ * open-file limit is raised to its hard one (each child gets the room's
+ * back). */
 void spawn_init(void);
 
 /* Starts the shell, with its session as its environment when envp's
