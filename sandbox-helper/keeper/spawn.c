@@ -74,6 +74,7 @@
 #include "tools.h"
 
 #define STACK_SIZE (32 * 1024)
+#define SLOT_KEEP_MAX (64 * 1024)   /* environment memory a slot keeps */
 #define GUARD_SIZE 4096
 
 #if defined(__x86_64__)
@@ -273,6 +274,12 @@ static int child_main(void *arg)
 		envp = p->direct->envp;
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
+}
+
+void spawn_slot_done(struct spawn_slot *slot)
+{
+	if (slot->direct.buf_cap > SLOT_KEEP_MAX)
+		shell_direct_free(&slot->direct);
 }
 
 pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot)

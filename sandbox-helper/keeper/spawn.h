@@ -46,4 +46,9 @@ void spawn_init(void);
  * -errno. */
 pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot);
 
+/* The slot's exec is over (its child exec'd or died): an environment's
+ * memory larger than a usual session's is given back, so a burst of execs
+ * with large sessions does not keep it. */
+void spawn_slot_done(struct spawn_slot *slot);
+
 #endif
