@@ -81,8 +81,9 @@ struct response {
 	/* Set by a handler that has written its whole answer itself through
 	 * rq->in->out (status says what it sent, for the log); body unused. */
 	bool streamed;
-	/* ... and it is short of the Content-Length it announced (a download
-	 * cut): main.c makes sure the web server takes it for a failure */
+	/* ... and it failed on its way (a download short of the
+	 * Content-Length it announced, an export's archive broken off):
+	 * main.c makes sure the web server takes it for a failure */
 	bool streamed_short;
 	char request_id[24];          /* X-Request-Id: (router.c), "" = none */
 	/* The room's share of the workers (router.c, main.c): set before

@@ -250,19 +250,26 @@ static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
 static bool park(FCGX_Request **reqp, const char *room);
 
-/* An answer short of its Content-Length (a download cut) must reach the
- * client as a failure.  On a connection that closes after the request,
- * END_REQUEST does that: nginx checks the length and cuts the client's
- * connection.  On a kept one (fastcgi_keep_conn) nginx 1.22 takes the same
- * END_REQUEST for a complete answer and leaves the client waiting for the
- * rest until its keepalive_timeout; a connection cut before END_REQUEST
- * it takes for the failure it is.  No race either way: nginx keeps a
- * connection only after an END_REQUEST. */
+/* A streamed answer that failed on its way (a download short of its
+ * Content-Length, an export whose archive broke off) must reach the client
+ * as a failure, never as a complete-looking answer.  END_REQUEST cannot
+ * say so, and neither can the connection's end alone: nginx 1.22 takes an
+ * end without END_REQUEST for the answer's end wherever it has no length
+ * to check (an export: chunked; unbuffered, so it does not count its
+ * records) and closes it with its last chunk, as if whole; on a kept
+ * connection (fastcgi_keep_conn) it even takes END_REQUEST after a short
+ * download for complete and leaves the client waiting for the rest.  A
+ * record it cannot parse (version 0: none such) it takes for the failure
+ * it is, whatever its buffering, and cuts the client's connection
+ * without the last chunk; lighttpd does the same on the connection's end.
+ * No race: nginx keeps a connection only after an END_REQUEST. */
 static void answer_cut(FCGX_Request *req)
 {
-	if (!req->keepConnection)
-		return;
+	static const unsigned char broken[8];   /* a record header of version 0 */
 	FCGX_FFlush(req->out);    /* what the client already has a right to */
+	if (write(req->ipcFd, broken, sizeof(broken)) < 0) {
+		/* the web server is gone already: nothing left to tell */
+	}
 	shutdown(req->ipcFd, SHUT_RDWR);
 	FCGX_Detach(req);
 	req->keepConnection = 0;  /* closed at the request's end */

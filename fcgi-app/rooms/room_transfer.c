@@ -454,6 +454,9 @@ void api_rooms_export(struct request *rq, struct response *rs)
 				j->rc < 0 ? j->err : "the client left");
 		rs->status = j->rc < 0 ? 500 : 200;
 		rs->streamed = true;
+		/* the archive broke off: the client must not take what it got
+		 * for a whole one (a backup that cannot be restored) */
+		rs->streamed_short = j->rc < 0 || gone;
 	}
 	part_list_free(&j->parts);
 	free(j);

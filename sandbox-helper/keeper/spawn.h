@@ -35,9 +35,7 @@ struct spawn_slot {
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is
- * read from /proc/sys/fs/suid_dumpable on every spawn; the keeper's own
- * open-file limit is raised to its hard one (each child gets the room's
- * back). */
+ * read from /proc/sys/fs/suid_dumpable on every spawn. */
 void spawn_init(void);
 
 /* Starts the shell, with its session as its environment when envp's
@@ -45,10 +43,5 @@ void spawn_init(void);
  * room wrote, never the helper's), in slot's memory.  Returns the pid, or
  * -errno. */
 pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot);
-
-/* The slot's exec is over (its child exec'd or died): an environment's
- * memory larger than a usual session's is given back, so a burst of execs
- * with large sessions does not keep it. */
-void spawn_slot_done(struct spawn_slot *slot);
 
 #endif

@@ -12,6 +12,7 @@ import hmac
 import http.client
 import io
 import os
+import signal
 import struct
 import subprocess
 import tarfile
@@ -20,7 +21,8 @@ import time
 import pytest
 
 from apt_util import APT, install_in_room
-from conftest import REPO, Client, loop_devices, stalled_export, started_stack, unique_room, wait_until
+from conftest import (HELPER, REPO, Client, loop_devices, proc_cmdline, proc_status, stalled_export,
+                      started_stack, unique_room, wait_until)
 from preview_util import expose, preview_get, start_in_room, wait_serving
 
 SERVERS = ("nginx", "lighttpd")
@@ -303,6 +305,68 @@ def test_an_exec_does_not_wait_for_an_export_being_read(client, room):
                              capture_output=True, check=True).stdout.decode()
     assert "state/root/workspace/noise" in listing and "workspace/m\n" not in listing, listing
     assert not list(client.stack.room_state_dir(room).glob(".cut*"))
+
+
+def children(pid):
+    """The pids of pid's children (every thread's)."""
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def export_walker(stack):
+    """The process that reads an export's files: the child of the stack's
+    one roombox-helper (itself a child of roombox-fcgi), or None."""
+    helpers = [pid for fcgi in stack.fcgi_pids() for pid in children(fcgi)
+               if proc_cmdline(pid).startswith(f"{HELPER} ")]
+    walkers = [pid for h in helpers for pid in children(h)]
+    return walkers[0] if len(helpers) == 1 and len(walkers) == 1 else None
+
+
+def test_an_export_broken_off_ends_as_a_failed_download(client, room):
+    """An export whose archive breaks off on its way (here: the process
+    that reads the room's files killed in the middle of them) ends as a
+    failed download -- the connection cut before the archive's end --
+    never as a complete-looking answer that a backup would keep; what came
+    does not import.  The room and the service go on, and the next export
+    is whole."""
+    size = 96 << 20
+    client.sh(room, f"head -c {size} /dev/urandom > /workspace/noise")
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=120)
+    try:
+        conn.request("GET", f"/api/rooms/{room}/export",
+                     headers={"Authorization": f"Bearer {client.token}"})
+        r = conn.getresponse()   # the head comes with the archive's first bytes
+        assert r.status == 200
+        # not read on: the walk waits on us, in the middle of the noise
+        # (more than every buffer on the way holds)
+        walker = wait_until(lambda: export_walker(client.stack), 30, "the export's walker")
+        state = (proc_status(walker) or {}).get("State", "gone")
+        assert state[0] in "SRD", f"the walker is {state}: the walk ended before it could break"
+        os.kill(walker, signal.SIGKILL)
+        got, ended = [], "complete"
+        try:
+            while chunk := r.read(1 << 20):
+                got.append(chunk)
+        except http.client.IncompleteRead as e:
+            got.append(e.partial)
+            ended = "cut"
+        data = b"".join(got)
+        assert ended == "cut", f"{len(data)} bytes, ended as a complete answer"
+    finally:
+        conn.close()
+    # what came is not a room: it does not import
+    r = import_(client, unique_room(), data)
+    assert r.status == 400, (r.status, r.json)
+    assert client.sh(room, "echo on") == "on\n"
+    listing = subprocess.run(["sh", "-c", "zstd -dc | tar -tf -"], input=export(client, room),
+                             capture_output=True, check=True).stdout.decode()
+    assert "state/root/workspace/noise" in listing, listing
 
 
 def test_exports_at_once_keep_at_most_one_cut_in_memory(client, room):
