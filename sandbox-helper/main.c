@@ -363,6 +363,8 @@ static int stop_room(struct helper *h, struct room *r)
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
 		return 0;
+	/* its writers would wait through the kill, its disk outlive it */
+	snap_thaw_left(r);
 	return jail_stop(r, cgroups(h), keeper, h->err, sizeof(h->err));
 }
 

@@ -29,7 +29,8 @@
  *      cgroup thawed, only the image's allocated extents copied
  *      (SEEK_DATA/SEEK_HOLE, copy_file_range), and the ext4 thawed
  *      (FITHAW).  Processes run on meanwhile; a write to the room's disk
- *      waits for the thaw.
+ *      waits for the thaw.  A helper killed before it (SIGKILL) leaves
+ *      the freeze; the room's next cut or stop thaws it (snap_thaw_left).
  * Both times are measured and handed back (frozen_us: 1 to the cgroup's
  * thaw; fs_frozen_us: FIFREEZE to FITHAW, 0 for a clone).  A stopped
  * room's image is copied as it lies (its file system was unmounted
@@ -421,6 +422,22 @@ static int cut_image(const struct room *r, const struct cgroup_sys *cg, int out,
 		close(fs);
 	close(in);
 	return rc;
+}
+
+void snap_thaw_left(const struct room *r)
+{
+	char img[PATH_MAX], dev[64];
+	struct stat st;
+	if (room_keeper_pid(r) <= 0 || path_of(img, r->state, "disk.img") < 0 ||
+	    stat(img, &st) < 0 || !S_ISREG(st.st_mode) || loop_of(r, img, &st, dev, sizeof(dev)) < 0)
+		return;
+	int fs = ext4_root_open(dev);
+	if (fs < 0)
+		return;
+	if (ioctl(fs, FITHAW, 0) == 0)   /* EINVAL: it was not frozen */
+		fprintf(stderr, "roombox-helper: room %s: thawed its file system, which a cut "
+			"killed in its middle had left frozen\n", r->id);
+	close(fs);
 }
 
 /* The image at src (a snapshot's) into out. */

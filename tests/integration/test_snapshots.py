@@ -3,6 +3,8 @@ consistent cut (everything acknowledged before its 201 is in it, nothing
 torn), a restore brings back files and sessions, forks never share a
 write, and the limits and errors a client sees."""
 
+import ctypes
+import fcntl
 import os
 import re
 import shutil
@@ -226,6 +228,75 @@ def test_metrics_count_snapshots(client, room):
 
 
 # ---------------------------------------------------------------- on XFS, with reflinks
+
+FIFREEZE, FITHAW = 0xC0045877, 0xC0045878   # _IOWR('X', 119 / 120, int)
+SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 430, 431, 432   # the same number on every arch
+FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE = 1, 6
+
+
+def ext4_root(dev):
+    """A descriptor on the root of the ext4 mounted from dev (the same
+    superblock as whoever has it mounted, attached nowhere), as the
+    helper's cut takes it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def ok(rc, what):
+        if rc < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"{what} {dev}: {os.strerror(e)}")
+        return rc
+
+    fs = ok(libc.syscall(SYS_FSOPEN, b"ext4", 1), "fsopen")
+    try:
+        ok(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, b"source", dev.encode(), 0), "source")
+        ok(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "create")
+        mnt = ok(libc.syscall(SYS_FSMOUNT, fs, 1, 0), "fsmount")
+    finally:
+        os.close(fs)
+    try:
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=mnt)
+    finally:
+        os.close(mnt)
+
+
+def fs_ioctl(dev, op):
+    """FIFREEZE or FITHAW on the ext4 of loop device dev; False when the
+    kernel says there was nothing to do (EINVAL, EBUSY)."""
+    root = ext4_root(dev)
+    try:
+        fcntl.ioctl(root, op, 0)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(root)
+
+
+def test_a_freeze_a_killed_cut_left_goes_with_its_room(client):
+    """Where the state directory cannot share blocks, a running room's cut
+    freezes its file system for the copy, and a helper killed in that
+    moment (a timed-out call, the OOM killer: SIGKILL) cannot thaw it.
+    The kernel keeps a frozen file system -- its loop device, the image --
+    past its last mount.  Here the helper's freeze is made as it makes it,
+    and left: the room's end thaws it, and no loop device outlives the
+    room."""
+    room = unique_room()
+    client.sh(room, "echo before > /workspace/f")
+    image = client.stack.room_state_dir(room) / "disk.img"
+    loops = loop_devices_backed_by(str(image))
+    assert len(loops) == 1, loops
+    dev = f"/dev/{loops[0][0]}"
+    assert fs_ioctl(dev, FIFREEZE)
+    try:
+        client.destroy(room)
+        wait_until(lambda: not loop_devices_backed_by(str(image)), 30,
+                   f"{dev} to go with its room")
+    finally:
+        # never leave the host a frozen file system (the old code's leak)
+        for name, _ in loop_devices_backed_by(str(image)):
+            fs_ioctl(f"/dev/{name}", FITHAW)
+
 
 @pytest.fixture
 def xfs_state_dir():
