@@ -941,7 +941,8 @@ static int snap_op(const struct helper_target *t, uint32_t op, const char *room,
 	snprintf(args.snapshot, sizeof(args.snapshot), "%s", ref ? ref : "");
 	snprintf(args.to, sizeof(args.to), "%s", to ? to : "");
 	helper_rec_begin(&b, op, room, &args, sizeof(args));
-	if (call(t, op, &b, HELPER_DEFAULT_DEADLINE_MS, out, sizeof(*out), NULL, NULL, NULL, err) < 0)
+	long deadline = op == HOP_SNAPSHOT_DELETE ? HELPER_DEFAULT_DEADLINE_MS : HELPER_COPY_DEADLINE_MS;
+	if (call(t, op, &b, deadline, out, sizeof(*out), NULL, NULL, NULL, err) < 0)
 		return -1;
 	snapshot_terminate(out);
 	return 0;

@@ -22,6 +22,9 @@
 /* Wall-clock bound on operations other than exec (creating a room may have
  * to make a file system); exec gets its own timeout plus HELPER_EXEC_GRACE_MS. */
 #define HELPER_DEFAULT_DEADLINE_MS (5 * 60 * 1000)
+/* ... and on snapshot, restore and fork: the helper's own bound on a copy
+ * of a whole image and a margin (nginx waits 660 s: nginx-roombox.conf) */
+#define HELPER_COPY_DEADLINE_MS ((HELPER_COPY_ALARM_S + 30) * 1000L)
 #define HELPER_EXEC_GRACE_MS (60 * 1000)
 
 struct helper_error {

@@ -995,7 +995,7 @@ static int op_snapshot(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	struct helper_snapshot s;
-	alarm(600);   /* a copy of a whole image where nothing is shared */
+	alarm(HELPER_COPY_ALARM_S);   /* a copy of a whole image where nothing is shared */
 	return snap_answer(h, c, snap_take(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
 }
 
@@ -1032,7 +1032,7 @@ static int op_restore(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	struct helper_snapshot s;
-	alarm(600);
+	alarm(HELPER_COPY_ALARM_S);
 	return snap_answer(h, c, snap_restore(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
 }
 
@@ -1040,7 +1040,7 @@ static int op_fork(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	struct helper_snapshot s;
-	alarm(600);
+	alarm(HELPER_COPY_ALARM_S);
 	return snap_answer(h, c, snap_fork(&c->r, cgroups(h), a->snapshot, a->to, &s, h->err,
 					   sizeof(h->err)), &s);
 }
@@ -1064,7 +1064,7 @@ static int op_export(struct helper *h, struct call *c)
 		snprintf(h->err, sizeof(h->err), "export: no pipe for the stream on fd 4");
 		return fail(h, HELPER_E_INVALID);
 	}
-	alarm(600);   /* the cut: a copy of a whole image where nothing is shared */
+	alarm(HELPER_COPY_ALARM_S);   /* the cut: a copy of a whole image where nothing is shared */
 	int code = snap_export_source(r, cgroups(h), a->snapshot, &src, h->err, sizeof(h->err));
 	alarm(0);
 	if (code != HELPER_E_OK)
