@@ -7,8 +7,10 @@
  * files with the room's permissions: a directory its user cannot read is
  * simply not watched.  One watch per directory (inotify is not recursive):
  * the tree is walked at the start, and every directory that appears later
- * is watched and its entries reported as created (they may have come
- * before the watch did).  A rename inside the tree is one "move" record
+ * is watched and its entries reported as created -- and each regular file
+ * among them as modified too: it may have been written, and closed, before
+ * the watch came, and a client waiting for its "modify" would wait for
+ * ever (a second one comes if its writer is still at it).  A rename inside the tree is one "move" record
  * (IN_MOVED_FROM and IN_MOVED_TO paired by their cookie); a rename out of
  * it is a delete, into it a create.  A file's "modify" is its
  * IN_CLOSE_WRITE: one record per writer that is done, not one per write.
@@ -148,8 +150,11 @@ static int add_tree(const char *path, int depth, bool announce)
 		char *child = join(path, e->d_name);
 		if (!child)
 			continue;
-		if (announce)
+		if (announce) {
 			record(TOOL_WATCH_CREATE, S_ISDIR(st.st_mode), child, NULL);
+			if (S_ISREG(st.st_mode))
+				record(TOOL_WATCH_MODIFY, false, child, NULL);
+		}
 		if (recursive && S_ISDIR(st.st_mode))
 			add_tree(child, depth + 1, announce);
 		free(child);

@@ -7,6 +7,7 @@ import base64
 import http.client
 import json
 import socket
+import time
 
 import pytest
 
@@ -32,10 +33,13 @@ class Watch:
     def json(self):
         return json.loads(self.r.read())
 
-    def next(self):
-        """(id, event), or (None, None) at the end of the stream."""
+    def next(self, deadline=None):
+        """(id, event), or (None, None) at the end of the stream.  Past the
+        monotonic deadline (checked at each read: the stream's keep-alive
+        comes every 15 s), the test fails."""
         while True:
             while b"\n\n" not in self.buf:
+                assert deadline is None or time.monotonic() < deadline, "no event in time"
                 data = self.r.read1(65536)
                 if not data:
                     assert not self.buf.strip(), f"stream ended mid-event: {self.buf!r}"
@@ -48,11 +52,17 @@ class Watch:
             assert len(lines) == 2 and lines[0].startswith("id: ") and lines[1].startswith("data: "), raw
             return lines[0][4:], json.loads(lines[1][6:])
 
-    def until(self, pred, what, limit=20000):
-        """Events up to and including the first that pred accepts."""
+    def until(self, pred, what, limit=20000, seconds=120):
+        """Events up to and including the first that pred accepts, within
+        `seconds` (an event that never comes fails the test then, not at
+        the watch's end, exec_timeout_max later)."""
         seen = []
+        deadline = time.monotonic() + seconds
         for _ in range(limit):
-            i, ev = self.next()
+            try:
+                i, ev = self.next(deadline)
+            except AssertionError:
+                raise AssertionError(f"no {what} within {seconds} s: {seen[-20:]}") from None
             assert ev is not None, f"stream ended before {what}: {seen[-20:]}"
             seen.append((i, ev))
             if pred(ev):
@@ -96,6 +106,31 @@ def test_changes_by_exec_and_files_api_arrive_as_events(client, room):
             or e.get("path") == "/workspace/up.bin", "the upload")
     client.sh(room, "rm /workspace/e/later")
     w.until(is_("delete", "/workspace/e/later"), "the delete")
+    w.close()
+
+
+def test_files_in_a_directory_that_appears_are_reported_written(client, room):
+    """A directory that appears with files written in it already (here:
+    moved in from outside the watched tree, long after the writes; or made
+    and filled by an exec faster than the watch reaches it) gets a create
+    and then a modify for each of its files: a client waiting for a file's
+    modify never waits for ever because it was written before the watch
+    reached its directory."""
+    ready(client, room)
+    w = Watch(client, room)
+    assert w.r.status == 200
+    out = client.sh(room, "mkdir -p /tmp/in/sub && echo x > /tmp/in/a && : > /tmp/in/sub/empty && "
+                          "i=$(stat -c %i /tmp/in) && mv /tmp/in /workspace/in && "
+                          "[ \"$(stat -c %i /workspace/in)\" = \"$i\" ] && echo renamed; "
+                          "echo m > /workspace/marker")
+    assert out == "renamed\n", out   # one rename: nothing was written under the watch
+    evs = [e for _, e in w.until(is_("modify", "/workspace/marker"), "the marker")]
+    assert {"type": "create", "path": "/workspace/in", "isDir": True} in evs, evs
+    for path in ("/workspace/in/a", "/workspace/in/sub/empty"):
+        create = {"type": "create", "path": path, "isDir": False}
+        modify = {"type": "modify", "path": path, "isDir": False}
+        assert create in evs and modify in evs, (path, evs)
+        assert evs.index(create) < evs.index(modify), evs
     w.close()
 
 
