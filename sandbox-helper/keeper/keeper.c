@@ -452,6 +452,7 @@ static void exec_maybe_done(struct exec *x)
 {
 	if (x->used && !x->shell && x->conn < 0 && x->start < 0 && !x->job) {
 		exec_held_close(x->held);
+		spawn_slot_done(&slots[x - execs]);
 		plan_free(&x->plan);
 		x->used = false;
 		while (n_slots > 0 && !execs[n_slots - 1].used)

@@ -63,6 +63,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -73,6 +74,7 @@
 #include "tools.h"
 
 #define STACK_SIZE (32 * 1024)
+#define SLOT_KEEP_MAX (64 * 1024)   /* environment memory a slot keeps */
 #define GUARD_SIZE 4096
 
 #if defined(__x86_64__)
@@ -112,9 +114,22 @@ static long ksys(long n, long a, long b, long c, long d, long e)
 
 static int suid_dumpable = -1;   /* fd of /proc/sys/fs/suid_dumpable */
 static bool keeper_is_root;      /* every uid and gid of the keeper is KP_ROOT_ID */
+static struct rlimit room_nofile; /* the room's open-file limit, its processes' */
+static bool nofile_raised;
 
 void spawn_init(void)
 {
+	/* The keeper holds up to four descriptors for each running exec (its
+	 * connection or channel, the start pipe, the shell's stdout and
+	 * stderr) and one for each pending connection and channel: with many
+	 * execs at once, more than the 1,024 a room is usually given.  So it
+	 * takes its hard limit for itself (as the room's root may: no
+	 * privilege), and every child gets the room's limit back before it
+	 * runs anything of the room's. */
+	if (getrlimit(RLIMIT_NOFILE, &room_nofile) == 0 && room_nofile.rlim_cur < room_nofile.rlim_max) {
+		struct rlimit mine = { room_nofile.rlim_max, room_nofile.rlim_max };
+		nofile_raised = setrlimit(RLIMIT_NOFILE, &mine) == 0;
+	}
 	uid_t r, e, s;
 	gid_t gr, ge, gs;
 	suid_dumpable = open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
@@ -211,6 +226,9 @@ static int child_main(void *arg)
 			child_fail(src[0], "set up descriptors", rc);
 	ksys(SYS_close_range, 3, 8, 0, 0, 0);
 	ksys(SYS_close_range, 11, ~0U, 0, 0, 0);
+	if (nofile_raised &&
+	    (rc = ksys(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)&room_nofile, 0, 0)) < 0)
+		child_fail(10, "the room's open-file limit", rc);
 	if ((rc = ksys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0)) < 0)
 		child_fail(10, "not dumpable", rc);
 	if ((rc = ksys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)
@@ -256,6 +274,12 @@ static int child_main(void *arg)
 		envp = p->direct->envp;
 	rc = ksys(SYS_execve, (long)p->argv[0], (long)p->argv, (long)envp, 0, 0);
 	child_fail(10, "exec the shell", rc);
+}
+
+void spawn_slot_done(struct spawn_slot *slot)
+{
+	if (slot->direct.buf_cap > SLOT_KEEP_MAX)
+		shell_direct_free(&slot->direct);
 }
 
 pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot)

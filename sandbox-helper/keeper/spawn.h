@@ -35,7 +35,9 @@ struct spawn_slot {
 };
 
 /* Once, before any spawn: whether sharing memory with a child is safe is
- * read from /proc/sys/fs/suid_dumpable on every spawn. */
+ * read from /proc/sys/fs/suid_dumpable on every spawn; the keeper's own
+ * open-file limit is raised to its hard one (each child gets the room's
+ * back). */
 void spawn_init(void);
 
 /* Starts the shell, with its session as its environment when envp's
@@ -43,5 +45,10 @@ void spawn_init(void);
  * room wrote, never the helper's), in slot's memory.  Returns the pid, or
  * -errno. */
 pid_t spawn_shell(struct spawn_plan *p, struct spawn_slot *slot);
+
+/* The slot's exec is over (its child exec'd or died): an environment's
+ * memory larger than a usual session's is given back, so a burst of execs
+ * with large sessions does not keep it. */
+void spawn_slot_done(struct spawn_slot *slot);
 
 #endif

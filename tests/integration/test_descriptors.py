@@ -66,5 +66,10 @@ def test_many_warm_rooms_at_once_past_the_given_descriptor_limit(low_limit_stack
     # a room starts with the limit roombox-fcgi was given, not the raised one
     out = c.sh(rooms[0], "ulimit -n; ulimit -Hn")
     assert out.split() == [str(GIVEN_SOFT), str(GIVEN_HARD)], out
+    # ... but its keeper, which holds descriptors for every exec at once
+    # (the shell's output among them, until it answers), takes its hard one
+    limits = open(f"/proc/{low_limit_stack.keeper_pid(rooms[0])}/limits").read()
+    line = next(l for l in limits.splitlines() if l.startswith("Max open files"))
+    assert line.split()[3:5] == [str(GIVEN_HARD), str(GIVEN_HARD)], line
     for r in rooms:
         c.destroy(r)

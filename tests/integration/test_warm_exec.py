@@ -79,3 +79,40 @@ def test_a_warm_exec_without_input_reads_its_end_at_once(client, room):
     assert client.exec(room, "cat", timeout=5000)["stdout"] == ""
     # with input, a pipe as before
     assert client.exec(room, "cat", stdin="in\n")["stdout"] == "in\n"
+
+
+def keeper_pipes(keeper):
+    """The pipes the keeper holds (roombox-fcgi's pipes come as its execs'
+    stdout and stderr; its own are the start pipes of shells not yet
+    started)."""
+    found = 0
+    for fd in os.listdir(f"/proc/{keeper}/fd"):
+        try:
+            found += os.readlink(f"/proc/{keeper}/fd/{fd}").startswith("pipe:")
+        except OSError:
+            pass
+    return found
+
+
+def test_the_keeper_lets_each_execs_output_go_with_its_answer(client, room):
+    """The keeper holds a copy of each exec's stdout and stderr until it
+    answers, then closes it: after execs that ended every way (over the
+    channel, through the helper as a tool, one that failed, one that timed
+    out, one whose output a background process still holds) it holds no
+    more pipes than before, and every answer came whole."""
+    client.sh(room, "true")
+    keeper = client.stack.keeper_pid(room)
+    base = keeper_pipes(keeper)
+    for i in range(20):
+        assert client.sh(room, f"echo {i}; echo e{i} >&2") == f"{i}\n"
+    r = client.exec(room, "exit 3")
+    assert r["exitCode"] == 3, r
+    r = client.exec(room, "sleep 30", timeout=300)
+    assert r["timedOut"], r
+    r = client.exec(room, "(sleep 2; echo late) & echo now")
+    assert r["stdout"] == "now\n", r
+    r = client.request("PUT", f"/api/rooms/{room}/sandbox/files/held.txt", data=b"x" * 100)
+    assert r.status in (200, 201), r
+    r = client.request("GET", f"/api/rooms/{room}/sandbox/files/held.txt", check_json=False)
+    assert r.body == b"x" * 100, r.status
+    assert keeper_pipes(keeper) == base

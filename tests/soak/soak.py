@@ -80,6 +80,9 @@ _spec.loader.exec_module(rbx)
 POOL = int(os.environ.get("SOAK_ROOMS", "12"))
 WORKERS = int(os.environ.get("SOAK_WORKERS", "3"))
 SAMPLE_S = 60
+# roombox-fcgi signals a DELETEd process's tree and KILLs it this much later,
+# from a thread of its own (KILL_GRACE_S in fcgi-app/processes/processes.c)
+KILL_GRACE_S = 5
 PREVIEW_QUIET_S = 36
 INJECT = set(filter(None, os.environ.get("SOAK_INJECT", "").split(",")))
 
@@ -926,7 +929,24 @@ class Soak:
             t.join(timeout=300)
             if t.is_alive():
                 self.failures.append(("driver", None, f"thread {t.name} did not end"))
+        self.settle()
         self.sample()
+
+    def settle(self):
+        """The load is over; what roombox-fcgi still does on its own ends
+        before the last sample (a process DELETE's KILL comes KILL_GRACE_S
+        later, from a thread of its own: with deletes in the run's last
+        seconds, up to one such thread each).  So the last sample is of
+        the service at rest, and a thread still there then is one it kept:
+        its thread count has gone KILL_GRACE_S + 1 s without falling (at
+        most 30 s)."""
+        deadline = time.monotonic() + 30
+        low, since = None, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - since < KILL_GRACE_S + 1:
+            n = fcgi_figures(self.stack)[1].get("fcgi_threads")
+            if n is not None and (low is None or n < low):
+                low, since = n, time.monotonic()
+            time.sleep(0.5)
 
     def finish(self):
         """Read back the appends, destroy every room, stop the stack; the
