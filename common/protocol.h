@@ -453,10 +453,11 @@ struct helper_export_ans {
 #define HELPER_SESSION_MAX (1u << 20)  /* a session text exported or imported */
 
 /* The helper's own bound (alarm) on an operation that copies a whole disk
- * image (snapshot, restore, fork, an export's cut): its handler thaws a
- * file system frozen for the copy before the helper goes.  roombox-fcgi
- * waits longer (HELPER_COPY_DEADLINE_MS), so it never gives up on -- nor,
- * where it may, kills -- a helper that would still answer. */
+ * image (snapshot, restore, fork, an export's cut), its wait for the
+ * room's lock included: its handler thaws a file system frozen for the
+ * copy before the helper goes.  roombox-fcgi waits longer
+ * (HELPER_COPY_DEADLINE_MS), so it never gives up on -- nor, where it
+ * may, kills -- a helper that would still answer. */
 #define HELPER_COPY_ALARM_S 600u
 
 struct helper_killed_ans {

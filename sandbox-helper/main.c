@@ -360,11 +360,11 @@ static int answer_status(struct helper *h, struct call *c)
 /* Stop one room (locked by the caller); files and session stay. */
 static int stop_room(struct helper *h, struct room *r)
 {
+	/* its writers would wait through the kill, its disk outlive it */
+	snap_thaw_left(r);
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
 		return 0;
-	/* its writers would wait through the kill, its disk outlive it */
-	snap_thaw_left(r);
 	return jail_stop(r, cgroups(h), keeper, h->err, sizeof(h->err));
 }
 
@@ -995,7 +995,6 @@ static int op_snapshot(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	struct helper_snapshot s;
-	alarm(HELPER_COPY_ALARM_S);   /* a copy of a whole image where nothing is shared */
 	return snap_answer(h, c, snap_take(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
 }
 
@@ -1032,7 +1031,6 @@ static int op_restore(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	struct helper_snapshot s;
-	alarm(HELPER_COPY_ALARM_S);
 	return snap_answer(h, c, snap_restore(&c->r, cgroups(h), a->snapshot, &s, h->err, sizeof(h->err)), &s);
 }
 
@@ -1040,7 +1038,6 @@ static int op_fork(struct helper *h, struct call *c)
 {
 	const struct helper_snap_args *a = c->rq->args;
 	struct helper_snapshot s;
-	alarm(HELPER_COPY_ALARM_S);
 	return snap_answer(h, c, snap_fork(&c->r, cgroups(h), a->snapshot, a->to, &s, h->err,
 					   sizeof(h->err)), &s);
 }
@@ -1064,9 +1061,8 @@ static int op_export(struct helper *h, struct call *c)
 		snprintf(h->err, sizeof(h->err), "export: no pipe for the stream on fd 4");
 		return fail(h, HELPER_E_INVALID);
 	}
-	alarm(HELPER_COPY_ALARM_S);   /* the cut: a copy of a whole image where nothing is shared */
 	int code = snap_export_source(r, cgroups(h), a->snapshot, &src, h->err, sizeof(h->err));
-	alarm(0);
+	alarm(0);   /* the cut is made: the walk lasts as long as the client reads */
 	if (code != HELPER_E_OK)
 		return fail(h, (uint32_t)code);
 	bool stopped = !src.temporary && src.was_running;
@@ -1242,6 +1238,10 @@ struct op {
 	int (*run)(struct helper *h, struct call *c);
 	/* the op's own checks of its values, before its room is touched */
 	int (*check)(struct helper *h, struct call *c);
+	/* the helper's own bound on the whole call, its wait for the room's
+	 * lock included (alarm: roombox-fcgi waits longer, and a file system
+	 * frozen for a copy is thawed on it); 0: none here */
+	unsigned alarm_s;
 };
 
 static const struct op OPS[] = {
@@ -1249,72 +1249,79 @@ static const struct op OPS[] = {
 	 * room's ids inside its namespaces; unlocks (exec_attempts, the one
 	 * place) once the keeper has the job, so a long command holds no
 	 * lock; argv and env are strings the keeper passes, never parsed */
-	{ HOP_EXEC, sizeof(struct helper_exec_args), ROOM_EXEC, PRIV_ROOT, op_exec, check_exec },
+	{ HOP_EXEC, sizeof(struct helper_exec_args), ROOM_EXEC, PRIV_ROOT, op_exec, check_exec, 0 },
 	/* makes the room from configuration only: nothing of the request
 	 * but its checked id reaches a path */
-	{ HOP_CREATE, 0, ROOM_RUNNING, PRIV_ROOT, op_create, NULL },
+	{ HOP_CREATE, 0, ROOM_RUNNING, PRIV_ROOT, op_create, NULL, 0 },
 	/* reads the room's records, opened without following symlinks */
-	{ HOP_STATUS, 0, ROOM_OPEN, PRIV_READ, op_status, NULL },
+	{ HOP_STATUS, 0, ROOM_OPEN, PRIV_READ, op_status, NULL, 0 },
 	/* the same for every room of the state directory; no input */
-	{ HOP_LIST, 0, ROOM_NONE, PRIV_READ, op_list, NULL },
+	{ HOP_LIST, 0, ROOM_NONE, PRIV_READ, op_list, NULL, 0 },
 	/* stops and removes one room under its lock, by its checked id */
-	{ HOP_DESTROY, 0, ROOM_LOCK, PRIV_ROOT, op_destroy, NULL },
+	{ HOP_DESTROY, 0, ROOM_LOCK, PRIV_ROOT, op_destroy, NULL, 0 },
 	/* stops one room's jail under its lock; files stay */
-	{ HOP_STOP, 0, ROOM_LOCK, PRIV_ROOT, op_stop, NULL },
+	{ HOP_STOP, 0, ROOM_LOCK, PRIV_ROOT, op_stop, NULL, 0 },
 	/* stops rooms by the configuration's idle_timeout, each under its
 	 * lock; the request can only spare rooms (its keep list) */
-	{ HOP_STOP_IDLE, sizeof(struct helper_keep_args), ROOM_NONE, PRIV_ROOT, op_stop_idle, NULL },
+	{ HOP_STOP_IDLE, sizeof(struct helper_keep_args), ROOM_NONE, PRIV_ROOT, op_stop_idle,
+	  NULL, 0 },
 	/* stops every room, each under its lock; no input */
-	{ HOP_STOP_ALL, 0, ROOM_NONE, PRIV_ROOT, op_stop_all, NULL },
+	{ HOP_STOP_ALL, 0, ROOM_NONE, PRIV_ROOT, op_stop_all, NULL, 0 },
 	/* prepares the lower trees and reports fixed facts; no input */
-	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info, NULL },
+	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info, NULL, 0 },
 	/* signals only processes in the room's own cgroup or pid namespace,
 	 * never its keeper; at-limit only on the room's cgroup's word */
 	{ HOP_KILL_ALL, sizeof(struct helper_kill_args), ROOM_EXISTING, PRIV_ROOT, op_kill_all,
-	  check_kill_all },
+	  check_kill_all, 0 },
 	/* stops and starts an existing room's jail under its lock */
-	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart, NULL },
+	{ HOP_RESTART, 0, ROOM_EXISTING, PRIV_ROOT, op_restart, NULL, 0 },
 	/* joins only the room's network namespace (setns), connects to its
 	 * loopback and hands the socket to the caller, who can reach the
 	 * room anyway; never starts a room; serving, it drops every
 	 * capability once joined (op_port_connect) */
-	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_JOIN, op_port_connect, NULL },
+	{ HOP_PORT_CONNECT, sizeof(struct helper_port_args), ROOM_OPEN, PRIV_JOIN, op_port_connect,
+	  NULL, 0 },
 	/* writes fixed numbers, each checked against the configuration's
 	 * maxima, into the room's own state file and its own cgroup's limit
 	 * files, under its lock; never creates a room */
-	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING, PRIV_ROOT, op_set_limits,
-	  check_set_limits },
+	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING,
+	  PRIV_ROOT, op_set_limits,
+	  check_set_limits, 0 },
 	/* copies the room's own image and sessions into its own state
 	 * directory under its lock; freezes only its own cgroup and its own
 	 * file system (found by its image's device and inode), and thaws
 	 * both whatever happens; names are checked ids, never paths */
 	{ HOP_SNAPSHOT, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_snapshot,
-	  check_snap },
+	  check_snap, HELPER_COPY_ALARM_S },
 	/* reads the room's snapshot records, as status reads its own */
-	{ HOP_SNAPSHOTS, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_READ, op_snapshots, check_snap },
+	{ HOP_SNAPSHOTS, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_READ, op_snapshots,
+	  check_snap, 0 },
 	/* removes one of the room's snapshot directories, by a checked id,
 	 * under its lock */
 	{ HOP_SNAPSHOT_DELETE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT,
-	  op_snapshot_delete, check_snap },
+	  op_snapshot_delete, check_snap, 0 },
 	/* stops and starts the room as restart does, swapping in a copy of
 	 * one of its own snapshots: nothing of another room or the caller */
-	{ HOP_RESTORE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_restore, check_snap },
+	{ HOP_RESTORE, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_restore,
+	  check_snap, HELPER_COPY_ALARM_S },
 	/* makes a new room as create does (slot, max_rooms, disk promise)
 	 * with a copy of this room's image (room-relative ids: any slot);
 	 * locks both rooms itself, in id order */
-	{ HOP_FORK, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_ROOT, op_fork, check_snap },
+	{ HOP_FORK, sizeof(struct helper_snap_args), ROOM_OPEN, PRIV_ROOT, op_fork,
+	  check_snap, HELPER_COPY_ALARM_S },
 	/* under the room's lock: its image cut as snapshot cuts it (its own
 	 * cgroup and file system frozen and thawed) into its own state
 	 * directory, or one of its own snapshots by a checked id; a child
 	 * keeping only the reading capabilities walks a read-only, detached
 	 * mount of that copy (never following a symlink) into the caller's
 	 * pipe */
-	{ HOP_EXPORT, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_export, check_snap },
+	{ HOP_EXPORT, sizeof(struct helper_snap_args), ROOM_EXISTING, PRIV_ROOT, op_export,
+	  check_snap, HELPER_COPY_ALARM_S },
 	/* a new room made as creation makes it (never an image from the
 	 * caller); a confined child writes the stream, checked again, beneath
 	 * the fresh disk's upper/ (openat2 RESOLVE_BENEATH); no room is left
 	 * unless all of it came and was written */
-	{ HOP_IMPORT, sizeof(struct helper_import_args), ROOM_LOCK, PRIV_ROOT, op_import, NULL },
+	{ HOP_IMPORT, sizeof(struct helper_import_args), ROOM_LOCK, PRIV_ROOT, op_import, NULL, 0 },
 	/* asks the running room's keeper for a restricted channel and hands
 	 * it to the caller: over it only plain execs as the room's root or
 	 * user, checked by the keeper as untrusted, within the room's
@@ -1322,7 +1329,7 @@ static const struct op OPS[] = {
 	 * caller.  Opens (creating when missing) only the room's own
 	 * session and mark files, by its checked id, as root's owner: no
 	 * capability needed; never starts a room */
-	{ HOP_EXEC_CHANNEL, 0, ROOM_EXISTING, PRIV_READ, op_exec_channel, NULL },
+	{ HOP_EXEC_CHANNEL, 0, ROOM_EXISTING, PRIV_READ, op_exec_channel, NULL, 0 },
 };
 
 static const struct op *op_find(uint32_t op)
@@ -1368,6 +1375,8 @@ static int dispatch(struct helper *h, const struct request *rq, struct answer *o
 		return -1;
 	if (drop_privileges(h, op->priv) < 0)
 		return -1;
+	if (op->alarm_s)
+		alarm(op->alarm_s);
 	int rc = 0;
 	if (op->room == ROOM_EXEC && (((const struct helper_exec_args *)rq->args)->flags & HX_EXISTING)) {
 		int found = room_load(&c.r, h->err, sizeof(h->err));

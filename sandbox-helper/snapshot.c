@@ -336,14 +336,26 @@ struct cut {
  * (FIFREEZE) for the whole copy, the room's processes only until then. */
 /* The room's file system while it is frozen for a copy: the helper's
  * last line of defence (alarm, main.c) thaws it before the helper goes,
- * or the room's writes would wait until its next stop. */
+ * or the room's writes would wait until its next stop.  A helper killed
+ * (SIGKILL) cannot: the mark <run>/frozen, made before the freeze and
+ * removed after the thaw, tells the room's next stop (snap_thaw_left). */
 static volatile sig_atomic_t frozen_fs = -1;
+static char frozen_mark[PATH_MAX];
 
 static void thaw_and_exit(int sig)
 {
-	if (frozen_fs >= 0)
-		ioctl(frozen_fs, FITHAW, 0);
+	if (frozen_fs >= 0 && ioctl(frozen_fs, FITHAW, 0) == 0)
+		unlink(frozen_mark);
 	_exit(128 + sig);
+}
+
+static void mark_frozen(const struct room *r)
+{
+	if (path_of(frozen_mark, r->run, "frozen") < 0)
+		return;
+	int fd = open(frozen_mark, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
 }
 
 static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs, int in, int out,
@@ -368,6 +380,7 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 	struct sigaction sa = { .sa_handler = thaw_and_exit }, old_alrm, old_term;
 	sigaction(SIGALRM, &sa, &old_alrm);
 	sigaction(SIGTERM, &sa, &old_term);
+	mark_frozen(r);
 	frozen_fs = fs;
 	bool fs_frozen = ioctl(fs, FIFREEZE, 0) == 0;
 	if (!fs_frozen)
@@ -380,6 +393,8 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 		rc = ERR("room %s: copy its disk image: %s", r->id, strerror(errno));
 	if (fs_frozen && ioctl(fs, FITHAW, 0) < 0)
 		fprintf(stderr, "roombox-helper: room %s: thaw its file system: %s\n", r->id, strerror(errno));
+	else if (frozen_mark[0])
+		unlink(frozen_mark);
 	frozen_fs = -1;
 	sigaction(SIGALRM, &old_alrm, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
@@ -426,18 +441,36 @@ static int cut_image(const struct room *r, const struct cgroup_sys *cg, int out,
 
 void snap_thaw_left(const struct room *r)
 {
-	char img[PATH_MAX], dev[64];
+	char mark[PATH_MAX], img[PATH_MAX], dev[64], sysfs[96];
 	struct stat st;
-	if (room_keeper_pid(r) <= 0 || path_of(img, r->state, "disk.img") < 0 ||
-	    stat(img, &st) < 0 || !S_ISREG(st.st_mode) || loop_of(r, img, &st, dev, sizeof(dev)) < 0)
-		return;
-	int fs = ext4_root_open(dev);
-	if (fs < 0)
-		return;
-	if (ioctl(fs, FITHAW, 0) == 0)   /* EINVAL: it was not frozen */
+	if (path_of(mark, r->run, "frozen") < 0 || access(mark, F_OK) < 0)
+		return;   /* no cut was cut short: the usual stop, one access() */
+	int in = path_of(img, r->state, "disk.img") < 0 ? -1 : open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	bool found = in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode);
+	if (in >= 0)
+		close(in);
+	if (found && room_keeper_pid(r) > 0) {
+		found = loop_of(r, img, &st, dev, sizeof(dev)) == 0;
+	} else if (found) {
+		/* the keeper gone: only the loop device its start noted, if it is
+		 * still the image's and its ext4 still lives (held by the freeze
+		 * alone) -- never a fresh mount of the image */
+		char *hint = room_loop_hint(r);
+		found = hint && strlen(hint) < sizeof(dev) && loop_is(hint, &st);
+		if (found) {
+			snprintf(dev, sizeof(dev), "%s", hint);
+			snprintf(sysfs, sizeof(sysfs), "/sys/fs/ext4/%s", dev + strlen("/dev/"));
+			found = access(sysfs, F_OK) == 0;
+		}
+		free(hint);
+	}
+	int fs = found ? ext4_root_open(dev) : -1;
+	if (fs >= 0 && ioctl(fs, FITHAW, 0) == 0)   /* EINVAL: it was not frozen */
 		fprintf(stderr, "roombox-helper: room %s: thawed its file system, which a cut "
 			"killed in its middle had left frozen\n", r->id);
-	close(fs);
+	if (fs >= 0)
+		close(fs);
+	unlink(mark);
 }
 
 /* The image at src (a snapshot's) into out. */

@@ -58,12 +58,13 @@ struct snap_source {
 int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *ref,
 		       struct snap_source *src, char *err, size_t errlen);
 
-/* Before a running room stops: its file system thawed if a cut left it
+/* Before a room stops or goes: its file system thawed if a cut left it
  * frozen -- the helper that froze it killed before it could thaw it
- * (SIGKILL: a timed-out call, the OOM killer).  The kernel keeps a frozen
- * file system, and so its loop device and image, past its last mount: a
- * room destroyed so would leak both until the host reboots.  Nothing when
- * none is frozen, or the room has no image or is not running. */
+ * (SIGKILL: the OOM killer, a root roombox-fcgi's timeout).  The kernel
+ * keeps a frozen file system, and so its loop device and image, past its
+ * last mount, the keeper's end included: a room destroyed so would leak
+ * both until the host reboots.  Only where the cut's mark (<run>/frozen)
+ * is left: otherwise one access(). */
 void snap_thaw_left(const struct room *r);
 
 #endif

@@ -227,11 +227,12 @@ def test_metrics_count_snapshots(client, room):
     assert m and int(m.group(1)) >= 1, text[-2000:]
 
 
-# ---------------------------------------------------------------- on XFS, with reflinks
+# ---------------------------------------------------------------- a cut killed in its middle
 
 FIFREEZE, FITHAW = 0xC0045877, 0xC0045878   # _IOWR('X', 119 / 120, int)
 SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 430, 431, 432   # the same number on every arch
 FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE = 1, 6
+MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x2, 0x4
 
 
 def ext4_root(dev):
@@ -251,7 +252,7 @@ def ext4_root(dev):
     try:
         ok(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, b"source", dev.encode(), 0), "source")
         ok(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "create")
-        mnt = ok(libc.syscall(SYS_FSMOUNT, fs, 1, 0), "fsmount")
+        mnt = ok(libc.syscall(SYS_FSMOUNT, fs, 1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount")
     finally:
         os.close(fs)
     try:
@@ -273,30 +274,42 @@ def fs_ioctl(dev, op):
         os.close(root)
 
 
-def test_a_freeze_a_killed_cut_left_goes_with_its_room(client):
+@pytest.mark.parametrize("keeper", ["running", "killed"])
+def test_a_freeze_a_killed_cut_left_goes_with_its_room(client, keeper):
     """Where the state directory cannot share blocks, a running room's cut
     freezes its file system for the copy, and a helper killed in that
-    moment (a timed-out call, the OOM killer: SIGKILL) cannot thaw it.
-    The kernel keeps a frozen file system -- its loop device, the image --
-    past its last mount.  Here the helper's freeze is made as it makes it,
-    and left: the room's end thaws it, and no loop device outlives the
-    room."""
+    moment (the OOM killer, a root roombox-fcgi's timeout: SIGKILL) cannot
+    thaw it.  The kernel keeps a frozen file system -- its loop device, the
+    image -- past its last mount.  Here the helper's freeze is made as it
+    makes it (its mark in the room's run directory, then FIFREEZE) and
+    left; the room's end thaws it, also when its keeper died meanwhile,
+    and no loop device outlives the room."""
     room = unique_room()
-    client.sh(room, "echo before > /workspace/f")
     image = client.stack.room_state_dir(room) / "disk.img"
-    loops = loop_devices_backed_by(str(image))
-    assert len(loops) == 1, loops
-    dev = f"/dev/{loops[0][0]}"
-    assert fs_ioctl(dev, FIFREEZE)
     try:
+        client.sh(room, "echo before > /workspace/f")
+        loops = loop_devices_backed_by(str(image))
+        assert len(loops) == 1, loops
+        dev = f"/dev/{loops[0][0]}"
+        (client.stack.run_dir / "rooms" / room / "frozen").touch(mode=0o600)
+        assert fs_ioctl(dev, FIFREEZE)
+        if keeper == "killed":
+            pid = client.stack.keeper_pid(room)
+            os.kill(pid, 9)
+            wait_until(lambda: not os.path.exists(f"/proc/{pid}/stat")
+                       or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX", 30,
+                       "the keeper to die")
         client.destroy(room)
-        wait_until(lambda: not loop_devices_backed_by(str(image)), 30,
-                   f"{dev} to go with its room")
+        wait_until(lambda: not loop_devices_backed_by(str(image)), 30, f"{dev} to go with its room")
     finally:
-        # never leave the host a frozen file system (the old code's leak)
+        # never leave the host a frozen file system (the old helper's leak)
         for name, _ in loop_devices_backed_by(str(image)):
             fs_ioctl(f"/dev/{name}", FITHAW)
+        if client.get(f"/api/rooms/{room}").status == 200:
+            client.delete(f"/api/rooms/{room}")
 
+
+# ---------------------------------------------------------------- on XFS, with reflinks
 
 @pytest.fixture
 def xfs_state_dir():
