@@ -8,9 +8,10 @@
  * simply not watched.  One watch per directory (inotify is not recursive):
  * the tree is walked at the start, and every directory that appears later
  * is watched and its entries reported as created -- and each regular file
- * among them as modified too: it may have been written, and closed, before
- * the watch came, and a client waiting for its "modify" would wait for
- * ever (a second one comes if its writer is still at it).  A rename inside the tree is one "move" record
+ * among them as modified too, unless a writer still has it open (then its
+ * close, which the watch now sees, says it): it may have been written and
+ * closed before the watch came, and a client waiting for its "modify"
+ * would wait for ever.  A file moved in from outside the tree likewise.  A rename inside the tree is one "move" record
  * (IN_MOVED_FROM and IN_MOVED_TO paired by their cookie); a rename out of
  * it is a delete, into it a create.  A file's "modify" is its
  * IN_CLOSE_WRITE: one record per writer that is done, not one per write.
@@ -27,6 +28,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,28 @@ static char *join(const char *dir, const char *name)
 	return p;
 }
 
+/* A regular file (st: its lstat) found where the watch has only just come:
+ * reported modified, as written before the watch -- unless a writer still
+ * has it open, which a read lease tells (EAGAIN: its close will come as an
+ * event).  Where that cannot be asked (not readable, not the file's owner)
+ * the file counts as written. */
+static void found_written(const char *path, const struct stat *st)
+{
+	if (!S_ISREG(st->st_mode))
+		return;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	bool open_for_writing = false;
+	if (fd >= 0) {
+		if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0)
+			fcntl(fd, F_SETLEASE, F_UNLCK);
+		else
+			open_for_writing = errno == EAGAIN;
+		close(fd);
+	}
+	if (!open_for_writing)
+		record(TOOL_WATCH_MODIFY, false, path, NULL);
+}
+
 /* Watch dir (its path given) and, when recursive, every directory below
  * it to depth; announce (created) the entries found when asked. */
 static int add_tree(const char *path, int depth, bool announce)
@@ -152,8 +176,7 @@ static int add_tree(const char *path, int depth, bool announce)
 			continue;
 		if (announce) {
 			record(TOOL_WATCH_CREATE, S_ISDIR(st.st_mode), child, NULL);
-			if (S_ISREG(st.st_mode))
-				record(TOOL_WATCH_MODIFY, false, child, NULL);
+			found_written(child, &st);
 		}
 		if (recursive && S_ISDIR(st.st_mode))
 			add_tree(child, depth + 1, announce);
@@ -237,9 +260,12 @@ static void event(const struct inotify_event *ev, struct pending *pm)
 			free(pm->path);
 			memset(pm, 0, sizeof(*pm));
 		} else {         /* moved in from outside */
+			struct stat st;
 			record(TOOL_WATCH_CREATE, dir, path, NULL);
 			if (dir && recursive)
 				add_tree(path, 1, true);
+			else if (!dir && lstat(path, &st) == 0)
+				found_written(path, &st);
 		}
 	} else if (ev->mask & IN_CREATE) {
 		record(TOOL_WATCH_CREATE, dir, path, NULL);
@@ -280,6 +306,9 @@ int tool_watch(const char *path, const char *recursive_flag, const char *unused)
 		return watch_fail(errno == ENOTDIR ? ENOENT : errno);
 	if (!S_ISDIR(st.st_mode))
 		return watch_fail(ENOTDIR);
+	/* a lease (found_written) held when a writer opens the file is
+	 * broken with SIGIO, whose default would end the watch */
+	signal(SIGIO, SIG_IGN);
 	ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (ifd < 0)
 		return watch_fail(errno);

@@ -39,7 +39,8 @@ class Watch:
         comes every 15 s), the test fails."""
         while True:
             while b"\n\n" not in self.buf:
-                assert deadline is None or time.monotonic() < deadline, "no event in time"
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("no event in time")
                 data = self.r.read1(65536)
                 if not data:
                     assert not self.buf.strip(), f"stream ended mid-event: {self.buf!r}"
@@ -61,7 +62,7 @@ class Watch:
         for _ in range(limit):
             try:
                 i, ev = self.next(deadline)
-            except AssertionError:
+            except TimeoutError:
                 raise AssertionError(f"no {what} within {seconds} s: {seen[-20:]}") from None
             assert ev is not None, f"stream ended before {what}: {seen[-20:]}"
             seen.append((i, ev))
@@ -120,17 +121,36 @@ def test_files_in_a_directory_that_appears_are_reported_written(client, room):
     w = Watch(client, room)
     assert w.r.status == 200
     out = client.sh(room, "mkdir -p /tmp/in/sub && echo x > /tmp/in/a && : > /tmp/in/sub/empty && "
+                          "echo y > /tmp/single && "
                           "i=$(stat -c %i /tmp/in) && mv /tmp/in /workspace/in && "
                           "[ \"$(stat -c %i /workspace/in)\" = \"$i\" ] && echo renamed; "
-                          "echo m > /workspace/marker")
+                          "mv /tmp/single /workspace/single; echo m > /workspace/marker")
     assert out == "renamed\n", out   # one rename: nothing was written under the watch
     evs = [e for _, e in w.until(is_("modify", "/workspace/marker"), "the marker")]
     assert {"type": "create", "path": "/workspace/in", "isDir": True} in evs, evs
-    for path in ("/workspace/in/a", "/workspace/in/sub/empty"):
+    for path in ("/workspace/in/a", "/workspace/in/sub/empty", "/workspace/single"):
         create = {"type": "create", "path": path, "isDir": False}
         modify = {"type": "modify", "path": path, "isDir": False}
         assert create in evs and modify in evs, (path, evs)
         assert evs.index(create) < evs.index(modify), evs
+    w.close()
+
+
+def test_a_file_found_open_for_writing_is_modified_at_its_close(client, room):
+    """A file in a directory that appears while a process still writes it
+    is not reported modified when found (its content is not whole yet):
+    its writer's close is, once it comes."""
+    ready(client, room)
+    w = Watch(client, room)
+    assert w.r.status == 200
+    pid = client.sh(room, "mkdir -p /tmp/wd && echo part > /tmp/wd/f && "
+                          "sh -c 'exec 3>>/tmp/wd/f; exec sleep 600' >/dev/null 2>&1 & echo $!").strip()
+    client.sh(room, "mv /tmp/wd /workspace/wd && echo m > /workspace/marker")
+    evs = [e for _, e in w.until(is_("modify", "/workspace/marker"), "the marker")]
+    assert {"type": "create", "path": "/workspace/wd/f", "isDir": False} in evs, evs
+    assert {"type": "modify", "path": "/workspace/wd/f", "isDir": False} not in evs, evs
+    client.sh(room, f"kill {pid}")   # its writer ends: the file is closed
+    w.until(is_("modify", "/workspace/wd/f"), "the writer's close")
     w.close()
 
 
