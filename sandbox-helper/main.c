@@ -326,6 +326,9 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 	}
 	if (keeper > 0)
 		return keeper;
+	/* a keeper that died with its file system left frozen by a cut: that
+	 * one goes first, or the image would be mounted twice */
+	snap_thaw_left(r);
 	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
 	room_create_abort(r);
 	return keeper < 0 ? fail(h, HELPER_E_FAILED) : keeper;
@@ -1359,6 +1362,14 @@ static int drop_privileges(struct helper *h, enum priv priv)
 	return caps_keep_only(keep, h->err, sizeof(h->err)) < 0 ? fail(h, HELPER_E_DENIED) : 0;
 }
 
+static volatile sig_atomic_t alarm_rang;
+
+static void alarm_rang_on(int sig)
+{
+	(void)sig;
+	alarm_rang = 1;
+}
+
 /* One request: checked, its room made ready as the table says, the op run,
  * the room unlocked. */
 static int dispatch(struct helper *h, const struct request *rq, struct answer *out)
@@ -1375,8 +1386,15 @@ static int dispatch(struct helper *h, const struct request *rq, struct answer *o
 		return -1;
 	if (drop_privileges(h, op->priv) < 0)
 		return -1;
-	if (op->alarm_s)
+	if (op->alarm_s) {
+		/* the bound counts the wait for the room's lock too: an alarm
+		 * there interrupts the wait (no SA_RESTART) and the call fails,
+		 * nothing done; once locked, the alarm ends the helper as before
+		 * (a cut's freeze thawed by its own handler) */
+		struct sigaction sa = { .sa_handler = alarm_rang_on };
+		sigaction(SIGALRM, &sa, NULL);
 		alarm(op->alarm_s);
+	}
 	int rc = 0;
 	if (op->room == ROOM_EXEC && (((const struct helper_exec_args *)rq->args)->flags & HX_EXISTING)) {
 		int found = room_load(&c.r, h->err, sizeof(h->err));
@@ -1387,6 +1405,15 @@ static int dispatch(struct helper *h, const struct request *rq, struct answer *o
 	}
 	if (rc == 0 && op->room >= ROOM_LOCK)
 		rc = call_lock(h, &c);
+	if (op->alarm_s) {
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigaction(SIGALRM, &dfl, NULL);
+		if (alarm_rang) {
+			snprintf(h->err, sizeof(h->err), "room %s: its lock was not free within %u s "
+				 "(another operation holds it): nothing done", c.r.id, op->alarm_s);
+			rc = fail(h, HELPER_E_FAILED);
+		}
+	}
 	if (rc == 0 && op->room == ROOM_EXISTING) {
 		int found = room_load(&c.r, h->err, sizeof(h->err));
 		if (found == 0)

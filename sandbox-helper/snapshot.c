@@ -349,13 +349,18 @@ static void thaw_and_exit(int sig)
 	_exit(128 + sig);
 }
 
-static void mark_frozen(const struct room *r)
+/* The mark made, its path kept for thaw_and_exit; false: none (no freeze
+ * without it, or a killed helper's would go unseen). */
+static bool mark_frozen(const struct room *r)
 {
-	if (path_of(frozen_mark, r->run, "frozen") < 0)
-		return;
-	int fd = open(frozen_mark, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
+	int fd = path_of(frozen_mark, r->run, "frozen") < 0 ? -1
+		: open(frozen_mark, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		frozen_mark[0] = '\0';
+		return false;
+	}
+	close(fd);
+	return true;
 }
 
 static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs, int in, int out,
@@ -365,6 +370,14 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 	ioctl(fs, FITHAW, 0);
 	syncfs(fs);
 	bool reflink = ioctl(out, FICLONE, in) == 0;   /* a probe, made again below */
+	/* no alarm or SIGTERM ends the helper while the room's processes
+	 * stand still (cgroup frozen), nor between the thaw and the mark's
+	 * removal: held until then, they come after */
+	sigset_t hold, prev;
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGALRM);
+	sigaddset(&hold, SIGTERM);
+	sigprocmask(SIG_BLOCK, &hold, &prev);
 	int64_t t0 = now_us(), t1;
 	bool frozen = cgroup_room_freeze(cg, r->id);
 	int rc = 0;
@@ -375,29 +388,38 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 		if (frozen)
 			cgroup_room_thaw(cg, r->id);
 		c->frozen_us = now_us() - t0;
+		sigprocmask(SIG_SETMASK, &prev, NULL);
 		return rc;
 	}
 	struct sigaction sa = { .sa_handler = thaw_and_exit }, old_alrm, old_term;
 	sigaction(SIGALRM, &sa, &old_alrm);
 	sigaction(SIGTERM, &sa, &old_term);
-	mark_frozen(r);
-	frozen_fs = fs;
-	bool fs_frozen = ioctl(fs, FIFREEZE, 0) == 0;
-	if (!fs_frozen)
-		rc = ERR("room %s: freeze its file system: %s", r->id, strerror(errno));
+	bool fs_frozen = false;
+	if (!mark_frozen(r)) {
+		rc = ERR("room %s: mark its file system's freeze: %s", r->id, strerror(errno));
+	} else {
+		frozen_fs = fs;
+		fs_frozen = ioctl(fs, FIFREEZE, 0) == 0;
+		if (!fs_frozen)
+			rc = ERR("room %s: freeze its file system: %s", r->id, strerror(errno));
+	}
 	t1 = now_us();
 	if (frozen)
 		cgroup_room_thaw(cg, r->id);
 	c->frozen_us = now_us() - t0;
+	sigprocmask(SIG_SETMASK, &prev, NULL);   /* from here a signal thaws */
 	if (rc == 0 && disk_image_clone(in, out, size, &c->reflinked) < 0)
 		rc = ERR("room %s: copy its disk image: %s", r->id, strerror(errno));
-	if (fs_frozen && ioctl(fs, FITHAW, 0) < 0)
+	sigprocmask(SIG_BLOCK, &hold, NULL);
+	if (fs_frozen && ioctl(fs, FITHAW, 0) < 0)   /* the mark stays: the stop retries */
 		fprintf(stderr, "roombox-helper: room %s: thaw its file system: %s\n", r->id, strerror(errno));
 	else if (frozen_mark[0])
 		unlink(frozen_mark);
 	frozen_fs = -1;
+	frozen_mark[0] = '\0';
 	sigaction(SIGALRM, &old_alrm, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
+	sigprocmask(SIG_SETMASK, &prev, NULL);
 	c->fs_frozen_us = now_us() - t1;
 	return rc;
 }
@@ -446,31 +468,31 @@ void snap_thaw_left(const struct room *r)
 	if (path_of(mark, r->run, "frozen") < 0 || access(mark, F_OK) < 0)
 		return;   /* no cut was cut short: the usual stop, one access() */
 	int in = path_of(img, r->state, "disk.img") < 0 ? -1 : open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	bool found = in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode);
+	bool image = in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode);
 	if (in >= 0)
 		close(in);
-	if (found && room_keeper_pid(r) > 0) {
-		found = loop_of(r, img, &st, dev, sizeof(dev)) == 0;
-	} else if (found) {
-		/* the keeper gone: only the loop device its start noted, if it is
-		 * still the image's and its ext4 still lives (held by the freeze
-		 * alone) -- never a fresh mount of the image */
-		char *hint = room_loop_hint(r);
-		found = hint && strlen(hint) < sizeof(dev) && loop_is(hint, &st);
-		if (found) {
-			snprintf(dev, sizeof(dev), "%s", hint);
-			snprintf(sysfs, sizeof(sysfs), "/sys/fs/ext4/%s", dev + strlen("/dev/"));
-			found = access(sysfs, F_OK) == 0;
+	/* a frozen ext4 keeps its loop device bound to the image: none bound,
+	 * or (the keeper gone) no ext4 living on it, and nothing is frozen.
+	 * Without a keeper only a living ext4 is mounted: never a fresh one */
+	bool done = true;
+	if (image && loop_of(r, img, &st, dev, sizeof(dev)) == 0) {
+		const char *name = strrchr(dev, '/');
+		snprintf(sysfs, sizeof(sysfs), "/sys/fs/ext4/%s", name ? name + 1 : dev);
+		if (room_keeper_pid(r) > 0 || access(sysfs, F_OK) == 0) {
+			int fs = ext4_root_open(dev);
+			done = false;   /* unreachable now: the next stop tries again */
+			if (fs >= 0) {
+				int thawed = ioctl(fs, FITHAW, 0);
+				if (thawed == 0)
+					fprintf(stderr, "roombox-helper: room %s: thawed its file system, "
+						"which a cut killed in its middle had left frozen\n", r->id);
+				done = thawed == 0 || errno == EINVAL;   /* EINVAL: not frozen */
+				close(fs);
+			}
 		}
-		free(hint);
 	}
-	int fs = found ? ext4_root_open(dev) : -1;
-	if (fs >= 0 && ioctl(fs, FITHAW, 0) == 0)   /* EINVAL: it was not frozen */
-		fprintf(stderr, "roombox-helper: room %s: thawed its file system, which a cut "
-			"killed in its middle had left frozen\n", r->id);
-	if (fs >= 0)
-		close(fs);
-	unlink(mark);
+	if (done)
+		unlink(mark);
 }
 
 /* The image at src (a snapshot's) into out. */
@@ -773,6 +795,7 @@ int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
 	/* copied while the room still runs: only the swap needs it stopped */
 	if (cut_to_temp(r, cg, out, tmp, from, &c, true, NULL, err, errlen) < 0)
 		return HELPER_E_FAILED;
+	snap_thaw_left(r);   /* as every stop does: its writers would not die */
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0 && jail_stop(r, cg, keeper, err, errlen) < 0) {
 		unlink(tmp);

@@ -116,6 +116,11 @@ static void found_written(const char *path, const struct stat *st)
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	bool open_for_writing = false;
 	if (fd >= 0) {
+		struct stat now;
+		if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode) || now.st_ino != st->st_ino) {
+			close(fd);   /* replaced meanwhile: the new entry's events say it */
+			return;
+		}
 		if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0)
 			fcntl(fd, F_SETLEASE, F_UNLCK);
 		else
