@@ -274,7 +274,7 @@ def fs_ioctl(dev, op):
         os.close(root)
 
 
-@pytest.mark.parametrize("keeper", ["running", "killed"])
+@pytest.mark.parametrize("keeper", ["running", "killed", "restarted"])
 def test_a_freeze_a_killed_cut_left_goes_with_its_room(client, keeper):
     """Where the state directory cannot share blocks, a running room's cut
     freezes its file system for the copy, and a helper killed in that
@@ -283,7 +283,9 @@ def test_a_freeze_a_killed_cut_left_goes_with_its_room(client, keeper):
     image -- past its last mount.  Here the helper's freeze is made as it
     makes it (its mark in the room's run directory, then FIFREEZE) and
     left; the room's end thaws it, also when its keeper died meanwhile,
-    and no loop device outlives the room."""
+    and no loop device outlives the room.  A room whose keeper died so
+    starts again on its image alone (the frozen one is thawed and gone
+    first: never the image mounted twice)."""
     room = unique_room()
     image = client.stack.room_state_dir(room) / "disk.img"
     try:
@@ -293,12 +295,17 @@ def test_a_freeze_a_killed_cut_left_goes_with_its_room(client, keeper):
         dev = f"/dev/{loops[0][0]}"
         (client.stack.run_dir / "rooms" / room / "frozen").touch(mode=0o600)
         assert fs_ioctl(dev, FIFREEZE)
-        if keeper == "killed":
+        if keeper in ("killed", "restarted"):
             pid = client.stack.keeper_pid(room)
             os.kill(pid, 9)
             wait_until(lambda: not os.path.exists(f"/proc/{pid}/stat")
                        or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX", 30,
                        "the keeper to die")
+        if keeper == "restarted":
+            assert client.sh(room, "cat /workspace/f; echo after >> /workspace/f; cat /workspace/f") == \
+                "before\nbefore\nafter\n"
+            again = loop_devices_backed_by(str(image))
+            assert len(again) == 1, again   # the frozen one went before the new mount
         client.destroy(room)
         wait_until(lambda: not loop_devices_backed_by(str(image)), 30, f"{dev} to go with its room")
     finally:
