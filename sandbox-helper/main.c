@@ -805,6 +805,14 @@ static int stop_if_due(const char *id, void *arg)
 	char err[256];
 	if (room_init(&one.r, &s->h->cfg, id) < 0 || room_keeper_pid(&one.r) <= 0)
 		return 0;
+	/* a running room whose file system a killed cut left frozen: thawed
+	 * at this sweep, not at its stop, which its writers would wait for;
+	 * under its lock, and only if that is free (a cut under way holds it,
+	 * and its own mark) */
+	if (s->idle_only && snap_freeze_marked(&one.r) && room_lock_if_free(&one.r)) {
+		snap_thaw_left(&one.r);
+		room_unlock(&one.r);
+	}
 	if (s->idle_only) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);

@@ -155,7 +155,7 @@ static bool still_linked(int fd)
 /* A lock taken on a file that a destroy removed meanwhile is no one's to
  * share: taken again on the file the path names now, which the next
  * request opens too (a destroy a try; the bound is only against a loop). */
-int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
+static int lock_as(struct room *r, int how, char *err, size_t errlen)
 {
 	for (int tries = 0; tries < 100; tries++) {
 		if (safe_mkdir(r->run, 0700, err, errlen) < 0)
@@ -163,7 +163,7 @@ int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
 		r->lock_fd = open_in(r->run, "lock", O_RDWR | O_CREAT, 0600);
 		if (r->lock_fd < 0)
 			return ERR("room %s: open lock: %s", r->id, strerror(errno));
-		if (flock(r->lock_fd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+		if (flock(r->lock_fd, how) < 0) {
 			close(r->lock_fd);
 			r->lock_fd = -1;
 			return ERR("room %s: lock: %s", r->id, strerror(errno));
@@ -174,6 +174,17 @@ int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
 		r->lock_fd = -1;
 	}
 	return ERR("room %s: lock: its lock file was removed under each of 100 waits", r->id);
+}
+
+int room_lock(struct room *r, bool exclusive, char *err, size_t errlen)
+{
+	return lock_as(r, exclusive ? LOCK_EX : LOCK_SH, err, errlen);
+}
+
+bool room_lock_if_free(struct room *r)
+{
+	char err[256];
+	return lock_as(r, LOCK_EX | LOCK_NB, err, sizeof(err)) == 0;
 }
 
 void room_unlock(struct room *r)

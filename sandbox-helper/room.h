@@ -101,6 +101,8 @@ int room_dirs_prepare(const struct config *cfg, char *err, size_t errlen);
 
 /* flock the room's lock file (creating <run>/ as needed). */
 int room_lock(struct room *r, bool exclusive, char *err, size_t errlen);
+/* ... exclusively, only if nobody holds it now: true when locked. */
+bool room_lock_if_free(struct room *r);
 void room_unlock(struct room *r);
 
 /* Take the state lock (room creation, the instance's cgroup directory):

@@ -461,6 +461,12 @@ static int cut_image(const struct room *r, const struct cgroup_sys *cg, int out,
 	return rc;
 }
 
+bool snap_freeze_marked(const struct room *r)
+{
+	char mark[PATH_MAX];
+	return path_of(mark, r->run, "frozen") == 0 && access(mark, F_OK) == 0;
+}
+
 void snap_thaw_left(const struct room *r)
 {
 	char mark[PATH_MAX], img[PATH_MAX], dev[64], sysfs[96];

@@ -66,5 +66,8 @@ int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *
  * both until the host reboots.  Only where the cut's mark (<run>/frozen)
  * is left: otherwise one access(). */
 void snap_thaw_left(const struct room *r);
+/* Whether a cut's freeze mark is there (a cut under way, which holds the
+ * room's lock, or one killed in its middle). */
+bool snap_freeze_marked(const struct room *r);
 
 #endif

@@ -316,6 +316,35 @@ def test_a_freeze_a_killed_cut_left_goes_with_its_room(client, keeper):
             client.delete(f"/api/rooms/{room}")
 
 
+def test_a_running_room_a_killed_cut_left_frozen_thaws_at_the_next_idle_sweep():
+    """A room that keeps running after a cut was killed in its freeze
+    would keep its writers waiting until it stops.  The idle sweep (every
+    quarter of idle_timeout, here 0.5 s) thaws it, under the room's lock:
+    a write begun in the frozen room ends."""
+    s = started_stack(extra={"idle_timeout": "2s"})
+    c = Client(s)
+    room = unique_room()
+    image = s.room_state_dir(room) / "disk.img"
+    mark = s.run_dir / "rooms" / room / "frozen"
+    try:
+        c.sh(room, "echo before > /workspace/f")
+        loops = loop_devices_backed_by(str(image))
+        assert len(loops) == 1, loops
+        mark.touch(mode=0o600)
+        assert fs_ioctl(f"/dev/{loops[0][0]}", FIFREEZE)
+        # waits in the frozen file system until the sweep thaws it (busy:
+        # the sweep does not stop the room meanwhile)
+        assert c.sh(room, "echo after >> /workspace/f; cat /workspace/f", http_timeout=60) == \
+            "before\nafter\n"
+        assert not mark.exists()
+    finally:
+        for name, _ in loop_devices_backed_by(str(image)):
+            fs_ioctl(f"/dev/{name}", FITHAW)
+        c.delete(f"/api/rooms/{room}")
+        problems = s.stop()
+        assert not problems, problems
+
+
 # ---------------------------------------------------------------- on XFS, with reflinks
 
 @pytest.fixture
