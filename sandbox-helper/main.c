@@ -1295,8 +1295,7 @@ static const struct op OPS[] = {
 	/* writes fixed numbers, each checked against the configuration's
 	 * maxima, into the room's own state file and its own cgroup's limit
 	 * files, under its lock; never creates a room */
-	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING,
-	  PRIV_ROOT, op_set_limits,
+	{ HOP_SET_LIMITS, sizeof(struct helper_limits_args), ROOM_EXISTING, PRIV_ROOT, op_set_limits,
 	  check_set_limits, 0 },
 	/* copies the room's own image and sessions into its own state
 	 * directory under its lock; freezes only its own cgroup and its own

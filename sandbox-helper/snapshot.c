@@ -30,7 +30,8 @@
  *      (SEEK_DATA/SEEK_HOLE, copy_file_range), and the ext4 thawed
  *      (FITHAW).  Processes run on meanwhile; a write to the room's disk
  *      waits for the thaw.  A helper killed before it (SIGKILL) leaves
- *      the freeze; the room's next cut or stop thaws it (snap_thaw_left).
+ *      the freeze, and its mark: the room's next cut, stop, restore,
+ *      restart or idle sweep thaws it (snap_thaw_left).
  * Both times are measured and handed back (frozen_us: 1 to the cgroup's
  * thaw; fs_frozen_us: FIFREEZE to FITHAW, 0 for a clone).  A stopped
  * room's image is copied as it lies (its file system was unmounted
@@ -471,7 +472,7 @@ void snap_thaw_left(const struct room *r)
 {
 	char mark[PATH_MAX], img[PATH_MAX], dev[64], sysfs[96];
 	struct stat st;
-	if (path_of(mark, r->run, "frozen") < 0 || access(mark, F_OK) < 0)
+	if (!snap_freeze_marked(r) || path_of(mark, r->run, "frozen") < 0)
 		return;   /* no cut was cut short: the usual stop, one access() */
 	int in = path_of(img, r->state, "disk.img") < 0 ? -1 : open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	bool image = in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode);

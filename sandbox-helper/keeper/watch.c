@@ -11,7 +11,8 @@
  * among them as modified too, unless a writer still has it open (then its
  * close, which the watch now sees, says it): it may have been written and
  * closed before the watch came, and a client waiting for its "modify"
- * would wait for ever.  A file moved in from outside the tree likewise.  A rename inside the tree is one "move" record
+ * would wait for ever.  A file moved in from outside the tree likewise.
+ * A rename inside the tree is one "move" record
  * (IN_MOVED_FROM and IN_MOVED_TO paired by their cookie); a rename out of
  * it is a delete, into it a create.  A file's "modify" is its
  * IN_CLOSE_WRITE: one record per writer that is done, not one per write.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, loop_devices_backed_by, started_stack, unique_room, wait_until
+from conftest import Client, loop_devices_backed_by, pid_alive, started_stack, unique_room, wait_until
 
 SERVERS = ("nginx",)
 ROOMBOX_CONFIG = {"snapshots_max": "3"}
@@ -298,9 +298,7 @@ def test_a_freeze_a_killed_cut_left_goes_with_its_room(client, keeper):
         if keeper in ("killed", "restarted"):
             pid = client.stack.keeper_pid(room)
             os.kill(pid, 9)
-            wait_until(lambda: not os.path.exists(f"/proc/{pid}/stat")
-                       or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX", 30,
-                       "the keeper to die")
+            wait_until(lambda: not pid_alive(pid), 30, "the keeper to die")
         if keeper == "restarted":
             assert client.sh(room, "cat /workspace/f; echo after >> /workspace/f; cat /workspace/f") == \
                 "before\nbefore\nafter\n"
