@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <pthread.h>
 #include <ftw.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -219,28 +221,72 @@ static char *read_small(const char *dir, const char *name, size_t max, size_t *l
 	return buf;
 }
 
-/* Write a whole file atomically: temporary name, (fsync,) rename. */
-static int room_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync)
+/* data under a temporary name in dir, (fsynced,) its path in tmp: the
+ * first half of an atomic write.  -1 with errno, nothing left. */
+static int temp_write(const char *dir, const char *name, const char *data, size_t len, bool sync,
+		      char tmp[PATH_MAX])
 {
-	char tmp[64];
-	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
-	int fd = open_in(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	char base[64];
+	snprintf(base, sizeof(base), ".%s.%d", name, (int)getpid());
+	snprintf(tmp, PATH_MAX, "%s/%s", dir, base);
+	int fd = open_in(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
 		return -1;
 	size_t off = 0;
 	while (off < len) {
 		ssize_t k = write(fd, data + off, len - off);
-		if (k < 0) {
-			close(fd);
-			return -1;
-		}
+		if (k < 0)
+			break;
 		off += (size_t)k;
 	}
-	if ((sync && fsync(fd) < 0) || close(fd) < 0)
-		return -1;
+	int rc = off == len && (!sync || fsync(fd) == 0) ? 0 : -1;
+	int e = errno;
+	if (close(fd) < 0 && rc == 0) {
+		rc = -1;
+		e = errno;
+	}
+	if (rc < 0) {
+		unlink(tmp);
+		errno = e;
+	}
+	return rc;
+}
+
+/* Write a whole file atomically: temporary name, (fsync,) rename.  A
+ * reader sees the old file or the new, whole; ext4 writes the new one's
+ * blocks before the rename over an old one lands (auto_da_alloc), so
+ * after a crash too. */
+static int room_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync)
+{
 	char a[PATH_MAX], b[PATH_MAX];
-	snprintf(a, sizeof(a), "%s/%s", dir, tmp);
+	if (temp_write(dir, name, data, len, sync, a) < 0)
+		return -1;
 	snprintf(b, sizeof(b), "%s/%s", dir, name);
+	return rename(a, b);
+}
+
+/* A record the helper can always make again from what it describes
+ * (disk-commit.json, which the service's start counts afresh): swapped
+ * with the old one (RENAME_EXCHANGE), which is then unlinked.  A reader
+ * still sees one whole record, the old or the new.  A rename over the old
+ * one would first have ext4 write the new one's blocks out (auto_da_alloc:
+ * 0.4-1.9 ms, where this takes 0.2, on every room's creation and removal);
+ * without that a crash may leave the record empty, and an empty record is
+ * counted again.  A file system without the exchange: rename. */
+static int record_replace(const char *dir, const char *name, const char *data, size_t len)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	if (temp_write(dir, name, data, len, false, a) < 0)
+		return -1;
+	snprintf(b, sizeof(b), "%s/%s", dir, name);
+	if (syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0)
+		return unlink(a);
+	if (errno != ENOENT && errno != EINVAL) {
+		int e = errno;
+		unlink(a);
+		errno = e;
+		return -1;
+	}
 	return rename(a, b);
 }
 
@@ -821,7 +867,7 @@ static void disk_commit_save(const struct config *cfg, const struct disk_commit 
 			 "{\"rooms\":%llu,\"promisedBytes\":%llu,\"usedBytes\":%llu,\"countedAt\":\"%s\"}\n",
 			 (unsigned long long)c->images, (unsigned long long)c->promised,
 			 (unsigned long long)c->used, c->counted_at);
-	if (room_file_write(cfg->state_dir, DISK_COMMIT_FILE, text, (size_t)n, false) == 0 &&
+	if (record_replace(cfg->state_dir, DISK_COMMIT_FILE, text, (size_t)n) == 0 &&
 	    path_in(p, cfg->state_dir, DISK_COMMIT_FILE) == 0)
 		chmod(p, 0644);
 }

@@ -103,6 +103,16 @@ def test_rooms_never_promise_more_disk_than_the_host_has(small_state_dir):
         assert c.sh(room, "echo made") == "made\n"
         made.append(room)
         assert c.get("/api/health", auth=False).json["disk"]["rooms"] == len(made)
+        # the record is swapped whole for the new one: nothing left beside it
+        assert not list(small_state_dir.glob(".disk-commit.json.*"))
+        # one a crash left empty is counted afresh at the next creation
+        (small_state_dir / "disk-commit.json").write_text("")
+        c.destroy(made.pop())
+        room = unique_room("d")
+        assert c.sh(room, "echo made") == "made\n"
+        made.append(room)
+        d = c.get("/api/health", auth=False).json["disk"]
+        assert d["rooms"] == len(made) and d["promisedBytes"] == len(made) * LIMIT, d
     finally:
         for m in made:
             c.destroy(m)
