@@ -31,9 +31,10 @@
  * keeper is there); the disk image on a loop device, mounted with fsmount
  * and attached nowhere (the mount goes to the keeper over a socket); and,
  * once the keeper's pid is known, the room's network (net.c: eth0 into the
- * keeper's namespace), its record, and for a new room the next new room's
- * disk image (disk.h: a spare).  A start costs the longer of the lanes, not
- * their sum.
+ * keeper's namespace) and its record.  For a new room, a thread makes the
+ * next new room's disk image (disk.h: a spare) from the moment this one
+ * took the spare until the helper's call ends.  A start costs the longer
+ * of the lanes, not their sum.
  *
  * The lower tree for rootfs = host is <run_dir>/base-3: symlinks or overlay
  * mount points for /usr, /bin, /lib*, /sbin and /var/lib/dpkg as on the
@@ -908,6 +909,29 @@ int jail_lower_prepare(const struct config *cfg, struct jail_lower *lower, char 
 				err, errlen);
 }
 
+/* The next new room's disk image (disk.h: a spare) is made beside the rest
+ * of a creation, by a thread from the moment this room took the spare to
+ * the end of the helper's call (jail_spare_wait): 4-10 ms of copying and
+ * syncing that the start used to wait for after the room's network.  The
+ * thread touches only its own temporary file until its rename (disk.c),
+ * and signals do not matter to it: once the room is locked SIGALRM ends
+ * the whole helper. */
+static pthread_t spare_thread;
+static bool spare_busy;
+
+static void *spare_main(void *cfg)
+{
+	room_disk_spare_make(cfg);
+	return NULL;
+}
+
+void jail_spare_wait(void)
+{
+	if (spare_busy)
+		pthread_join(spare_thread, NULL);
+	spare_busy = false;
+}
+
 pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
 {
 	struct jail_job j = { .room = *r, .cg = cg, .keeper_fds = { -1, -1 },
@@ -957,6 +981,11 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	bool creating = r->create_lock >= 0;
 	int host = host_side(r, creating, p[2][1], err, errlen);
 	close(p[2][1]);
+	/* the spare taken (or none found): the next one, meanwhile */
+	bool spare_inline = false;
+	if (host == 0 && creating && !spare_busy)
+		spare_inline = !(spare_busy = pthread_create(&spare_thread, NULL, spare_main,
+							     (void *)r->cfg) == 0);
 	int32_t pid = 0;
 	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
 	close(p[0][0]);
@@ -969,9 +998,7 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	int net = 0;
 	if (host == 0 && got == sizeof(pid) && (net = net_room_up(r, pid, err, errlen)) == 0)
 		net = room_keeper_record(r, pid, err, errlen);
-	/* and, having taken the spare disk image (or found none), the next
-	 * new room's */
-	if (host == 0 && creating)
+	if (spare_inline)
 		room_disk_spare_make(r->cfg);
 	char msg[512];
 	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);

@@ -29,6 +29,10 @@ int jail_lower_prepare(const struct config *cfg, struct jail_lower *lower, char 
  * checked that none runs).  Returns the keeper's host pid, or -1 with err. */
 pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen);
 
+/* Wait for the next new room's disk image, if a creation's jail_start
+ * began one (a thread); the helper calls it once its call is done. */
+void jail_spare_wait(void);
+
 /* Kill the keeper (and with it the whole pid namespace) and wait until it
  * is gone.  0, or -1 with err. */
 int jail_stop(const struct room *r, const struct cgroup_sys *cg, pid_t keeper, char *err, size_t errlen);

@@ -1433,6 +1433,7 @@ static int dispatch(struct helper *h, const struct request *rq, struct answer *o
 	if (rc == 0)
 		rc = op->run(h, &c);
 	call_unlock(&c);
+	jail_spare_wait();
 	return rc;
 }
 
