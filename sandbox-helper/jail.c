@@ -858,10 +858,43 @@ static void *jail_thread(void *arg)
  * and the disk image goes on a loop device and is mounted, attached
  * nowhere (then sent to the keeper on disk_sock).  -1 with err set, or -2
  * when the keeper is gone (its report says why). */
+/* The next new room's disk image (disk.h: a spare) is made beside the rest
+ * of a creation, by a thread from the moment this room took the spare to
+ * the end of the helper's call (jail_spare_wait): 4-10 ms of copying and
+ * syncing that the start used to wait for after the room's network.  The
+ * thread touches only its own temporary file until its rename (disk.c),
+ * and signals do not matter to it: once the room is locked SIGALRM ends
+ * the whole helper.  Without a thread, the caller makes it itself. */
+static pthread_t spare_thread;
+static bool spare_busy;
+
+static void *spare_main(void *cfg)
+{
+	room_disk_spare_make(cfg);
+	return NULL;
+}
+
+static void spare_start(const struct config *cfg)
+{
+	if (!spare_busy && pthread_create(&spare_thread, NULL, spare_main, (void *)cfg) == 0)
+		spare_busy = true;
+	else if (!spare_busy)
+		room_disk_spare_make(cfg);
+}
+
+void jail_spare_wait(void)
+{
+	if (spare_busy)
+		pthread_join(spare_thread, NULL);
+	spare_busy = false;
+}
+
 static int host_side(struct room *r, bool creating, int disk_sock, char *err, size_t errlen)
 {
 	if (creating && room_create_files(r, err, errlen) < 0)
 		return -1;
+	if (creating)
+		spare_start(r->cfg);   /* the spare taken (or none found): the next */
 	char img[PATH_MAX], dev[64], c = '-';
 	int mnt = -1;
 	struct stat st;
@@ -907,29 +940,6 @@ int jail_lower_prepare(const struct config *cfg, struct jail_lower *lower, char 
 		return -1;
 	return hostmask_prepare(cfg, host_layers, N_HOST_LAYERS, lower->mask, sizeof(lower->mask),
 				err, errlen);
-}
-
-/* The next new room's disk image (disk.h: a spare) is made beside the rest
- * of a creation, by a thread from the moment this room took the spare to
- * the end of the helper's call (jail_spare_wait): 4-10 ms of copying and
- * syncing that the start used to wait for after the room's network.  The
- * thread touches only its own temporary file until its rename (disk.c),
- * and signals do not matter to it: once the room is locked SIGALRM ends
- * the whole helper. */
-static pthread_t spare_thread;
-static bool spare_busy;
-
-static void *spare_main(void *cfg)
-{
-	room_disk_spare_make(cfg);
-	return NULL;
-}
-
-void jail_spare_wait(void)
-{
-	if (spare_busy)
-		pthread_join(spare_thread, NULL);
-	spare_busy = false;
 }
 
 pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t errlen)
@@ -981,11 +991,6 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	bool creating = r->create_lock >= 0;
 	int host = host_side(r, creating, p[2][1], err, errlen);
 	close(p[2][1]);
-	/* the spare taken (or none found): the next one, meanwhile */
-	bool spare_inline = false;
-	if (host == 0 && creating && !spare_busy)
-		spare_inline = !(spare_busy = pthread_create(&spare_thread, NULL, spare_main,
-							     (void *)r->cfg) == 0);
 	int32_t pid = 0;
 	size_t got = read_all(p[0][0], (char *)&pid, sizeof(pid));
 	close(p[0][0]);
@@ -998,8 +1003,6 @@ pid_t jail_start(struct room *r, const struct cgroup_sys *cg, char *err, size_t 
 	int net = 0;
 	if (host == 0 && got == sizeof(pid) && (net = net_room_up(r, pid, err, errlen)) == 0)
 		net = room_keeper_record(r, pid, err, errlen);
-	if (spare_inline)
-		room_disk_spare_make(r->cfg);
 	char msg[512];
 	size_t n = read_all(p[1][0], msg, sizeof(msg) - 1);
 	msg[n] = '\0';
