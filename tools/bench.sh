@@ -497,7 +497,7 @@ ref_nginx="    upstream bench_page_keep {
             root $tmp/ref;
             sendfile on;
             client_body_temp_path $tmp/ref/tmp;
-            dav_methods PUT;
+            dav_methods PUT DELETE;
             client_max_body_size 0;
         }
         location /proxy/ {
@@ -737,21 +737,22 @@ xfer() {
 	fi
 	awk -v m="$m" '{ b = (m == "PUT" ? $2 : $3); printf "%s %.1f", $1, ($4 > 0 ? b / $4 / 1e6 : 0) }' <<<"$out"
 }
-# warm_pages MIB: touch MIB of fresh memory, then give it back.  On a VM
-# that returns free memory to the hypervisor (virtio-balloon's free page
-# reporting), the first touch of a page the guest gave back costs ~30 us
-# (10 x a plain fault; this VM writes a new 64 MiB file at ~130 MB/s into
-# such pages and at ~5 GB/s into pages freed a moment ago).  An upload
-# fills a file's worth of new pages: which side of a round got the warm
-# ones decided the figure, not the path.  So each side's upload starts
-# with as many warm free pages as it needs, touched outside its timing.
-warm_pages() {
-	python3 -c 'import mmap, sys
-n = int(sys.argv[1]) << 20
-m = mmap.mmap(-1, n)
-for o in range(0, n, 4096):
-    m[o] = 1
-m.close()' "$1"
+# warm_put URL [CURL-OPTION...]: the same upload to URL, unmeasured, and
+# its file deleted at once, so that the measured upload after it writes
+# into pages freed a moment before.  On a VM that returns free memory to
+# the hypervisor (virtio-balloon's free page reporting) the first touch of
+# a page the guest gave back costs ~30 us (10 x a plain fault; this VM
+# writes a new 64 MiB file at 100-160 MB/s into such pages and at ~5 GB/s
+# into pages freed a moment ago).  An upload fills a file's worth of new
+# pages: which side of a round got the warm ones decided the figure, not
+# the path.  Each side warms its own way (the room's file pages, pipe and
+# socket buffers are not nginx's: a file written and deleted on the host
+# warmed nginx's upload only, anonymous memory neither).
+warm_put() {
+	local url=$1
+	shift
+	curl -s -o /dev/null -T "$tmp/ref/src.bin" "$@" "$url"
+	curl -s -o /dev/null -X DELETE "$@" "$url"
 }
 # 64 MiB of random bytes: figure 9's file; four of them make figure 12's.
 ! want 9 && ! want 12 || head -c $((64 * 1048576)) /dev/urandom > "$tmp/ref/src.bin"
@@ -791,11 +792,11 @@ settle
 : > "$tmp/out/files.txt"
 : > "$tmp/out/files_cpu.txt"
 for i in $(seq "$FILE_REPS"); do
-	warm_pages 192
+	warm_put "$files_url.warm" "${auth[@]}"
 	c0=$(files_cpu)
 	u=$(xfer PUT "$files_url" "$tmp/ref/src.bin" "${auth[@]}")
 	c1=$(files_cpu)
-	warm_pages 192
+	warm_put "$dav_url.warm"
 	c2a=$(files_cpu)
 	ru=$(xfer PUT "$dav_url" "$tmp/ref/src.bin")
 	c2=$(files_cpu)
