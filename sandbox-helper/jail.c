@@ -853,18 +853,14 @@ static void *jail_thread(void *arg)
 	return NULL;
 }
 
-/* The helper's share of a start, while the jail thread makes the cgroup,
- * the user namespace and the keeper: a room being created gets its files,
- * and the disk image goes on a loop device and is mounted, attached
- * nowhere (then sent to the keeper on disk_sock).  -1 with err set, or -2
- * when the keeper is gone (its report says why). */
 /* The next new room's disk image (disk.h: a spare) is made beside the rest
  * of a creation, by a thread from the moment this room took the spare to
  * the end of the helper's call (jail_spare_wait): 4-10 ms of copying and
  * syncing that the start used to wait for after the room's network.  The
  * thread touches only its own temporary file until its rename (disk.c),
- * and signals do not matter to it: once the room is locked SIGALRM ends
- * the whole helper.  Without a thread, the caller makes it itself. */
+ * and takes no signal (every one blocked): a signal meant for the main
+ * thread, or held off by it (snapshot.c, around a freeze), never lands
+ * here.  Without a thread, the caller makes it itself. */
 static pthread_t spare_thread;
 static bool spare_busy;
 
@@ -876,9 +872,14 @@ static void *spare_main(void *cfg)
 
 static void spare_start(const struct config *cfg)
 {
-	if (!spare_busy && pthread_create(&spare_thread, NULL, spare_main, (void *)cfg) == 0)
-		spare_busy = true;
-	else if (!spare_busy)
+	sigset_t all, was;
+	if (spare_busy)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &was);
+	spare_busy = pthread_create(&spare_thread, NULL, spare_main, (void *)cfg) == 0;
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	if (!spare_busy)
 		room_disk_spare_make(cfg);
 }
 
@@ -889,6 +890,11 @@ void jail_spare_wait(void)
 	spare_busy = false;
 }
 
+/* The helper's share of a start, while the jail thread makes the cgroup,
+ * the user namespace and the keeper: a room being created gets its files,
+ * and the disk image goes on a loop device and is mounted, attached
+ * nowhere (then sent to the keeper on disk_sock).  -1 with err set, or -2
+ * when the keeper is gone (its report says why). */
 static int host_side(struct room *r, bool creating, int disk_sock, char *err, size_t errlen)
 {
 	if (creating && room_create_files(r, err, errlen) < 0)

@@ -10,8 +10,10 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,15 +223,16 @@ static char *read_small(const char *dir, const char *name, size_t max, size_t *l
 	return buf;
 }
 
-/* data under a temporary name in dir, (fsynced,) its path in tmp: the
- * first half of an atomic write.  -1 with errno, nothing left. */
+/* data under a temporary name in dir, of mode (less the umask),
+ * (fsynced,) its path in tmp: the first half of an atomic write.  -1 with
+ * errno, nothing left. */
 static int temp_write(const char *dir, const char *name, const char *data, size_t len, bool sync,
-		      char tmp[PATH_MAX])
+		      mode_t mode, char tmp[PATH_MAX])
 {
 	char base[64];
 	snprintf(base, sizeof(base), ".%s.%d", name, (int)getpid());
 	snprintf(tmp, PATH_MAX, "%s/%s", dir, base);
-	int fd = open_in(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	int fd = open_in(dir, base, O_WRONLY | O_CREAT | O_TRUNC, mode);
 	if (fd < 0)
 		return -1;
 	size_t off = 0;
@@ -259,35 +262,45 @@ static int temp_write(const char *dir, const char *name, const char *data, size_
 static int room_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync)
 {
 	char a[PATH_MAX], b[PATH_MAX];
-	if (temp_write(dir, name, data, len, sync, a) < 0)
+	if (temp_write(dir, name, data, len, sync, 0600, a) < 0)
 		return -1;
 	snprintf(b, sizeof(b), "%s/%s", dir, name);
-	return rename(a, b);
+	if (rename(a, b) == 0)
+		return 0;
+	int e = errno;
+	unlink(a);
+	errno = e;
+	return -1;
 }
 
 /* A record the helper can always make again from what it describes
- * (disk-commit.json, which the service's start counts afresh): swapped
- * with the old one (RENAME_EXCHANGE), which is then unlinked.  A reader
- * still sees one whole record, the old or the new.  A rename over the old
- * one would first have ext4 write the new one's blocks out (auto_da_alloc:
- * 0.4-1.9 ms, where this takes 0.2, on every room's creation and removal);
- * without that a crash may leave the record empty, and an empty record is
- * counted again.  A file system without the exchange: rename. */
-static int record_replace(const char *dir, const char *name, const char *data, size_t len)
+ * (disk-commit.json, which the service's start counts afresh), of mode:
+ * swapped with the old one (RENAME_EXCHANGE), which is then unlinked.  A
+ * reader still sees one whole record, the old or the new.  A rename over
+ * the old one would first have ext4 write the new one's blocks out
+ * (auto_da_alloc: 0.4-1.9 ms, where this takes 0.2, on every room's
+ * creation and removal); without that a crash may leave the record empty,
+ * and an empty record is counted again.  Where there is no exchange (a
+ * file system or kernel without it): rename.  An old record left under the
+ * temporary name (a crash between the two) goes at the service's start
+ * (room_disk_commit_count). */
+static int record_replace(const char *dir, const char *name, const char *data, size_t len, mode_t mode)
 {
 	char a[PATH_MAX], b[PATH_MAX];
-	if (temp_write(dir, name, data, len, false, a) < 0)
+	if (temp_write(dir, name, data, len, false, mode, a) < 0)
 		return -1;
 	snprintf(b, sizeof(b), "%s/%s", dir, name);
-	if (syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0)
-		return unlink(a);
-	if (errno != ENOENT && errno != EINVAL) {
-		int e = errno;
+	if (syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0) {
+		unlink(a);   /* the new record is in place: that is what counts */
+		return 0;
+	}
+	int rc = errno == ENOENT || errno == EINVAL || errno == ENOSYS ? rename(a, b) : -1;
+	int e = errno;
+	if (rc < 0) {
 		unlink(a);
 		errno = e;
-		return -1;
 	}
-	return rename(a, b);
+	return rc;
 }
 
 static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
@@ -862,14 +875,12 @@ static bool disk_commit_load(const struct config *cfg, struct disk_commit *c)
 /* 0644: roombox-fcgi reads it for /api/health, which tells it to anyone. */
 static void disk_commit_save(const struct config *cfg, const struct disk_commit *c)
 {
-	char text[256], p[PATH_MAX];
+	char text[256];
 	int n = snprintf(text, sizeof(text),
 			 "{\"rooms\":%llu,\"promisedBytes\":%llu,\"usedBytes\":%llu,\"countedAt\":\"%s\"}\n",
 			 (unsigned long long)c->images, (unsigned long long)c->promised,
 			 (unsigned long long)c->used, c->counted_at);
-	if (record_replace(cfg->state_dir, DISK_COMMIT_FILE, text, (size_t)n) == 0 &&
-	    path_in(p, cfg->state_dir, DISK_COMMIT_FILE) == 0)
-		chmod(p, 0644);
+	record_replace(cfg->state_dir, DISK_COMMIT_FILE, text, (size_t)n, 0644);
 }
 
 /* Whether a new room of disk_limit fits beside the images of c. */
@@ -954,10 +965,46 @@ int room_disk_commit_share(const struct room *r, int64_t bytes, char *err, size_
 	return rc;
 }
 
+/* The pid in a temporary file's name of a helper's (temp_write's
+ * ".disk-commit.json.<pid>", disk_image_spare_make's
+ * ".disk-<size>-<hash>.spare-<pid>.img"), or 0 for any other name. */
+static pid_t temp_writer(const char *n)
+{
+	static const char rec[] = ".disk-commit.json.", spare[] = ".spare-";
+	const char *p = NULL, *end;
+	if (strncmp(n, rec, sizeof(rec) - 1) == 0)
+		p = n + sizeof(rec) - 1;
+	else if (strncmp(n, ".disk-", 6) == 0 && (p = strstr(n, spare)) != NULL)
+		p += sizeof(spare) - 1;
+	if (!p || *p < '1' || *p > '9')
+		return 0;
+	long pid = strtol(p, (char **)&end, 10);
+	bool tail_ok = p == n + sizeof(rec) - 1 ? *end == '\0' : strcmp(end, ".img") == 0;
+	return tail_ok && pid > 0 && pid <= INT32_MAX ? (pid_t)pid : 0;
+}
+
+/* What a helper killed in the middle of a write left in the state
+ * directory (a disk-commit record under its temporary name, a spare image
+ * half made), once its writer is gone. */
+static void temps_sweep(const struct config *cfg)
+{
+	DIR *d = opendir(cfg->state_dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		pid_t pid = temp_writer(e->d_name);
+		if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	if (d)
+		closedir(d);
+}
+
 void room_disk_commit_count(const struct config *cfg)
 {
 	struct disk_commit c;
 	int lock = room_state_lock(cfg);
+	if (lock >= 0)
+		temps_sweep(cfg);
 	if (lock >= 0 && disk_commit_count(cfg, &c) == 0)
 		disk_commit_save(cfg, &c);
 	if (lock >= 0)

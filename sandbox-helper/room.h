@@ -145,7 +145,9 @@ void room_create_abort(struct room *r);
 int room_disk_commit_share(const struct room *r, int64_t bytes, char *err, size_t errlen);
 
 /* Count what the rooms' disk images promise and hold, and record it in
- * <state_dir>/disk-commit.json (room.c); takes the state lock. */
+ * <state_dir>/disk-commit.json (room.c); takes the state lock.  First
+ * removes what helpers killed mid-write left there: an old record under
+ * its temporary name, a half-made spare image. */
 void room_disk_commit_count(const struct config *cfg);
 
 /* Make the next new room's disk image ahead, if there is none (disk.h:

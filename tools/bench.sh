@@ -749,10 +749,14 @@ xfer() {
 # socket buffers are not nginx's: a file written and deleted on the host
 # warmed nginx's upload only, anonymous memory neither).
 warm_put() {
-	local url=$1
+	local url=$1 put del
 	shift
-	curl -s -o /dev/null -T "$tmp/ref/src.bin" "$@" "$url"
-	curl -s -o /dev/null -X DELETE "$@" "$url"
+	put=$(curl -s -o /dev/null -w '%{http_code}' -T "$tmp/ref/src.bin" "$@" "$url")
+	del=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$@" "$url")
+	case "$put $del" in
+	20[014]" "20[04]) ;;
+	*) echo "warning: the warm-up upload to $url answered $put, its DELETE $del: this round is not warmed" ;;
+	esac
 }
 # 64 MiB of random bytes: figure 9's file; four of them make figure 12's.
 ! want 9 && ! want 12 || head -c $((64 * 1048576)) /dev/urandom > "$tmp/ref/src.bin"

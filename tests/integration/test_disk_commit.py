@@ -103,11 +103,13 @@ def test_rooms_never_promise_more_disk_than_the_host_has(small_state_dir):
         assert c.sh(room, "echo made") == "made\n"
         made.append(room)
         assert c.get("/api/health", auth=False).json["disk"]["rooms"] == len(made)
-        # the record is swapped whole for the new one: nothing left beside it
+        # the record is swapped whole for the new one: nothing left beside
+        # it, and health (not root) can read it
         assert not list(small_state_dir.glob(".disk-commit.json.*"))
+        assert (small_state_dir / "disk-commit.json").stat().st_mode & 0o777 == 0o644
         # one a crash left empty is counted afresh at the next creation
-        (small_state_dir / "disk-commit.json").write_text("")
         c.destroy(made.pop())
+        (small_state_dir / "disk-commit.json").write_text("")
         room = unique_room("d")
         assert c.sh(room, "echo made") == "made\n"
         made.append(room)
@@ -134,5 +136,39 @@ def test_overcommit_lets_the_operator_promise_more(small_state_dir):
     finally:
         for m in made:
             c.destroy(m)
+        problems = s.stop()
+        assert not problems, problems
+
+
+def dead_pid():
+    """A pid no process has (checked against /proc)."""
+    pid = 4_000_000
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
+def test_the_service_start_sweeps_what_killed_helpers_left(small_state_dir):
+    """A helper killed in the middle of a write leaves its temporary file: an
+    old record under ".disk-commit.json.<pid>", a spare image half made
+    (".disk-<size>-<hash>.spare-<pid>.img").  The service's start removes
+    those of writers that are gone, and keeps a living writer's."""
+    s = started_stack(state_dir=small_state_dir, extra={"disk_limit": "100M"})
+    try:
+        dead, alive = dead_pid(), os.getpid()
+        left = [small_state_dir / f".disk-commit.json.{dead}",
+                small_state_dir / f".disk-104857600-0123456789abcdef.spare-{dead}.img"]
+        kept = [small_state_dir / f".disk-104857600-0123456789abcdef.spare-{alive}.img",
+                small_state_dir / f".disk-commit.json.{dead}x"]
+        for p in left + kept:
+            p.write_bytes(b"x")
+        rc, ans = s.helper({"op": "info"})
+        assert rc == 0, ans
+        assert [p.name for p in left if p.exists()] == []
+        assert [p.name for p in kept if not p.exists()] == []
+    finally:
+        for p in small_state_dir.glob(".disk-*"):
+            if p.name.endswith(f".spare-{os.getpid()}.img") or p.name.endswith("x"):
+                p.unlink()
         problems = s.stop()
         assert not problems, problems
