@@ -6,8 +6,9 @@
  *
  * Invariants: an accepted answer's record lies inside the input, right
  * after the header, of the op's exact size (a list or a stop's count of
- * entries filling it exactly); nothing follows it; a refusal says why,
- * with an HTTP status. */
+ * entries filling it exactly, an export's two session texts after its
+ * record, without a NUL); nothing follows it; a refusal says why, with an
+ * HTTP status. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case HOP_SNAPSHOT: case HOP_SNAPSHOT_DELETE: case HOP_RESTORE: case HOP_FORK:
 		FUZZ_ASSERT(rec_len == sizeof(struct helper_snapshot), "snapshot %zu", rec_len);
 		break;
+	case HOP_EXPORT: {
+		/* the record, then the root's and the user's session texts */
+		struct helper_export_ans x;
+		FUZZ_ASSERT(rec_len >= sizeof(x), "export record %zu", rec_len);
+		memcpy(&x, rec, sizeof(x));
+		FUZZ_ASSERT(x.root_len <= HELPER_SESSION_MAX && x.user_len <= HELPER_SESSION_MAX &&
+			    rec_len == sizeof(x) + (size_t)x.root_len + x.user_len,
+			    "sessions of %u and %u in %zu", x.root_len, x.user_len, rec_len);
+		FUZZ_ASSERT(!memchr(rec + sizeof(x), '\0', rec_len - sizeof(x)), "a NUL in a session");
+		FUZZ_ASSERT(memchr(x.snapshot, '\0', sizeof(x.snapshot)), "an unended snapshot id");
+		break;
+	}
 	case HOP_SNAPSHOTS: {
 		uint32_t count;
 		memcpy(&count, rec, sizeof(count));
