@@ -255,6 +255,17 @@ static int temp_write(const char *dir, const char *name, const char *data, size_
 	return rc;
 }
 
+/* The temporary file a renamed to b, or removed: 0, or -1 with errno. */
+static int temp_rename(const char *a, const char *b)
+{
+	if (rename(a, b) == 0)
+		return 0;
+	int e = errno;
+	unlink(a);
+	errno = e;
+	return -1;
+}
+
 /* Write a whole file atomically: temporary name, (fsync,) rename.  A
  * reader sees the old file or the new, whole; ext4 writes the new one's
  * blocks before the rename over an old one lands (auto_da_alloc), so
@@ -265,12 +276,7 @@ static int room_file_write(const char *dir, const char *name, const char *data, 
 	if (temp_write(dir, name, data, len, sync, 0600, a) < 0)
 		return -1;
 	snprintf(b, sizeof(b), "%s/%s", dir, name);
-	if (rename(a, b) == 0)
-		return 0;
-	int e = errno;
-	unlink(a);
-	errno = e;
-	return -1;
+	return temp_rename(a, b);
 }
 
 /* A record the helper can always make again from what it describes
@@ -294,13 +300,12 @@ static int record_replace(const char *dir, const char *name, const char *data, s
 		unlink(a);   /* the new record is in place: that is what counts */
 		return 0;
 	}
-	int rc = errno == ENOENT || errno == EINVAL || errno == ENOSYS ? rename(a, b) : -1;
+	if (errno == ENOENT || errno == EINVAL || errno == ENOSYS)
+		return temp_rename(a, b);
 	int e = errno;
-	if (rc < 0) {
-		unlink(a);
-		errno = e;
-	}
-	return rc;
+	unlink(a);
+	errno = e;
+	return -1;
 }
 
 static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
