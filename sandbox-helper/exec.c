@@ -379,3 +379,18 @@ int exec_channel_open(const struct room *r, uint32_t pids_limit, uint64_t exec_t
 	close(conn);
 	return ch;
 }
+
+int exec_channels_close(const struct room *r)
+{
+	int conn = exec_connect(r);
+	if (conn < 0)
+		return -1;
+	struct kp_msg m = { .type = KP_CLOSE };
+	struct pollfd p = { conn, POLLIN, 0 };
+	int rc = -1;
+	if (send(conn, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) && poll(&p, 1, 2000) == 1 &&
+	    recv(conn, &m, sizeof(m), 0) == (ssize_t)sizeof(m))
+		rc = m.type == KP_CLOSED ? 1 : m.type == KP_FAILED ? 0 : -1;
+	close(conn);
+	return rc;
+}

@@ -798,6 +798,18 @@ static bool in_keep(const struct request *rq, const char *id)
 
 /* The one place an operation over many rooms locks each: the dispatcher's
  * lock, taken and given back around one room's stop. */
+/* Idle long enough by its own idleTimeout (0: never), no exec running
+ * (each holds busy), and not one roombox-fcgi keeps. */
+static bool idle_due(const struct room *r, const struct request *rq)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	uint64_t idle = room_limits_effective(r).idle_timeout_ms;
+	return idle && now_ms - room_last_active_ms(r) >= (int64_t)idle && !room_is_busy(r) &&
+		!in_keep(rq, r->id);
+}
+
 static int stop_if_due(const char *id, void *arg)
 {
 	struct stop_many *s = arg;
@@ -813,17 +825,22 @@ static int stop_if_due(const char *id, void *arg)
 		snap_thaw_left(&one.r);
 		room_unlock(&one.r);
 	}
-	if (s->idle_only) {
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-		uint64_t idle = room_limits_effective(&one.r).idle_timeout_ms;   /* 0: never */
-		if (!idle || now_ms - room_last_active_ms(&one.r) < (int64_t)idle ||
-		    room_is_busy(&one.r) || in_keep(s->rq, id))
-			return 0;
-	}
+	if (s->idle_only && !idle_due(&one.r, s->rq))
+		return 0;
 	if (call_lock(s->h, &one) < 0)
 		return 0;
+	/* A channel exec (roombox-fcgi straight to the keeper) takes no room
+	 * lock: one could start between the look above and the stop, and die
+	 * in it.  So the keeper closes its channels first -- or refuses, one
+	 * of their execs running -- and sends back what came on them unrun
+	 * (to the helper, which waits for this lock and starts the room
+	 * again); then the room is looked at again, an exec having perhaps
+	 * ended meanwhile.  A keeper that does not answer is stopped as
+	 * before. */
+	if (s->idle_only && (exec_channels_close(&one.r) == 0 || !idle_due(&one.r, s->rq))) {
+		call_unlock(&one);
+		return 0;
+	}
 	if (room_load(&one.r, err, sizeof(err)) == 1 && stop_room(s->h, &one.r) == 0) {
 		char *slot = answer_put(s->out, NULL, HELPER_ROOM_LEN);
 		if (slot) {

@@ -337,6 +337,54 @@ static void channel_request(int k)
 			close(fds[i]);
 }
 
+/* ---- closing them all (the idle sweep) ---------------------------------- */
+
+/* One request already sent on channel k, if there is one, answered
+ * KC_ELSEWHERE unread (its descriptors closed); false when none is left. */
+static bool send_back_one(int k)
+{
+	struct kc_req q;
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = { &q, sizeof(q) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	ssize_t n = recvmsg(chans[k].fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT | MSG_TRUNC);
+	if (n <= 0)
+		return false;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				close(fd);
+			}
+	answer(chans[k].fd, KC_ELSEWHERE, 0, false, "the room is being stopped", NULL);
+	return true;
+}
+
+/* Shut before it is read out: a request sent after this fails to send
+ * (roombox-fcgi then asks the helper), so none is left unanswered in a
+ * queue the stop would drop -- which roombox-fcgi could only report as
+ * an exec that may have run. */
+void channel_close_all(int conn)
+{
+	if (running > 0) {
+		reply(conn, KP_FAILED, "an exec on a channel runs", -1);
+		close(conn);
+		return;
+	}
+	for (int k = 0; k < MAX_CHANNELS; k++) {
+		if (!chans[k].used)
+			continue;
+		shutdown(chans[k].fd, SHUT_RD);
+		while (send_back_one(k)) {
+		}
+		channel_close(k);
+	}
+	reply(conn, KP_CLOSED, NULL, -1);
+	close(conn);
+}
+
 /* ---- the loop's part -------------------------------------------------- */
 
 int channel_poll_add(struct pollfd *p, int room)

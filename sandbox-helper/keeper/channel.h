@@ -27,6 +27,11 @@ struct chan_job {
  * descriptors kept are set to -1 in fds (the caller closes the rest). */
 void channel_open(int conn, const void *msg, size_t len, int *fds, int nfds);
 
+/* KP_CLOSE on a helper's connection conn: every channel shut, what was
+ * sent on them answered KC_ELSEWHERE, closed, and KP_CLOSED answered; or
+ * KP_FAILED while a channel exec runs.  conn closed. */
+void channel_close_all(int conn);
+
 /* The channels for poll: added at p[0..), their count. */
 int channel_poll_add(struct pollfd *p, int room);
 /* After poll: each of p[0..n) that channel_poll_add gave (and still is

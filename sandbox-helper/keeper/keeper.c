@@ -794,6 +794,8 @@ static int take_request(int conn)
 		exec_start(conn, fds, got);
 	else if (n > 0 && m.type == KP_CHANNEL)
 		channel_open(conn, &m, (size_t)n, fds, got);
+	else if (n == (ssize_t)sizeof(m) && m.type == KP_CLOSE)
+		channel_close_all(conn);
 	else
 		close(conn);
 	for (int i = 0; i < got; i++)

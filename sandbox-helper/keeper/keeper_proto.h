@@ -49,6 +49,17 @@
  *                      limits serve all its channels.
  *   keeper -> helper   KP_CHANNEL_OK with the channel (SCM_RIGHTS), or
  *                      KP_FAILED; then the keeper closes the connection.
+ *   helper -> keeper   KP_CLOSE (a kp_msg), from the idle sweep, with the
+ *                      room locked: close every exec channel, unless one
+ *                      of their execs runs.
+ *   keeper -> helper   KP_CLOSED, every channel shut first (roombox-fcgi's
+ *                      next request on one fails to send) and each request
+ *                      already sent on one answered KC_ELSEWHERE (nothing
+ *                      ran: roombox-fcgi hands it to the helper, which
+ *                      waits for the room's lock); or KP_FAILED, a channel
+ *                      exec runs, nothing changed.  A channel exec takes no
+ *                      room lock, so this is how the sweep knows none is
+ *                      under way, nor can start, when it stops the room.
  *   What the exec leaves running becomes the keeper's; if at the exec's
  *   deadline the room is at its process limit, that is a background fork
  *   bomb, and every process outside running execs is killed.
@@ -60,7 +71,8 @@
 
 #define KP_MAGIC 0x72626b36u  /* "rbk6" */
 
-enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_CHANNEL, KP_CHANNEL_OK };
+enum kp_type { KP_EXEC = 1, KP_FAILED, KP_EXITED, KP_CHANNEL, KP_CHANNEL_OK, KP_CLOSE,
+	       KP_CLOSED };
 
 struct kp_msg {
 	uint32_t type;

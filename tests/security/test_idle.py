@@ -4,6 +4,10 @@ and session on the next exec; a room whose exec is still running is not
 idle.  roombox-fcgi's idle thread runs "stop-idle" every idle_timeout / 4.
 Through nginx."""
 
+import os
+import signal
+import subprocess
+
 from conftest import (GONE_TIMEOUT, host_mountinfo_lines, loop_devices_backed_by, ns_inode,
                       pid_alive, procs_in_ns, procs_of_room, procs_with_uid, unique_room, wait_until)
 from security_helpers import Background
@@ -78,3 +82,48 @@ def test_a_room_with_a_running_exec_is_not_idle(client, stack):
     assert r.status == 200, r.json
     res = r.json["result"]
     assert res["stdout"] == "done\n" and res["exitCode"] == 0 and res["timedOut"] is False, res
+
+
+def keeper_queues(keeper):
+    """Recv-Q of each of the keeper's unix sockets, by state, as ss(8) sees
+    them in the room's network namespace (where the keeper made them):
+    LISTEN counts connections not yet taken, ESTAB bytes not yet read."""
+    out = subprocess.run(["nsenter", f"--net=/proc/{keeper}/ns/net", "ss", "-xaH"],
+                         capture_output=True, text=True, timeout=10)
+    if out.returncode != 0 and not pid_alive(keeper):
+        return []            # gone meanwhile: no queue left
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()]
+    return [(row[1], int(row[2])) for row in rows if len(row) > 2 and row[0] == "u_seq"]
+
+
+def test_an_exec_sent_as_the_sweep_stops_its_room_is_run(client, stack):
+    """An exec that reaches a warm room's keeper straight (its exec channel,
+    no room lock) just as the idle sweep decides to stop the room: the
+    sweep must neither kill it nor lose it.  The keeper is held stopped
+    (SIGSTOP) with the exec queued on its channel and the sweep's own
+    connection queued behind it, so the two meet in the order that lost
+    the exec before; the exec answers 200 with its output."""
+    room = unique_room("sweep")
+    for _ in range(3):        # the first starts it; then roombox-fcgi holds a channel
+        assert client.sh(room, "true") == ""
+    keeper = stack.keeper_pid(room)
+    os.kill(keeper, signal.SIGSTOP)
+    try:
+        waiter = Background(client, room, {"cmd": "echo ran"})
+        wait_until(lambda: any(s == "ESTAB" and q > 0 for s, q in keeper_queues(keeper)),
+                   10, "the exec to wait on the keeper's channel")
+        # the sweep comes once the room has been idle 2 s: its request to
+        # the keeper waits too (or, without that, it stops the room)
+        wait_until(lambda: not pid_alive(keeper) or
+                   any(s == "LISTEN" and q > 0 for s, q in keeper_queues(keeper)),
+                   STOP_WAIT, "the idle sweep to reach the stopped keeper")
+    finally:
+        if pid_alive(keeper):
+            os.kill(keeper, signal.SIGCONT)
+    r = waiter.join(60)
+    assert r.status == 200, r.json
+    assert r.json["result"]["stdout"] == "ran\n" and r.json["result"]["exitCode"] == 0, r.json
+    # and the room is whole: its next exec runs, the sweep stops it in time
+    assert client.sh(room, "echo again") == "again\n"
+    wait_stopped(client, room)
