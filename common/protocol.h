@@ -210,6 +210,11 @@
  *            and marks it busy and active as exec does.  A room that does
  *            not run is not started (failed): its first exec goes through
  *            exec.
+ *   touch    room, no args  -> nothing: the room's activity now (its
+ *            lastActiveAt, for idle stop), as an exec marks it, without
+ *            running anything; not_found when the room does not exist.
+ *            For what reaches a room without the helper (a terminal's
+ *            keystrokes).
  *   info     no args        -> struct helper_info_ans: cgroup mode, version,
  *            network, and (egress only) the name servers a room can use.
  *
@@ -262,7 +267,7 @@ enum helper_op {
 	HOP_STOP_IDLE, HOP_STOP_ALL, HOP_INFO, HOP_KILL_ALL, HOP_RESTART,
 	HOP_PORT_CONNECT, HOP_SET_LIMITS,
 	HOP_SNAPSHOT, HOP_SNAPSHOTS, HOP_SNAPSHOT_DELETE, HOP_RESTORE, HOP_FORK,
-	HOP_EXPORT, HOP_IMPORT, HOP_EXEC_CHANNEL,
+	HOP_EXPORT, HOP_IMPORT, HOP_EXEC_CHANNEL, HOP_TOUCH,
 	HOP_COUNT   /* one past the last */
 };
 /* their names: the helper's command line, roombox-fcgi's metrics and logs */
@@ -287,6 +292,7 @@ enum helper_op {
 #define HELPER_OP_EXPORT    "export"     /* GET /api/rooms/{id}/export */
 #define HELPER_OP_IMPORT    "import"     /* PUT /api/rooms/{id}/import */
 #define HELPER_OP_EXEC_CHANNEL "exec-channel" /* warm execs without the helper */
+#define HELPER_OP_TOUCH     "touch"      /* a terminal's keystrokes */
 
 static inline const char *helper_op_name(uint32_t op)
 {
@@ -302,7 +308,7 @@ static inline const char *helper_op_name(uint32_t op)
 		[HOP_SNAPSHOT_DELETE] = HELPER_OP_SNAPSHOT_DELETE, [HOP_RESTORE] = HELPER_OP_RESTORE,
 		[HOP_FORK] = HELPER_OP_FORK,
 		[HOP_EXPORT] = HELPER_OP_EXPORT, [HOP_IMPORT] = HELPER_OP_IMPORT,
-		[HOP_EXEC_CHANNEL] = HELPER_OP_EXEC_CHANNEL,
+		[HOP_EXEC_CHANNEL] = HELPER_OP_EXEC_CHANNEL, [HOP_TOUCH] = HELPER_OP_TOUCH,
 	};
 	return op > 0 && op < HOP_COUNT ? names[op] : NULL;
 }

@@ -653,6 +653,11 @@ int helper_stop(const struct helper_target *t, const char *room, struct helper_e
 	return room_op(t, HOP_STOP, room, NULL, 0, err);
 }
 
+int helper_touch(const struct helper_target *t, const char *room, struct helper_error *err)
+{
+	return room_op(t, HOP_TOUCH, room, NULL, 0, err);
+}
+
 int helper_restart(const struct helper_target *t, const char *room, struct helper_error *err)
 {
 	return room_op(t, HOP_RESTART, room, NULL, 0, err);

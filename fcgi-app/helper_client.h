@@ -133,6 +133,10 @@ int helper_port_serve_finish(struct helper_run *run, struct helper_error *err);
 int helper_exec_channel(const struct helper_target *t, const char *room, int *channel,
 			struct helper_error *err);
 
+/* touch: the room's activity now (lastActiveAt, idle stop); starts
+ * nothing.  0, or -1 with err (not_found for a room that does not exist). */
+int helper_touch(const struct helper_target *t, const char *room, struct helper_error *err);
+
 /* export: the files of the room's snapshot (its id or name; NULL or "":
  * the room now) as a tree stream written to tree_fd (a pipe's write end;
  * the caller closes its copy and reads the other end), the sessions in

@@ -388,9 +388,9 @@ int exec_channels_close(const struct room *r)
 	struct kp_msg m = { .type = KP_CLOSE };
 	struct pollfd p = { conn, POLLIN, 0 };
 	int rc = -1;
-	if (send(conn, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) && poll(&p, 1, 2000) == 1 &&
+	if (send(conn, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) && poll(&p, 1, 5000) == 1 &&
 	    recv(conn, &m, sizeof(m), 0) == (ssize_t)sizeof(m))
-		rc = m.type == KP_CLOSED ? 1 : m.type == KP_FAILED ? 0 : -1;
+		rc = m.type == KP_CLOSED ? m.status == 0 : m.type == KP_FAILED ? 0 : -1;
 	close(conn);
 	return rc;
 }

@@ -75,9 +75,9 @@ int exec_channel_open(const struct room *r, uint32_t pids_limit, uint64_t exec_t
 
 /* Before the idle sweep stops a room (locked): its keeper closes its exec
  * channels unless one of their execs runs, sending back what was sent on
- * them (keeper_proto.h, KP_CLOSE).  1 closed, 0 an exec runs (the room is
- * not idle), -1 no answer (the keeper is gone, hung, or older than this:
- * the sweep stops the room as before). */
+ * them (keeper_proto.h, KP_CLOSE).  1 closed, 0 not idle (an exec runs, or
+ * one was sent back), -1 no answer within 5 s (the keeper is gone, hung,
+ * or older than this: the sweep stops the room as before). */
 int exec_channels_close(const struct room *r);
 
 #endif

@@ -541,7 +541,9 @@ static int op_exec(struct helper *h, struct call *c)
 	return rc == 0 ? answer_exec(c, &o) : rc;
 }
 
-static int op_status(struct helper *h, struct call *c)
+/* The unlocked room's records loaded: 0, or -1 with not_found (never
+ * made) or failed. */
+static int room_found(struct helper *h, struct call *c)
 {
 	int found = room_load(&c->r, h->err, sizeof(h->err));
 	if (found <= 0) {
@@ -549,7 +551,12 @@ static int op_status(struct helper *h, struct call *c)
 			snprintf(h->err, sizeof(h->err), "room not found");
 		return fail(h, found == 0 ? HELPER_E_NOT_FOUND : HELPER_E_FAILED);
 	}
-	return answer_status(h, c);
+	return 0;
+}
+
+static int op_status(struct helper *h, struct call *c)
+{
+	return room_found(h, c) < 0 ? -1 : answer_status(h, c);
 }
 
 struct list_walk {
@@ -796,8 +803,6 @@ static bool in_keep(const struct request *rq, const char *id)
 	return false;
 }
 
-/* The one place an operation over many rooms locks each: the dispatcher's
- * lock, taken and given back around one room's stop. */
 /* Idle long enough by its own idleTimeout (0: never), no exec running
  * (each holds busy), and not one roombox-fcgi keeps. */
 static bool idle_due(const struct room *r, const struct request *rq)
@@ -810,6 +815,8 @@ static bool idle_due(const struct room *r, const struct request *rq)
 		!in_keep(rq, r->id);
 }
 
+/* The one place an operation over many rooms locks each: the dispatcher's
+ * lock, taken and given back around one room's stop. */
 static int stop_if_due(const char *id, void *arg)
 {
 	struct stop_many *s = arg;
@@ -833,10 +840,11 @@ static int stop_if_due(const char *id, void *arg)
 	 * lock: one could start between the look above and the stop, and die
 	 * in it.  So the keeper closes its channels first -- or refuses, one
 	 * of their execs running -- and sends back what came on them unrun
-	 * (to the helper, which waits for this lock and starts the room
-	 * again); then the room is looked at again, an exec having perhaps
-	 * ended meanwhile.  A keeper that does not answer is stopped as
-	 * before. */
+	 * (roombox-fcgi gives it to the helper, which waits for this lock);
+	 * a room something was sent back from is not idle, and is left
+	 * running for it.  Then the room is looked at again, an exec having
+	 * perhaps ended meanwhile.  A keeper that does not answer is stopped
+	 * as before. */
 	if (s->idle_only && (exec_channels_close(&one.r) == 0 || !idle_due(&one.r, s->rq))) {
 		call_unlock(&one);
 		return 0;
@@ -950,6 +958,17 @@ static int op_port_connect(struct helper *h, struct call *c)
 	if (rc < 0)
 		return fail(h, HELPER_E_FAILED);
 	room_touch_active(r);
+	return 0;
+}
+
+/* The room's activity, told by roombox-fcgi for what reaches the room
+ * without a helper (a terminal's keystrokes): its active mark's mtime,
+ * and nothing else. */
+static int op_touch(struct helper *h, struct call *c)
+{
+	if (room_found(h, c) < 0)
+		return -1;
+	room_touch_active(&c->r);
 	return 0;
 }
 
@@ -1357,6 +1376,10 @@ static const struct op OPS[] = {
 	 * session and mark files, by its checked id, as root's owner: no
 	 * capability needed; never starts a room */
 	{ HOP_EXEC_CHANNEL, 0, ROOM_EXISTING, PRIV_READ, op_exec_channel, NULL, 0 },
+	/* sets the mtime of the room's own active mark, by its checked id,
+	 * never following a symlink, as root's owner (no capability); reads
+	 * its records as status does; starts nothing, takes no lock */
+	{ HOP_TOUCH, 0, ROOM_OPEN, PRIV_READ, op_touch, NULL, 0 },
 };
 
 static const struct op *op_find(uint32_t op)

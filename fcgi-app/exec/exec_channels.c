@@ -314,7 +314,11 @@ int exec_channel_finish(struct chan_run *run, struct helper_exec_ans *ans, struc
 		slot_give(run->slot, false);
 		rc = 0;
 	} else if (whole && (a.type == KC_FAILED || a.type == KC_ELSEWHERE)) {
-		slot_give(run->slot, false);
+		/* sent back by an idle sweep, the channel is shut behind it:
+		 * let go now rather than at the next send */
+		char byte;
+		slot_give(run->slot, a.type == KC_ELSEWHERE &&
+			  recv(run->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
 		rc = EXEC_CHANNEL_ELSEWHERE;
 	} else if (whole) {   /* KC_BAD: a fault of ours; the helper takes it */
 		a.text[sizeof(a.text) - 1] = '\0';

@@ -26,8 +26,10 @@
 #include <unistd.h>
 #include <json-c/json.h>
 
+#include "app.h"
 #include "auth.h"
 #include "clock.h"
+#include "helper_client.h"
 #include "http.h"
 #include "roomid.h"
 #include "term_head.h"
@@ -42,6 +44,7 @@
 #define TERM_PING_MS       15000
 #define TERM_RESIZES_PER_S 100
 #define TERM_LINGER_MS     2000
+#define TERM_ACTIVITY_MS   1000
 #define TERM_CONNS_MAX     (TERMS_MAX * TERM_CLIENTS_MAX)
 
 static struct app *ws_app;
@@ -52,6 +55,8 @@ static atomic_int conns;
 struct conn {
 	int fd;
 	struct terminal *t;
+	const char *room;
+	long touched;             /* monotonic ms: the activity last told */
 	pthread_mutex_t wlock;    /* both threads write frames */
 	atomic_bool done;
 };
@@ -181,6 +186,24 @@ static int control_message(struct conn *c, const unsigned char *p, size_t n, lon
 	return rc;
 }
 
+/* What a client sends (keystrokes, resizes) is the room's activity, for
+ * idle stop: a terminal reaches the room without a helper, so the helper
+ * is told, at most once every TERM_ACTIVITY_MS by each client.  Output,
+ * and a client that only watches, are not: a room whose only use is a
+ * terminal nobody types in stops when idle, as one whose only use is a
+ * preview's open WebSocket does. */
+static void activity(struct conn *c)
+{
+	long now = monotonic_ms();
+	if (now - c->touched < TERM_ACTIVITY_MS)
+		return;
+	c->touched = now;
+	struct helper_target target = app_helper(ws_app);
+	struct helper_error err;
+	if (helper_touch(&target, c->room, &err) < 0 && err.http_status != 404)
+		fprintf(stderr, "roombox-fcgi: room %s: terminal activity: %s\n", c->room, err.message);
+}
+
 static void read_frames(struct conn *c, unsigned char *rest, size_t rest_len)
 {
 	struct ws_reader r;
@@ -202,10 +225,14 @@ static void read_frames(struct conn *c, unsigned char *rest, size_t rest_len)
 		ssize_t used;
 		while ((used = ws_reader_feed(&r, buf, have, &ev, &code, &why)) > 0) {
 			int rc = 0;
-			if (ev.op == WS_BINARY)
+			if (ev.op == WS_BINARY) {
 				term_write(c->t, ev.data, ev.len);   /* to an ended terminal: dropped */
-			else if (ev.op == WS_TEXT)
+				activity(c);
+			} else if (ev.op == WS_TEXT) {
 				rc = control_message(c, ev.data, ev.len, &window, &count);
+				if (rc == 0)
+					activity(c);
+			}
 			else if (ev.op == WS_PING)
 				rc = send_frame(c, WS_PONG, ev.data, ev.len);
 			else if (ev.op == WS_CLOSE) {
@@ -325,7 +352,7 @@ static void *conn_main(void *arg)
 			 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n", accept, http_host_header);
 	if (send_all(fd, ok, (size_t)n) < 0)
 		goto out;
-	struct conn c = { .fd = fd, .t = t };
+	struct conn c = { .fd = fd, .t = t, .room = h.room, .touched = monotonic_ms() - TERM_ACTIVITY_MS };
 	pthread_mutex_init(&c.wlock, NULL);
 	pthread_t sender;
 	if (pthread_create(&sender, NULL, sender_main, &c) == 0) {

@@ -373,15 +373,17 @@ void channel_close_all(int conn)
 		close(conn);
 		return;
 	}
+	int32_t sent_back = 0;
 	for (int k = 0; k < MAX_CHANNELS; k++) {
 		if (!chans[k].used)
 			continue;
 		shutdown(chans[k].fd, SHUT_RD);
-		while (send_back_one(k)) {
-		}
+		while (send_back_one(k))
+			sent_back++;
 		channel_close(k);
 	}
-	reply(conn, KP_CLOSED, NULL, -1);
+	struct kp_msg m = { KP_CLOSED, sent_back, 0, "" };
+	send(conn, &m, sizeof(m), MSG_NOSIGNAL);
 	close(conn);
 }
 

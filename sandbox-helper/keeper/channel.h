@@ -28,8 +28,8 @@ struct chan_job {
 void channel_open(int conn, const void *msg, size_t len, int *fds, int nfds);
 
 /* KP_CLOSE on a helper's connection conn: every channel shut, what was
- * sent on them answered KC_ELSEWHERE, closed, and KP_CLOSED answered; or
- * KP_FAILED while a channel exec runs.  conn closed. */
+ * sent on them answered KC_ELSEWHERE, closed, and KP_CLOSED answered with
+ * that count; or KP_FAILED while a channel exec runs.  conn closed. */
 void channel_close_all(int conn);
 
 /* The channels for poll: added at p[0..), their count. */

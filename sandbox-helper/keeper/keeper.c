@@ -911,15 +911,21 @@ int main(int argc, char **argv)
 				exec_message(x);
 			exec_maybe_done(x);
 		}
-		channel_poll_check(p + first_chan, n_chan);
-		/* from the end: pending_check moves the last entry into a
-		 * closed slot */
+		/* the helper's connections before the channels: a KP_CLOSE
+		 * that came in the same round as a channel's request sends it
+		 * back (run by the helper) rather than being refused for it --
+		 * either is right; one order, always, is what a test can hold
+		 * the keeper to.  From the end: pending_check moves the last
+		 * entry into a closed slot. */
 		int64_t now = monotonic_ms();
 		for (int i = n - 1; i >= first_pending; i--)
 			if (i - first_pending < n_pending && pending[i - first_pending].fd == p[i].fd)
 				pending_check(i - first_pending, p[i].revents != 0, now);
-		deadlines(now);
 		if (p[0].revents)
 			accept_exec();
+		/* (a channel closed above is no longer used: its entry is passed
+		 * over; a new one on its number finds nothing to read) */
+		channel_poll_check(p + first_chan, n_chan);
+		deadlines(now);
 	}
 }

@@ -56,7 +56,8 @@
  *                      next request on one fails to send) and each request
  *                      already sent on one answered KC_ELSEWHERE (nothing
  *                      ran: roombox-fcgi hands it to the helper, which
- *                      waits for the room's lock); or KP_FAILED, a channel
+ *                      waits for the room's lock), status = how many were
+ *                      (a room wanted: not idle); or KP_FAILED, a channel
  *                      exec runs, nothing changed.  A channel exec takes no
  *                      room lock, so this is how the sweep knows none is
  *                      under way, nor can start, when it stops the room.

@@ -78,6 +78,24 @@ GONE_TIMEOUT = 5.0       # seconds for processes to disappear after a kill
 
 # ---------------------------------------------------------------- polling
 
+# seconds an idle_timeout of 2 s takes at most to stop a room: 2 s of
+# idleness + the sweep's 0.5 s cadence, with room to spare
+IDLE_STOP_WAIT = 20
+
+
+def room_state(client, room):
+    """"running" or "stopped", from GET /api/rooms/{room}."""
+    r = client.get(f"/api/rooms/{room}")
+    assert r.status == 200, r.json
+    return r.json["state"]
+
+
+def wait_idle_stopped(client, room):
+    """Until the idle sweep (idle_timeout 2 s) has stopped room."""
+    wait_until(lambda: room_state(client, room) == "stopped", IDLE_STOP_WAIT,
+               f"room {room} to be stopped as idle", interval=0.1)
+
+
 def wait_until(pred, timeout, what, interval=0.02):
     """Call pred() until it returns something truthy; return that value.
     Fails the test with `what` after `timeout` seconds."""

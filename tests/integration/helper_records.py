@@ -20,7 +20,7 @@ OPS = {"exec": 1, "create": 2, "status": 3, "list": 4, "destroy": 5, "stop": 6,
        "stop-idle": 7, "stop-all": 8, "info": 9, "kill-all": 10, "restart": 11,
        "port-connect": 12, "set-limits": 13, "snapshot": 14, "snapshots": 15,
        "snapshot-delete": 16, "restore": 17, "fork": 18, "export": 19, "import": 20,
-       "exec-channel": 21}
+       "exec-channel": 21, "touch": 22}
 OP_NAMES = {v: k for k, v in OPS.items()}
 ROOMLESS = {"list", "stop-idle", "stop-all", "info"}
 ERRORS = {1: "invalid", 2: "not_found", 3: "limit", 4: "denied", 5: "failed",
@@ -161,6 +161,6 @@ def decode_answer(data):
         return {"snapshots": [_snapshot(rec[PAIR.size + i * SNAPSHOT.size:][:SNAPSHOT.size])
                               for i in range(count)]}
     flag = {"destroy": "destroyed", "stop": "stopped", "restart": "restarted",
-            "port-connect": "connected", "exec-channel": "channel"}[name]
+            "port-connect": "connected", "exec-channel": "channel", "touch": "touched"}[name]
     assert not rec, rec
     return {flag: True}

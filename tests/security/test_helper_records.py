@@ -127,6 +127,25 @@ def test_a_well_formed_record_does_what_it_says(stack):
     assert not (stack.state_dir / "rooms" / room).exists()
 
 
+def test_touch_marks_only_a_room_that_exists(stack, client):
+    """touch moves a room's lastActiveAt and does nothing else: a stopped
+    room stays stopped; a room that does not exist is not_found and
+    nothing of it is made; a record with arguments is refused."""
+    room = unique_room("touch")
+    client.sh(room, "true")
+    assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
+    before = client.get(f"/api/rooms/{room}").json["lastActiveAt"]
+    r = run(stack, encode_request({"op": "touch", "room": room}))
+    assert r.returncode == 0, decode_answer(r.stdout)
+    after = client.get(f"/api/rooms/{room}").json
+    assert after["lastActiveAt"] > before and after["state"] == "stopped", (before, after)
+    absent = unique_room("touch")
+    out = decode_answer(run(stack, encode_request({"op": "touch", "room": absent})).stdout)
+    assert out.get("code") == "not_found", out
+    assert not (stack.state_dir / "rooms" / absent).exists()
+    assert_refused_and_nothing_done(stack, absent, record(OPS["touch"], absent, b"\0" * 8), "")
+
+
 def test_port_connect_argument_values(stack):
     room = unique_room("rec")
     for port, serve in ((0, 0), (65536, 0), (80, 1), (0, 2)):

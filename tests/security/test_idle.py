@@ -8,24 +8,13 @@ import os
 import signal
 import subprocess
 
-from conftest import (GONE_TIMEOUT, host_mountinfo_lines, loop_devices_backed_by, ns_inode,
-                      pid_alive, procs_in_ns, procs_of_room, procs_with_uid, unique_room, wait_until)
+from conftest import (GONE_TIMEOUT, IDLE_STOP_WAIT, host_mountinfo_lines, loop_devices_backed_by,
+                      ns_inode, pid_alive, procs_in_ns, procs_of_room, procs_with_uid, room_state,
+                      unique_room, wait_idle_stopped, wait_until)
 from security_helpers import Background
 
 SERVERS = ("nginx",)
 ROOMBOX_CONFIG = {"idle_timeout": "2s"}
-STOP_WAIT = 20      # seconds: 2 s of idleness + a 0.5 s cadence, with room to spare
-
-
-def state_of(client, room):
-    r = client.get(f"/api/rooms/{room}")
-    assert r.status == 200, r.json
-    return r.json["state"]
-
-
-def wait_stopped(client, room):
-    wait_until(lambda: state_of(client, room) == "stopped", STOP_WAIT,
-               f"room {room} to be stopped as idle", interval=0.1)
 
 
 def test_idle_room_releases_everything_and_comes_back(client, stack):
@@ -39,9 +28,9 @@ def test_idle_room_releases_everything_and_comes_back(client, stack):
     # what there is while it runs, so that the checks below can fail
     assert [p for p in procs_with_uid(uid) if p[1] == "sleep 3600"]
     assert loop_devices_backed_by(state), "a running room has its disk image attached"
-    assert state_of(client, room) == "running"
+    assert room_state(client, room) == "running"
 
-    wait_stopped(client, room)
+    wait_idle_stopped(client, room)
 
     wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, "the keeper to end")
     assert stack.keeper_pid(room) is None
@@ -55,7 +44,7 @@ def test_idle_room_releases_everything_and_comes_back(client, stack):
 
     # the next exec brings it back, files and session intact
     assert client.sh(room, "pwd; cat /workspace/f") == "/tmp\nkept\n"
-    assert state_of(client, room) == "running"
+    assert room_state(client, room) == "running"
     new = stack.keeper_pid(room)
     assert new and new != keeper
     assert "sleep 3600" not in client.sh(room, "ps -e -o args=")
@@ -74,9 +63,9 @@ def test_a_room_with_a_running_exec_is_not_idle(client, stack):
     # a room made after the busy exec started: once the idle thread has
     # stopped it, the busy room has been idle as long and was passed over
     client.sh(idle, "true")
-    wait_stopped(client, idle)
+    wait_idle_stopped(client, idle)
     assert waiter.running(), "the busy room's exec ended before anyone let it"
-    assert state_of(client, busy) == "running"
+    assert room_state(client, busy) == "running"
     client.sh(busy, "touch /workspace/go")
     r = waiter.join(30)
     assert r.status == 200, r.json
@@ -84,46 +73,54 @@ def test_a_room_with_a_running_exec_is_not_idle(client, stack):
     assert res["stdout"] == "done\n" and res["exitCode"] == 0 and res["timedOut"] is False, res
 
 
-def keeper_queues(keeper):
-    """Recv-Q of each of the keeper's unix sockets, by state, as ss(8) sees
-    them in the room's network namespace (where the keeper made them):
+def keeper_sockets(keeper):
+    """(state, Recv-Q, inode) of each of the keeper's unix sockets, as ss(8)
+    sees them in the room's network namespace (where the keeper made them):
     LISTEN counts connections not yet taken, ESTAB bytes not yet read."""
     out = subprocess.run(["nsenter", f"--net=/proc/{keeper}/ns/net", "ss", "-xaH"],
                          capture_output=True, text=True, timeout=10)
-    if out.returncode != 0 and not pid_alive(keeper):
-        return []            # gone meanwhile: no queue left
+    if out.returncode != 0 and (not pid_alive(keeper) or not os.path.exists(f"/proc/{keeper}/ns/net")):
+        return []            # gone (or a zombie) meanwhile: no socket left
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines()]
-    return [(row[1], int(row[2])) for row in rows if len(row) > 2 and row[0] == "u_seq"]
+    return [(row[1], int(row[2]), row[5]) for row in rows if len(row) > 5 and row[0] == "u_seq"]
 
 
 def test_an_exec_sent_as_the_sweep_stops_its_room_is_run(client, stack):
     """An exec that reaches a warm room's keeper straight (its exec channel,
     no room lock) just as the idle sweep decides to stop the room: the
     sweep must neither kill it nor lose it.  The keeper is held stopped
-    (SIGSTOP) with the exec queued on its channel and the sweep's own
-    connection queued behind it, so the two meet in the order that lost
-    the exec before; the exec answers 200 with its output."""
+    (SIGSTOP) with the exec queued on its channel and the sweep's request
+    queued behind it; let go, the keeper takes the sweep's first (always:
+    its loop's order), shuts its channels and sends the exec back, which
+    roombox-fcgi gives to the helper.  The exec answers 200 with its
+    output, the room was wanted so it still runs (the same keeper), and
+    the channel the exec came on is gone."""
     room = unique_room("sweep")
     for _ in range(3):        # the first starts it; then roombox-fcgi holds a channel
         assert client.sh(room, "true") == ""
     keeper = stack.keeper_pid(room)
+    channels = {inode for state, _, inode in keeper_sockets(keeper) if state == "ESTAB"}
+    assert channels, keeper_sockets(keeper)
     os.kill(keeper, signal.SIGSTOP)
     try:
         waiter = Background(client, room, {"cmd": "echo ran"})
-        wait_until(lambda: any(s == "ESTAB" and q > 0 for s, q in keeper_queues(keeper)),
+        wait_until(lambda: any(s == "ESTAB" and q > 0 for s, q, _ in keeper_sockets(keeper)),
                    10, "the exec to wait on the keeper's channel")
         # the sweep comes once the room has been idle 2 s: its request to
         # the keeper waits too (or, without that, it stops the room)
         wait_until(lambda: not pid_alive(keeper) or
-                   any(s == "LISTEN" and q > 0 for s, q in keeper_queues(keeper)),
-                   STOP_WAIT, "the idle sweep to reach the stopped keeper")
+                   any(s == "LISTEN" and q > 0 for s, q, _ in keeper_sockets(keeper)),
+                   IDLE_STOP_WAIT, "the idle sweep to reach the stopped keeper", interval=0.01)
     finally:
         if pid_alive(keeper):
             os.kill(keeper, signal.SIGCONT)
     r = waiter.join(60)
     assert r.status == 200, r.json
     assert r.json["result"]["stdout"] == "ran\n" and r.json["result"]["exitCode"] == 0, r.json
+    assert stack.keeper_pid(room) == keeper, "a room an exec was sent back from was stopped"
+    left = {inode for state, _, inode in keeper_sockets(keeper) if state == "ESTAB"}
+    assert not channels & left, f"the channels {channels & left} were not closed"
     # and the room is whole: its next exec runs, the sweep stops it in time
     assert client.sh(room, "echo again") == "again\n"
-    wait_stopped(client, room)
+    wait_idle_stopped(client, room)

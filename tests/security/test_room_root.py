@@ -7,16 +7,10 @@ import os
 import signal
 import uuid
 
-from conftest import GONE_TIMEOUT, pid_alive, procs_with_uid_in, unique_room, wait_until
+from conftest import (GONE_TIMEOUT, IDLE_STOP_WAIT, pid_alive, procs_with_uid_in, room_state,
+                      unique_room, wait_until)
 
 ROOMBOX_CONFIG = {"idle_timeout": "2s"}
-STOP_WAIT = 20      # seconds: 2 s of idleness + a 0.5 s cadence, with room to spare
-
-
-def state_of(client, room):
-    r = client.get(f"/api/rooms/{room}")
-    assert r.status == 200, r.json
-    return r.json["state"]
 
 
 def changes_seen(client, room, tag):
@@ -40,7 +34,7 @@ def test_root_changes_system_files_of_its_room_only_and_they_persist(client, sta
     # across an idle stop
     keeper = stack.keeper_pid(a)
     assert keeper
-    wait_until(lambda: state_of(client, a) == "stopped", STOP_WAIT,
+    wait_until(lambda: room_state(client, a) == "stopped", IDLE_STOP_WAIT,
                f"room {a} to be stopped as idle", interval=0.1)
     wait_until(lambda: not pid_alive(keeper), GONE_TIMEOUT, "the keeper to end")
     assert changes_seen(client, a, tag) == seen
