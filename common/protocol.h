@@ -59,6 +59,9 @@
  *            HX_EXISTING: the room must exist already: a room that does not
  *            is not_found, and nothing is created (a request that only
  *            reads a room).
+ *            HX_RUNNING: only a room that runs: a stopped one is not
+ *            started for it (conflict, nothing ran): a signal to what may
+ *            have ended with the room.
  *            HX_DETACH (with cmd): the shell is started in a session of its
  *            own and the exec answers at once (wait_status 0): a managed
  *            process (fcgi-app/processes/processes.c).
@@ -343,7 +346,8 @@ struct helper_req {
 #define HX_TIMEOUT_CAP 64u /* timeout_ms is a bound: cut to the room's
                             * execTimeoutMax, not refused above it (a
                             * second run given what the first left) */
-#define HX_ALL      127u
+#define HX_RUNNING  128u /* never start the room (conflict instead) */
+#define HX_ALL      255u
 
 struct helper_exec_args {
 	uint64_t timeout_ms;       /* 0: exec_timeout */

@@ -655,7 +655,12 @@ int helper_stop(const struct helper_target *t, const char *room, struct helper_e
 
 int helper_touch(const struct helper_target *t, const char *room, struct helper_error *err)
 {
-	return room_op(t, HOP_TOUCH, room, NULL, 0, err);
+	struct helper_rec b;
+
+	/* it takes no lock: seconds are plenty, and its caller (a terminal's
+	 * reader) is not held longer */
+	helper_rec_begin(&b, HOP_TOUCH, room, NULL, 0);
+	return call(t, HOP_TOUCH, &b, 10 * 1000, NULL, 0, NULL, NULL, NULL, err);
 }
 
 int helper_restart(const struct helper_target *t, const char *room, struct helper_error *err)
@@ -805,6 +810,8 @@ static char *exec_request(const char *room, const struct helper_exec *x, size_t 
 	}
 	if (x->existing)
 		a.flags |= HX_EXISTING;
+	if (x->running_only)
+		a.flags |= HX_RUNNING;
 	if (x->detach)
 		a.flags |= HX_DETACH;
 	if (x->timeout_cap)

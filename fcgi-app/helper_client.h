@@ -100,6 +100,7 @@ struct helper_exec {
 	uint64_t timeout_ms;      /* 0: exec_timeout */
 	const char *user;         /* NULL (exec_user), HK_USER_ROOT or HK_USER_USER */
 	bool existing;            /* never create the room */
+	bool running_only;        /* never start it: a stopped room is a 409 */
 	bool detach;              /* a managed process: answer once started */
 	bool timeout_cap;         /* timeout_ms a bound, cut to the room's maximum */
 };

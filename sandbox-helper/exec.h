@@ -30,6 +30,7 @@ struct exec_order {
 	const char *tool[TOOL_ARGS_MAX + 1];
 	bool is_tool;
 	bool existing;           /* never create the room (not_found instead) */
+	bool running_only;       /* never start it (conflict instead) */
 	bool detach;             /* KP_DETACH: start it, answer at once */
 	int pids_limit;          /* the room's (its own, or pids_limit); 0: none */
 };

@@ -428,6 +428,11 @@ static int exec_attempts(struct helper *h, struct call *c, const struct exec_ord
 		 * make sure it is gone before starting another. */
 		if (attempt > 0 && conn < 0)
 			stop_room(h, r);
+		if (conn < 0 && q->running_only) {
+			snprintf(h->err, sizeof(h->err), "room %s: not running", r->id);
+			exec_job_free(job);
+			return fail(h, HELPER_E_CONFLICT);
+		}
 		if (conn < 0) {
 			if (ensure_running(h, r, !q->existing) <= 0) {
 				exec_job_free(job);
@@ -968,7 +973,9 @@ static int op_touch(struct helper *h, struct call *c)
 {
 	if (room_found(h, c) < 0)
 		return -1;
-	room_touch_active(&c->r);
+	/* unlocked: a destroy may be emptying the room's directory, into
+	 * which nothing is made here (its creation made the file) */
+	room_touch_active_existing(&c->r);
 	return 0;
 }
 

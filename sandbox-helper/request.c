@@ -232,6 +232,7 @@ int request_exec_order(const struct request *rq, const struct config *cfg,
 	q->as_user = (a->flags & HX_USER_SET) ? (a->flags & HX_AS_USER) != 0
 		: cfg->exec_user == EXEC_USER_USER;
 	q->existing = a->flags & HX_EXISTING;
+	q->running_only = a->flags & HX_RUNNING;
 	q->detach = a->flags & HX_DETACH;
 	return 0;
 }

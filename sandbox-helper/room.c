@@ -1231,14 +1231,18 @@ bool room_is_busy(const struct room *r)
 	return busy;
 }
 
+bool room_touch_active_existing(const struct room *r)
+{
+	char p[PATH_MAX];
+	return path_in(p, r->state, "active") == 0 && utimensat(AT_FDCWD, p, NULL, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* One system call on every exec (the file is there after the first):
  * the mtime is set through the path, not following a symlink; only a
  * missing file is created. */
 void room_touch_active(const struct room *r)
 {
-	char p[PATH_MAX];
-	if (path_in(p, r->state, "active") < 0 ||
-	    utimensat(AT_FDCWD, p, NULL, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+	if (room_touch_active_existing(r) || errno != ENOENT)
 		return;
 	int fd = open_in(r->state, "active", O_WRONLY | O_CREAT, 0600);
 	if (fd >= 0) {

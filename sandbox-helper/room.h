@@ -191,6 +191,9 @@ bool room_is_busy(const struct room *r);
  * channels): each -1 on failure. */
 void room_marks_open(const struct room *r, int *busy, int *active);
 void room_touch_active(const struct room *r);
+/* The same, only when the file is there (false else): nothing made, for
+ * a caller that holds no lock (a destroy may be removing the room). */
+bool room_touch_active_existing(const struct room *r);
 int64_t room_last_active_ms(const struct room *r);
 
 /* The session text of the room's user (as_user) or of its root (may be

@@ -350,6 +350,7 @@ static bool pump_setup(struct pump *p, const char *room, bool via_channel, struc
 	int pass[3] = { null_in >= 0 ? null_in : in[0], out[1], errp[1] };
 	x.tool = sink->tool;   /* a tool in place of the command */
 	x.existing = sink->existing;
+	x.running_only = sink->running_only;
 	if (via_channel)
 		p->chan = exec_channel_start(p->app, room, ex, pass);
 	if (!p->chan)

@@ -47,6 +47,8 @@ struct exec_sink {
 	/* A request that only reads the room: one that does not exist is a
 	 * 404 (err->http_status) and is not created. */
 	bool existing;
+	/* Only a room that runs: a stopped one is not started (409). */
+	bool running_only;
 };
 
 #define STDIN_UNTIL_POLL_MS 250

@@ -15,6 +15,7 @@
 #include "roomid.h"
 #include "process_store.h"
 #include "store.h"
+#include "terminals.h"
 #include "timefmt.h"
 
 /* A host path in a helper's error is for the service log only: the client's
@@ -392,6 +393,14 @@ static int cleanup_previews(struct app *app, const char *room, char *errbuf, siz
 	return -1;
 }
 
+/* Its terminals' records go (their processes went with the sandbox). */
+static int cleanup_terminals(struct app *app, const char *room, char *errbuf, size_t errlen)
+{
+	(void)app, (void)errbuf, (void)errlen;
+	terms_room_forget(room);
+	return 0;
+}
+
 static const struct cleanup_part {
 	const char *name;
 	cleanup_part_fn *run;
@@ -400,6 +409,7 @@ static const struct cleanup_part {
 	{ "processes", cleanup_processes },
 	{ "sandbox", cleanup_sandbox },
 	{ "previews", cleanup_previews },
+	{ "terminals", cleanup_terminals },
 	{ "labels", cleanup_labels },
 };
 

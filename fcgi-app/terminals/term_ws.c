@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <json-c/json.h>
 
@@ -45,6 +46,7 @@
 #define TERM_RESIZES_PER_S 100
 #define TERM_LINGER_MS     2000
 #define TERM_ACTIVITY_MS   1000
+#define TERM_SEND_S        60
 #define TERM_CONNS_MAX     (TERMS_MAX * TERM_CLIENTS_MAX)
 
 static struct app *ws_app;
@@ -56,7 +58,6 @@ struct conn {
 	int fd;
 	struct terminal *t;
 	const char *room;
-	long touched;             /* monotonic ms: the activity last told */
 	pthread_mutex_t wlock;    /* both threads write frames */
 	atomic_bool done;
 };
@@ -186,18 +187,16 @@ static int control_message(struct conn *c, const unsigned char *p, size_t n, lon
 	return rc;
 }
 
-/* What a client sends (keystrokes, resizes) is the room's activity, for
+/* What clients send (keystrokes, resizes) is the room's activity, for
  * idle stop: a terminal reaches the room without a helper, so the helper
- * is told, at most once every TERM_ACTIVITY_MS by each client.  Output,
- * and a client that only watches, are not: a room whose only use is a
- * terminal nobody types in stops when idle, as one whose only use is a
- * preview's open WebSocket does. */
+ * is told, at most once every TERM_ACTIVITY_MS for a terminal however
+ * many type in it.  Output, and a client that only watches, are not: a
+ * room whose only use is a terminal nobody types in stops when idle, as
+ * one whose only use is a preview's open WebSocket does. */
 static void activity(struct conn *c)
 {
-	long now = monotonic_ms();
-	if (now - c->touched < TERM_ACTIVITY_MS)
+	if (!term_activity_due(c->t, TERM_ACTIVITY_MS))
 		return;
-	c->touched = now;
 	struct helper_target target = app_helper(ws_app);
 	struct helper_error err;
 	if (helper_touch(&target, c->room, &err) < 0 && err.http_status != 404)
@@ -280,6 +279,10 @@ static void answer(int fd, int status, const char *reason, const char *msg)
 static void *conn_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
+	/* a client that stops reading fails the sender's next write after
+	 * this, instead of holding it (and the reader's pongs) for ever */
+	struct timeval send_limit = { TERM_SEND_S, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof(send_limit));
 	char *head = malloc(TERM_HEAD_MAX + 1);
 	size_t len = 0;
 	if (head)
@@ -352,7 +355,7 @@ static void *conn_main(void *arg)
 			 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n", accept, http_host_header);
 	if (send_all(fd, ok, (size_t)n) < 0)
 		goto out;
-	struct conn c = { .fd = fd, .t = t, .room = h.room, .touched = monotonic_ms() - TERM_ACTIVITY_MS };
+	struct conn c = { .fd = fd, .t = t, .room = h.room };
 	pthread_mutex_init(&c.wlock, NULL);
 	pthread_t sender;
 	if (pthread_create(&sender, NULL, sender_main, &c) == 0) {
@@ -378,7 +381,14 @@ static void *accept_main(void *arg)
 	for (;;) {
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+			if (errno == EMFILE || errno == ENFILE) {
+				/* the connection stays queued: wait for a descriptor
+				 * rather than spin on it */
+				struct timespec pause = { 0, 100 * 1000 * 1000 };
+				nanosleep(&pause, NULL);
+				continue;
+			}
+			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			return NULL;   /* shut down */
 		}

@@ -67,6 +67,7 @@ struct terminal {
 	bool hung_up;             /* DELETE asked */
 	struct byte_ring ring;
 	int refs;                 /* the list's, the reader's, each client's */
+	long told_active;         /* monotonic ms: its clients' input last told */
 	pthread_cond_t cond;      /* new output, or the end */
 };
 
@@ -162,6 +163,10 @@ static void *reader_main(void *arg)
 	t->status = code >= 0 ? T_EXITED : T_LOST;
 	close_fd(&t->master);
 	close_fd(&t->ctl);
+	/* DELETE writes to it only while the terminal runs: an ended one,
+	 * kept listed, holds no descriptor */
+	close_fd(&t->wake[0]);
+	close_fd(&t->wake[1]);
 	pthread_cond_broadcast(&t->cond);
 	unref(t);
 	pthread_mutex_unlock(&lock);
@@ -402,7 +407,11 @@ void api_terms_create(struct request *rq, struct response *rs)
 	t->ctl = out[0];
 	out[0] = -1;
 	t->refs = 2;   /* the list's and the reader's */
-	pthread_cond_init(&t->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);   /* a clock step changes no wait */
+	pthread_cond_init(&t->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_t th;
 	pthread_mutex_lock(&lock);
 	if (pthread_create(&th, NULL, reader_main, t) != 0) {
@@ -496,7 +505,9 @@ static void kill_session(struct app *app, const char *room, int pid)
 	const char *argv[] = { TOOL_SIGNAL, sid, sig, NULL };
 	struct exec_request ex = { .cmd = argv[0], .cmd_len = strlen(argv[0]), .timeout_ms = 10000,
 				   .user = HK_USER_ROOT };
-	struct exec_sink sink = { .tool = argv, .existing = true };
+	/* a room stopped meanwhile took the session with it: not started
+	 * again for this (its pids would be another room's life's) */
+	struct exec_sink sink = { .tool = argv, .existing = true, .running_only = true };
 	struct helper_error err;
 	json_object_put(exec_pump_in_room(app, room, &ex, &sink, &err));
 }
@@ -591,7 +602,38 @@ bool term_ticket_take(const char *ticket, const char *room, const char *id)
 	return ok;
 }
 
+/* ---- the room's clean-up ---- */
+
+void terms_room_forget(const char *room)
+{
+	pthread_mutex_lock(&lock);
+	for (struct terminal **p = &terms; *p;) {
+		struct terminal *t = *p;
+		if (strcmp(t->room, room)) {
+			p = &t->next;
+			continue;
+		}
+		*p = t->next;
+		unref(t);   /* the list's: its reader and clients hold their own */
+	}
+	for (size_t i = 0; i < sizeof(tickets) / sizeof(tickets[0]); i++)
+		if (tickets[i].value[0] && !strcmp(tickets[i].room, room))
+			memset(&tickets[i], 0, sizeof(tickets[i]));
+	pthread_mutex_unlock(&lock);
+}
+
 /* ---- what a client does ---- */
+
+bool term_activity_due(struct terminal *t, long every_ms)
+{
+	long now = monotonic_ms();
+	pthread_mutex_lock(&lock);
+	bool due = t->status == T_RUNNING && (!t->told_active || now - t->told_active >= every_ms);
+	if (due)
+		t->told_active = now;
+	pthread_mutex_unlock(&lock);
+	return due;
+}
 
 struct terminal *term_attach(const char *room, const char *id)
 {
@@ -658,7 +700,7 @@ int term_resize(struct terminal *t, unsigned cols, unsigned rows)
 size_t term_read(struct terminal *t, uint64_t *at, void *out, size_t max, long ms, bool *ended, int *code)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += ms / 1000;
 	ts.tv_nsec += (ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {

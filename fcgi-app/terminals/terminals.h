@@ -26,6 +26,10 @@ struct terminal;
 struct terminal *term_attach(const char *room, const char *id);
 void term_detach(struct terminal *t);
 
+/* The room's clean-up: its terminals (ended, since the room's processes
+ * are gone) leave the list, and its tickets are void. */
+void terms_room_forget(const char *room);
+
 /* A single-use ticket for (room, id), valid TERM_TICKET_MS: true (and used
  * up) when it is one. */
 bool term_ticket_take(const char *ticket, const char *room, const char *id);
@@ -33,6 +37,10 @@ bool term_ticket_take(const char *ticket, const char *room, const char *id);
 /* What a client does with an attached terminal (term_ws.c). */
 int term_write(struct terminal *t, const void *data, size_t n);   /* keystrokes */
 int term_resize(struct terminal *t, unsigned cols, unsigned rows);
+/* Whether its clients' input is to be told as the room's activity now:
+ * the terminal runs and every_ms passed since it last was (by any of
+ * them).  True marks it told. */
+bool term_activity_due(struct terminal *t, long every_ms);
 /* Waits up to ms for output past *at (or the end); copies up to max bytes
  * from *at (the scrollback's oldest byte kept when *at is older).  Returns
  * bytes copied; 0 with *ended set once the terminal has ended and every

@@ -40,7 +40,7 @@ SNAP_ARGS = struct.Struct("=72s72s")          # snapshot (id or name), to
 SNAPSHOT = struct.Struct("=72s72s32s16sQQQ")  # id, name, createdAt, copy, size, frozen, fs frozen
 
 HX_TOOL, HX_CWD, HX_USER_SET, HX_AS_USER = 1, 2, 4, 8
-HX_EXISTING, HX_DETACH, HX_TIMEOUT_CAP = 16, 32, 64
+HX_EXISTING, HX_DETACH, HX_TIMEOUT_CAP, HX_RUNNING = 16, 32, 64, 128
 
 
 def _b(s):
@@ -80,6 +80,8 @@ def encode_request(req):
             flags |= HX_EXISTING
         if req.get("detach"):
             flags |= HX_DETACH
+        if req.get("running_only"):
+            flags |= HX_RUNNING
         # no input in a record: the command's I/O is the caller's fds 3-5
         assert "stdin" not in req, "an exec's input goes into the caller's pipe, not the request"
         args = EXEC_ARGS.pack(req.get("timeout_ms", 0), flags, len(env), len(tool or ()), 0)

@@ -329,3 +329,35 @@ def test_a_program_that_writes_without_end_never_waits_on_a_client(client, room)
     late.close()
     idle.close()
 
+
+
+def fcgi_fds(stack):
+    (pid,) = stack.fcgi_pids()
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_ended_terminals_hold_no_descriptors_and_go_with_their_room(client, stack, room):
+    """An ended terminal stays listed (its exit code) but holds nothing of
+    roombox-fcgi's: ten of them leave its descriptors as they were.  The
+    room's destruction takes their records: the same id made again lists
+    none, and a ticket asked for before cannot open one."""
+    client.sh(room, "true")
+    before = fcgi_fds(stack)
+    ended = []
+    for i in range(10):
+        t = terminal(client, room, cmd=f"exit {i % 3}")
+        ended.append(t["id"])
+        wait_until(lambda: client.get(f"/api/rooms/{room}/sandbox/terminals/{t['id']}")
+                   .json["terminal"]["status"] == "exited", 10, "the terminal to end")
+    listed = client.get(f"/api/rooms/{room}/sandbox/terminals").json["terminals"]
+    assert {x["id"] for x in listed} == set(ended[-8:]), listed      # 8 kept per room
+    # room for what else moves (a kept FastCGI connection, an exec
+    # channel): ten terminals' worth of pipes would be 20
+    assert fcgi_fds(stack) <= before + 3, (before, fcgi_fds(stack))
+    running = terminal(client, room)
+    ticket = client.post(f"/api/rooms/{room}/sandbox/terminals/{running['id']}/ticket").json["ticket"]
+    assert client.delete(f"/api/rooms/{room}").status == 200
+    client.sh(room, "true")     # the same id, a new room
+    assert client.get(f"/api/rooms/{room}/sandbox/terminals").json["terminals"] == []
+    ws = WS(client, f"/api/rooms/{room}/sandbox/terminals/{running['id']}/ws?ticket={ticket}")
+    assert ws.status in (401, 404), ws.head

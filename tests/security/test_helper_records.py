@@ -146,6 +146,24 @@ def test_touch_marks_only_a_room_that_exists(stack, client):
     assert_refused_and_nothing_done(stack, absent, record(OPS["touch"], absent, b"\0" * 8), "")
 
 
+def test_an_exec_for_a_running_room_only_never_starts_one(stack, client):
+    """HX_RUNNING (a terminal's last kill of its session): a stopped room
+    answers conflict and stays stopped, nothing run; a running one runs
+    it.  The command is a file's creation, looked for afterwards."""
+    room = unique_room("running")
+    client.sh(room, "true")
+    assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
+    req = {"op": "exec", "room": room, "cmd": "touch /workspace/ran", "running_only": True}
+    r, _, _ = run_with_io([HELPER, "-c", stack.conf_path], req)
+    out = decode_answer(r.stdout)
+    assert r.returncode != 0 and out.get("code") == "conflict" and "not running" in out["error"], out
+    assert client.get(f"/api/rooms/{room}").json["state"] == "stopped"
+    assert client.sh(room, "ls /workspace") == ""      # (this starts it)
+    r, _, _ = run_with_io([HELPER, "-c", stack.conf_path], req)
+    assert r.returncode == 0, decode_answer(r.stdout)
+    assert client.sh(room, "ls /workspace") == "ran\n"
+
+
 def test_port_connect_argument_values(stack):
     room = unique_room("rec")
     for port, serve in ((0, 0), (65536, 0), (80, 1), (0, 2)):
