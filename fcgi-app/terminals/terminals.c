@@ -79,6 +79,9 @@ struct ticket {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* the rooms of creations under way (one entry each): counted with the
+ * running terminals, so that creations at once stay within the limits */
+static char starting[TERMS_MAX][ROOM_ID_MAX + 1];
 static struct terminal *terms;
 static struct ticket tickets[256];
 
@@ -323,15 +326,28 @@ void api_terms_create(struct request *rq, struct response *rs)
 		return;
 	}
 	pthread_mutex_lock(&lock);
-	int all = 0, running = 0;
+	int all = 0, running = 0, slot = -1;
 	for (struct terminal *t = terms; t; t = t->next) {
 		all += t->status == T_RUNNING;
 		running += t->status == T_RUNNING && !strcmp(t->room, rq->room);
 	}
+	for (int i = 0; i < TERMS_MAX; i++) {
+		if (!starting[i][0]) {
+			slot = slot < 0 ? i : slot;
+			continue;
+		}
+		all++;
+		running += !strcmp(starting[i], rq->room);
+	}
+	bool room_full = running >= TERMS_PER_ROOM;
+	if (!room_full && all < TERMS_MAX && slot >= 0)
+		snprintf(starting[slot], sizeof(starting[slot]), "%s", rq->room);
+	else
+		slot = -1;
 	pthread_mutex_unlock(&lock);
-	if (running >= TERMS_PER_ROOM || all >= TERMS_MAX) {
+	if (slot < 0) {
 		rs->retry_after = 5;
-		response_error(rs, 503, "too many terminals%s", running >= TERMS_PER_ROOM ? " in this room" : "");
+		response_error(rs, 503, "too many terminals%s", room_full ? " in this room" : "");
 		return;
 	}
 
@@ -424,12 +440,19 @@ void api_terms_create(struct request *rq, struct response *rs)
 	pthread_detach(th);
 	t->next = terms;
 	terms = t;
+	starting[slot][0] = '\0';   /* counted as running from here */
+	slot = -1;
 	prune(rq->room);
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "terminal", term_json(t));
 	pthread_mutex_unlock(&lock);
 	response_json(rs, 201, o);
 out:
+	if (slot >= 0) {
+		pthread_mutex_lock(&lock);
+		starting[slot][0] = '\0';
+		pthread_mutex_unlock(&lock);
+	}
 	close_fd(&in[0]);
 	close_fd(&in[1]);
 	close_fd(&out[0]);

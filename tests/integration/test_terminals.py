@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -361,3 +362,20 @@ def test_ended_terminals_hold_no_descriptors_and_go_with_their_room(client, stac
     assert client.get(f"/api/rooms/{room}/sandbox/terminals").json["terminals"] == []
     ws = WS(client, f"/api/rooms/{room}/sandbox/terminals/{running['id']}/ws?ticket={ticket}")
     assert ws.status in (401, 404), ws.head
+
+
+def test_terminals_asked_for_at_once_stay_within_the_room_limit(client, room):
+    """Twelve creations at once in one room: eight terminals (the most a
+    room runs), the rest 503 with Retry-After; then eight running."""
+    client.sh(room, "true")
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda _: client.post(f"/api/rooms/{room}/sandbox/terminals", {}),
+                                range(12)))
+    made = [r for r in answers if r.status == 201]
+    refused = [r for r in answers if r.status == 503]
+    assert len(made) == 8 and len(refused) == 4, [(r.status, r.json) for r in answers]
+    assert all("too many terminals in this room" in r.json["error"] for r in refused), refused[0].json
+    listed = client.get(f"/api/rooms/{room}/sandbox/terminals").json["terminals"]
+    assert sum(t["status"] == "running" for t in listed) == 8, listed
+    for r in made:
+        client.delete(f"/api/rooms/{room}/sandbox/terminals/{r.json['terminal']['id']}")
