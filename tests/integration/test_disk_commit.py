@@ -172,3 +172,37 @@ def test_the_service_start_sweeps_what_killed_helpers_left(small_state_dir):
                 p.unlink()
         problems = s.stop()
         assert not problems, problems
+
+
+def test_a_creation_that_fails_leaves_no_image_and_no_promise(small_state_dir):
+    """A room whose first start fails before it exists (here its disk: the
+    spare image made ahead for the next room is overwritten with zeros,
+    so it does not mount) is a 500, and nothing of it stays: no
+    directory, no disk image, no disk promise (later creations would be
+    refused for it), no cgroup.  The same id is made afterwards as any
+    new room."""
+    s = started_stack(state_dir=small_state_dir, extra={"disk_limit": "100M", "disk_overcommit": "1.0"})
+    c = Client(s)
+    first, room = unique_room("d"), unique_room("fail")
+    try:
+        assert c.sh(first, "echo made") == "made\n"
+        before = c.get("/api/health", auth=False).json["disk"]
+        (spare,) = small_state_dir.glob(".disk-*.spare.img")
+        with open(spare, "r+b") as f:
+            f.write(bytes(1 << 20))
+        r = c.exec_raw(room, {"cmd": "echo made"})
+        assert r.status == 500 and "mount its disk image" in r.json["error"], (r.status, r.json)
+        assert not (small_state_dir / "rooms" / room).exists(), \
+            sorted(p.name for p in (small_state_dir / "rooms" / room).iterdir())
+        assert c.get(f"/api/rooms/{room}").status == 404
+        assert not [p for p in Path("/sys/fs/cgroup").glob(f"**/{room}")], "its cgroup stayed"
+        # the record as the next creation counts it: as before the failure
+        after = c.get("/api/health", auth=False).json["disk"]
+        assert (after["rooms"], after["promisedBytes"]) == (before["rooms"], before["promisedBytes"]), \
+            (before, after)
+        assert c.sh(room, "echo made") == "made\n"
+    finally:
+        for m in (first, room):
+            c.destroy(m)
+        problems = s.stop()
+        assert not problems, problems
