@@ -328,7 +328,7 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 		return keeper;
 	/* a keeper that died with its file system left frozen by a cut: that
 	 * one goes first, or the image would be mounted twice */
-	snap_thaw_left(r);
+	snap_thaw_left(r, cgroups(h));
 	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
 	bool unmade = keeper < 0 && r->create_lock >= 0;   /* failed before its meta */
 	room_create_abort(r);
@@ -376,7 +376,7 @@ static int answer_status(struct helper *h, struct call *c)
 static int stop_room(struct helper *h, struct room *r)
 {
 	/* its writers would wait through the kill, its disk outlive it */
-	snap_thaw_left(r);
+	snap_thaw_left(r, cgroups(h));
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
 		return 0;
@@ -846,7 +846,7 @@ static int stop_if_due(const char *id, void *arg)
 	 * under its lock, and only if that is free (a cut under way holds it,
 	 * and its own mark) */
 	if (s->idle_only && snap_freeze_marked(&one.r) && room_lock_if_free(&one.r)) {
-		snap_thaw_left(&one.r);
+		snap_thaw_left(&one.r, cgroups(s->h));
 		room_unlock(&one.r);
 	}
 	if (s->idle_only && !idle_due(&one.r, s->rq))

@@ -379,6 +379,13 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 	sigaddset(&hold, SIGALRM);
 	sigaddset(&hold, SIGTERM);
 	sigprocmask(SIG_BLOCK, &hold, &prev);
+	/* marked before anything stands still: a helper killed (SIGKILL)
+	 * from here on leaves the mark, and the room's next stop, start or
+	 * idle sweep thaws its cgroup and file system (snap_thaw_left) */
+	if (!mark_frozen(r)) {
+		sigprocmask(SIG_SETMASK, &prev, NULL);
+		return ERR("room %s: mark its freeze: %s", r->id, strerror(errno));
+	}
 	int64_t t0 = now_us(), t1;
 	bool frozen = cgroup_room_freeze(cg, r->id);
 	int rc = 0;
@@ -389,21 +396,18 @@ static int cut_running(const struct room *r, const struct cgroup_sys *cg, int fs
 		if (frozen)
 			cgroup_room_thaw(cg, r->id);
 		c->frozen_us = now_us() - t0;
+		unlink(frozen_mark);
+		frozen_mark[0] = '\0';
 		sigprocmask(SIG_SETMASK, &prev, NULL);
 		return rc;
 	}
 	struct sigaction sa = { .sa_handler = thaw_and_exit }, old_alrm, old_term;
 	sigaction(SIGALRM, &sa, &old_alrm);
 	sigaction(SIGTERM, &sa, &old_term);
-	bool fs_frozen = false;
-	if (!mark_frozen(r)) {
-		rc = ERR("room %s: mark its file system's freeze: %s", r->id, strerror(errno));
-	} else {
-		frozen_fs = fs;
-		fs_frozen = ioctl(fs, FIFREEZE, 0) == 0;
-		if (!fs_frozen)
-			rc = ERR("room %s: freeze its file system: %s", r->id, strerror(errno));
-	}
+	frozen_fs = fs;
+	bool fs_frozen = ioctl(fs, FIFREEZE, 0) == 0;
+	if (!fs_frozen)
+		rc = ERR("room %s: freeze its file system: %s", r->id, strerror(errno));
 	t1 = now_us();
 	if (frozen)
 		cgroup_room_thaw(cg, r->id);
@@ -468,12 +472,15 @@ bool snap_freeze_marked(const struct room *r)
 	return path_of(mark, r->run, "frozen") == 0 && access(mark, F_OK) == 0;
 }
 
-void snap_thaw_left(const struct room *r)
+void snap_thaw_left(const struct room *r, const struct cgroup_sys *cg)
 {
 	char mark[PATH_MAX], img[PATH_MAX], dev[64], sysfs[96];
 	struct stat st;
 	if (!snap_freeze_marked(r) || path_of(mark, r->run, "frozen") < 0)
 		return;   /* no cut was cut short: the usual stop, one access() */
+	/* killed while the room stood still: its processes first (a frozen
+	 * cgroup that is not, or no cgroup at all, takes the write in vain) */
+	cgroup_room_thaw(cg, r->id);
 	int in = path_of(img, r->state, "disk.img") < 0 ? -1 : open(img, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	bool image = in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode);
 	if (in >= 0)
@@ -802,7 +809,7 @@ int snap_restore(struct room *r, const struct cgroup_sys *cg, const char *ref,
 	/* copied while the room still runs: only the swap needs it stopped */
 	if (cut_to_temp(r, cg, out, tmp, from, &c, true, NULL, err, errlen) < 0)
 		return HELPER_E_FAILED;
-	snap_thaw_left(r);   /* as every stop does: its writers would not die */
+	snap_thaw_left(r, cg);   /* as every stop does: its writers would not die */
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper > 0 && jail_stop(r, cg, keeper, err, errlen) < 0) {
 		unlink(tmp);

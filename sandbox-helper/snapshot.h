@@ -58,14 +58,16 @@ struct snap_source {
 int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *ref,
 		       struct snap_source *src, char *err, size_t errlen);
 
-/* Before a room stops or goes: its file system thawed if a cut left it
- * frozen -- the helper that froze it killed before it could thaw it
- * (SIGKILL: the OOM killer, a root roombox-fcgi's timeout).  The kernel
- * keeps a frozen file system, and so its loop device and image, past its
- * last mount, the keeper's end included: a room destroyed so would leak
- * both until the host reboots.  Only where the cut's mark (<run>/frozen)
- * is left: otherwise one access(). */
-void snap_thaw_left(const struct room *r);
+/* Before a room stops or goes: its cgroup and file system thawed if a cut
+ * left them frozen -- the helper that froze them killed before it could
+ * thaw them (SIGKILL: the OOM killer, a root roombox-fcgi's timeout).  The
+ * kernel keeps a frozen file system, and so its loop device and image,
+ * past its last mount, the keeper's end included: a room destroyed so
+ * would leak both until the host reboots; a frozen cgroup holds every
+ * process of the room, its keeper too.  Only where the cut's mark
+ * (<run>/frozen, made before either freeze) is left: otherwise one
+ * access(). */
+void snap_thaw_left(const struct room *r, const struct cgroup_sys *cg);
 /* Whether a cut's freeze mark is there (a cut under way, which holds the
  * room's lock, or one killed in its middle). */
 bool snap_freeze_marked(const struct room *r);

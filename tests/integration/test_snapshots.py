@@ -343,6 +343,49 @@ def test_a_running_room_a_killed_cut_left_frozen_thaws_at_the_next_idle_sweep():
         assert not problems, problems
 
 
+def room_freezer(room):
+    """The room's own freeze switch and the value that freezes it: cgroup
+    v1's freezer.state, or v2's cgroup.freeze; None without either."""
+    top = Path("/sys/fs/cgroup")
+    for path in [*top.glob(f"freezer/*/{room}/freezer.state"), *top.glob(f"*/{room}/cgroup.freeze"),
+                 *top.glob(f"*/*/{room}/cgroup.freeze")]:
+        return path, ("FROZEN" if path.name == "freezer.state" else "1")
+    return None
+
+
+def test_a_room_a_killed_cut_left_with_its_processes_frozen_thaws_at_the_next_idle_sweep():
+    """A cut stops the room's processes (its cgroup frozen) before it
+    freezes the file system; a helper killed in that moment leaves every
+    process of the room, its keeper too, standing still.  The cut marks
+    the freeze first, so the idle sweep (here every 0.5 s) thaws the
+    cgroup under the room's lock: an exec sent to the stood-still room
+    answers."""
+    s = started_stack(extra={"idle_timeout": "2s"})
+    c = Client(s)
+    room = unique_room()
+    mark = s.run_dir / "rooms" / room / "frozen"
+    try:
+        c.sh(room, "echo before > /workspace/f")
+        switch = room_freezer(room)
+        if switch is None:
+            pytest.skip("no freezer for the room's cgroup on this host (cgroup mode none)")
+        path, frozen = switch
+        mark.touch(mode=0o600)
+        path.write_text(frozen)
+        # waits on the frozen room until the sweep thaws it (busy: the
+        # sweep does not stop the room meanwhile)
+        assert c.sh(room, "echo after >> /workspace/f; cat /workspace/f", http_timeout=60) == \
+            "before\nafter\n"
+        assert not mark.exists()
+    finally:
+        switch = room_freezer(room)
+        if switch:
+            switch[0].write_text("THAWED" if switch[0].name == "freezer.state" else "0")
+        c.delete(f"/api/rooms/{room}")
+        problems = s.stop()
+        assert not problems, problems
+
+
 # ---------------------------------------------------------------- on XFS, with reflinks
 
 @pytest.fixture
