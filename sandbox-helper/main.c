@@ -377,6 +377,7 @@ static int stop_room(struct helper *h, struct room *r)
 {
 	/* its writers would wait through the kill, its disk outlive it */
 	snap_thaw_left(r, cgroups(h));
+	snap_leftovers_sweep(r);
 	pid_t keeper = room_keeper_pid(r);
 	if (keeper <= 0)
 		return 0;

@@ -675,6 +675,15 @@ static void snaps_sweep(const char *snaps)
 		closedir(d);
 }
 
+void snap_leftovers_sweep(const struct room *r)
+{
+	char p[PATH_MAX];
+	if (path_of(p, r->state, ".cut.img") == 0)
+		unlink(p);
+	snaps_dir(r, p);
+	snaps_sweep(p);
+}
+
 static void snap_new_id(char *id, size_t len)
 {
 	unsigned char b[8] = { 0 };

@@ -68,6 +68,11 @@ int snap_export_source(struct room *r, const struct cgroup_sys *cg, const char *
  * (<run>/frozen, made before either freeze) is left: otherwise one
  * access(). */
 void snap_thaw_left(const struct room *r, const struct cgroup_sys *cg);
+/* With the room locked (a stop): what a helper killed in the middle of a
+ * snapshot, its removal or a fork left in the room's state directory (a
+ * whole image's copy, .cut.img; .part-* and .del-* snapshots) removed.
+ * Each is made and removed under the room's lock, so none is in use. */
+void snap_leftovers_sweep(const struct room *r);
 /* Whether a cut's freeze mark is there (a cut under way, which holds the
  * room's lock, or one killed in its middle). */
 bool snap_freeze_marked(const struct room *r);

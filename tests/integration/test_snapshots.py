@@ -210,6 +210,29 @@ def test_a_snapshot_outlives_a_restart_and_goes_with_its_room(client, stack, roo
     assert client.get(f"/api/rooms/{room}/snapshots").status == 404
 
 
+def test_a_stop_removes_what_a_killed_snapshot_or_fork_left(client, stack, room):
+    """A helper killed in a snapshot, its removal or a fork (SIGKILL, or
+    its alarm while it waited for the state lock) leaves a whole image's
+    copy: .cut.img beside the room's disk, a .part-/.del- snapshot.  They
+    are made and removed under the room's lock only, so the room's next
+    stop removes them; its real snapshots stay."""
+    client.sh(room, "echo one > /workspace/f")
+    s = snap(client, room)
+    state = stack.room_state_dir(room)
+    left = [state / ".cut.img", state / "snapshots" / ".part-0123456789abcdef",
+            state / "snapshots" / ".del-fedcba9876543210"]
+    with open(left[0], "wb") as f:
+        f.truncate(64 << 20)
+    for d in left[1:]:
+        d.mkdir(mode=0o700)
+        (d / "disk.img").write_bytes(b"x" * 4096)
+    assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
+    assert [p.name for p in left if p.exists()] == []
+    assert [x["id"] for x in client.get(f"/api/rooms/{room}/snapshots").json["snapshots"]] == [s["id"]]
+    restore(client, room, s["id"])
+    assert client.sh(room, "cat /workspace/f") == "one\n"
+
+
 def test_a_stopped_room_is_snapshotted_as_it_lies(client, room):
     client.sh(room, "echo still > /workspace/f")
     assert client.post(f"/api/rooms/{room}/sandbox/stop").status == 200
