@@ -329,15 +329,16 @@ static pid_t ensure_running(struct helper *h, struct room *r, bool create)
 	/* a keeper that died with its file system left frozen by a cut: that
 	 * one goes first, or the image would be mounted twice */
 	snap_thaw_left(r, cgroups(h));
+	bool creating = r->create_lock >= 0;
 	keeper = jail_start(r, cgroups(h), h->err, sizeof(h->err));
-	bool unmade = keeper < 0 && r->create_lock >= 0;   /* failed before its meta */
 	room_create_abort(r);
-	if (unmade) {
+	char ignored[256];
+	/* failed before its meta was written (or in writing it) */
+	if (keeper < 0 && creating && room_load(r, ignored, sizeof(ignored)) == 0) {
 		/* nothing of a creation given up stays: not its image (nor the
 		 * disk it promised, which later creations would be refused
 		 * for), its cgroup or its directories -- no meta, so no room
 		 * would ever list or destroy them */
-		char ignored[256];
 		cgroup_room_remove(cgroups(h), r->id, ignored, sizeof(ignored));
 		if (room_remove_files(r, ignored, sizeof(ignored)) < 0)
 			fprintf(stderr, "roombox-helper: room %s: remove what its failed creation left: %s\n",

@@ -535,6 +535,19 @@ static void kill_session(struct app *app, const char *room, int pid)
 	json_object_put(exec_pump_in_room(app, room, &ex, &sink, &err));
 }
 
+/* A running terminal's end asked for, once (under lock). */
+static void hang_up(struct terminal *t)
+{
+	if (t->hung_up)
+		return;
+	t->hung_up = true;   /* the reader closes the master: the hangup */
+	if (write(t->wake[1], "x", 1) < 0)
+		fprintf(stderr, "roombox-fcgi: room %s: terminal %s: hang up: %m\n", t->room, t->id);
+	/* and the pty tool hangs up the shell, killing it if it ignores that */
+	if (t->ctl >= 0 && send(t->ctl, "k", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		fprintf(stderr, "roombox-fcgi: room %s: terminal %s: end its shell: %m\n", t->room, t->id);
+}
+
 void api_terms_delete(struct request *rq, struct response *rs)
 {
 	char id[TERM_ID_LEN + 1];
@@ -544,14 +557,8 @@ void api_terms_delete(struct request *rq, struct response *rs)
 	struct terminal *t = find(rq->room, id);
 	int pid = t ? t->pid : 0;
 	bool running = t && t->status == T_RUNNING;
-	if (running && !t->hung_up) {
-		t->hung_up = true;   /* the reader closes the master: the hangup */
-		if (write(t->wake[1], "x", 1) < 0)
-			fprintf(stderr, "roombox-fcgi: room %s: terminal %s: hang up: %m\n", t->room, t->id);
-		/* and the pty tool hangs up the shell, killing it if it ignores that */
-		if (t->ctl >= 0 && send(t->ctl, "k", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-			fprintf(stderr, "roombox-fcgi: room %s: terminal %s: end its shell: %m\n", t->room, t->id);
-	}
+	if (running)
+		hang_up(t);
 	pthread_mutex_unlock(&lock);
 	if (!t) {
 		response_error(rs, 404, "terminal not found: %s", id);
@@ -636,6 +643,10 @@ void terms_room_forget(const char *room)
 			p = &t->next;
 			continue;
 		}
+		/* gone with the sandbox, most often; if the sandbox's removal
+		 * failed, the room's destruction still ends its terminals */
+		if (t->status == T_RUNNING)
+			hang_up(t);
 		*p = t->next;
 		unref(t);   /* the list's: its reader and clients hold their own */
 	}

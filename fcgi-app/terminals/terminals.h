@@ -26,8 +26,9 @@ struct terminal;
 struct terminal *term_attach(const char *room, const char *id);
 void term_detach(struct terminal *t);
 
-/* The room's clean-up: its terminals (ended, since the room's processes
- * are gone) leave the list, and its tickets are void. */
+/* The room's clean-up: its terminals leave the list (ended with the
+ * sandbox; one still running, its removal having failed, is hung up),
+ * and its tickets are void. */
 void terms_room_forget(const char *room);
 
 /* A single-use ticket for (room, id), valid TERM_TICKET_MS: true (and used
