@@ -622,13 +622,19 @@ static int call(const struct helper_target *t, uint32_t op, struct helper_rec *b
 }
 
 /* An op on one room with no arguments, answering rec_size bytes. */
-static int room_op(const struct helper_target *t, uint32_t op, const char *room, void *rec,
-		   size_t rec_size, struct helper_error *err)
+static int room_op_within(const struct helper_target *t, uint32_t op, const char *room, long deadline_ms,
+			  void *rec, size_t rec_size, struct helper_error *err)
 {
 	struct helper_rec b;
 
 	helper_rec_begin(&b, op, room, NULL, 0);
-	return call(t, op, &b, HELPER_DEFAULT_DEADLINE_MS, rec, rec_size, NULL, NULL, NULL, err);
+	return call(t, op, &b, deadline_ms, rec, rec_size, NULL, NULL, NULL, err);
+}
+
+static int room_op(const struct helper_target *t, uint32_t op, const char *room, void *rec,
+		   size_t rec_size, struct helper_error *err)
+{
+	return room_op_within(t, op, room, HELPER_DEFAULT_DEADLINE_MS, rec, rec_size, err);
 }
 
 int helper_create(const struct helper_target *t, const char *room, struct helper_status *st,
@@ -655,12 +661,9 @@ int helper_stop(const struct helper_target *t, const char *room, struct helper_e
 
 int helper_touch(const struct helper_target *t, const char *room, struct helper_error *err)
 {
-	struct helper_rec b;
-
 	/* it takes no lock: seconds are plenty, and its caller (a terminal's
 	 * reader) is not held longer */
-	helper_rec_begin(&b, HOP_TOUCH, room, NULL, 0);
-	return call(t, HOP_TOUCH, &b, 10 * 1000, NULL, 0, NULL, NULL, NULL, err);
+	return room_op_within(t, HOP_TOUCH, room, 10 * 1000, NULL, 0, err);
 }
 
 int helper_restart(const struct helper_target *t, const char *room, struct helper_error *err)

@@ -136,6 +136,18 @@ void channel_open(int conn, const void *msg, size_t len, int *fds, int nfds)
 	close(conn);
 }
 
+/* The descriptors a received record carried (SCM_RIGHTS), at most max
+ * (the control buffer holds no more: the kernel closed the rest). */
+static int rights_take(struct msghdr *mh, int *fds, int max)
+{
+	int n = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && n < max; i++)
+				memcpy(&fds[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	return n;
+}
+
 /* ---- answers ---------------------------------------------------------- */
 
 static void answer(int fd, uint32_t type, int status, bool timed_out, const char *text,
@@ -289,11 +301,7 @@ static void channel_request(int k)
 	ssize_t n = recvmsg(chans[k].fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	int fds[8], nfds = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && nfds < 8; i++)
-				memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	int fds[8], nfds = n > 0 ? rights_take(&mh, fds, 8) : 0;
 	if (n <= 0) {   /* the end: roombox-fcgi let the channel go */
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
@@ -351,13 +359,9 @@ static bool send_back_one(int k)
 	ssize_t n = recvmsg(chans[k].fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT | MSG_TRUNC);
 	if (n <= 0)
 		return false;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-				int fd;
-				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				close(fd);
-			}
+	int fds[8], nfds = rights_take(&mh, fds, 8);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
 	answer(chans[k].fd, KC_ELSEWHERE, 0, false, "the room is being stopped", NULL);
 	return true;
 }
