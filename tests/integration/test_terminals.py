@@ -319,6 +319,9 @@ def test_a_program_that_writes_without_end_never_waits_on_a_client(client, room)
     t = terminal(client, room)
     idle = attach(client, room, t["id"])
     feeder = attach(client, room, t["id"])
+    # typed only once the shell is reading: input typed ahead of its start
+    # may be flushed with the terminal's set-up
+    feeder.output_until(b"# ")
     feeder.keys("head -c 100000000 /dev/zero | tr '\\0' x; echo; echo big-done-$((5*5)) > /workspace/marker\r")
     feeder.close()
     wait_until(lambda: "big-done-25" in client.sh(room, "cat /workspace/marker 2>/dev/null; true"), 120,
