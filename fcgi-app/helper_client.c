@@ -1023,7 +1023,8 @@ int helper_snapshots(const struct helper_target *t, const char *room, struct hel
 /* ---- export and import (fcgi-app/rooms/room_transfer.c) ---- */
 
 struct helper_run *helper_export_start(const struct helper_target *t, const char *room,
-				       const char *snapshot, int tree_fd, struct helper_error *err)
+				       const char *snapshot, int tree_fd, long deadline_ms,
+				       struct helper_error *err)
 {
 	struct helper_snap_args a;
 	struct helper_rec b;
@@ -1034,7 +1035,14 @@ struct helper_run *helper_export_start(const struct helper_target *t, const char
 	snprintf(a.snapshot, sizeof(a.snapshot), "%s", snapshot ? snapshot : "");
 	helper_rec_begin(&b, HOP_EXPORT, room, &a, sizeof(a));
 	char *req = helper_rec_end(&b, &len);
-	return call_start(t, HOP_EXPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
+	return call_start(t, HOP_EXPORT, req, len, deadline_ms, pass, err);
+}
+
+/* A transfer's stream lasts as long as its client sends or reads: its
+ * deadline bounds what the helper does after the stream's end. */
+static void transfer_streamed(struct helper_run *run)
+{
+	run->deadline = monotonic_ms() + run->deadline_ms;
 }
 
 int helper_export_finish(struct helper_run *run, char **root, char **user,
@@ -1046,6 +1054,7 @@ int helper_export_finish(struct helper_run *run, char **root, char **user,
 
 	*root = *user = NULL;
 	sid[0] = '\0';
+	transfer_streamed(run);
 	if (call_finish(run, NULL, 0, &heap, &rec, &n, err) < 0)
 		return -1;
 	const struct helper_export_ans *x = (const void *)rec;
@@ -1065,7 +1074,7 @@ int helper_export_finish(struct helper_run *run, char **root, char **user,
 }
 
 struct helper_run *helper_import_start(const struct helper_target *t, const char *room, int tree_fd,
-				       int sessions_fd, struct helper_error *err)
+				       int sessions_fd, long deadline_ms, struct helper_error *err)
 {
 	struct helper_import_args a = { 0 };
 	struct helper_rec b;
@@ -1074,10 +1083,11 @@ struct helper_run *helper_import_start(const struct helper_target *t, const char
 
 	helper_rec_begin(&b, HOP_IMPORT, room, &a, sizeof(a));
 	char *req = helper_rec_end(&b, &len);
-	return call_start(t, HOP_IMPORT, req, len, HELPER_TRANSFER_DEADLINE_MS, pass, err);
+	return call_start(t, HOP_IMPORT, req, len, deadline_ms, pass, err);
 }
 
 int helper_import_finish(struct helper_run *run, struct helper_error *err)
 {
+	transfer_streamed(run);
 	return call_finish(run, NULL, 0, NULL, NULL, NULL, err);
 }

@@ -144,15 +144,18 @@ int helper_touch(const struct helper_target *t, const char *room, struct helper_
  * the answer (*root, *user malloc'd) and the snapshot's id in sid ("":
  * none).  import: the tree
  * stream read from tree_fd (a pipe's read end) into a new room, then the
- * sessions from sessions_fd (another's; protocol.h says how).  Each
- * bounded by HELPER_TRANSFER_DEADLINE_MS. */
+ * sessions from sessions_fd (another's; protocol.h says how).  The
+ * stream lasts as long as its client sends or reads; deadline_ms
+ * (HELPER_TRANSFER_DEADLINE_MS) bounds the helper's work after its end,
+ * counted from the call to _finish. */
 #define HELPER_TRANSFER_DEADLINE_MS (60 * 60 * 1000)
 struct helper_run *helper_export_start(const struct helper_target *t, const char *room,
-				       const char *snapshot, int tree_fd, struct helper_error *err);
+				       const char *snapshot, int tree_fd, long deadline_ms,
+				       struct helper_error *err);
 int helper_export_finish(struct helper_run *run, char **root, char **user,
 			 char sid[HELPER_ROOM_LEN], struct helper_error *err);
 struct helper_run *helper_import_start(const struct helper_target *t, const char *room, int tree_fd,
-				       int sessions_fd, struct helper_error *err);
+				       int sessions_fd, long deadline_ms, struct helper_error *err);
 int helper_import_finish(struct helper_run *run, struct helper_error *err);
 
 /* The answer to op in buf[0..len), the helper having exited with status

@@ -419,7 +419,8 @@ void api_rooms_export(struct request *rq, struct response *rs)
 		free(j);
 		goto done;
 	}
-	j->run = helper_export_start(&target, rq->room, snap, tree[1], &herr);
+	j->run = helper_export_start(&target, rq->room, snap, tree[1], HELPER_TRANSFER_DEADLINE_MS,
+				     &herr);
 	close_fd(&tree[1]);
 	if (!j->run) {
 		export_answer_error(rq, rs, herr.http_status, herr.message);
@@ -673,7 +674,8 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		import_fail(rq, rs, 500, "pipe failed");
 		goto close_all;
 	}
-	struct helper_run *run = helper_import_start(&target, rq->room, tree[0], sess[0], &herr);
+	struct helper_run *run = helper_import_start(&target, rq->room, tree[0], sess[0],
+						       HELPER_TRANSFER_DEADLINE_MS, &herr);
 	close_fd(&tree[0]);
 	close_fd(&sess[0]);
 	if (!run) {

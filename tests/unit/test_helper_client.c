@@ -419,6 +419,58 @@ static void test_deadline(void **state)
 	assert_string_equal(err.message, "roombox-helper: no answer within 300 ms, killed");
 }
 
+/* A transfer's stream lasts as long as its client reads or sends (an
+ * export read for more than an hour): its deadline bounds only what the
+ * helper does after the stream, so a helper that answered while the
+ * stream outlasted the deadline is not killed for it. */
+static void test_transfer_deadline_counts_from_the_stream_end(void **state)
+{
+	struct helper_target t = scripted(0);
+	struct helper_error err;
+	struct timespec stream = { 0, 400 * 1000000L };   /* > the 100 ms deadline */
+	char rec[sizeof(struct helper_export_ans) + 3], *root, *user, sid[HELPER_ROOM_LEN];
+	struct helper_export_ans x = { .root_len = 2, .user_len = 1, .snapshot = "s1" };
+	int tree[2];
+
+	(void)state;
+	memcpy(rec, &x, sizeof(x));
+	memcpy(rec + sizeof(x), "abc", 3);
+	answer(HOP_EXPORT, 0, rec, sizeof(rec), NULL, 0);
+	assert_int_equal(pipe(tree), 0);
+	struct helper_run *run = helper_export_start(&t, "r1", NULL, tree[1], 100, &err);
+	assert_non_null(run);
+	close(tree[1]);
+	nanosleep(&stream, NULL);
+	if (helper_export_finish(run, &root, &user, sid, &err) < 0)
+		fail_msg("export: %s", err.message);
+	assert_string_equal(root, "ab");
+	assert_string_equal(user, "c");
+	assert_string_equal(sid, "s1");
+	free(root);
+	free(user);
+	close(tree[0]);
+
+	answer(HOP_IMPORT, 0, NULL, 0, NULL, 0);
+	assert_int_equal(pipe(tree), 0);
+	run = helper_import_start(&t, "r1", tree[0], -1, 100, &err);
+	assert_non_null(run);
+	close(tree[0]);
+	close(tree[1]);
+	nanosleep(&stream, NULL);
+	if (helper_import_finish(run, &err) < 0)
+		fail_msg("import: %s", err.message);
+
+	/* still bounded: a helper that does not answer after the stream is
+	 * killed at the deadline */
+	struct helper_target slow = { "/bin/sh", "cat >/dev/null; exec sleep 30", TEST_MAX_BODY };
+	run = helper_import_start(&slow, "r1", -1, -1, 300, &err);
+	assert_non_null(run);
+	double t0 = now_s();
+	assert_int_equal(helper_import_finish(run, &err), -1);
+	assert_true(now_s() - t0 < 5);
+	assert_string_equal(err.code, "timeout");
+}
+
 /* A process the helper leaves behind with its stdout does not hold up the
  * reply: the helper's exit ends the call. */
 static void test_leftover_child_holding_stdout(void **state)
@@ -536,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_request_limit_follows_max_body),
 		cmocka_unit_test(test_spawn_failure),
 		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_transfer_deadline_counts_from_the_stream_end),
 		cmocka_unit_test(test_leftover_child_holding_stdout),
 		cmocka_unit_test(test_child_environment),
 		cmocka_unit_test(test_threads),
