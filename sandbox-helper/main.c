@@ -925,10 +925,38 @@ static int op_stop_all(struct helper *h, struct call *c)
 	return stop_many(h, c, false);
 }
 
+/* A room never made: a helper killed while it created one, after its
+ * files and before its meta (room.h), left its directories and image,
+ * which nothing lists or destroys and every count of the disk promise
+ * counts again.  Removed as a failed creation removes its own (see
+ * ensure_running), with whatever of it runs.  Every creation holds the
+ * room's lock until its meta is written, as every removal does until it
+ * is done: a room without meta whose lock is free is neither. */
+static int unmade_remove(const char *id, void *arg)
+{
+	struct helper *h = arg;
+	struct room r;
+	char err[256];
+	if (room_init(&r, &h->cfg, id) < 0 || !room_lock_if_free(&r))
+		return 0;
+	if (room_load(&r, err, sizeof(err)) == 0) {
+		cgroup_kill(cgroups(h), r.id, err, sizeof(err));
+		cgroup_room_remove(cgroups(h), r.id, err, sizeof(err));
+		if (room_remove_files(&r, err, sizeof(err)) < 0)
+			fprintf(stderr, "roombox-helper: room %s: remove what a killed creation left: %s\n",
+				r.id, err);
+		else
+			fprintf(stderr, "roombox-helper: room %s: removed what a killed creation left\n", r.id);
+	}
+	room_unlock(&r);
+	return 0;
+}
+
 static int op_info(struct helper *h, struct call *c)
 {
 	struct helper_info_ans a = { 0 };
 	lower_prepare(h, "info");
+	room_foreach(&h->cfg, unmade_remove, h);   /* the service's start: before the count */
 	if (h->cfg.disk_limit)   /* for /api/health and creations, from the service's start */
 		room_disk_commit_count(&h->cfg);
 	snprintf(a.cgroup, sizeof(a.cgroup), "%s", cgroup_mode_name(cgroups(h)->mode));
@@ -1335,7 +1363,9 @@ static const struct op OPS[] = {
 	  NULL, 0 },
 	/* stops every room, each under its lock; no input */
 	{ HOP_STOP_ALL, 0, ROOM_NONE, PRIV_ROOT, op_stop_all, NULL, 0 },
-	/* prepares the lower trees and reports fixed facts; no input */
+	/* prepares the lower trees, removes what creations killed before
+	 * their meta left (each room locked: never one being made), and
+	 * reports fixed facts; no input */
 	{ HOP_INFO, 0, ROOM_NONE, PRIV_ROOT, op_info, NULL, 0 },
 	/* signals only processes in the room's own cgroup or pid namespace,
 	 * never its keeper; at-limit only on the room's cgroup's word */

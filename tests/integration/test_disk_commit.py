@@ -7,8 +7,10 @@ the new room's disk_limit; /api/health says how far the host is committed.
 The stack's state_dir is a small ext4 file system of the test's own (a
 300 MiB image, loop-mounted), its rooms' disk_limit 100M.  Through nginx."""
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -170,6 +172,52 @@ def test_the_service_start_sweeps_what_killed_helpers_left(small_state_dir):
         for p in small_state_dir.glob(".disk-*"):
             if p.name.endswith(f".spare-{os.getpid()}.img") or p.name.endswith("x"):
                 p.unlink()
+        problems = s.stop()
+        assert not problems, problems
+
+
+def test_the_service_start_removes_rooms_a_killed_creation_left(small_state_dir):
+    """A helper killed while it made a room (after its directory and disk
+    image, before its meta: a first exec past its deadline on a loaded
+    host) leaves what no room lists or destroys, and what every count of
+    the disk promise counted again: later creations were refused for it.
+    The service's start removes such a room, unless its lock is held (a
+    creation or a removal under way), and counts without it."""
+    s = started_stack(state_dir=small_state_dir, extra={"disk_limit": "100M", "disk_overcommit": "1.0"})
+    c = Client(s)
+    room, killed, held = unique_room("d"), unique_room("killed"), unique_room("held")
+    try:
+        assert c.sh(room, "echo made") == "made\n"
+        before = c.get("/api/health", auth=False).json["disk"]
+        for m in (killed, held):
+            d = small_state_dir / "rooms" / m
+            (d / "disk").mkdir(parents=True)
+            with open(d / "disk.img", "wb") as f:
+                f.truncate(LIMIT)
+        run_dir = s.run_dir / "rooms" / held
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = os.open(run_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            rc, ans = s.helper({"op": "info"})
+            assert rc == 0, ans
+            assert not (small_state_dir / "rooms" / killed).exists(), \
+                sorted(p.name for p in (small_state_dir / "rooms" / killed).iterdir())
+            assert (small_state_dir / "rooms" / held / "disk.img").exists()
+        finally:
+            os.close(lock)
+        shutil.rmtree(small_state_dir / "rooms" / held)
+        shutil.rmtree(run_dir)
+        rc, ans = s.helper({"op": "info"})
+        assert rc == 0, ans
+        after = c.get("/api/health", auth=False).json["disk"]
+        assert (after["rooms"], after["promisedBytes"]) == (before["rooms"], before["promisedBytes"]), \
+            (before, after)
+        assert c.sh(room, "echo still") == "still\n"
+        assert c.sh(killed, "echo made") == "made\n"
+    finally:
+        for m in (room, killed):
+            c.destroy(m)
         problems = s.stop()
         assert not problems, problems
 
