@@ -117,18 +117,26 @@ static size_t on_answer_bytes(char *buf, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-/* A server may quote what it was sent; the key never leaves in a message. */
-static void scrub_key(char *s, const char *key)
+void llm_scrub_key(char *s, const char *key)
 {
 	size_t klen = key ? strlen(key) : 0;
-	char *hit;
+	char *from = s, *to = s, *hit;
 
-	if (klen < 4)
+	if (klen == 0)
 		return;
-	while ((hit = strstr(s, key)) != NULL) {
-		memcpy(hit, "[key]", 5);
-		memmove(hit + 5, hit + klen, strlen(hit + klen) + 1);
+	/* never longer than the key, so the text only shrinks; the scan goes
+	 * on after each replacement, which may itself hold the key */
+	while ((hit = strstr(from, key)) != NULL) {
+		memmove(to, from, (size_t)(hit - from));
+		to += hit - from;
+		if (klen >= 5)
+			memcpy(to, "[key]", 5);
+		else
+			memset(to, '*', klen);
+		to += klen >= 5 ? 5 : klen;
+		from = hit + klen;
 	}
+	memmove(to, from, strlen(from) + 1);
 }
 
 static struct curl_slist *request_headers(const struct llm_call *call)
@@ -246,7 +254,7 @@ char *llm_complete(const struct llm_call *call, size_t *len, char *err, size_t e
 	reply = call_result(&st, rc, curl_err, len, err, errlen);
 out:
 	if (!reply)
-		scrub_key(err, call->key);
+		llm_scrub_key(err, call->key);
 	if (st.started)
 		llm_parser_free(&st.parser);
 	free(st.error_body);

@@ -34,4 +34,9 @@ int llm_init(char *err, size_t errlen);
  * it replaced by "[key]". */
 char *llm_complete(const struct llm_call *call, size_t *len, char *err, size_t errlen);
 
+/* Every occurrence of key in s (NUL-terminated, changed in place) replaced:
+ * by "[key]", or by as many '*' for a key shorter than that, so that s
+ * never grows.  A server may quote what it was sent. */
+void llm_scrub_key(char *s, const char *key);
+
 #endif

@@ -142,6 +142,13 @@ def test_overcommit_lets_the_operator_promise_more(small_state_dir):
         assert not problems, problems
 
 
+def assert_promise_as(c, before):
+    """The disk promise /api/health reports has the rooms and bytes of before."""
+    after = c.get("/api/health", auth=False).json["disk"]
+    assert (after["rooms"], after["promisedBytes"]) == (before["rooms"], before["promisedBytes"]), \
+        (before, after)
+
+
 def dead_pid():
     """A pid no process has (checked against /proc)."""
     pid = 4_000_000
@@ -210,9 +217,7 @@ def test_the_service_start_removes_rooms_a_killed_creation_left(small_state_dir)
         shutil.rmtree(run_dir)
         rc, ans = s.helper({"op": "info"})
         assert rc == 0, ans
-        after = c.get("/api/health", auth=False).json["disk"]
-        assert (after["rooms"], after["promisedBytes"]) == (before["rooms"], before["promisedBytes"]), \
-            (before, after)
+        assert_promise_as(c, before)
         assert c.sh(room, "echo still") == "still\n"
         assert c.sh(killed, "echo made") == "made\n"
     finally:
@@ -245,9 +250,7 @@ def test_a_creation_that_fails_leaves_no_image_and_no_promise(small_state_dir):
         assert c.get(f"/api/rooms/{room}").status == 404
         assert not [p for p in Path("/sys/fs/cgroup").glob(f"**/{room}")], "its cgroup stayed"
         # the record as the next creation counts it: as before the failure
-        after = c.get("/api/health", auth=False).json["disk"]
-        assert (after["rooms"], after["promisedBytes"]) == (before["rooms"], before["promisedBytes"]), \
-            (before, after)
+        assert_promise_as(c, before)
         assert c.sh(room, "echo made") == "made\n"
     finally:
         for m in (first, room):

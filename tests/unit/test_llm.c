@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "llm.h"
 #include "llm_stream.h"
 
 /* What the token callback saw, joined, and how many calls. */
@@ -326,6 +327,36 @@ static void test_error_text(void **state)
 	assert_string_equal(out, "0123");
 }
 
+/* The key never leaves in an error, whatever its length and whatever it
+ * looks like, and the text never grows (it is the caller's buffer). */
+static void test_key_scrubbed(void **state)
+{
+	char s[64];
+
+	(void)state;
+	snprintf(s, sizeof(s), "bad key sk-secret-1 (sk-secret-1)");
+	llm_scrub_key(s, "sk-secret-1");
+	assert_string_equal(s, "bad key [key] ([key])");
+	snprintf(s, sizeof(s), "abcd abcdabcd!");
+	llm_scrub_key(s, "abcd");
+	assert_string_equal(s, "**** ********!");
+	/* keys the replacement itself holds: replaced once, no endless loop */
+	snprintf(s, sizeof(s), "x [key] y");
+	llm_scrub_key(s, "[key]");
+	assert_string_equal(s, "x [key] y");
+	snprintf(s, sizeof(s), "k key] k");
+	llm_scrub_key(s, "key]");
+	assert_string_equal(s, "k **** k");
+	snprintf(s, sizeof(s), "kkkkk");
+	llm_scrub_key(s, "k");
+	assert_string_equal(s, "*****");
+	snprintf(s, sizeof(s), "nothing here");
+	llm_scrub_key(s, "");
+	assert_string_equal(s, "nothing here");
+	llm_scrub_key(s, NULL);
+	assert_string_equal(s, "nothing here");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +374,7 @@ int main(void)
 		cmocka_unit_test(test_json_nonsense_is_refused),
 		cmocka_unit_test(test_json_bounds),
 		cmocka_unit_test(test_error_text),
+		cmocka_unit_test(test_key_scrubbed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
