@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent.h"
 #include "auth.h"
 #include "cluster.h"
 #include "fair_share.h"
@@ -340,6 +341,10 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 		worker_taken = app->room_workers != NULL;
 		memcpy(share_room, rq.room, sizeof(share_room));
+		/* a move's export takes the messages: replies on their way
+		 * would be stored behind it, and removed with what it left */
+		if (move && !move_import)
+			agent_room_gone(rq.room, "moved to another host");
 		if (move && !move_import && !cluster_move_quiesce(app, rq.room, rs))
 			goto done;
 	}

@@ -205,7 +205,63 @@ struct agent_job {
 	size_t outputs_len;
 	bool ran;                     /* a command ran in this round */
 	int status;                   /* for the log */
+	const char *gone;             /* the room's reason, once given up (calls_lock) */
+	struct agent_job *next;       /* in calls (calls_lock) */
 };
+
+/* ---- calls in flight, by room ----
+ *
+ * A cleanup resets a room's messages, a move takes them to another host.
+ * A reply still to come must then neither run its commands here (they
+ * would make the room again) nor be stored here (a message in a room that
+ * was cleaned up, or one the move left behind, removed with what it left,
+ * after its 201).  So every call is listed from before its user message
+ * is stored until it ends, and agent_room_gone() gives up the room's:
+ * under calls_lock, which both messages are stored under, so a reply is
+ * either stored before the reset or export, or not at all. */
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct agent_job *calls;
+
+static void calls_add(struct agent_job *job)
+{
+	job->next = calls;
+	calls = job;
+}
+
+static void calls_remove(struct agent_job *job)
+{
+	pthread_mutex_lock(&calls_lock);
+	for (struct agent_job **at = &calls; *at; at = &(*at)->next)
+		if (*at == job) {
+			*at = job->next;
+			break;
+		}
+	pthread_mutex_unlock(&calls_lock);
+}
+
+int agent_room_gone(const char *room, const char *why)
+{
+	int n = 0;
+	pthread_mutex_lock(&calls_lock);
+	for (struct agent_job *j = calls; j; j = j->next)
+		if (!j->gone && strcmp(j->rq.room, room) == 0) {
+			j->gone = why;
+			n++;
+		}
+	pthread_mutex_unlock(&calls_lock);
+	if (n)
+		fprintf(stderr, "roombox-fcgi: room %s: %s: %d model call%s given up\n", room, why, n,
+			n == 1 ? "" : "s");
+	return n;
+}
+
+static const char *job_gone(struct agent_job *job)
+{
+	pthread_mutex_lock(&calls_lock);
+	const char *why = job->gone;
+	pthread_mutex_unlock(&calls_lock);
+	return why;
+}
 
 static bool slot_take(struct app *app)
 {
@@ -217,6 +273,7 @@ static bool slot_take(struct app *app)
 
 static void job_free(struct agent_job *job)
 {
+	calls_remove(job);
 	atomic_fetch_sub(&job->app->agent_calls, 1);
 	json_object_put(job->message);
 	free(job->outputs);
@@ -349,6 +406,15 @@ static void answer_failed(struct agent_job *job, int status, const char *why)
 	answer_json(job, &rs);
 }
 
+/* The room was cleaned up or moved while the model answered. */
+static void answer_gone(struct agent_job *job, const char *why)
+{
+	char text[256];
+	snprintf(text, sizeof(text), "room %s %s while the model answered: its reply is not kept",
+		 job->rq.room, why);
+	answer_failed(job, 409, text);
+}
+
 /* ---- the conversation sent to the model ---- */
 
 static void add_message(json_object *list, const char *role, const char *content, size_t n)
@@ -422,8 +488,17 @@ static int run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_ex
 		add_text(ev, "cmd", cmd, cmd_len);
 		stream_event(job, ev);
 	}
-	rc = job->run(&job->rq, cmd, cmd_len, res);
-	job->ran = true;
+	const char *gone = job_gone(job);
+	if (gone) {   /* not run: it would make the room again */
+		char text[160];
+		snprintf(text, sizeof(text), "room %s %s", job->rq.room, gone);
+		res->error = strdup(text);
+		res->error_len = res->error ? strlen(res->error) : 0;
+		rc = -1;
+	} else {
+		rc = job->run(&job->rq, cmd, cmd_len, res);
+		job->ran = true;   /* (a reply of a room given up asks for no next round) */
+	}
 	summary = runtags_summary(rc, res, &summary_len);
 	if (!summary)
 		return rc;
@@ -580,9 +655,19 @@ static void *agent_main(void *arg)
 	char err[512];
 	size_t len = 0;
 	char *text = rounds_run(job, &len);
+	const char *gone = NULL;
+	int stored = 0;
 
-	if (text && store_append(job->rq.room, "assistant", text, len, &reply,
-				 err, sizeof(err)) < 0)
+	if (text) {
+		pthread_mutex_lock(&calls_lock);
+		gone = job->gone;
+		if (!gone)
+			stored = store_append(job->rq.room, "assistant", text, len, &reply, err, sizeof(err));
+		pthread_mutex_unlock(&calls_lock);
+	}
+	if (text && gone)
+		answer_gone(job, gone);
+	else if (text && stored < 0)
 		answer_failed(job, 500, err);
 	else if (text)
 		answer_reply(job, reply);
@@ -655,7 +740,11 @@ void agent_post(struct request *rq, struct response *rs, const char *content, si
 	job->run = run;
 	job->stream = wants_event_stream(rq);
 	clock_gettime(CLOCK_MONOTONIC, &job->start);
-	if (store_append(rq->room, "user", content, len, &message, err, sizeof(err)) < 0) {
+	pthread_mutex_lock(&calls_lock);
+	calls_add(job);
+	int stored = store_append(rq->room, "user", content, len, &message, err, sizeof(err));
+	pthread_mutex_unlock(&calls_lock);
+	if (stored < 0) {
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		response_error(rs, 500, "%s", err);
 		job_free(job);

@@ -34,4 +34,11 @@ int agent_init(struct app *app, char *err, size_t errlen);
 void agent_post(struct request *rq, struct response *rs,
 		const char *content, size_t content_len, runtags_exec_fn *run);
 
+/* The room's messages are reset or go to another host (why: "was cleaned
+ * up", ...): the replies its model calls in flight would give are given
+ * up.  From the return on, none of them runs a command or is stored; each
+ * is answered 409 (or the stream's error event) when its model answers.
+ * Call before the reset or the export; returns how many were given up. */
+int agent_room_gone(const char *room, const char *why);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
+#include "agent.h"
 #include "exec_channels.h"
 #include "cluster.h"
 #include "http.h"
@@ -355,6 +356,8 @@ static int cleanup_sandbox(struct app *app, const char *room, char *errbuf, size
 static int cleanup_messages(struct app *app, const char *room, char *errbuf, size_t errlen)
 {
 	char prefix[ROOM_ID_MAX + 32];
+	(void)app;
+	agent_room_gone(room, "was cleaned up");   /* before the reset: agent.h */
 	if (store_reset(room, errbuf, errlen) == 0)
 		return 0;
 	fprintf(stderr, "roombox-fcgi: %s\n", errbuf);

@@ -486,6 +486,54 @@ def test_rounds_stop_when_a_reply_runs_nothing(client, stack, stub, room):
     assert stub.call_count() == 1
 
 
+# ---------------------------------------------------------------- a room cleaned up under a model call
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_to_a_room_cleaned_up_meanwhile_runs_nothing_and_is_not_kept(client, stub, room, stream):
+    """DELETE of the room while the model answers: its reply's commands
+    would make the room again and its message would be kept in a room that
+    was cleaned up.  The reply is given up: 409 (or the stream's error
+    event), no command run, no room, no message."""
+    asked = threading.Event()
+
+    def script(call):
+        asked.set()
+        stub.gate.wait(STUB_HOLD)
+        call.reply("on it <run>touch /workspace/made-again</run>")
+    stub.reset(script)
+    client.sh(room, "true")
+    result = {}
+
+    def post():
+        if stream:
+            es = EventStream(client, room, "make a file", timeout=STUB_HOLD + 30)
+            try:
+                result["status"], result["events"] = es.r.status, es.rest()
+            finally:
+                es.close()
+        else:
+            r = post_user(client, room, "make a file", timeout=STUB_HOLD + 30)
+            result["status"], result["json"] = r.status, r.json
+    t = threading.Thread(target=post)
+    t.start()
+    try:
+        assert asked.wait(30), "the model was never asked"
+        r = client.delete(f"/api/rooms/{room}")
+        assert r.status == 200, r
+    finally:
+        stub.gate.set()
+        t.join(STUB_HOLD + 60)
+    why = f"room {room} was cleaned up while the model answered: its reply is not kept"
+    if stream:
+        assert result["status"] == 200, result
+        assert result["events"][-1] == {"type": "error", "error": why}, result["events"]
+        assert [e["type"] for e in result["events"] if e["type"] in ("run", "output")] in ([], ["run", "output"])
+    else:
+        assert (result["status"], result["json"]) == (409, {"error": why}), result
+    assert client.get(f"/api/rooms/{room}").status == 404, "the room was made again"
+    assert listed(client, room) == []
+
+
 # ---------------------------------------------------------------- model calls never hold up execs
 
 def test_hanging_model_calls_do_not_hold_up_an_exec_in_another_room(client, stub):
