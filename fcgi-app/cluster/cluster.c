@@ -278,14 +278,30 @@ static void tomb_one(const char *room)
 	if (!entry_get(room, &p) || !p.has_record || p.bad_record || p.moving ||
 	    strcmp(p.rec.host, cl.me) == 0)
 		return;
+	/* and so says etcd itself: the watch may not have brought the moving
+	 * key yet when an import to here ends (the import's admission read
+	 * it from the quorum), and removing that copy would leave this host
+	 * serving an empty room after the commit */
+	struct room_record now;
+	bool has_rec, moving;
+	if (move_records_now(&cl.etcd, room, &now, &has_rec, &moving, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: room %s: cluster: copy kept, etcd not asked: %s\n", room, err);
+		return;
+	}
+	if (!has_rec || moving || strcmp(now.host, cl.me) == 0) {
+		fprintf(stderr, "roombox-fcgi: room %s: cluster: copy (epoch %llu) kept: etcd %s (this "
+			"host's watch is behind)\n", room, (unsigned long long)mine,
+			moving ? "has a move of it in flight" : has_rec ? "places it here" : "holds no record");
+		return;
+	}
 	if (rooms_remove_local(cl.app, room, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: removing the copy superseded by host "
-			"%s's (epoch %llu): %s\n", room, p.rec.host, (unsigned long long)p.rec.epoch, err);
+			"%s's (epoch %llu): %s\n", room, now.host, (unsigned long long)now.epoch, err);
 		return;
 	}
 	fprintf(stderr, "roombox-fcgi: room %s: cluster: now on host %s at epoch %llu; this host's "
-		"copy (epoch %llu) removed, its epoch kept as a tombstone\n", room, p.rec.host,
-		(unsigned long long)p.rec.epoch, (unsigned long long)mine);
+		"copy (epoch %llu) removed, its epoch kept as a tombstone\n", room, now.host,
+		(unsigned long long)now.epoch, (unsigned long long)mine);
 }
 
 static void *tomb_main(void *unused)

@@ -18,6 +18,7 @@ import hmac
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -458,6 +459,9 @@ def test_a_move_given_up_before_its_commit_leaves_the_room_where_it_was(hosts, e
         wait_until(lambda: run(h1, room, "true").status == 200, 10, "h1 to serve again")
         assert run(h1, room, "cat /workspace/f").json["result"]["stdout"] == "stays\n"
         assert etcd.get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+        # h2 sees the move given up when its own watch brings it, which on
+        # a loaded host may be after h1's
+        wait_until(lambda: run(h2, room, "true").status != 503, 10, "h2 to see the move given up")
         r = run(h2, room, "true")
         assert r.status == 421 and r.json == {"error": f"room {room} lives on host h1"}, r
         wait_until(lambda: not h2.stack.room_state_dir(room).exists(), 20,
@@ -465,6 +469,127 @@ def test_a_move_given_up_before_its_commit_leaves_the_room_where_it_was(hosts, e
     finally:
         etcd.ctl("del", f"/roombox/moving/{room}")
         owner_cleanup(hosts, room)
+
+
+class WatchHold:
+    """A TCP relay in front of etcd for one host: while held, what etcd
+    sends on a watch stream is kept back, so the host's cache lags etcd
+    (as a watch behind on a loaded host, or on a slow member, does); every
+    other call passes at once."""
+
+    def __init__(self, etcd_url):
+        self.target = ("127.0.0.1", int(etcd_url.rsplit(":", 1)[1]))
+        self.cond = threading.Condition()
+        self.holding = False
+        self.watches = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self, on):
+        with self.cond:
+            self.holding = on
+            self.cond.notify_all()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            u = socket.create_connection(self.target)
+        except OSError:
+            c.close()
+            return
+        first = c.recv(65536)
+        watch = first.startswith(b"POST /v3/watch")
+        if watch:
+            with self.cond:
+                self.watches += 1
+        u.sendall(first)
+        threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
+        self._pipe(u, c, watch)
+
+    def _pipe(self, src, dst, holdable):
+        try:
+            while data := src.recv(65536):
+                if holdable:
+                    with self.cond:
+                        self.cond.wait_for(lambda: not self.holding, 120)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.hold(False)
+        self.sock.close()
+
+
+def test_an_import_whose_watch_lags_keeps_its_copy_and_serves_it_after_the_commit(hosts, etcd):
+    """The target's watch has not brought the moving key when the import
+    ends (the import's admission read it from etcd itself): the copy it
+    just made is kept, not taken for one the move left behind, and after
+    the commit the target serves the room with its files, not an empty
+    one."""
+    room = unique_room()
+    h1 = hosts["h1"]
+    relay = WatchHold(etcd.url)
+    s3 = cluster_stack("h3", etcd, etcd_urls=relay.url)
+    h3 = Client(s3)
+    try:
+        wait_until(lambda: etcd.get("/roombox/hosts/h3"), 20, "h3 to register")
+        wait_until(lambda: relay.watches > 0, 20, "h3's watch to start")
+        assert run(h1, room, "echo moved > /workspace/f").status == 200
+        wait_until(lambda: run(h3, room, "true").status == 421, 10, "h3 to see the room on h1")
+        relay.hold(True)
+        etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h3"}')
+        wait_until(lambda: run(h1, room, "true").status == 503, 10, "h1 to freeze the room")
+        # the control: h3's cache has not seen the move
+        r = run(h3, room, "true")
+        assert r.status == 421 and r.json == {"error": f"room {room} lives on host h1"}, r
+        exp = h1.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
+                         headers=move_header(room, "h1", "h3", 2))
+        assert exp.status == 200, exp
+        imp = h3.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
+                         headers={**move_header(room, "h1", "h3", 2),
+                                  "Content-Type": "application/x-roombox-room"})
+        assert imp.status == 201, imp
+        log = s3.dir / "fcgi.log"
+        said = lambda: [l for l in log.read_text(errors="replace").splitlines()
+                        if f"room {room}: cluster: " in l and ("kept" in l or "removed" in l)]
+        wait_until(said, 20, "h3 to decide on its copy")
+        assert "kept: etcd has a move of it in flight" in said()[0], said()
+        assert s3.room_state_dir(room).exists()
+        key = f"/roombox/rooms/{room}"
+        out = etcd.txn({
+            "compare": [{"key": b64(key), "target": "MOD", "result": "EQUAL",
+                         "mod_revision": etcd.mod_revision(key)}],
+            "success": [{"request_put": {"key": b64(key),
+                                         "value": b64('{"host":"h3","epoch":2}')}},
+                        {"request_delete_range": {"key": b64(f"/roombox/moving/{room}")}}]})
+        assert out.get("succeeded") is True, out
+        relay.hold(False)
+        wait_until(lambda: run(h3, room, "true").status == 200, 10, "h3 to serve the room")
+        r = run(h3, room, "cat /workspace/f")
+        assert r.json["result"]["stdout"] == "moved\n", r
+    finally:
+        relay.close()
+        etcd.ctl("del", f"/roombox/moving/{room}")
+        owner_cleanup({**hosts, "h3": h3}, room)
+        problems = s3.stop()
+        assert not problems, problems
 
 
 def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts, etcd):
