@@ -47,6 +47,7 @@
 #include <uuid/uuid.h>
 
 #include "errbuf.h"
+#include "json_strict.h"
 #include "roomid.h"
 #include "textenc.h"
 #include "timefmt.h"
@@ -542,6 +543,42 @@ int store_reset(const char *room, char *err, size_t errlen)
 
 /* ---- export and import (room_transfer.c) ---- */
 
+bool store_line_is_message(const char *line, size_t len)
+{
+	json_object *o = NULL;
+	char why[128];
+	bool ok = json_parse_strict(line, len, &o, why, sizeof(why)) == 0 && o &&
+		  json_object_is_type(o, json_type_object);
+	for (size_t i = 0; ok && i < sizeof(message_keys) / sizeof(message_keys[0]); i++) {
+		json_object *v;
+		ok = json_object_object_get_ex(o, message_keys[i], &v) &&
+		     json_object_is_type(v, json_type_string);
+	}
+	json_object_put(o);
+	return ok;
+}
+
+/* buf's lines that are messages (store_line_is_message), kept in place
+ * and in order; their length.  A torn tail (an append cut by a crash,
+ * trimmed by the next append) and a line that is no message are left
+ * out, as store_list leaves them out: an import would refuse them. */
+static size_t messages_only(char *buf, size_t len)
+{
+	size_t pos = 0, out = 0;
+	const char *nl;
+
+	while ((nl = memchr(buf + pos, '\n', len - pos)) != NULL) {
+		size_t n = (size_t)(nl - (buf + pos));
+
+		if (store_line_is_message(buf + pos, n)) {
+			memmove(buf + out, buf + pos, n + 1);
+			out += n + 1;
+		}
+		pos += n + 1;
+	}
+	return out;
+}
+
 int store_read_raw(const char *room, size_t max, char **buf, size_t *len, char *err, size_t errlen)
 {
 	char name[ROOM_ID_MAX + sizeof(STORE_SUFFIX)];
@@ -570,6 +607,8 @@ int store_read_raw(const char *room, size_t max, char **buf, size_t *len, char *
 			n += (size_t)k;
 	int rc = b && k >= 0 ? 0 : room_error(err, errlen, room, "read");
 	close(fd);
+	if (rc == 0)
+		n = messages_only(b, n);
 	if (rc < 0) {
 		free(b);
 		return -1;

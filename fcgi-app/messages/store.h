@@ -13,6 +13,7 @@
 #ifndef ROOMBOX_FCGI_STORE_H
 #define ROOMBOX_FCGI_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <json-c/json.h>
 
@@ -38,11 +39,17 @@ json_object *store_list(const char *room, char *err, size_t errlen);
  * there were none; -1 on failure. */
 int store_reset(const char *room, char *err, size_t errlen);
 
-/* The room's file as it is (export): *buf malloc'd (NULL, 0: none), at
- * most max bytes.  And a new room's file written whole (import; the
+/* The room's messages as stored (export): its file's lines that are
+ * messages (a torn tail or a corrupt line left out, as store_list does),
+ * *buf malloc'd (NULL, 0: no file), a file of at most max bytes.  And a new room's file written whole (import; the
  * caller checked every line): written under another name, fsync'd,
  * renamed.  0, or -1 with err. */
 int store_read_raw(const char *room, size_t max, char **buf, size_t *len, char *err, size_t errlen);
 int store_write_raw(const char *room, const char *buf, size_t len, char *err, size_t errlen);
+
+/* One line (no newline) as an export carries it and an import takes it:
+ * strict JSON, an object whose id, role, content and createdAt are
+ * strings. */
+bool store_line_is_message(const char *line, size_t len);
 
 #endif

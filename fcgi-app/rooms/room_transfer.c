@@ -560,17 +560,8 @@ static int messages_check(const struct room_part *m, char *err, size_t errlen)
 		return snprintf(err, errlen, "import: messages/room.jsonl: no newline at its end"), -1;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		json_object *o = NULL;
-		char why[256];
 		line++;
-		bool ok = json_parse_strict(p, (size_t)(nl - p), &o, why, sizeof(why)) == 0 && o &&
-			json_object_is_type(o, json_type_object);
-		static const char *const keys[] = { "id", "role", "content", "createdAt" };
-		for (size_t i = 0; ok && i < 4; i++) {
-			json_object *v;
-			ok = json_object_object_get_ex(o, keys[i], &v) && json_object_is_type(v, json_type_string);
-		}
-		json_object_put(o);
+		bool ok = store_line_is_message(p, (size_t)(nl - p));
 		if (!ok)
 			return snprintf(err, errlen, "import: messages/room.jsonl: line %zu is not a message",
 					line), -1;

@@ -127,6 +127,33 @@ def test_round_trip_under_a_new_id(client, room):
     assert import_(client, new, data).status == 409
 
 
+def test_an_export_leaves_out_what_a_crash_left_in_the_messages(client, room):
+    """A crash in a message's append leaves a torn line at the end of the
+    room's messages (the next append trims it) and a damaged disk may leave
+    a line that is no message; the room lists neither.  Its export carries
+    what it lists, and the import takes it: before, every export of such a
+    room was refused by the import (400), and a move of it could not end."""
+    client.sh(room, "true")
+    for content in ("first", "second"):
+        assert client.post(f"/api/rooms/{room}/messages",
+                           {"role": "user", "content": content}).status == 201
+    path = client.stack.state_dir / "messages" / f"{room}.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    with open(path, "wb") as f:
+        f.write(lines[0] + b"\n" + b'{"id":"x","role":"user","content":NaN}\n' +
+                lines[1] + b"\n" + b'{"id":"torn","role":"us')
+    listed = client.get(f"/api/rooms/{room}/messages").json
+    assert [m["content"] for m in listed["messages"]] == ["first", "second"], listed
+    data = export(client, room)
+    new = unique_room()
+    try:
+        r = import_(client, new, data)
+        assert r.status == 201, r.json
+        assert client.get(f"/api/rooms/{new}/messages").json == listed
+    finally:
+        client.destroy(new)
+
+
 def test_a_room_with_a_package_moves_to_another_instance_whole(client, room):
     """Everything a room holds -- a package apt installed in it, files of
     root and of user, a symlink, a hard link, a file capability, a sparse
