@@ -80,6 +80,7 @@
 #include "errbuf.h"
 #include "etcd.h"
 #include "fair_share.h"
+#include "helper_client.h"
 #include "http.h"
 #include "move.h"
 #include "roomid.h"
@@ -848,10 +849,12 @@ static void look_up(const char *room)
 	etcd_kvs_free(kvs, n);
 }
 
-bool cluster_room_admit(struct app *app, const char *room, bool creates, struct response *rs)
+bool cluster_room_admit(struct app *app, const char *room, bool creates, bool *placed,
+			struct response *rs)
 {
 	struct placement p;
 
+	*placed = false;
 	if (!cl.on)
 		return true;
 	bool known = entry_get(room, &p) && (p.has_record || p.moving);
@@ -863,6 +866,7 @@ bool cluster_room_admit(struct app *app, const char *room, bool creates, struct 
 		if (place_here(room, rs) < 0)
 			return false;
 		known = entry_get(room, &p) && (p.has_record || p.moving);
+		*placed = known && p.has_record && strcmp(p.rec.host, cl.me) == 0;
 	}
 	if (!known)
 		return true;   /* a read of a room nobody placed: the handler's 404 */
@@ -889,18 +893,44 @@ bool cluster_room_claim(const char *room, struct response *rs)
 	return true;
 }
 
-bool cluster_room_ended(const char *room, struct response *rs)
+/* room's record removed from etcd, if it is still this host's as the
+ * cache has it (p), and the epoch with it.  0; 1 when the record changed
+ * meanwhile; -1 with err when etcd does not answer. */
+static int unplace(const char *room, const struct placement *p, char *err, size_t errlen)
 {
-	struct placement p;
-	char key[128], err[512];
+	char key[128];
 	bool done = false;
 	int64_t rev = 0;
 
+	record_key(room, key, sizeof(key));
+	if (etcd_delete_if(&cl.etcd, key, p->mod_rev, &done, &rev, err, errlen) < 0)
+		return -1;
+	if (!done)
+		return 1;
+	if (epoch_forget(room, err, errlen) < 0)
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+	struct etcd_kv gone = { .value = (char *)"", .mod_rev = rev };
+	memcpy(gone.key, key, strlen(key) + 1);
+	apply_kv(&gone, true, 0, rev);
+	/* an entry kept (a move in flight) reads the epoch again */
+	struct placement k, **found;
+	snprintf(k.room, sizeof(k.room), "%s", room);
+	pthread_rwlock_wrlock(&cl.lock);
+	if ((found = tfind(&k, &cl.tree, by_room)) != NULL)
+		(*found)->local_loaded = false;
+	pthread_rwlock_unlock(&cl.lock);
+	return 0;
+}
+
+bool cluster_room_ended(const char *room, struct response *rs)
+{
+	struct placement p;
+	char err[512];
+
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
 		return true;
-	record_key(room, key, sizeof(key));
-	int rc = etcd_delete_if(&cl.etcd, key, p.mod_rev, &done, &rev, err, sizeof(err));
-	if (rc < 0 || !done) {
+	int rc = unplace(room, &p, err, sizeof(err));
+	if (rc != 0) {
 		/* The room is gone from here but its record is not: a 200 would
 		 * leave the id placed on this host for good (listed by every
 		 * host, counted and moved by a drain) with nobody told.  The
@@ -921,19 +951,28 @@ bool cluster_room_ended(const char *room, struct response *rs)
 				       "record changed meanwhile; retry the request", room, cl.me);
 		return false;
 	}
-	if (epoch_forget(room, err, sizeof(err)) < 0)
-		fprintf(stderr, "roombox-fcgi: %s\n", err);
-	struct etcd_kv gone = { .value = (char *)"", .mod_rev = rev };
-	memcpy(gone.key, key, strlen(key) + 1);
-	apply_kv(&gone, true, 0, rev);
-	/* an entry kept (a move in flight) reads the epoch again */
-	struct placement k, **found;
-	snprintf(k.room, sizeof(k.room), "%s", room);
-	pthread_rwlock_wrlock(&cl.lock);
-	if ((found = tfind(&k, &cl.tree, by_room)) != NULL)
-		(*found)->local_loaded = false;
-	pthread_rwlock_unlock(&cl.lock);
 	return true;
+}
+
+void cluster_room_unmade(struct app *app, const char *room)
+{
+	struct placement p;
+	struct helper_status st;
+	struct helper_error herr;
+	char err[512];
+
+	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
+		return;
+	/* another request for it runs here: it may be making the room */
+	if (app->room_workers && fair_share_held(app->room_workers, room) > 1)
+		return;
+	struct helper_target target = app_helper(app);
+	if (helper_status(&target, room, &st, &herr) == 0 || herr.http_status != 404)
+		return;   /* made after all (or the helper cannot say): placed it stays */
+	int rc = unplace(room, &p, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "roombox-fcgi: room %s: cluster: the record of a room never made stays in "
+			"etcd: %s\n", room, rc < 0 ? err : "it changed meanwhile");
 }
 
 /* ---- the cluster-wide list ---- */

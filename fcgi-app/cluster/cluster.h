@@ -26,7 +26,14 @@ const char *cluster_host_name(void);
  * false with rs answered: 421 for a room placed on another host, 503 while
  * it moves, or when a new room cannot be placed (etcd has no quorum).
  * A room the cache knows costs no etcd call. */
-bool cluster_room_admit(struct app *app, const char *room, bool creates, struct response *rs);
+bool cluster_room_admit(struct app *app, const char *room, bool creates, bool *placed,
+			struct response *rs);
+/* ... and *placed: this call placed the room on this host (its first
+ * request).  Such a request that failed calls cluster_room_unmade: when
+ * nothing made the room (a bad body, no room left, no disk) and no other
+ * request for it runs here, its record goes again, so that no host lists,
+ * and no drain moves, a room that never was. */
+void cluster_room_unmade(struct app *app, const char *room);
 
 /* A new room made here under an id of its own (POST /api/rooms, a fork's
  * target): placed on this host (or placed here already), or false with rs

@@ -311,6 +311,7 @@ void router_serve(struct app *app, const struct http_input *in,
 	const char *move = cluster_enabled() ? in->param(in->ctx, "HTTP_X_ROOMBOX_MOVE") : NULL;
 	bool move_import = match.m->handler == api_rooms_import;
 	uint64_t move_epoch = 0;
+	bool placed = false;   /* this request placed its room here (cluster mode) */
 	if (move) {
 		if (!match.has_room || !room_id_valid(match.room) ||
 		    (match.m->handler != api_rooms_export && !move_import)) {
@@ -335,7 +336,8 @@ void router_serve(struct app *app, const struct http_input *in,
 		rq.room[sizeof(rq.room) - 1] = '\0';
 		/* cluster mode: is the room this host's?  (a cached answer:
 		 * no etcd call for a room the cache knows) */
-		if (!move && !cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m), rs))
+		if (!move && !cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m),
+						 &placed, rs))
 			goto done;
 		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
@@ -358,6 +360,9 @@ void router_serve(struct app *app, const struct http_input *in,
 	match.m->handler(&rq, rs);
 	if (move && move_import && rs->status == 201)
 		cluster_move_imported(rq.room, move_epoch);
+	/* (an answer sent later, the agent's, stored its message: made) */
+	if (placed && rs->status >= 400 && !rs->later)
+		cluster_room_unmade(app, rq.room);
 done:
 	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
 		free(path);

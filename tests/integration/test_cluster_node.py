@@ -216,6 +216,32 @@ def test_a_room_lives_where_it_was_placed(hosts, etcd):
         owner_cleanup(hosts, room)
 
 
+def test_a_first_request_that_makes_no_room_leaves_no_placement(hosts, etcd):
+    """A room's first request places it in etcd before it runs; when it
+    fails and nothing made the room (a bad body here; no room left, or no
+    disk, alike), the placement goes again: no host lists the id, a drain
+    has nothing to move.  A failure after the room was made keeps it."""
+    room, other = unique_room(), unique_room()
+    h1, h2 = hosts["h1"], hosts["h2"]
+    try:
+        r = run(h1, room, 42)
+        assert r.status == 400, r
+        assert etcd.get(f"/roombox/rooms/{room}") is None
+        assert room not in [x["roomId"] for x in h2.get("/api/rooms").json["rooms"]]
+        r = run(h1, room, "echo now")
+        assert r.status == 200 and r.json["result"]["stdout"] == "now\n", r
+        assert etcd.get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
+        # made, then a failing request: the placement stays
+        r = h1.post(f"/api/rooms/{other}/sandbox/exec", {"cmd": "true"})
+        assert r.status == 200, r
+        r = h1.request("GET", f"/api/rooms/{other}/sandbox/files/nothing-here", check_json=False)
+        assert r.status == 404, r
+        assert etcd.get(f"/roombox/rooms/{other}") == {"host": "h1", "epoch": 1}
+    finally:
+        owner_cleanup(hosts, room)
+        owner_cleanup(hosts, other)
+
+
 def test_a_warm_exec_makes_no_etcd_call(hosts, etcd):
     room, fresh = unique_room(), unique_room()
     try:
