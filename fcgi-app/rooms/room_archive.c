@@ -89,6 +89,8 @@ static int part_rank(const char *name)
 	for (int i = 0; i < 3; i++)
 		if (strcmp(name, fixed[i]) == 0)
 			return i;
+	if (strcmp(name, "settings") == 0)
+		return 5;   /* after the messages: a move's labels and own limits */
 	const char *f;
 	int rank;
 	if (strncmp(name, "processes/", 10) == 0) {

@@ -207,3 +207,16 @@ json_object *room_limits_json(const struct config *cfg, const struct helper_limi
 	}
 	return o;
 }
+
+json_object *room_own_limits_json(const struct helper_limits *own)
+{
+	json_object *o = json_object_new_object();
+	for (size_t i = 0; o && i < NLIMITS; i++) {
+		uint64_t v = *(const uint64_t *)((const char *)own + limit_descs[i].offset);
+		if (v)
+			json_object_object_add(o, limit_descs[i].name, limit_descs[i].bit == HL_CPU
+					       ? json_object_new_double((double)v / 1000.0)
+					       : json_object_new_int64((int64_t)v));
+	}
+	return o;
+}

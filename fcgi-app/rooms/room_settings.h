@@ -48,6 +48,10 @@ int room_limits_parse(json_object *limits, const struct config_room_limits *max,
  * the API shows them. */
 json_object *room_limits_json(const struct config *cfg, const struct helper_limits *own);
 
+/* Only the limits the room has of its own (own: 0 = the configuration's),
+ * as a PATCH sets them: what a move carries. */
+json_object *room_own_limits_json(const struct helper_limits *own);
+
 /* labels (the room's, as stored) patched by patch: a new object, or NULL
  * with err when the result would hold more than LABELS_MAX. */
 json_object *labels_patched(json_object *labels, json_object *patch, char *err, size_t errlen);

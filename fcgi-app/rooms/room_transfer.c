@@ -32,11 +32,13 @@
 #include "helper_client.h"
 #include "http.h"
 #include "json_strict.h"
+#include "label_store.h"
 #include "metrics.h"
 #include "preview_relay.h"
 #include "preview_store.h"
 #include "process_store.h"
 #include "room_archive.h"
+#include "room_settings.h"
 #include "room_transfer.h"
 #include "roomid.h"
 #include "store.h"
@@ -280,6 +282,65 @@ struct export_job {
 };
 
 /* The parts, once the files are in: the helper has answered by then. */
+/* A move carries the room's labels and own limits ("settings", a PATCH's
+ * body): the room is the same one on the next host.  A plain export leaves
+ * them to the importing host's configuration. */
+static int settings_add(struct export_job *j, char *err, size_t errlen)
+{
+	struct helper_target target = app_helper(j->app);
+	struct helper_status st;
+	struct helper_error herr;
+	char why[256];
+	if (helper_status(&target, j->room, &st, &herr) < 0)
+		return snprintf(err, errlen, "export: its limits: %s", herr.message), -1;
+	json_object *labels = labels_get(j->room, why, sizeof(why));
+	if (!labels)
+		return snprintf(err, errlen, "export: its labels: %s", why), -1;
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "labels", labels);
+	json_object_object_add(o, "limits", room_own_limits_json(&st.limits));
+	size_t n = 0;
+	const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
+	char *copy = text ? strndup(text, n) : NULL;
+	json_object_put(o);
+	if (!copy || part_add(&j->parts, "settings", copy, n) < 0)
+		return snprintf(err, errlen, "export: out of memory"), -1;
+	return 0;
+}
+
+/* A move's settings set on the new room as a PATCH sets them, and checked
+ * as one.  0, or -1 with err. */
+static int settings_apply(struct request *rq, const struct room_part *part, char *err, size_t errlen)
+{
+	struct config_room_limits max = config_room_limits_max(&rq->app->cfg);
+	struct helper_limits_args args = { 0 };
+	json_object *o = NULL, *labels = NULL, *limits = NULL, *now = NULL;
+	char why[256];
+	int rc = -1;
+	bool too_many;
+	if (json_parse_strict((const char *)part->data, part->len, &o, why, sizeof(why)) != 0 ||
+	    room_settings_check(o, &labels, &limits, why, sizeof(why)) < 0 ||
+	    (limits && room_limits_parse(limits, &max, &args, why, sizeof(why)) < 0) ||
+	    (labels && !(now = labels_patch(rq->room, labels, &too_many, why, sizeof(why))))) {
+		snprintf(err, errlen, "import: settings: %s", why);
+		goto out;
+	}
+	if (args.set) {
+		struct helper_target target = app_helper(rq->app);
+		struct helper_error herr;
+		struct helper_status st;
+		if (helper_set_limits(&target, rq->room, &args, &st, &herr) < 0) {
+			snprintf(err, errlen, "import: settings: %s", herr.message);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_object_put(now);
+	json_object_put(o);
+	return rc;
+}
+
 static int export_parts(void *ctx, const struct room_part **parts, size_t *nparts, char *err, size_t errlen)
 {
 	struct export_job *j = ctx;
@@ -312,6 +373,8 @@ static int export_parts(void *ctx, const struct room_part **parts, size_t *npart
 		return -1;
 	if (msgs && part_add(&j->parts, "messages/room.jsonl", msgs, mlen) < 0)
 		return snprintf(err, errlen, "export: the messages are over the parts' size"), -1;
+	if (j->rq->move && settings_add(j, err, errlen) < 0)
+		return -1;
 	*parts = j->parts.v;
 	*nparts = j->parts.n;
 	return 0;
@@ -741,6 +804,9 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		rc = exposures_apply(rq->room, e, rq->move, err, sizeof(err));
 	if (rc == 0)
 		rc = processes_apply(rq->room, &j->parts, err, sizeof(err));
+	const struct room_part *settings = part_find(&j->parts, "settings");
+	if (rc == 0 && settings && rq->move)
+		rc = settings_apply(rq, settings, err, sizeof(err));
 	if (rc < 0) {
 		struct helper_error derr;
 		char e2[256];
@@ -748,6 +814,7 @@ void api_rooms_import(struct request *rq, struct response *rs)
 		store_reset(rq->room, e2, sizeof(e2));
 		preview_room_forget(rq->room, e2, sizeof(e2));
 		procs_room_reset(rq->room, e2, sizeof(e2));
+		labels_forget(rq->room, e2, sizeof(e2));
 		import_fail(rq, rs, 400, err);
 		goto close_all;
 	}

@@ -406,6 +406,11 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
     try:
         assert run(h1, room, "echo moved > /workspace/f").status == 200
         assert h1.post(f"/api/rooms/{room}/messages", {"role": "user", "content": "hi"}).status == 201
+        # its labels and own limits are the room's, and move with it
+        r = h1.request("PATCH", f"/api/rooms/{room}", {"labels": {"team": "blue"},
+                                                        "limits": {"pids": 201, "cpu": 0.5}})
+        assert r.status == 200, r
+        settings = {k: r.json[k] for k in ("labels", "limits")}
         # a write in flight when the move freezes the room is acknowledged
         # and must move with it
         late = {}
@@ -452,6 +457,9 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
         assert r.json["result"]["stdout"] == "moved\nacked\n", r
         msgs = h2.get(f"/api/rooms/{room}/messages").json
         assert any(m.get("content") == "hi" for m in msgs["messages"]), msgs
+        st = h2.get(f"/api/rooms/{room}").json
+        assert {k: st[k] for k in ("labels", "limits")} == settings, (st, settings)
+        assert settings["labels"] == {"team": "blue"} and settings["limits"]["pids"] == 201
         r = run(h1, room, "true")
         assert r.status == 421 and r.json == {"error": f"room {room} lives on host h2"}, r
         wait_until(lambda: not h1.stack.room_state_dir(room).exists(), 20,
