@@ -351,9 +351,16 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync, int
 
 	if (strncmp(kv->key, CLUSTER_HOSTS_PREFIX, strlen(CLUSTER_HOSTS_PREFIX)) == 0) {
 		struct host_record h;
-		if (strcmp(kv->key + strlen(CLUSTER_HOSTS_PREFIX), cl.me) == 0)
-			atomic_store(&cl.maint, !deleted && host_record_parse(kv->value, kv->value_len, &h) == 0 &&
-				     h.maint);
+		char err[256];
+		/* a record deleted is its lease's end (a restart, etcd away), not
+		 * an operator's word: the state stays as it was until the host
+		 * registers again, keeping it */
+		if (deleted || strcmp(kv->key + strlen(CLUSTER_HOSTS_PREFIX), cl.me) != 0)
+			return;
+		bool maint = host_record_parse(kv->value, kv->value_len, &h) == 0 && h.maint;
+		if (atomic_exchange(&cl.maint, maint) != maint &&
+		    epoch_store_maint_set(maint, err, sizeof(err)) < 0)
+			fprintf(stderr, "roombox-fcgi: cluster: %s\n", err);
 		return;
 	}
 	if ((room = key_room(kv->key, CLUSTER_ROOMS_PREFIX)) == NULL) {
@@ -553,13 +560,14 @@ static void *watch_main(void *unused)
 
 /* ---- the lease thread ---- */
 
-/* /roombox/hosts/<me> under lease, keeping an operator's "maint". */
+/* /roombox/hosts/<me> under lease, keeping an operator's "maint": from
+ * the record, or when the lease's end took it, as this host last had it. */
 static int register_host(int64_t lease, char *err, size_t errlen)
 {
 	char key[128], *value;
 	struct etcd_kv kv;
 	struct host_record h;
-	bool maint = false;
+	bool maint = atomic_load(&cl.maint);
 	int got;
 
 	snprintf(key, sizeof(key), CLUSTER_HOSTS_PREFIX "%s", cl.me);
@@ -668,6 +676,7 @@ int cluster_start(struct app *app, char *err, size_t errlen)
 	snprintf(dir, sizeof(dir), "%s/epochs", app->cfg.state_dir);
 	if (epoch_store_init(dir, err, errlen) < 0)
 		return -1;
+	atomic_store(&cl.maint, epoch_store_maint_get());
 	cl.app = app;
 	snprintf(cl.me, sizeof(cl.me), "%s", app->cfg.cluster_host);
 	snprintf(http_host_header, sizeof(http_host_header), "X-Roombox-Host: %s\r\n", cl.me);

@@ -103,3 +103,26 @@ int epoch_forget(const char *room, char *err, size_t errlen)
 		return errorf(err, errlen, "room %s: epoch: remove: %m", room);
 	return 0;
 }
+
+/* ---- this host's drained state, as last heard from etcd ---- */
+
+static const char MAINT_FILE[] = ".maint";   /* never a room id */
+
+bool epoch_store_maint_get(void)
+{
+	return epoch_dirfd >= 0 && faccessat(epoch_dirfd, MAINT_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+int epoch_store_maint_set(bool maint, char *err, size_t errlen)
+{
+	if (epoch_dirfd < 0)
+		return errorf(err, errlen, "host state: store not open");
+	if (maint) {
+		int fd = openat(epoch_dirfd, MAINT_FILE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 || fsync(fd) < 0 || close(fd) < 0 || fsync(epoch_dirfd) < 0)
+			return errorf(err, errlen, "host state: write %s: %m", MAINT_FILE);
+	} else if (unlinkat(epoch_dirfd, MAINT_FILE, 0) < 0 && errno != ENOENT) {
+		return errorf(err, errlen, "host state: remove %s: %m", MAINT_FILE);
+	}
+	return 0;
+}

@@ -653,6 +653,47 @@ def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts
             owner_cleanup(hosts, r)
 
 
+def test_a_drained_host_stays_drained_when_its_lease_runs_out(hosts, etcd):
+    """A host's record, its state with it, lives under its lease: a lease
+    that runs out (etcd away longer than its TTL, or a restart that long:
+    the usual maintenance reboot) takes it.  The host registers again as it
+    last knew itself, "maint", never "ready" on its own."""
+    s4 = cluster_stack("h4", etcd)
+    h4 = Client(s4)
+    key = "/roombox/hosts/h4"
+    probes = []
+
+    def refused():
+        probes.append(unique_room())
+        return run(h4, probes[-1], "true").status == 503
+
+    def revoke():
+        lease = json.loads(etcd.ctl("get", key, "-w", "json"))["kvs"][0]["lease"]
+        etcd.ctl("lease", "revoke", format(lease, "x"))
+        assert etcd.get(key) is None
+
+    try:
+        wait_until(lambda: etcd.get(key), 20, "h4 to register")
+        url = s4.base_url
+        etcd.ctl("put", "--ignore-lease", key, json.dumps({"url": url, "state": "maint"}))
+        wait_until(refused, 10, "h4 to see its maint")
+        revoke()                            # as etcd does when the lease runs out
+        wait_until(lambda: etcd.get(key), 20, "h4 to register again")
+        assert etcd.get(key) == {"url": url, "state": "maint"}
+        assert refused(), "h4 took a new room"
+        s4.restart_fcgi(while_down=revoke)  # down longer than its lease
+        wait_until(lambda: etcd.get(key), 20, "h4 to register after its restart")
+        assert etcd.get(key) == {"url": url, "state": "maint"}
+        assert refused(), "h4 took a new room after its restart"
+        etcd.ctl("put", "--ignore-lease", key, json.dumps({"url": url, "state": "ready"}))
+        wait_until(lambda: run(h4, probes[-1], "true").status == 200, 10, "h4 ready again")
+    finally:
+        for r in probes:
+            owner_cleanup({"h4": h4}, r)
+        problems = s4.stop()
+        assert not problems, problems
+
+
 def test_with_three_etcd_members_one_down_all_works_two_down_only_creating_stops():
     """A host given three etcd members: the member it talks to stopped, it
     goes on with the others; two stopped (no quorum), a new room is a clear
