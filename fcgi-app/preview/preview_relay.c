@@ -1239,6 +1239,14 @@ static void relay_update(struct relay *r)
 		relay_end(r);
 		return;
 	}
+	/* an exchange of its own (an upgrade: a WebSocket) whose client has
+	 * gone, both ways: what it sent has gone on, with its end, and nobody
+	 * can read what the room may still send (a server that ignores the
+	 * end and says nothing would hold the relay until the idle timeout) */
+	if (!r->h.framed && r->hup_c && r->c2r.shut) {
+		relay_end(r);
+		return;
+	}
 	/* a side that hung up is reported at once whatever is watched: it is
 	 * watched only while there is room to read its rest into; a client
 	 * whose framed request is over, for its hang-up alone (the next

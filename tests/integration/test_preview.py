@@ -14,8 +14,9 @@ import pytest
 
 from conftest import (GONE_TIMEOUT, HELPER, decode_answer, encode_request, proc_cmdline, proc_pids,
                       unique_room, wait_until)
-from preview_util import (ECHO_HEAD_SERVER, WS_ECHO_SERVER, expose, header_lines, preview_get,
-                          start_in_room, target_of, wait_serving, ws_handshake, ws_recv, ws_send)
+from preview_util import (ECHO_HEAD_SERVER, READ_HEAD, SERVE_EACH, WS_ECHO_SERVER, expose,
+                          header_lines, preview_get, start_in_room, target_of, wait_serving,
+                          ws_handshake, ws_recv, ws_send)
 
 # pids_limit: the WebSocket echo server runs a thread per connection, and
 # test_one_rooms_websockets_hold_only_its_share_of_relays holds up to 256
@@ -519,6 +520,40 @@ def test_one_rooms_websockets_hold_only_its_share_of_relays(client, room):
         return status.startswith("HTTP/1.1 101")
     wait_until(answers_again, 20, "the room's previews to answer after its relays closed",
                interval=0.1)
+
+
+# Runs in the room: completes a WebSocket upgrade, then holds the
+# connection without ever reading or writing (nor seeing its client go).
+SILENT_WS_SERVER = READ_HEAD + r'''
+import socket, sys, threading, time
+
+def serve(c):
+    read_head(c)
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+              b"Connection: Upgrade\r\n\r\n")
+    time.sleep(3600)
+''' + SERVE_EACH
+
+
+def test_websockets_whose_clients_left_hold_no_relay(client, room):
+    """A WebSocket's client that goes away ends its relay once what it sent
+    is passed on, even when the room's server ignores the end and says
+    nothing: nobody can read what it might send.  Before, each such relay
+    was held until the 10 minutes' idle timeout, and after the room's
+    share of them (64) its previews answered 503."""
+    client.exec(room, "cat > /workspace/silent.py", stdin=SILENT_WS_SERVER)
+    start_in_room(client, room, "python3 /workspace/silent.py 9004", "/tmp/silent.log")
+    target = target_of(expose(client, room, 9004)["url"])
+
+    def handshake():
+        s, status, _, _, _ = ws_handshake(client.port, target)
+        s.close()
+        return None if " 502 " in status else status
+    wait_until(handshake, 20, "the room's silent WebSocket server", interval=0.1)
+    for i in range(ROOM_RELAYS + 4):
+        s, status, _, _, _ = ws_handshake(client.port, target)
+        s.close()
+        assert status.startswith("HTTP/1.1 101"), (i, status)
 
 
 def test_relays_are_bounded_503(client, room):
