@@ -167,8 +167,12 @@ void api_ports_delete(struct request *rq, struct response *rs)
 	int port = atoi(p), found = 0;
 	char err[256];
 	/* found says whether the port was exposed; its relays end even when
-	 * its file could not be removed */
-	preview_unexpose(rq->room, port, preview_relay_revoke, &found, err, sizeof(err));
+	 * its file could not be removed, but its URL would work again: said */
+	if (preview_unexpose(rq->room, port, preview_relay_revoke, &found, err, sizeof(err)) < 0) {
+		fprintf(stderr, "roombox-fcgi: %s\n", err);
+		response_error(rs, 500, "%s", err);
+		return;
+	}
 	if (!found) {
 		response_error(rs, 404, "port %d is not exposed", port);
 		return;

@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import time
 
 import pytest
@@ -322,6 +323,30 @@ def test_cleanup_ends_exposures(client, room):
     assert client.get(ports(room)).status == 404   # the room is gone: nothing to list
 
 
+def test_an_unexpose_that_cannot_remove_its_exposure_says_so(client, room):
+    """The exposure's record cannot be removed (here an immutable file;
+    an I/O error or a read-only state directory alike): the URL would
+    keep working, so the DELETE is a 500 saying so, not a 200; once it
+    can be removed, the DELETE is a 200 and the URL answers 404."""
+    http_server(client, room, b"still here\n")
+    e = expose(client, room, 8000)
+    wait_serving(client, e["url"], "the room's http.server", path_extra="data.bin")
+    record = client.stack.state_dir / "previews" / e["token"]
+    assert record.exists(), sorted(p.name for p in record.parent.iterdir())
+    if subprocess.run(["chattr", "+i", str(record)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported on the test's file system (the control)")
+    try:
+        r = client.delete(f"/api/rooms/{room}/sandbox/ports/8000")
+        assert r.status == 500 and "remove port 8000" in r.json["error"], r
+        ports = client.get(f"/api/rooms/{room}/sandbox/ports").json
+        assert [p["port"] for p in ports["ports"]] == [8000], ports
+    finally:
+        subprocess.run(["chattr", "-i", str(record)], check=True)
+    r = client.delete(f"/api/rooms/{room}/sandbox/ports/8000")
+    assert r.status == 200 and r.json == {"port": 8000}, r
+    assert preview_get(client, e["url"], path_extra="data.bin").status == 404
+
+
 def test_unexpose_closes_an_open_websocket(client, room):
     client.exec(room, "cat > /workspace/ws.py", stdin=WS_ECHO_SERVER)
     start_in_room(client, room, "python3 /workspace/ws.py 9002", "/tmp/ws.log")
@@ -364,7 +389,6 @@ def test_host_loopback_is_not_the_rooms(client, room):
 def helper_port_connect(stack, request, fd3):
     """Run the helper's port-connect with fd3 (a socket or a pipe end) as
     its fd 3; (exit status, answer, the received fd or None)."""
-    import subprocess
     r = subprocess.run(["bash", "-c", f'exec "$0" -c "$1" 3<&{fd3}', str(HELPER),
                         str(stack.conf_path)],
                        input=encode_request(request), capture_output=True,
@@ -410,7 +434,6 @@ def test_helper_port_connect_checks(client, room):
     # serve mode: batches of sockets made in the room's namespace, not
     # connected; each reaches the room's loopback, never the host's
     import struct
-    import subprocess
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with a, b, socket.socket() as host_srv:
         host_srv.bind(("127.0.0.1", 0))
