@@ -205,6 +205,7 @@ struct agent_job {
 	size_t outputs_len;
 	bool ran;                     /* a command ran in this round */
 	int status;                   /* for the log */
+	size_t commands;              /* this round's commands run (RUNTAGS_MAX) */
 	const char *gone;             /* the room's reason, once given up (calls_lock) */
 	struct agent_job *next;       /* in calls (calls_lock) */
 };
@@ -489,13 +490,19 @@ static int run_tag(void *ctx, const char *cmd, size_t cmd_len, struct runtags_ex
 		stream_event(job, ev);
 	}
 	const char *gone = job_gone(job);
-	if (gone) {   /* not run: it would make the room again */
+	if (gone || job->commands >= RUNTAGS_MAX) {
+		/* not run: it would make the room again; or one too many */
 		char text[160];
-		snprintf(text, sizeof(text), "room %s %s", job->rq.room, gone);
+		if (gone)
+			snprintf(text, sizeof(text), "room %s %s", job->rq.room, gone);
+		else
+			snprintf(text, sizeof(text), "not run: at most %d commands in one message",
+				 RUNTAGS_MAX);
 		res->error = strdup(text);
 		res->error_len = res->error ? strlen(res->error) : 0;
 		rc = -1;
 	} else {
+		job->commands++;
 		rc = job->run(&job->rq, cmd, cmd_len, res);
 		job->ran = true;   /* (a reply of a room given up asks for no next round) */
 	}
@@ -550,6 +557,7 @@ static char *round_run(struct agent_job *job, json_object *messages, char **raw,
 	job->outputs = NULL;
 	job->outputs_len = 0;
 	job->ran = false;
+	job->commands = 0;
 	text = runtags_process(*raw, *raw_len, run_tag, job, len);
 	if (!text) {
 		free(*raw);
@@ -668,7 +676,7 @@ static void *agent_main(void *arg)
 	if (text && gone)
 		answer_gone(job, gone);
 	else if (text && stored < 0)
-		answer_failed(job, 500, err);
+		answer_failed(job, stored == STORE_FULL ? 507 : 500, err);
 	else if (text)
 		answer_reply(job, reply);
 	free(text);
@@ -746,7 +754,7 @@ void agent_post(struct request *rq, struct response *rs, const char *content, si
 	pthread_mutex_unlock(&calls_lock);
 	if (stored < 0) {
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
-		response_error(rs, 500, "%s", err);
+		response_error(rs, stored == STORE_FULL ? 507 : 500, "%s", err);
 		job_free(job);
 		return;
 	}

@@ -82,6 +82,12 @@ void api_messages_post(struct request *rq, struct response *rs)
 	size_t len = m.content_len;
 	char *processed = NULL;
 	if (strcmp(m.role, "assistant") == 0) {
+		size_t tags = runtags_count(m.content, m.content_len);
+		if (tags > RUNTAGS_MAX) {
+			response_error(rs, 400, "too many <run> commands in one message: %zu (at most %d); "
+				       "nothing was run or stored", tags, RUNTAGS_MAX);
+			return;
+		}
 		processed = runtags_process(m.content, m.content_len, run_tag, rq, &len);
 		if (!processed) {
 			response_error(rs, 500, "out of memory");
@@ -95,7 +101,7 @@ void api_messages_post(struct request *rq, struct response *rs)
 	free(processed);
 	if (rc < 0) {
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
-		response_error(rs, 500, "%s", err);
+		response_error(rs, rc == STORE_FULL ? 507 : 500, "%s", err);
 		return;
 	}
 	json_object *answer = json_object_new_object();

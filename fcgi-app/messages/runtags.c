@@ -313,3 +313,18 @@ char *runtags_process(const char *text, size_t len, runtags_exec_fn *exec,
 	free(result.data);
 	return out;
 }
+
+size_t runtags_count(const char *text, size_t len)
+{
+	struct run_tag tag;
+	size_t pos = 0, count = 0;
+
+	while (run_tag_find(text, len, pos, &tag)) {
+		size_t start, n;
+
+		runtags_js_trim(text + tag.inner, tag.inner_len, &start, &n);
+		count += n > 0;
+		pos = tag.end;
+	}
+	return count;
+}

@@ -37,6 +37,16 @@ struct runtags_exec_result {
 typedef int runtags_exec_fn(void *ctx, const char *cmd, size_t cmd_len,
 			    struct runtags_exec_result *res);
 
+/* The most commands one message runs: each adds its output (up to ~3 KB
+ * as JSON) to what is stored, and they run one after another.  An
+ * assistant message with more is refused before any runs; a model's
+ * reply runs its first RUNTAGS_MAX (agent.c). */
+#define RUNTAGS_MAX 32
+
+/* How many commands runtags_process would run for text (the tags whose
+ * trimmed inner text is not empty). */
+size_t runtags_count(const char *text, size_t len);
+
 /* How many UTF-16 code units of output the original service keeps (stdout.slice(0, 500)). */
 #define RUNTAGS_SUMMARY_UNITS 500
 

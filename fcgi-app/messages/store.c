@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,11 @@ static int append_locked(int fd, const struct stat *st, const char *role,
 	rec = record_new(*msg, &len);
 	if (!rec)
 		return -1;
+	if ((uint64_t)size + len > STORE_MAX_BYTES) {
+		free(rec);
+		*step = NULL;
+		return STORE_FULL;
+	}
 	rc = record_write_locked(fd, size, rec, len, step);
 	free(rec);
 	return rc;
@@ -372,7 +378,10 @@ int store_append(const char *room, const char *role, const char *content,
 	if (fd < 0)
 		return room_error(err, errlen, room, step);
 	rc = append_locked(fd, &st, role, content, content_len, &msg, &step);
-	if (rc < 0)
+	if (rc == STORE_FULL)
+		errorf(err, errlen, "room %s: messages: full: a room keeps at most %u MiB of messages "
+		       "(DELETE the room to start its conversation again)", room, STORE_MAX_BYTES >> 20);
+	else if (rc < 0)
 		room_error(err, errlen, room, step);
 	close(fd);	/* releases the lock */
 	if (rc < 0 || !message)

@@ -22,11 +22,18 @@
  * the directory and must not race with other store calls.  0 or -1. */
 int store_init(const char *dir, char *err, size_t errlen);
 
+/* A room's messages take at most this much (its file): an export carries
+ * them as one part of at most 64 MiB (room_archive.h), and a listing reads
+ * them whole. */
+#define STORE_MAX_BYTES (64u << 20)
+#define STORE_FULL (-2)
+
 /* Append a message with a new id and createdAt = now; return only once it is
  * on disk (file fsync'd, and the directory too when the file is new).
  * content is content_len bytes of UTF-8 and may hold U+0000.  On success
  * *message (if not NULL) gets the stored message (the caller puts it).
- * 0 or -1. */
+ * 0, STORE_FULL (nothing stored: it would take the room's messages past
+ * STORE_MAX_BYTES; err says so) or -1. */
 int store_append(const char *room, const char *role, const char *content,
 		 size_t content_len, json_object **message, char *err, size_t errlen);
 

@@ -341,6 +341,9 @@ out:
 	return rc;
 }
 
+/* every room's messages fit in one part */
+_Static_assert(STORE_MAX_BYTES <= ROOM_PART_MAX, "a room's messages are one export part");
+
 static int export_parts(void *ctx, const struct room_part **parts, size_t *nparts, char *err, size_t errlen)
 {
 	struct export_job *j = ctx;

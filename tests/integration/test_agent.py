@@ -486,6 +486,25 @@ def test_rounds_stop_when_a_reply_runs_nothing(client, stack, stub, room):
     assert stub.call_count() == 1
 
 
+RUNTAGS_MAX = 32   # fcgi-app/messages/runtags.h
+
+
+def test_a_reply_runs_at_most_32_commands_and_says_so_for_the_rest(client, stub, room):
+    """A model's reply is what it is (its commands are not refused as a
+    client's are): its first 32 commands run, and each one past them gets
+    an "Error (...)" section saying it was not run."""
+    reply = "".join(f"<run>touch /workspace/m{i}</run>" for i in range(RUNTAGS_MAX + 3))
+    stub.reset(lambda call: call.reply(reply))
+    r = post_user(client, room, "make files")
+    assert r.status == 201, r
+    content = r.json["reply"]["content"]
+    assert content.count("Output (touch /workspace/m") == RUNTAGS_MAX, content
+    for i in range(RUNTAGS_MAX, RUNTAGS_MAX + 3):
+        assert (f"Error (touch /workspace/m{i}):\nnot run: at most {RUNTAGS_MAX} commands "
+                f"in one message") in content, content
+    assert client.sh(room, "ls /workspace | grep -c '^m'") == f"{RUNTAGS_MAX}\n"
+
+
 # ---------------------------------------------------------------- a room cleaned up under a model call
 
 @pytest.mark.parametrize("stream", [False, True])

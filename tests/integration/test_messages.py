@@ -230,6 +230,52 @@ def test_a_tag_that_cannot_reach_the_sandbox_appends_an_error(client, stack):
 
 # ---------------------------------------------------------------- user messages
 
+RUNTAGS_MAX = 32   # fcgi-app/messages/runtags.h
+
+
+def test_more_run_tags_than_a_message_may_run_is_400_and_runs_nothing(client, room):
+    """Each command adds its output to what is stored and they run one
+    after another: a message of 33 commands is refused whole, before any
+    runs (here each would leave a file), and nothing is stored.  32 run."""
+    over = "".join(f"<run>touch /workspace/t{i}</run>" for i in range(RUNTAGS_MAX + 1))
+    r = client.post(f"/api/rooms/{room}/messages", {"role": "assistant", "content": over})
+    assert r.status == 400, r
+    assert r.json == {"error": f"too many <run> commands in one message: {RUNTAGS_MAX + 1} "
+                               f"(at most {RUNTAGS_MAX}); nothing was run or stored"}, r.json
+    assert client.sh(room, "ls /workspace | grep -c '^t' || true") == "0\n"
+    assert listed(client, room) == []
+    # empty tags run nothing and are not counted
+    at_most = ("<run> </run>" * 5 +
+               "".join(f"<run>touch /workspace/t{i}</run>" for i in range(RUNTAGS_MAX)))
+    m = post(client, room, "assistant", at_most)
+    assert m["content"].count("Output (touch /workspace/t") == RUNTAGS_MAX, m
+    assert client.sh(room, "ls /workspace | grep -c '^t'") == f"{RUNTAGS_MAX}\n"
+
+
+def test_a_room_whose_messages_are_full_refuses_more_with_507(client, stack, room):
+    """A room keeps at most 64 MiB of messages (an export carries them as
+    one part of that size, and a listing reads them whole): past it a post
+    is 507, nothing stored, and what is there still lists and exports."""
+    assert post(client, room, "user", "first")["content"] == "first"
+    path = messages_file(stack, room)
+    first = path.read_bytes()
+    big = json.dumps({"id": "00000000-0000-4000-8000-000000000000", "role": "user",
+                      "content": "", "createdAt": "2026-12-05T00:00:00.000Z"},
+                     separators=(",", ":"))
+    pad = 64 * 1024 * 1024 - len(first) - len(big) - 1 - 10
+    line = big.replace('"content":""', '"content":"' + "x" * pad + '"')
+    with open(path, "ab") as f:
+        f.write(line.encode() + b"\n")
+    for role, content in (("user", "one more"), ("assistant", "and one more")):
+        r = client.post(f"/api/rooms/{room}/messages", {"role": role, "content": content})
+        assert r.status == 507, r
+        assert "full" in r.json["error"] and "64 MiB" in r.json["error"], r.json
+    assert [len(m["content"]) for m in listed(client, room)] == [5, pad]
+    client.sh(room, "true")
+    r = client.request("GET", f"/api/rooms/{room}/export", check_json=False)
+    assert r.status == 200, r
+
+
 def test_user_message_is_stored_as_is_and_nothing_in_it_runs(client, room):
     marker = f"/tmp/pwned-{uuid.uuid4().hex[:8]}"
     client.sh(room, "true")         # the sandbox exists: a run would land there

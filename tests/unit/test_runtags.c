@@ -425,9 +425,27 @@ static void test_summary(void **state)
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
+/* What runtags_process would run, counted without running: tags whose
+ * trimmed inner text is empty do not count; an unclosed tag is no tag. */
+static void test_count(void **state)
+{
+	static const struct { const char *text; size_t n; } counts[] = {
+		{ "", 0 },
+		{ "no tags", 0 },
+		{ "<run>ls</run>", 1 },
+		{ "<run> </run><run>\n\t</run>", 0 },
+		{ "<run>a</run> and <run>b</run><run>c", 2 },
+		{ "<run><run>x</run></run>", 1 },
+		{ "<RUN>x</RUN>", 0 },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		assert_int_equal(runtags_count(counts[i].text, strlen(counts[i].text)), counts[i].n);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[NCASES + 2];
+	struct CMUnitTest tests[NCASES + 3];
 
 	for (size_t i = 0; i < NCASES; i++) {
 		struct CMUnitTest t = {
@@ -439,5 +457,6 @@ int main(void)
 	}
 	tests[NCASES] = (struct CMUnitTest)cmocka_unit_test(test_js_trim_whitespace_set);
 	tests[NCASES + 1] = (struct CMUnitTest)cmocka_unit_test(test_summary);
+	tests[NCASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_count);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
