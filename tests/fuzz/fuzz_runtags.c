@@ -12,7 +12,7 @@
  * UTF-16 slice, code point by code point); each command handed to the
  * callback is non-empty, NUL-terminated at its length, valid UTF-8 and
  * trimmed; the result is valid UTF-8, NUL-terminated at its length; a text
- * without "<run>" runs nothing. */
+ * without "<run>" runs nothing; runtags_count says how many commands ran. */
 #include <stdint.h>
 #include <string.h>
 
@@ -251,6 +251,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(fuzz_utf8_valid(out, outlen), "result not UTF-8");
 	if (!memmem(text, len, "<run>", 5))
 		FUZZ_ASSERT(calls == 0, "a command ran from a text without <run>");
+	FUZZ_ASSERT(runtags_count(text, len) == calls, "runtags_count %zu, but %u commands ran",
+		    runtags_count(text, len), calls);
 	want = reference(text, len, &wantlen);
 	FUZZ_ASSERT(outlen == wantlen && memcmp(out, want, wantlen) == 0,
 		    "result differs from the reference:\n got: %s\nwant: %s", out, want);

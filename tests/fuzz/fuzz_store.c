@@ -9,7 +9,8 @@
  *
  * Invariants: the list is an array of objects with string id, role,
  * content and createdAt, and it reaches the client as strict JSON in valid
- * UTF-8; after an append the list is the old one plus the new message, last;
+ * UTF-8; what an export carries is whole lines the import takes, no more
+ * than are listed; after an append the list is the old one plus the new message, last;
  * after the reset the room lists empty. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -90,6 +91,26 @@ static bool same_message(json_object *a, json_object *b)
 	return json_object_equal(a, b) == 1;
 }
 
+/* What an export carries (store_read_raw): whole lines, each a message
+ * by the import's own check, and never more than the room lists. */
+static void check_export(size_t listed)
+{
+	char err[256], *buf = NULL;
+	size_t len = 0, lines = 0;
+
+	FUZZ_ASSERT(store_read_raw(ROOM, STORE_MAX_BYTES, &buf, &len, err, sizeof(err)) == 0,
+		    "store_read_raw: %s", err);
+	for (size_t at = 0; at < len; lines++) {
+		const char *nl = memchr(buf + at, '\n', len - at);
+		FUZZ_ASSERT(nl, "an exported line without its newline");
+		FUZZ_ASSERT(store_line_is_message(buf + at, (size_t)(nl - (buf + at))),
+			    "an exported line the import refuses");
+		at = (size_t)(nl - buf) + 1;
+	}
+	FUZZ_ASSERT(lines <= listed, "%zu lines exported, %zu messages listed", lines, listed);
+	free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char content[] = "fuzz \"message\"\n\xE2\x82\xAC";
@@ -103,6 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	before = store_list(ROOM, err, sizeof(err));
 	FUZZ_ASSERT(before, "store_list: %s", err);
 	n = check_list(before);
+	check_export(n);
 	if (data[0] & 1) {
 		FUZZ_ASSERT(store_append(ROOM, "user", content, sizeof(content) - 1,
 					 &msg, err, sizeof(err)) == 0,
