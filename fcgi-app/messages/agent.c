@@ -442,7 +442,7 @@ static json_object *conversation(struct agent_job *job, char *err, size_t errlen
 		if (v && id && strcmp(json_object_get_string(v), id) == 0)
 			break;
 	}
-	mine = mine ? mine - 1 : n;   /* reset under us: no history */
+	mine = mine ? mine - 1 : 0;   /* reset under us: no history */
 	from = mine > (size_t)job->app->cfg.llm_history ? mine - (size_t)job->app->cfg.llm_history : 0;
 	list = json_object_new_array();
 	add_message(list, "system", job->app->llm_prompt, strlen(job->app->llm_prompt));
@@ -581,6 +581,14 @@ static char *rounds_run(struct agent_job *job, size_t *total)
 	for (int round = 1;; round++) {
 		size_t raw_len = 0, n = 0;
 		char *raw = NULL, *text, *nb;
+		const char *gone = job_gone(job);
+
+		if (gone) {   /* not asked again for a reply that is not kept */
+			free(all);
+			all = NULL;
+			answer_gone(job, gone);
+			break;
+		}
 
 		job->rounds = round;
 		text = round_run(job, messages, &raw, &raw_len, &n);
@@ -704,12 +712,14 @@ static void agent_later(void *arg, const struct http_output *out)
 	rc = pthread_create(&t, &attr, agent_main, job);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
-		char why[128];
-		struct response rs = { .retry_after = 1 };
+		char why[192];
+		struct response rs = { 0 };
 
-		snprintf(why, sizeof(why), "agent: cannot start a thread: %s", strerror(rc));
+		/* the message is stored: a 503's "retry" would store it twice */
+		snprintf(why, sizeof(why), "agent: cannot start a thread: %s; the message is kept, "
+			 "without a reply", strerror(rc));
 		fprintf(stderr, "roombox-fcgi: room %s: %s\n", job->rq.room, why);
-		response_error(&rs, 503, "%s", why);
+		response_error(&rs, 500, "%s", why);
 		answer_json(job, &rs);
 		job->out.end(job->out.ctx);
 		job_free(job);
