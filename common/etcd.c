@@ -573,15 +573,21 @@ int etcd_watch(struct etcd *e, const char *key, const char *range_end, int64_t s
 	struct watch_state w = { .on_msg = on_msg, .ctx = ctx, .stop = stop, .err = err, .errlen = errlen };
 	char url[320], curl_err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	/* a member that has lost its leader (cut off from the others) cancels
+	 * the stream instead of keeping it open and silent, so the next watch
+	 * goes to another member: etcd's WithRequireLeader, as etcdctl asks */
+	struct curl_slist *h2 = h ? curl_slist_append(h, "Grpc-Metadata-hasleader: true") : NULL;
 	CURL *c = curl_easy_init();
 	int m = atomic_load(&e->current), ret = -1;
 
+	if (h2)
+		h = h2;
 	add_b64(cr, "key", key);
 	add_b64(cr, "range_end", range_end);
 	add_i64(cr, "start_revision", start_rev);
 	json_object_object_add(req, "create_request", cr);
 	snprintf(url, sizeof(url), "%s/v3/watch", e->urls[m]);
-	if (!c || !h) {
+	if (!c || !h || !h2) {
 		errorf(err, errlen, "etcd watch: out of memory");
 		goto out;
 	}
