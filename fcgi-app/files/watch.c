@@ -17,8 +17,9 @@
  * ends it.  It ends too with the room (the tool is killed with it) or at
  * exec_timeout_max; its clients then get {"type":"end"} and may come back.
  * Bounds: WATCHERS_MAX watchers (and a quarter of max_concurrent_execs, as
- * each holds an exec slot), WATCHERS_PER_ROOM per room (503 beyond),
- * WATCH_RING bytes of events each. */
+ * each holds an exec slot), WATCHERS_PER_ROOM per room (503 beyond, unless
+ * a lingering watcher gives its place: the one whose last client left
+ * first), WATCH_RING bytes of events each. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -53,6 +54,7 @@ struct watcher {
 	struct byte_ring ring;
 	int clients;
 	long idle_since;          /* monotonic ms the last client left */
+	bool evicted;             /* lingering, it gave its place to a new one */
 	enum { W_STARTING, W_RUNNING, W_ENDED } state;
 	struct helper_error err;  /* why it ended before running */
 	struct watch_records parser;   /* the tool's output */
@@ -105,7 +107,7 @@ static bool watch_done(void *ctx)
 {
 	struct watcher *w = ctx;
 	pthread_mutex_lock(&lock);
-	bool done = w->clients == 0 && monotonic_ms() - w->idle_since >= WATCH_LINGER_MS;
+	bool done = w->evicted || (w->clients == 0 && monotonic_ms() - w->idle_since >= WATCH_LINGER_MS);
 	pthread_mutex_unlock(&lock);
 	return done;
 }
@@ -125,6 +127,16 @@ static void unlink_watcher(struct watcher *w)
 			*p = w->next;
 			return;
 		}
+}
+
+/* A lingering watcher (no client, kept for one that comes back) gives
+ * its place to a new watch instead of the new one being refused: it is
+ * taken off the list (no client joins it again) and its tool ended.
+ * Under lock. */
+static void evict(struct watcher *w)
+{
+	w->evicted = true;
+	unlink_watcher(w);
 }
 
 static void *watch_thread(void *arg)
@@ -161,8 +173,12 @@ static void *watch_thread(void *arg)
 static struct watcher *watcher_get(struct request *rq, struct response *rs, const char *path, bool recursive)
 {
 	int all = 0, room = 0;
+	struct watcher *idle = NULL, *idle_here = NULL;   /* the longest lingering */
 	for (struct watcher *w = watchers; w; w = w->next) {
 		all++;
+		bool lingers = w->clients == 0 && w->state != W_ENDED;
+		if (lingers && (!idle || w->idle_since < idle->idle_since))
+			idle = w;
 		if (strcmp(w->room, rq->room))
 			continue;
 		room++;
@@ -170,12 +186,27 @@ static struct watcher *watcher_get(struct request *rq, struct response *rs, cons
 			w->clients++;
 			return w;
 		}
+		if (lingers && (!idle_here || w->idle_since < idle_here->idle_since))
+			idle_here = w;
 	}
 	/* each holds an exec slot: a quarter of them at most, so watches
 	 * never take every slot from commands */
 	int slots = rq->app->cfg.max_concurrent_execs, max = WATCHERS_MAX;
 	if (slots > 0 && slots / 4 < max)
 		max = slots / 4 > 0 ? slots / 4 : 1;
+	/* a watch nobody follows gives way (a console that shows one
+	 * directory after another leaves one lingering for each) */
+	if (room >= WATCHERS_PER_ROOM && idle_here) {
+		if (idle == idle_here)
+			idle = NULL;
+		evict(idle_here);
+		room--;
+		all--;
+	}
+	if (all >= max && idle) {
+		evict(idle);
+		all--;
+	}
 	if (all >= max || room >= WATCHERS_PER_ROOM) {
 		rs->retry_after = 5;
 		response_error(rs, 503, "too many watches%s; try again later", room >= WATCHERS_PER_ROOM ? " of this room" : "");

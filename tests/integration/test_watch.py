@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from conftest import unique_room, wait_until
+
 # room for 100,000 files: a room's disk has an inode per 16 KiB
 ROOMBOX_CONFIG = {"disk_limit": "2G"}
 
@@ -275,6 +277,47 @@ def test_a_room_stop_ends_the_stream(client, room):
     w.until(lambda e: e["type"] == "end", "the end event")
     assert w.next() == (None, None)
     w.close()
+
+
+WATCHERS_PER_ROOM = 8   # fcgi-app/files/watch.c
+
+
+def test_watches_nobody_follows_give_way_to_new_ones(client, room):
+    """A watch outlives its last client by a minute (one that comes back
+    misses nothing), and a room has at most 8.  A console that shows one
+    directory after another leaves one behind for each: the 9th directory
+    shown within the minute got 503.  A watch nobody follows now gives its
+    place to the new one.  (A client's leaving is seen at the watch's next
+    write, its keep-alive at the latest: within 15 s.)"""
+    client.sh(room, "mkdir -p " + " ".join(f"/workspace/d{i}" for i in range(WATCHERS_PER_ROOM + 2)))
+    for i in range(WATCHERS_PER_ROOM):
+        w = Watch(client, room, path=f"/workspace/d{i}")
+        assert w.r.status == 200, (i, w.r.status)
+        w.close()
+    statuses = []
+
+    def ninth():
+        w = Watch(client, room, path=f"/workspace/d{WATCHERS_PER_ROOM}")
+        statuses.append(w.r.status)
+        w.close()
+        return w.r.status == 200
+    try:
+        wait_until(ninth, 40, "a 9th watch in the room", interval=1)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; its answers: {sorted(set(statuses))}") from None
+    # and one still followed is never taken: in a room of eight followed
+    # watches (none lingering), a ninth is 503
+    other = unique_room("w")
+    client.sh(other, "mkdir -p " + " ".join(f"/workspace/d{i}" for i in range(WATCHERS_PER_ROOM + 1)))
+    held = [Watch(client, other, path=f"/workspace/d{i}") for i in range(WATCHERS_PER_ROOM)]
+    try:
+        assert [w.r.status for w in held] == [200] * WATCHERS_PER_ROOM
+        w = Watch(client, other, path=f"/workspace/d{WATCHERS_PER_ROOM}")
+        assert w.r.status == 503 and "of this room" in w.json()["error"], w.r.status
+    finally:
+        for w in held:
+            w.close()
+        client.destroy(other)
 
 
 def test_bad_watches(client, room):
