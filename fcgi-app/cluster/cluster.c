@@ -79,11 +79,13 @@
 #include "epoch_store.h"
 #include "errbuf.h"
 #include "etcd.h"
+#include "agent.h"
 #include "fair_share.h"
 #include "helper_client.h"
 #include "http.h"
 #include "move.h"
 #include "roomid.h"
+#include "store.h"
 
 #define LEASE_TTL_S 10
 /* often enough that a lease is rarely past half its TTL: a host cut off
@@ -245,10 +247,13 @@ static bool entry_get(const char *room, struct placement *out)
  * helper. */
 static pthread_mutex_t tomb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tomb_cond = PTHREAD_COND_INITIALIZER;
-static char (*tomb_queue)[ROOM_ID_MAX + 1];
+static struct tomb {
+	char room[ROOM_ID_MAX + 1];
+	bool elsewhere;   /* pushed for a record seen naming another host */
+} *tomb_queue;
 static size_t tomb_n, tomb_cap;
 
-static void tomb_push(const char *room)
+static void tomb_push(const char *room, bool elsewhere)
 {
 	pthread_mutex_lock(&tomb_lock);
 	if (tomb_n == tomb_cap) {
@@ -261,14 +266,15 @@ static void tomb_push(const char *room)
 		tomb_queue = q;
 		tomb_cap = cap;
 	}
-	snprintf(tomb_queue[tomb_n++], ROOM_ID_MAX + 1, "%s", room);
+	snprintf(tomb_queue[tomb_n].room, ROOM_ID_MAX + 1, "%s", room);
+	tomb_queue[tomb_n++].elsewhere = elsewhere;
 	pthread_cond_signal(&tomb_cond);
 	pthread_mutex_unlock(&tomb_lock);
 }
 
 static bool entry_get(const char *room, struct placement *out);
 
-static void tomb_one(const char *room)
+static void tomb_one(const char *room, bool elsewhere)
 {
 	struct placement p;
 	char err[1024];
@@ -276,46 +282,56 @@ static void tomb_one(const char *room)
 
 	if (epoch_get(room, &mine, err, sizeof(err)) < 0 || mine == 0)
 		return;   /* no copy of ours was ever placed */
-	if (!entry_get(room, &p) || !p.has_record || p.bad_record || p.moving ||
-	    strcmp(p.rec.host, cl.me) == 0)
+	/* (a record seen elsewhere and deleted since: the room was cleaned
+	 * up on its host, and the quorum below says so) */
+	if (!elsewhere && (!entry_get(room, &p) || !p.has_record || p.bad_record || p.moving ||
+			   strcmp(p.rec.host, cl.me) == 0))
 		return;
 	/* and so says etcd itself: the watch may not have brought the moving
 	 * key yet when an import to here ends (the import's admission read
 	 * it from the quorum), and removing that copy would leave this host
 	 * serving an empty room after the commit */
-	struct room_record now;
-	bool has_rec, moving;
-	if (move_records_now(&cl.etcd, room, &now, &has_rec, &moving, err, sizeof(err)) < 0) {
+	struct room_record now = { .host = "" };
+	bool has_rec, moving, absent;
+	if (move_records_now(&cl.etcd, room, &now, &has_rec, &moving, &absent, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: copy kept, etcd not asked: %s\n", room, err);
 		return;
 	}
-	if (!has_rec || moving || strcmp(now.host, cl.me) == 0) {
+	/* no record at all after one seen elsewhere: cleaned up there, and a
+	 * copy kept here would be served again, deleted contents and all, to
+	 * the id's next first request.  (Never for a record not seen: a host
+	 * whose etcd lost its records keeps its rooms.) */
+	bool cleaned_up = absent && elsewhere && !moving;
+	if (!cleaned_up && (!has_rec || moving || strcmp(now.host, cl.me) == 0)) {
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: copy (epoch %llu) kept: etcd %s (this "
 			"host's watch is behind)\n", room, (unsigned long long)mine,
 			moving ? "has a move of it in flight" : has_rec ? "places it here" : "holds no record");
 		return;
 	}
+	char where[CLUSTER_HOST_MAX + 64];
+	if (cleaned_up)
+		snprintf(where, sizeof(where), "cleaned up on the host it moved to");
+	else
+		snprintf(where, sizeof(where), "now on host %s at epoch %llu", now.host,
+			 (unsigned long long)now.epoch);
 	if (rooms_remove_local(cl.app, room, err, sizeof(err)) < 0) {
-		fprintf(stderr, "roombox-fcgi: room %s: cluster: removing the copy superseded by host "
-			"%s's (epoch %llu): %s\n", room, now.host, (unsigned long long)now.epoch, err);
+		fprintf(stderr, "roombox-fcgi: room %s: cluster: %s; removing this host's copy: %s\n",
+			room, where, err);
 		return;
 	}
-	fprintf(stderr, "roombox-fcgi: room %s: cluster: now on host %s at epoch %llu; this host's "
-		"copy (epoch %llu) removed, its epoch kept as a tombstone\n", room, now.host,
-		(unsigned long long)now.epoch, (unsigned long long)mine);
+	fprintf(stderr, "roombox-fcgi: room %s: cluster: %s; this host's copy (epoch %llu) removed, "
+		"its epoch kept as a tombstone\n", room, where, (unsigned long long)mine);
 }
 
 static void *tomb_main(void *unused)
 {
-	char room[ROOM_ID_MAX + 1];
-
 	for (;;) {
 		pthread_mutex_lock(&tomb_lock);
 		while (!tomb_n)
 			pthread_cond_wait(&tomb_cond, &tomb_lock);
-		memcpy(room, tomb_queue[--tomb_n], sizeof(room));
+		struct tomb t = tomb_queue[--tomb_n];
 		pthread_mutex_unlock(&tomb_lock);
-		tomb_one(room);
+		tomb_one(t.room, t.elsewhere);
 	}
 	return NULL;
 }
@@ -400,7 +416,7 @@ static void apply_kv(const struct etcd_kv *kv, bool deleted, int64_t resync, int
 		entry_drop_locked(p);
 	pthread_rwlock_unlock(&cl.lock);
 	if (elsewhere)
-		tomb_push(room);
+		tomb_push(room, true);
 }
 
 static void known_up_to(int64_t rev)
@@ -455,7 +471,7 @@ static void sweep_unseen(int64_t gen, int64_t rev)
 			 * when the watch brings the moving key's delete
 			 * (tomb_push takes only its own lock) */
 			if (p->has_record && !p->bad_record && strcmp(p->rec.host, cl.me) != 0)
-				tomb_push(p->room);
+				tomb_push(p->room, true);
 		}
 		entry_drop_locked(p);
 	}
@@ -963,7 +979,7 @@ bool cluster_room_ended(const char *room, struct response *rs)
 	return true;
 }
 
-void cluster_room_unmade(struct app *app, const char *room)
+void cluster_room_unmade(struct app *app, const char *room, bool holds_share)
 {
 	struct placement p;
 	struct helper_status st;
@@ -972,8 +988,10 @@ void cluster_room_unmade(struct app *app, const char *room)
 
 	if (!cl.on || !entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0)
 		return;
-	/* another request for it runs here: it may be making the room */
-	if (app->room_workers && fair_share_held(app->room_workers, room) > 1)
+	/* another request for it runs here, or a model call's thread: it
+	 * may be making the room; or the room has messages: it was made */
+	if ((app->room_workers && fair_share_held(app->room_workers, room) > (holds_share ? 1 : 0)) ||
+	    agent_room_calls(room) > 0 || store_has_messages(room))
 		return;
 	struct helper_target target = app_helper(app);
 	if (helper_status(&target, room, &st, &herr) == 0 || herr.http_status != 404)
@@ -1039,7 +1057,7 @@ void cluster_move_imported(const char *room, uint64_t epoch)
 	/* a move aborted while its import still ran (its mover stopped, then
 	 * move --abort) brings no event after the copy is whole: look now,
 	 * or the copy would stay here, never served and never removed */
-	tomb_push(room);
+	tomb_push(room, false);
 }
 
 bool cluster_move_quiesce(struct app *app, const char *room, struct response *rs)

@@ -29,11 +29,13 @@ const char *cluster_host_name(void);
 bool cluster_room_admit(struct app *app, const char *room, bool creates, bool *placed,
 			struct response *rs);
 /* ... and *placed: this call placed the room on this host (its first
- * request).  Such a request that failed calls cluster_room_unmade: when
- * nothing made the room (a bad body, no room left, no disk) and no other
- * request for it runs here, its record goes again, so that no host lists,
- * and no drain moves, a room that never was. */
-void cluster_room_unmade(struct app *app, const char *room);
+ * request).  Such a request that failed calls cluster_room_unmade
+ * (holds_share: it holds one of the room's workers): when nothing made the
+ * room (a bad body, no room left, no disk) and nothing else of it runs
+ * here (a request, a model call) or is kept (messages), its record goes
+ * again, so that no host lists, and no drain moves, a room that never
+ * was. */
+void cluster_room_unmade(struct app *app, const char *room, bool holds_share);
 
 /* A new room made here under an id of its own (POST /api/rooms, a fork's
  * target): placed on this host (or placed here already), or false with rs

@@ -119,7 +119,10 @@ int epoch_store_maint_set(bool maint, char *err, size_t errlen)
 		return errorf(err, errlen, "host state: store not open");
 	if (maint) {
 		int fd = openat(epoch_dirfd, MAINT_FILE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0 || fsync(fd) < 0 || close(fd) < 0 || fsync(epoch_dirfd) < 0)
+		int rc = fd < 0 || fsync(fd) < 0 ? -1 : 0;
+		if (fd >= 0 && close(fd) < 0)
+			rc = -1;
+		if (rc < 0 || fsync(epoch_dirfd) < 0)
 			return errorf(err, errlen, "host state: write %s: %m", MAINT_FILE);
 	} else if (unlinkat(epoch_dirfd, MAINT_FILE, 0) < 0 && errno != ENOENT) {
 		return errorf(err, errlen, "host state: remove %s: %m", MAINT_FILE);

@@ -102,7 +102,7 @@ int move_header_parse(const char *text, struct move_header *h)
 
 /* The records as etcd has them now: the room's and whether it moves. */
 int move_records_now(struct etcd *e, const char *room, struct room_record *rec, bool *has_rec,
-		     bool *moving, char *err, size_t errlen)
+		     bool *moving, bool *absent, char *err, size_t errlen)
 {
 	char key[128];
 	struct etcd_kv kv;
@@ -120,6 +120,8 @@ int move_records_now(struct etcd *e, const char *room, struct room_record *rec, 
 	if ((got = etcd_get(e, key, &kv, NULL, err, errlen)) < 0)
 		return -1;
 	*has_rec = got == 1 && room_record_parse(kv.value, kv.value_len, rec) == 0;
+	if (absent)
+		*absent = got == 0;
 	etcd_kv_clear(&kv);
 	return 0;
 }
@@ -161,7 +163,7 @@ bool move_admit(struct app *app, struct etcd *e, const char *me, const char *roo
 	}
 	struct room_record rec;
 	bool has_rec, moving;
-	if (move_records_now(e, room, &rec, &has_rec, &moving, err, sizeof(err)) < 0) {
+	if (move_records_now(e, room, &rec, &has_rec, &moving, NULL, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: move: %s\n", room, err);
 		rs->retry_after = 5;
 		response_error(rs, 503, "move of room %s: etcd does not answer (unreachable, or without "

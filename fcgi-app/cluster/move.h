@@ -32,10 +32,11 @@ int move_signature(const unsigned char *key, size_t keylen, const char *room, co
 bool move_admit(struct app *app, struct etcd *e, const char *me, const char *room, bool export,
 		const char *header, uint64_t *epoch, struct response *rs);
 
-/* The room's record (*has_rec: there and well-formed) and whether a move
- * of it is in flight, as etcd's quorum has them now (not the watch's
- * cache, which may lag).  0, or -1 with err. */
+/* The room's record (*has_rec: there and well-formed; *absent, when not
+ * NULL: no record at all) and whether a move of it is in flight, as
+ * etcd's quorum has them now (not the watch's cache, which may lag).  0,
+ * or -1 with err. */
 int move_records_now(struct etcd *e, const char *room, struct room_record *rec, bool *has_rec,
-		     bool *moving, char *err, size_t errlen);
+		     bool *moving, bool *absent, char *err, size_t errlen);
 
 #endif

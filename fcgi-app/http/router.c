@@ -289,6 +289,7 @@ void router_serve(struct app *app, const struct http_input *in,
 	/* a parked request released holds its share already: whatever ends
 	 * it from here (its token rotated while it waited) gives it back */
 	bool body_read = false, worker_taken = app->room_workers && rs->room_worker == ROOM_WORKER_HELD;
+	bool placed = false;   /* this request placed its room here (cluster mode) */
 	char *path, share_room[ROOM_ID_MAX + 1] = "";   /* whose share worker_taken is */
 
 	metrics_helper_time_take();   /* this request's helper time starts at 0 */
@@ -311,7 +312,6 @@ void router_serve(struct app *app, const struct http_input *in,
 	const char *move = cluster_enabled() ? in->param(in->ctx, "HTTP_X_ROOMBOX_MOVE") : NULL;
 	bool move_import = match.m->handler == api_rooms_import;
 	uint64_t move_epoch = 0;
-	bool placed = false;   /* this request placed its room here (cluster mode) */
 	if (move) {
 		if (!match.has_room || !room_id_valid(match.room) ||
 		    (match.m->handler != api_rooms_export && !move_import)) {
@@ -343,12 +343,14 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 		worker_taken = app->room_workers != NULL;
 		memcpy(share_room, rq.room, sizeof(share_room));
-		/* a move's export takes the messages: replies on their way
-		 * would be stored behind it, and removed with what it left */
-		if (move && !move_import)
-			agent_room_gone(rq.room, "moved to another host");
 		if (move && !move_import && !cluster_move_quiesce(app, rq.room, rs))
 			goto done;
+		/* a move's export takes the messages: replies on their way
+		 * (their requests, quiesced, have handed them to threads of
+		 * their own) would be stored behind it, and removed with what
+		 * it left */
+		if (move && !move_import)
+			agent_room_gone(rq.room, "moved to another host");
 	}
 	rq.rest = match.rest;
 	rq.move = move != NULL;
@@ -360,14 +362,16 @@ void router_serve(struct app *app, const struct http_input *in,
 	match.m->handler(&rq, rs);
 	if (move && move_import && rs->status == 201)
 		cluster_move_imported(rq.room, move_epoch);
-	/* (an answer sent later, the agent's, stored its message: made) */
-	if (placed && rs->status >= 400 && !rs->later)
-		cluster_room_unmade(app, rq.room);
 done:
 	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
 		free(path);
 		return;
 	}
+	/* a room this request placed and did not make (a body refused, no
+	 * worker, no room left): its placement goes again.  (An answer sent
+	 * later, the agent's, stored its message: made.) */
+	if (placed && rs->status >= 400 && !rs->later)
+		cluster_room_unmade(app, rq.room, worker_taken);
 	/* whatever the web server still sends is read, so it is never cut
 	 * off mid-write (nginx answers 502 to that) */
 	if (!body_read)

@@ -207,6 +207,7 @@ struct agent_job {
 	int status;                   /* for the log */
 	size_t commands;              /* this round's commands run (RUNTAGS_MAX) */
 	const char *gone;             /* the room's reason, once given up (calls_lock) */
+	bool storing;                 /* a message of it is being stored (calls_lock) */
 	struct agent_job *next;       /* in calls (calls_lock) */
 };
 
@@ -217,10 +218,14 @@ struct agent_job {
  * would make the room again) nor be stored here (a message in a room that
  * was cleaned up, or one the move left behind, removed with what it left,
  * after its 201).  So every call is listed from before its user message
- * is stored until it ends, and agent_room_gone() gives up the room's:
- * under calls_lock, which both messages are stored under, so a reply is
- * either stored before the reset or export, or not at all. */
+ * is stored until it ends, and agent_room_gone() gives up the room's: it
+ * marks them, then waits for any of their messages being stored to be
+ * stored.  A message is stored only by a call not given up (checked under
+ * calls_lock as it begins), so a reply is stored before the reset or the
+ * export, or not at all.  The stores themselves run without the lock:
+ * rooms never wait on one another's fsyncs. */
 static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t calls_stored = PTHREAD_COND_INITIALIZER;
 static struct agent_job *calls;
 
 static void calls_add(struct agent_job *job)
@@ -240,6 +245,15 @@ static void calls_remove(struct agent_job *job)
 	pthread_mutex_unlock(&calls_lock);
 }
 
+/* Is a message of room being stored?  Under calls_lock. */
+static bool room_storing(const char *room)
+{
+	for (struct agent_job *j = calls; j; j = j->next)
+		if (j->storing && strcmp(j->rq.room, room) == 0)
+			return true;
+	return false;
+}
+
 int agent_room_gone(const char *room, const char *why)
 {
 	int n = 0;
@@ -249,11 +263,42 @@ int agent_room_gone(const char *room, const char *why)
 			j->gone = why;
 			n++;
 		}
+	while (room_storing(room))
+		pthread_cond_wait(&calls_stored, &calls_lock);
 	pthread_mutex_unlock(&calls_lock);
 	if (n)
 		fprintf(stderr, "roombox-fcgi: room %s: %s: %d model call%s given up\n", room, why, n,
 			n == 1 ? "" : "s");
 	return n;
+}
+
+int agent_room_calls(const char *room)
+{
+	int n = 0;
+	pthread_mutex_lock(&calls_lock);
+	for (struct agent_job *j = calls; j; j = j->next)
+		n += strcmp(j->rq.room, room) == 0;
+	pthread_mutex_unlock(&calls_lock);
+	return n;
+}
+
+/* A message of job is to be stored: true, or false when its room was
+ * given up (*gone says why). */
+static bool store_begin(struct agent_job *job, const char **gone)
+{
+	pthread_mutex_lock(&calls_lock);
+	*gone = job->gone;
+	job->storing = !*gone;
+	pthread_mutex_unlock(&calls_lock);
+	return !*gone;
+}
+
+static void store_end(struct agent_job *job)
+{
+	pthread_mutex_lock(&calls_lock);
+	job->storing = false;
+	pthread_cond_broadcast(&calls_stored);
+	pthread_mutex_unlock(&calls_lock);
 }
 
 static const char *job_gone(struct agent_job *job)
@@ -674,12 +719,9 @@ static void *agent_main(void *arg)
 	const char *gone = NULL;
 	int stored = 0;
 
-	if (text) {
-		pthread_mutex_lock(&calls_lock);
-		gone = job->gone;
-		if (!gone)
-			stored = store_append(job->rq.room, "assistant", text, len, &reply, err, sizeof(err));
-		pthread_mutex_unlock(&calls_lock);
+	if (text && store_begin(job, &gone)) {
+		stored = store_append(job->rq.room, "assistant", text, len, &reply, err, sizeof(err));
+		store_end(job);
 	}
 	if (text && gone)
 		answer_gone(job, gone);
@@ -760,8 +802,10 @@ void agent_post(struct request *rq, struct response *rs, const char *content, si
 	clock_gettime(CLOCK_MONOTONIC, &job->start);
 	pthread_mutex_lock(&calls_lock);
 	calls_add(job);
-	int stored = store_append(rq->room, "user", content, len, &message, err, sizeof(err));
+	job->storing = true;   /* listed this moment: not given up yet */
 	pthread_mutex_unlock(&calls_lock);
+	int stored = store_append(rq->room, "user", content, len, &message, err, sizeof(err));
+	store_end(job);
 	if (stored < 0) {
 		fprintf(stderr, "roombox-fcgi: %s\n", err);
 		response_error(rs, stored == STORE_FULL ? 507 : 500, "%s", err);

@@ -41,4 +41,7 @@ void agent_post(struct request *rq, struct response *rs,
  * Call before the reset or the export; returns how many were given up. */
 int agent_room_gone(const char *room, const char *why);
 
+/* How many model calls of the room are in flight. */
+int agent_room_calls(const char *room);
+
 #endif

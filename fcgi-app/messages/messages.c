@@ -88,6 +88,13 @@ void api_messages_post(struct request *rq, struct response *rs)
 				       "nothing was run or stored", tags, RUNTAGS_MAX);
 			return;
 		}
+		/* full already: refused before any command runs (a message
+		 * whose outputs take it past the bound is refused after them) */
+		char why[512];
+		if (store_room_for(rq->room, m.content_len, why, sizeof(why)) == STORE_FULL) {
+			response_error(rs, 507, "%s", why);
+			return;
+		}
 		processed = runtags_process(m.content, m.content_len, run_tag, rq, &len);
 		if (!processed) {
 			response_error(rs, 500, "out of memory");

@@ -361,6 +361,12 @@ static int append_locked(int fd, const struct stat *st, const char *role,
 	return rc;
 }
 
+static void full_error(const char *room, char *err, size_t errlen)
+{
+	errorf(err, errlen, "room %s: messages: full: a room keeps at most %u MiB of messages "
+	       "(DELETE the room to start its conversation again)", room, STORE_MAX_BYTES >> 20);
+}
+
 int store_append(const char *room, const char *role, const char *content,
 		 size_t content_len, json_object **message, char *err, size_t errlen)
 {
@@ -379,8 +385,7 @@ int store_append(const char *room, const char *role, const char *content,
 		return room_error(err, errlen, room, step);
 	rc = append_locked(fd, &st, role, content, content_len, &msg, &step);
 	if (rc == STORE_FULL)
-		errorf(err, errlen, "room %s: messages: full: a room keeps at most %u MiB of messages "
-		       "(DELETE the room to start its conversation again)", room, STORE_MAX_BYTES >> 20);
+		full_error(room, err, errlen);
 	else if (rc < 0)
 		room_error(err, errlen, room, step);
 	close(fd);	/* releases the lock */
@@ -524,6 +529,29 @@ json_object *store_list(const char *room, char *err, size_t errlen)
 	if (!list)
 		errorf(err, errlen, "room %s: messages: parse: out of memory", room);
 	return list;
+}
+
+int store_room_for(const char *room, size_t bytes, char *err, size_t errlen)
+{
+	char name[ROOM_ID_MAX + sizeof(STORE_SUFFIX)];
+	struct stat st;
+
+	if (room_file_name(room, name, sizeof(name), err, errlen) < 0)
+		return -1;
+	if (fstatat(store_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    (uint64_t)st.st_size + bytes <= STORE_MAX_BYTES)
+		return 0;
+	full_error(room, err, errlen);
+	return STORE_FULL;
+}
+
+bool store_has_messages(const char *room)
+{
+	char name[ROOM_ID_MAX + sizeof(STORE_SUFFIX)], err[64];
+	struct stat st;
+
+	return room_file_name(room, name, sizeof(name), err, sizeof(err)) == 0 &&
+	       fstatat(store_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size > 0;
 }
 
 /* ---- reset ---- */

@@ -42,6 +42,14 @@ int store_append(const char *room, const char *role, const char *content,
  * err set on failure. */
 json_object *store_list(const char *room, char *err, size_t errlen);
 
+/* Whether bytes more would still fit in the room's messages: 0, or
+ * STORE_FULL with err as store_append says it (-1 for a bad room id).  A
+ * check ahead of work whose message is stored after it. */
+int store_room_for(const char *room, size_t bytes, char *err, size_t errlen);
+
+/* Whether the room has a message file that holds anything. */
+bool store_has_messages(const char *room);
+
 /* Delete the room's messages, durably.  0 when they are gone, also when
  * there were none; -1 on failure. */
 int store_reset(const char *room, char *err, size_t errlen);

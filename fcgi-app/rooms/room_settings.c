@@ -220,3 +220,24 @@ json_object *room_own_limits_json(const struct helper_limits *own)
 	}
 	return o;
 }
+
+int room_limits_clamp(json_object *limits, const struct config_room_limits *max)
+{
+	int n = 0;
+	if (!json_object_is_type(limits, json_type_object))
+		return 0;
+	for (size_t i = 0; i < NLIMITS; i++) {
+		json_object *v;
+		if (!json_object_object_get_ex(limits, limit_descs[i].name, &v) ||
+		    !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+			continue;
+		uint64_t m = limit_max(max, limit_descs[i].bit);
+		if (json_object_get_double(v) * limit_descs[i].scale <= (double)m)
+			continue;
+		json_object_object_add(limits, limit_descs[i].name, limit_descs[i].bit == HL_CPU
+				       ? json_object_new_double((double)m / 1000.0)
+				       : json_object_new_int64((int64_t)m));
+		n++;
+	}
+	return n;
+}

@@ -319,8 +319,17 @@ static int settings_apply(struct request *rq, const struct room_part *part, char
 	int rc = -1;
 	bool too_many;
 	if (json_parse_strict((const char *)part->data, part->len, &o, why, sizeof(why)) != 0 ||
-	    room_settings_check(o, &labels, &limits, why, sizeof(why)) < 0 ||
-	    (limits && room_limits_parse(limits, &max, &args, why, sizeof(why)) < 0) ||
+	    room_settings_check(o, &labels, &limits, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "import: settings: %s", why);
+		goto out;
+	}
+	/* a host that allows less (its room_limits_max) gives the room its
+	 * most, not a refusal that would keep the room from ever moving */
+	int clamped = limits ? room_limits_clamp(limits, &max) : 0;
+	if (clamped)
+		fprintf(stderr, "roombox-fcgi: room %s: moved in with %d of its own limits above this "
+			"host's room_limits_max: set to that\n", rq->room, clamped);
+	if ((limits && room_limits_parse(limits, &max, &args, why, sizeof(why)) < 0) ||
 	    (labels && !(now = labels_patch(rq->room, labels, &too_many, why, sizeof(why))))) {
 		snprintf(err, errlen, "import: settings: %s", why);
 		goto out;

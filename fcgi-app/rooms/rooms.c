@@ -68,7 +68,7 @@ void api_rooms_create(struct request *rq, struct response *rs)
 		return;
 	if (helper_create(&target, id, &st, &err) < 0) {
 		helper_failure(rs, id, HELPER_OP_CREATE, &err);
-		cluster_room_unmade(rq->app, id);   /* no room made: no placement */
+		cluster_room_unmade(rq->app, id, false);   /* no room made: no placement */
 		return;
 	}
 	room_sandbox_name(id, name, sizeof(name));

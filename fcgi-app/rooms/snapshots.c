@@ -257,7 +257,7 @@ void api_rooms_fork(struct request *rq, struct response *rs)
 			response_error(rs, 409, "room %s exists", to);
 		else
 			snap_failure(rs, rq->room, HOP_FORK, &err);
-		cluster_room_unmade(rq->app, to);   /* no room made: no placement */
+		cluster_room_unmade(rq->app, to, false);   /* no room made: no placement */
 		return;
 	}
 	metrics_snapshot_op(SNAP_FORK, true, s.frozen_us);

@@ -227,7 +227,14 @@ def test_a_first_request_that_makes_no_room_leaves_no_placement(hosts, etcd):
         r = run(h1, room, 42)
         assert r.status == 400, r
         assert etcd.get(f"/roombox/rooms/{room}") is None
-        assert room not in [x["roomId"] for x in h2.get("/api/rooms").json["rooms"]]
+        # a body that is not JSON at all is refused before its handler
+        r = h1.request("POST", f"/api/rooms/{room}/sandbox/exec", data=b"{not json",
+                       headers={"Content-Type": "application/json"})
+        assert r.status == 400, r
+        assert etcd.get(f"/roombox/rooms/{room}") is None
+        # h2 lists what its own watch has seen: the placement, then its end
+        wait_until(lambda: room not in [x["roomId"] for x in h2.get("/api/rooms").json["rooms"]],
+                   10, "h2 to list the room no more")
         r = run(h1, room, "echo now")
         assert r.status == 200 and r.json["result"]["stdout"] == "now\n", r
         assert etcd.get(f"/roombox/rooms/{room}") == {"host": "h1", "epoch": 1}
@@ -623,6 +630,56 @@ def test_an_import_whose_watch_lags_keeps_its_copy_and_serves_it_after_the_commi
         etcd.ctl("del", f"/roombox/moving/{room}")
         owner_cleanup({**hosts, "h3": h3}, room)
         problems = s3.stop()
+        assert not problems, problems
+
+
+def test_a_copy_moved_away_and_cleaned_up_there_is_never_served_again(hosts, etcd):
+    """A room moved from h5 to h2 and cleaned up on h2 before h5's watch
+    brought the move (a drain's backlog, a watch behind): h5 finds no
+    record at all where it saw one naming h2.  Its copy is removed, not
+    kept, so that the id's next first request on h5 makes a new room and
+    never serves the deleted one's files."""
+    room = unique_room()
+    h2 = hosts["h2"]
+    relay = WatchHold(etcd.url)
+    s5 = cluster_stack("h5", etcd, etcd_urls=relay.url)
+    h5 = Client(s5)
+    try:
+        wait_until(lambda: etcd.get("/roombox/hosts/h5"), 20, "h5 to register")
+        wait_until(lambda: relay.watches > 0, 20, "h5's watch to start")
+        assert run(h5, room, "echo secret > /workspace/f").status == 200
+        etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
+        wait_until(lambda: run(h5, room, "true").status == 503, 10, "h5 to freeze the room")
+        relay.hold(True)
+        exp = h5.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
+                         headers=move_header(room, "h5", "h2", 2))
+        assert exp.status == 200, exp
+        imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
+                         headers={**move_header(room, "h5", "h2", 2),
+                                  "Content-Type": "application/x-roombox-room"})
+        assert imp.status == 201, imp
+        key = f"/roombox/rooms/{room}"
+        out = etcd.txn({
+            "compare": [{"key": b64(key), "target": "MOD", "result": "EQUAL",
+                         "mod_revision": etcd.mod_revision(key)}],
+            "success": [{"request_put": {"key": b64(key),
+                                         "value": b64('{"host":"h2","epoch":2}')}},
+                        {"request_delete_range": {"key": b64(f"/roombox/moving/{room}")}}]})
+        assert out.get("succeeded") is True, out
+        wait_until(lambda: run(h2, room, "true").status == 200, 10, "h2 to serve the room")
+        assert h2.delete(f"/api/rooms/{room}").status == 200
+        assert etcd.get(key) is None
+        assert s5.room_state_dir(room).exists()   # the control: h5 has seen none of it
+        relay.hold(False)
+        wait_until(lambda: not s5.room_state_dir(room).exists(), 20,
+                   "h5 to remove the copy of a room cleaned up where it moved")
+        r = run(h5, room, "cat /workspace/f 2>&1 || echo none")
+        assert r.status == 200 and "secret" not in r.json["result"]["stdout"], r
+    finally:
+        relay.close()
+        etcd.ctl("del", f"/roombox/moving/{room}")
+        owner_cleanup({**hosts, "h5": h5}, room)
+        problems = s5.stop()
         assert not problems, problems
 
 

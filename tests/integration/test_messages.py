@@ -266,12 +266,13 @@ def test_a_room_whose_messages_are_full_refuses_more_with_507(client, stack, roo
     line = big.replace('"content":""', '"content":"' + "x" * pad + '"')
     with open(path, "ab") as f:
         f.write(line.encode() + b"\n")
-    for role, content in (("user", "one more"), ("assistant", "and one more")):
+    for role, content in (("user", "one more"), ("assistant", "<run>touch /workspace/ran</run>")):
         r = client.post(f"/api/rooms/{room}/messages", {"role": role, "content": content})
         assert r.status == 507, r
         assert "full" in r.json["error"] and "64 MiB" in r.json["error"], r.json
     assert [len(m["content"]) for m in listed(client, room)] == [5, pad]
-    client.sh(room, "true")
+    # refused before its command ran
+    assert client.sh(room, "test -e /workspace/ran && echo ran || echo not run") == "not run\n"
     r = client.request("GET", f"/api/rooms/{room}/export", check_json=False)
     assert r.status == 200, r
 
