@@ -358,8 +358,12 @@ static int cleanup_messages(struct app *app, const char *room, char *errbuf, siz
 {
 	char prefix[ROOM_ID_MAX + 32];
 	(void)app;
-	agent_room_gone(room, "was cleaned up");   /* before the reset: agent.h */
-	if (store_reset(room, errbuf, errlen) == 0)
+	/* before the reset (agent.h), and after it for a call that came
+	 * between the two: its reply would be stored alone */
+	agent_room_gone(room, "was cleaned up");
+	int rc = store_reset(room, errbuf, errlen);
+	agent_room_gone(room, "was cleaned up");
+	if (rc == 0)
 		return 0;
 	fprintf(stderr, "roombox-fcgi: %s\n", errbuf);
 	int keep = snprintf(prefix, sizeof(prefix), "room %s: ", room);
