@@ -13,6 +13,7 @@ the source's tombstone, and a move given up.  No router here: that is
 tests/cluster/."""
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -403,6 +404,38 @@ def move_header(room, src, dst, epoch, key=KEY, when=None):
     return {"X-Roombox-Move": f"{src} {dst} {epoch} {when} {sig}"}
 
 
+def export_signed(src, room, a, b, epoch=2):
+    """The mover's export of room at src (host a), signed for b: the
+    archive's answer, a 200."""
+    exp = src.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
+                      headers=move_header(room, a, b, epoch))
+    assert exp.status == 200, exp
+    return exp
+
+
+def import_signed(dst, room, a, b, body, epoch=2):
+    """The mover's import of the archive at dst (host b): a 201."""
+    imp = dst.request("PUT", f"/api/rooms/{room}/import", auth=False, data=body,
+                      headers={**move_header(room, a, b, epoch),
+                               "Content-Type": "application/x-roombox-room"})
+    assert imp.status == 201, imp
+    return imp
+
+
+def commit(etcd, room, host, epoch=2):
+    """The mover's commit: the record names host at epoch and the moving
+    key goes, in one transaction compared on the record's revision."""
+    key = f"/roombox/rooms/{room}"
+    out = etcd.txn({
+        "compare": [{"key": b64(key), "target": "MOD", "result": "EQUAL",
+                     "mod_revision": etcd.mod_revision(key)}],
+        "success": [{"request_put": {"key": b64(key),
+                                     "value": b64(json.dumps({"host": host, "epoch": epoch},
+                                                             separators=(",", ":")))}},
+                    {"request_delete_range": {"key": b64(f"/roombox/moving/{room}")}}]})
+    assert out.get("succeeded") is True, out
+
+
 def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, etcd):
     """The mover's steps (roomboxctl move): the moving key, the source's
     export and the target's import signed with the hosts' secret, then the
@@ -437,27 +470,14 @@ def test_a_room_moves_by_a_signed_export_and_import_and_the_epoch_bump(hosts, et
                          headers=move_header(room, "h1", "h2", 5))
         assert bad.status == 409, bad
 
-        exp = h1.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
-                         headers=move_header(room, "h1", "h2", 2))
-        assert exp.status == 200, exp
+        exp = export_signed(h1, room, "h1", "h2")
         assert exp.header("X-Roombox-Host") == "h1"
         writer.join()
         assert late["r"].status == 200, late["r"]
-        imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
-                         headers={**move_header(room, "h1", "h2", 2),
-                                  "Content-Type": "application/x-roombox-room"})
-        assert imp.status == 201, imp
+        import_signed(h2, room, "h1", "h2", exp.body)
         # imported, not yet committed: the room still moves, on every host
         assert run(h2, room, "true").status == 503
-
-        key = f"/roombox/rooms/{room}"
-        out = etcd.txn({
-            "compare": [{"key": b64(key), "target": "MOD", "result": "EQUAL",
-                         "mod_revision": etcd.mod_revision(key)}],
-            "success": [{"request_put": {"key": b64(key),
-                                         "value": b64('{"host":"h2","epoch":2}')}},
-                        {"request_delete_range": {"key": b64(f"/roombox/moving/{room}")}}]})
-        assert out.get("succeeded") is True, out
+        commit(etcd, room, "h2")
 
         wait_until(lambda: run(h2, room, "true").status == 200, 10, "h2 to serve the room")
         r = run(h2, room, "cat /workspace/f")
@@ -488,13 +508,7 @@ def test_a_move_given_up_before_its_commit_leaves_the_room_where_it_was(hosts, e
         assert run(h1, room, "echo stays > /workspace/f").status == 200
         etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
         wait_until(lambda: run(h1, room, "true").status == 503, 10, "h1 to freeze the room")
-        exp = h1.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
-                         headers=move_header(room, "h1", "h2", 2))
-        assert exp.status == 200, exp
-        imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
-                         headers={**move_header(room, "h1", "h2", 2),
-                                  "Content-Type": "application/x-roombox-room"})
-        assert imp.status == 201, imp
+        import_signed(h2, room, "h1", "h2", export_signed(h1, room, "h1", "h2").body)
         assert h2.stack.room_state_dir(room).exists()
         etcd.ctl("del", f"/roombox/moving/{room}")
         wait_until(lambda: run(h1, room, "true").status == 200, 10, "h1 to serve again")
@@ -578,6 +592,26 @@ class WatchHold:
         self.sock.close()
 
 
+@contextlib.contextmanager
+def host_behind(name, etcd, hosts, room):
+    """One more host whose etcd traffic goes through a WatchHold relay:
+    (relay, its stack, its client), registered and watching; afterwards
+    the room cleaned up wherever it is and the host stopped."""
+    relay = WatchHold(etcd.url)
+    stack = cluster_stack(name, etcd, etcd_urls=relay.url)
+    c = Client(stack)
+    try:
+        wait_until(lambda: etcd.get(f"/roombox/hosts/{name}"), 20, f"{name} to register")
+        wait_until(lambda: relay.watches > 0, 20, f"{name}'s watch to start")
+        yield relay, stack, c
+    finally:
+        relay.close()
+        etcd.ctl("del", f"/roombox/moving/{room}")
+        owner_cleanup({**hosts, name: c}, room)
+        problems = stack.stop()
+        assert not problems, problems
+
+
 def test_an_import_whose_watch_lags_keeps_its_copy_and_serves_it_after_the_commit(hosts, etcd):
     """The target's watch has not brought the moving key when the import
     ends (the import's admission read it from etcd itself): the copy it
@@ -586,12 +620,7 @@ def test_an_import_whose_watch_lags_keeps_its_copy_and_serves_it_after_the_commi
     one."""
     room = unique_room()
     h1 = hosts["h1"]
-    relay = WatchHold(etcd.url)
-    s3 = cluster_stack("h3", etcd, etcd_urls=relay.url)
-    h3 = Client(s3)
-    try:
-        wait_until(lambda: etcd.get("/roombox/hosts/h3"), 20, "h3 to register")
-        wait_until(lambda: relay.watches > 0, 20, "h3's watch to start")
+    with host_behind("h3", etcd, hosts, room) as (relay, s3, h3):
         assert run(h1, room, "echo moved > /workspace/f").status == 200
         wait_until(lambda: run(h3, room, "true").status == 421, 10, "h3 to see the room on h1")
         relay.hold(True)
@@ -600,37 +629,18 @@ def test_an_import_whose_watch_lags_keeps_its_copy_and_serves_it_after_the_commi
         # the control: h3's cache has not seen the move
         r = run(h3, room, "true")
         assert r.status == 421 and r.json == {"error": f"room {room} lives on host h1"}, r
-        exp = h1.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
-                         headers=move_header(room, "h1", "h3", 2))
-        assert exp.status == 200, exp
-        imp = h3.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
-                         headers={**move_header(room, "h1", "h3", 2),
-                                  "Content-Type": "application/x-roombox-room"})
-        assert imp.status == 201, imp
+        import_signed(h3, room, "h1", "h3", export_signed(h1, room, "h1", "h3").body)
         log = s3.dir / "fcgi.log"
         said = lambda: [l for l in log.read_text(errors="replace").splitlines()
                         if f"room {room}: cluster: " in l and ("kept" in l or "removed" in l)]
         wait_until(said, 20, "h3 to decide on its copy")
         assert "kept: etcd has a move of it in flight" in said()[0], said()
         assert s3.room_state_dir(room).exists()
-        key = f"/roombox/rooms/{room}"
-        out = etcd.txn({
-            "compare": [{"key": b64(key), "target": "MOD", "result": "EQUAL",
-                         "mod_revision": etcd.mod_revision(key)}],
-            "success": [{"request_put": {"key": b64(key),
-                                         "value": b64('{"host":"h3","epoch":2}')}},
-                        {"request_delete_range": {"key": b64(f"/roombox/moving/{room}")}}]})
-        assert out.get("succeeded") is True, out
+        commit(etcd, room, "h3")
         relay.hold(False)
         wait_until(lambda: run(h3, room, "true").status == 200, 10, "h3 to serve the room")
         r = run(h3, room, "cat /workspace/f")
         assert r.json["result"]["stdout"] == "moved\n", r
-    finally:
-        relay.close()
-        etcd.ctl("del", f"/roombox/moving/{room}")
-        owner_cleanup({**hosts, "h3": h3}, room)
-        problems = s3.stop()
-        assert not problems, problems
 
 
 def test_a_copy_moved_away_and_cleaned_up_there_is_never_served_again(hosts, etcd):
@@ -641,46 +651,22 @@ def test_a_copy_moved_away_and_cleaned_up_there_is_never_served_again(hosts, etc
     never serves the deleted one's files."""
     room = unique_room()
     h2 = hosts["h2"]
-    relay = WatchHold(etcd.url)
-    s5 = cluster_stack("h5", etcd, etcd_urls=relay.url)
-    h5 = Client(s5)
-    try:
-        wait_until(lambda: etcd.get("/roombox/hosts/h5"), 20, "h5 to register")
-        wait_until(lambda: relay.watches > 0, 20, "h5's watch to start")
+    with host_behind("h5", etcd, hosts, room) as (relay, s5, h5):
         assert run(h5, room, "echo secret > /workspace/f").status == 200
         etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
         wait_until(lambda: run(h5, room, "true").status == 503, 10, "h5 to freeze the room")
         relay.hold(True)
-        exp = h5.request("GET", f"/api/rooms/{room}/export", auth=False, check_json=False,
-                         headers=move_header(room, "h5", "h2", 2))
-        assert exp.status == 200, exp
-        imp = h2.request("PUT", f"/api/rooms/{room}/import", auth=False, data=exp.body,
-                         headers={**move_header(room, "h5", "h2", 2),
-                                  "Content-Type": "application/x-roombox-room"})
-        assert imp.status == 201, imp
-        key = f"/roombox/rooms/{room}"
-        out = etcd.txn({
-            "compare": [{"key": b64(key), "target": "MOD", "result": "EQUAL",
-                         "mod_revision": etcd.mod_revision(key)}],
-            "success": [{"request_put": {"key": b64(key),
-                                         "value": b64('{"host":"h2","epoch":2}')}},
-                        {"request_delete_range": {"key": b64(f"/roombox/moving/{room}")}}]})
-        assert out.get("succeeded") is True, out
+        import_signed(h2, room, "h5", "h2", export_signed(h5, room, "h5", "h2").body)
+        commit(etcd, room, "h2")
         wait_until(lambda: run(h2, room, "true").status == 200, 10, "h2 to serve the room")
         assert h2.delete(f"/api/rooms/{room}").status == 200
-        assert etcd.get(key) is None
+        assert etcd.get(f"/roombox/rooms/{room}") is None
         assert s5.room_state_dir(room).exists()   # the control: h5 has seen none of it
         relay.hold(False)
         wait_until(lambda: not s5.room_state_dir(room).exists(), 20,
                    "h5 to remove the copy of a room cleaned up where it moved")
         r = run(h5, room, "cat /workspace/f 2>&1 || echo none")
         assert r.status == 200 and "secret" not in r.json["result"]["stdout"], r
-    finally:
-        relay.close()
-        etcd.ctl("del", f"/roombox/moving/{room}")
-        owner_cleanup({**hosts, "h5": h5}, room)
-        problems = s5.stop()
-        assert not problems, problems
 
 
 def test_a_host_in_maintenance_takes_no_new_room_and_keeps_serving_its_own(hosts, etcd):

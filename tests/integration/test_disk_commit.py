@@ -142,6 +142,14 @@ def test_overcommit_lets_the_operator_promise_more(small_state_dir):
         assert not problems, problems
 
 
+def destroy_and_stop(c, s, *rooms):
+    """The rooms destroyed and the stack stopped, with nothing of it left."""
+    for m in rooms:
+        c.destroy(m)
+    problems = s.stop()
+    assert not problems, problems
+
+
 def assert_promise_as(c, before):
     """The disk promise /api/health reports has the rooms and bytes of before."""
     after = c.get("/api/health", auth=False).json["disk"]
@@ -221,10 +229,7 @@ def test_the_service_start_removes_rooms_a_killed_creation_left(small_state_dir)
         assert c.sh(room, "echo still") == "still\n"
         assert c.sh(killed, "echo made") == "made\n"
     finally:
-        for m in (room, killed):
-            c.destroy(m)
-        problems = s.stop()
-        assert not problems, problems
+        destroy_and_stop(c, s, room, killed)
 
 
 def test_a_creation_that_fails_leaves_no_image_and_no_promise(small_state_dir):
@@ -253,7 +258,4 @@ def test_a_creation_that_fails_leaves_no_image_and_no_promise(small_state_dir):
         assert_promise_as(c, before)
         assert c.sh(room, "echo made") == "made\n"
     finally:
-        for m in (first, room):
-            c.destroy(m)
-        problems = s.stop()
-        assert not problems, problems
+        destroy_and_stop(c, s, first, room)

@@ -331,30 +331,24 @@ static void test_error_text(void **state)
  * looks like, and the text never grows (it is the caller's buffer). */
 static void test_key_scrubbed(void **state)
 {
+	static const struct { const char *text, *key, *want; } cases[] = {
+		{ "bad key sk-secret-1 (sk-secret-1)", "sk-secret-1", "bad key [key] ([key])" },
+		{ "abcd abcdabcd!", "abcd", "**** ********!" },
+		/* keys the replacement itself holds: replaced once, no endless loop */
+		{ "x [key] y", "[key]", "x [key] y" },
+		{ "k key] k", "key]", "k **** k" },
+		{ "kkkkk", "k", "*****" },
+		{ "nothing here", "", "nothing here" },
+		{ "nothing here", NULL, "nothing here" },
+	};
 	char s[64];
 
 	(void)state;
-	snprintf(s, sizeof(s), "bad key sk-secret-1 (sk-secret-1)");
-	llm_scrub_key(s, "sk-secret-1");
-	assert_string_equal(s, "bad key [key] ([key])");
-	snprintf(s, sizeof(s), "abcd abcdabcd!");
-	llm_scrub_key(s, "abcd");
-	assert_string_equal(s, "**** ********!");
-	/* keys the replacement itself holds: replaced once, no endless loop */
-	snprintf(s, sizeof(s), "x [key] y");
-	llm_scrub_key(s, "[key]");
-	assert_string_equal(s, "x [key] y");
-	snprintf(s, sizeof(s), "k key] k");
-	llm_scrub_key(s, "key]");
-	assert_string_equal(s, "k **** k");
-	snprintf(s, sizeof(s), "kkkkk");
-	llm_scrub_key(s, "k");
-	assert_string_equal(s, "*****");
-	snprintf(s, sizeof(s), "nothing here");
-	llm_scrub_key(s, "");
-	assert_string_equal(s, "nothing here");
-	llm_scrub_key(s, NULL);
-	assert_string_equal(s, "nothing here");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(s, sizeof(s), "%s", cases[i].text);
+		llm_scrub_key(s, cases[i].key);
+		assert_string_equal(s, cases[i].want);
+	}
 }
 
 int main(void)
