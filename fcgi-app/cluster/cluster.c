@@ -293,7 +293,8 @@ static void tomb_one(const char *room, bool elsewhere)
 	 * serving an empty room after the commit */
 	struct room_record now = { .host = "" };
 	bool has_rec, moving, absent;
-	if (move_records_now(&cl.etcd, room, &now, &has_rec, &moving, &absent, err, sizeof(err)) < 0) {
+	if (move_records_now(&cl.etcd, room, &now, &has_rec, &moving, &absent, NULL, err,
+			     sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: cluster: copy kept, etcd not asked: %s\n", room, err);
 		return;
 	}
@@ -1044,7 +1045,34 @@ void cluster_rooms_add_remote(json_object *list)
 bool cluster_move_admit(struct app *app, const char *room, bool export, const char *header,
 			uint64_t *epoch, struct response *rs)
 {
-	return move_admit(app, &cl.etcd, cl.me, room, export, header, epoch, rs);
+	int64_t moving_rev = 0;
+	if (!move_admit(app, &cl.etcd, cl.me, room, export, header, epoch, &moving_rev, rs))
+		return false;
+	if (export) {
+		/* etcd's quorum has the move: the cache says so at once, before
+		 * the watch brings its key (behind, this host would admit
+		 * requests whose writes miss the export's cut).  Not over a
+		 * later change of the key the watch has applied already. */
+		pthread_rwlock_wrlock(&cl.lock);
+		struct placement *p = entry_locked(room);
+		if (p && moving_rev > p->moving_rev) {
+			p->moving = true;
+			p->moving_rev = moving_rev;
+		}
+		pthread_rwlock_unlock(&cl.lock);
+	}
+	return true;
+}
+
+bool cluster_room_still_admitted(const char *room, struct response *rs)
+{
+	struct placement p;
+
+	if (!cl.on || !entry_get(room, &p) || !p.moving)
+		return true;
+	rs->retry_after = MOVING_RETRY_S;
+	response_error(rs, 503, "room %s is moving between hosts; retry shortly", room);
+	return false;
 }
 
 void cluster_move_imported(const char *room, uint64_t epoch)

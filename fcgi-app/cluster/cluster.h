@@ -37,6 +37,13 @@ bool cluster_room_admit(struct app *app, const char *room, bool creates, bool *p
  * was. */
 void cluster_room_unmade(struct app *app, const char *room, bool holds_share);
 
+/* Once a request holds one of its room's workers: is the room still not
+ * moving?  A move's export quiesces the room by waiting for the requests
+ * that hold its workers; one admitted before the move was known that
+ * takes its worker after that wait began must not write behind the
+ * export's cut.  false with rs answered (503 + Retry-After). */
+bool cluster_room_still_admitted(const char *room, struct response *rs);
+
 /* A new room made here under an id of its own (POST /api/rooms, a fork's
  * target): placed on this host (or placed here already), or false with rs
  * answered: 409 when another host has it, 503 without etcd. */

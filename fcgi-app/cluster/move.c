@@ -102,7 +102,7 @@ int move_header_parse(const char *text, struct move_header *h)
 
 /* The records as etcd has them now: the room's and whether it moves. */
 int move_records_now(struct etcd *e, const char *room, struct room_record *rec, bool *has_rec,
-		     bool *moving, bool *absent, char *err, size_t errlen)
+		     bool *moving, bool *absent, int64_t *moving_rev, char *err, size_t errlen)
 {
 	char key[128];
 	struct etcd_kv kv;
@@ -115,6 +115,8 @@ int move_records_now(struct etcd *e, const char *room, struct room_record *rec, 
 	if ((got = etcd_get(e, key, &kv, NULL, err, errlen)) < 0)
 		return -1;
 	*moving = got == 1;
+	if (moving_rev)
+		*moving_rev = got == 1 ? kv.mod_rev : 0;
 	etcd_kv_clear(&kv);
 	snprintf(key, sizeof(key), CLUSTER_ROOMS_PREFIX "%s", room);
 	if ((got = etcd_get(e, key, &kv, NULL, err, errlen)) < 0)
@@ -127,7 +129,7 @@ int move_records_now(struct etcd *e, const char *room, struct room_record *rec, 
 }
 
 bool move_admit(struct app *app, struct etcd *e, const char *me, const char *room, bool export,
-		const char *header, uint64_t *epoch, struct response *rs)
+		const char *header, uint64_t *epoch, int64_t *moving_rev, struct response *rs)
 {
 	struct move_header h;
 	unsigned char key[KEY_MAX + 1];
@@ -163,7 +165,7 @@ bool move_admit(struct app *app, struct etcd *e, const char *me, const char *roo
 	}
 	struct room_record rec;
 	bool has_rec, moving;
-	if (move_records_now(e, room, &rec, &has_rec, &moving, NULL, err, sizeof(err)) < 0) {
+	if (move_records_now(e, room, &rec, &has_rec, &moving, NULL, moving_rev, err, sizeof(err)) < 0) {
 		fprintf(stderr, "roombox-fcgi: room %s: move: %s\n", room, err);
 		rs->retry_after = 5;
 		response_error(rs, 503, "move of room %s: etcd does not answer (unreachable, or without "

@@ -30,13 +30,13 @@ int move_signature(const unsigned char *key, size_t keylen, const char *room, co
  * true with *epoch, or false with rs answered (403 bad signature, 409
  * records that do not match, 503 without etcd). */
 bool move_admit(struct app *app, struct etcd *e, const char *me, const char *room, bool export,
-		const char *header, uint64_t *epoch, struct response *rs);
+		const char *header, uint64_t *epoch, int64_t *moving_rev, struct response *rs);
 
 /* The room's record (*has_rec: there and well-formed; *absent, when not
- * NULL: no record at all) and whether a move of it is in flight, as
- * etcd's quorum has them now (not the watch's cache, which may lag).  0,
- * or -1 with err. */
+ * NULL: no record at all) and whether a move of it is in flight (its key's
+ * revision in *moving_rev, when not NULL), as etcd's quorum has them now
+ * (not the watch's cache, which may lag).  0, or -1 with err. */
 int move_records_now(struct etcd *e, const char *room, struct room_record *rec, bool *has_rec,
-		     bool *moving, bool *absent, char *err, size_t errlen);
+		     bool *moving, bool *absent, int64_t *moving_rev, char *err, size_t errlen);
 
 #endif

@@ -343,6 +343,8 @@ void router_serve(struct app *app, const struct http_input *in,
 			goto done;
 		worker_taken = app->room_workers != NULL;
 		memcpy(share_room, rq.room, sizeof(share_room));
+		if (!move && !cluster_room_still_admitted(rq.room, rs))
+			goto done;
 		if (move && !move_import && !cluster_move_quiesce(app, rq.room, rs))
 			goto done;
 		/* a move's export takes the messages: replies on their way

@@ -643,6 +643,26 @@ def test_an_import_whose_watch_lags_keeps_its_copy_and_serves_it_after_the_commi
         assert r.json["result"]["stdout"] == "moved\n", r
 
 
+def test_a_source_whose_watch_lags_takes_no_write_once_its_export_began(hosts, etcd):
+    """The source's watch has not brought the moving key when the mover's
+    export comes (the export's admission reads it from etcd itself): from
+    that export on the source answers the room 503, as it does once its
+    watch has the key.  Before, it went on taking writes whose data the
+    export's cut had missed: acknowledged, then lost with the move."""
+    room = unique_room()
+    with host_behind("h6", etcd, hosts, room) as (relay, s6, h6):
+        assert run(h6, room, "echo early > /workspace/f").status == 200
+        relay.hold(True)
+        etcd.ctl("put", f"/roombox/moving/{room}", '{"to":"h2"}')
+        # the control: h6's cache has not seen the move
+        assert run(h6, room, "true").status == 200
+        export_signed(h6, room, "h6", "h2")
+        r = run(h6, room, "echo late >> /workspace/f")
+        assert r.status == 503 and "moving" in r.json["error"], r
+        assert int(r.header("Retry-After")) > 0, r
+        relay.hold(False)
+
+
 def test_a_copy_moved_away_and_cleaned_up_there_is_never_served_again(hosts, etcd):
     """A room moved from h5 to h2 and cleaned up on h2 before h5's watch
     brought the move (a drain's backlog, a watch behind): h5 finds no
