@@ -90,6 +90,8 @@ struct response {
 	 * routing, how this request gets its worker; set by the router, the
 	 * room whose share it waits for (parked, its body unread). */
 	enum { ROOM_WORKER_TAKE, ROOM_WORKER_HELD, ROOM_WORKER_REFUSE } room_worker;
+	bool placed;                  /* cluster mode: the request placed its room
+					 (carried across parking, as room_worker) */
 	char park[ROOM_ID_MAX + 1];   /* "" = not parked */
 	char *text;                   /* owned; set instead of body for an answer
 					* that is not JSON (GET /metrics) */

@@ -248,7 +248,7 @@ static int conn_write(void *ctx, const char *buf, size_t n);
 static int conn_flush(void *ctx);
 static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
-static bool park(FCGX_Request **reqp, const char *room);
+static bool park(FCGX_Request **reqp, const char *room, bool placed);
 
 /* A streamed answer that failed on its way (a download short of its
  * Content-Length, an export whose archive broke off) must reach the client
@@ -278,18 +278,18 @@ static void answer_cut(FCGX_Request *req)
 /* true when the request was handed to another thread, or parked (*reqp is
  * then a fresh one for this worker).  how: how it gets its room's worker
  * (struct response's room_worker). */
-static bool serve_one(FCGX_Request **reqp, int how)
+static bool serve_one(FCGX_Request **reqp, int how, bool placed)
 {
 	FCGX_Request *req = *reqp;
 	struct http_output direct = { conn_write, conn_flush, NULL, req, conn_sendfile };
 	struct http_input in = { fcgi_param, fcgi_read, req, &direct, fcgi_read_wait };
-	struct response rs = { .status = 500, .room_worker = how };
+	struct response rs = { .status = 500, .room_worker = how, .placed = placed };
 	size_t len = 0;
 	char *out;
 
 	router_serve(&app, &in, &rs);
 	if (rs.park[0])   /* no room to wait in: served again, to its 503 */
-		return park(reqp, rs.park) || serve_one(reqp, ROOM_WORKER_REFUSE);
+		return park(reqp, rs.park, rs.placed) || serve_one(reqp, ROOM_WORKER_REFUSE, rs.placed);
 	if (rs.later && hand_off(reqp, &rs))
 		return true;
 	if (rs.streamed) {
@@ -807,13 +807,14 @@ struct parked {
 	int64_t until_ms;        /* nothing of its room moved: 503 */
 	int64_t last_ms;         /* waited long enough in all: 503 */
 	int how;                 /* when released: ROOM_WORKER_HELD or _REFUSE */
+	bool placed;             /* it placed its room (cluster mode) */
 };
 static struct parked *parked_first, **parked_last = &parked_first;
 static atomic_int parked_count;   /* read without the lock: a hint */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t park_cond;
 
-static bool park(FCGX_Request **reqp, const char *room)
+static bool park(FCGX_Request **reqp, const char *room, bool placed)
 {
 	struct parked *p = calloc(1, sizeof(*p)), *q;
 	FCGX_Request *fresh = request_new();
@@ -829,6 +830,7 @@ static bool park(FCGX_Request **reqp, const char *room)
 		return false;
 	}
 	p->req = *reqp;
+	p->placed = placed;
 	snprintf(p->room, sizeof(p->room), "%s", room);
 	p->until_ms = monotonic_ms() + PARK_MS;
 	p->last_ms = p->until_ms - PARK_MS + PARK_MAX_MS;
@@ -949,6 +951,8 @@ static void *serve_parked(void *arg)
 	if (parked_conn_gone(r)) {
 		fprintf(stderr, "roombox-fcgi: room %s: a request that waited for the room's share "
 			"of the workers dropped: the web server closed its connection\n", p->room);
+		if (p->placed)   /* never run: nothing made its room */
+			cluster_room_unmade(&app, p->room, p->how == ROOM_WORKER_HELD);
 		if (p->how == ROOM_WORKER_HELD)
 			fair_share_give(app.room_workers, p->room);
 		FCGX_Detach(r);   /* a plain close: the peer is gone */
@@ -957,7 +961,7 @@ static void *serve_parked(void *arg)
 		free(p);
 		return NULL;
 	}
-	bool gone = serve_one(&r, p->how);
+	bool gone = serve_one(&r, p->how, p->placed);
 
 	if (gone)   /* handed to the agent: r is a fresh one */
 		free(r);
@@ -1045,7 +1049,7 @@ static void *worker_main(void *arg)
 					INPUT_WAIT_MS / 1000);
 			continue;
 		}
-		bool gone = serve_one(&req, ROOM_WORKER_TAKE);
+		bool gone = serve_one(&req, ROOM_WORKER_TAKE, false);
 
 		if (gone)
 			continue;   /* handed off or parked; req is a fresh one */

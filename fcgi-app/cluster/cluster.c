@@ -1055,7 +1055,9 @@ bool cluster_move_admit(struct app *app, const char *room, bool export, const ch
 		 * later change of the key the watch has applied already. */
 		pthread_rwlock_wrlock(&cl.lock);
 		struct placement *p = entry_locked(room);
-		if (p && moving_rev > p->moving_rev) {
+		/* (known_rev: the watch has applied everything up to it, the
+		 * move's end included when the entry went with it) */
+		if (p && moving_rev > p->moving_rev && moving_rev > cl.known_rev) {
 			p->moving = true;
 			p->moving_rev = moving_rev;
 		}

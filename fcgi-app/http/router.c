@@ -289,7 +289,7 @@ void router_serve(struct app *app, const struct http_input *in,
 	/* a parked request released holds its share already: whatever ends
 	 * it from here (its token rotated while it waited) gives it back */
 	bool body_read = false, worker_taken = app->room_workers && rs->room_worker == ROOM_WORKER_HELD;
-	bool placed = false;   /* this request placed its room here (cluster mode) */
+	bool placed = rs->placed;   /* this request placed its room here (cluster mode) */
 	char *path, share_room[ROOM_ID_MAX + 1] = "";   /* whose share worker_taken is */
 
 	metrics_helper_time_take();   /* this request's helper time starts at 0 */
@@ -336,9 +336,11 @@ void router_serve(struct app *app, const struct http_input *in,
 		rq.room[sizeof(rq.room) - 1] = '\0';
 		/* cluster mode: is the room this host's?  (a cached answer:
 		 * no etcd call for a room the cache knows) */
+		bool placed_now = false;
 		if (!move && !cluster_room_admit(app, rq.room, request_creates_room(&rq, match.m),
-						 &placed, rs))
+						 &placed_now, rs))
 			goto done;
+		placed = placed || placed_now;
 		if (app->room_workers && !worker_taken && !room_worker_take(app, &rq, match.m->flags, rs))
 			goto done;
 		worker_taken = app->room_workers != NULL;
@@ -366,6 +368,7 @@ void router_serve(struct app *app, const struct http_input *in,
 		cluster_move_imported(rq.room, move_epoch);
 done:
 	if (rs->park[0]) {   /* parked as it came: main.c serves it again */
+		rs->placed = placed;
 		free(path);
 		return;
 	}

@@ -245,11 +245,13 @@ static void calls_remove(struct agent_job *job)
 	pthread_mutex_unlock(&calls_lock);
 }
 
-/* Is a message of room being stored?  Under calls_lock. */
+/* Is a message of a call of room given up still being stored (begun
+ * before the give-up)?  Calls listed since are not waited for: a steady
+ * stream of them must not hold a cleanup.  Under calls_lock. */
 static bool room_storing(const char *room)
 {
 	for (struct agent_job *j = calls; j; j = j->next)
-		if (j->storing && strcmp(j->rq.room, room) == 0)
+		if (j->gone && j->storing && strcmp(j->rq.room, room) == 0)
 			return true;
 	return false;
 }

@@ -234,8 +234,10 @@ int room_limits_clamp(json_object *limits, const struct config_room_limits *max)
 		uint64_t m = limit_max(max, limit_descs[i].bit);
 		if (json_object_get_double(v) * limit_descs[i].scale <= (double)m)
 			continue;
-		json_object_object_add(limits, limit_descs[i].name, limit_descs[i].bit == HL_CPU
-				       ? json_object_new_double((double)m / 1000.0)
+		/* a most of 0 (that limit off here, and no room_limits_max):
+		 * the host's own configuration, as a PATCH's null gives */
+		json_object_object_add(limits, limit_descs[i].name, m == 0 ? NULL
+				       : limit_descs[i].bit == HL_CPU ? json_object_new_double((double)m / 1000.0)
 				       : json_object_new_int64((int64_t)m));
 		n++;
 	}

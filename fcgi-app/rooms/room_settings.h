@@ -49,8 +49,8 @@ int room_limits_parse(json_object *limits, const struct config_room_limits *max,
 json_object *room_limits_json(const struct config *cfg, const struct helper_limits *own);
 
 /* Each limit in limits (an object as a PATCH's) above this host's max set
- * to that max, in place: a room moved to a host that allows less.  How
- * many were. */
+ * to that max (null, the configuration's, where the max is 0), in place:
+ * a room moved to a host that allows less.  How many were. */
 int room_limits_clamp(json_object *limits, const struct config_room_limits *max);
 
 /* Only the limits the room has of its own (own: 0 = the configuration's),
