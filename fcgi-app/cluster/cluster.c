@@ -252,6 +252,22 @@ static struct tomb {
 	bool elsewhere;   /* pushed for a record seen naming another host */
 } *tomb_queue;
 static size_t tomb_n, tomb_cap;
+static char tomb_current[ROOM_ID_MAX + 1];   /* the one tomb_one works on */
+
+/* Is a copy of room queued for (or in) the tombstone's look?  A room is
+ * not placed here again meanwhile: placed first, its first request would
+ * be served the old copy (its epoch written over), or have its writes
+ * removed with it. */
+static bool tomb_pending(const char *room)
+{
+	bool pending;
+	pthread_mutex_lock(&tomb_lock);
+	pending = strcmp(tomb_current, room) == 0;
+	for (size_t i = 0; !pending && i < tomb_n; i++)
+		pending = strcmp(tomb_queue[i].room, room) == 0;
+	pthread_mutex_unlock(&tomb_lock);
+	return pending;
+}
 
 static void tomb_push(const char *room, bool elsewhere)
 {
@@ -331,8 +347,12 @@ static void *tomb_main(void *unused)
 		while (!tomb_n)
 			pthread_cond_wait(&tomb_cond, &tomb_lock);
 		struct tomb t = tomb_queue[--tomb_n];
+		memcpy(tomb_current, t.room, sizeof(tomb_current));
 		pthread_mutex_unlock(&tomb_lock);
 		tomb_one(t.room, t.elsewhere);
+		pthread_mutex_lock(&tomb_lock);
+		tomb_current[0] = '\0';
+		pthread_mutex_unlock(&tomb_lock);
 	}
 	return NULL;
 }
@@ -821,6 +841,12 @@ static int place_here(const char *room, struct response *rs)
 	bool created;
 	int64_t rev;
 
+	if (tomb_pending(room)) {
+		rs->retry_after = MOVING_RETRY_S;
+		response_error(rs, 503, "room %s: this host is removing an old copy of it; retry "
+			       "shortly", room);
+		return -1;
+	}
 	if (atomic_load(&cl.maint)) {
 		/* drained: its rooms go elsewhere, no new one comes */
 		rs->retry_after = NO_QUORUM_RETRY_S;
