@@ -930,19 +930,66 @@ bool cluster_room_admit(struct app *app, const char *room, bool creates, bool *p
 	return admit_recorded(&p, rs);
 }
 
+/* Rooms a claim is making now (POST /api/rooms, a fork's target): ids,
+ * once each claim (a fork holds no worker of its new room's, so the
+ * workers' count cannot show it to cluster_room_unmade). */
+static pthread_mutex_t claims_lock = PTHREAD_MUTEX_INITIALIZER;
+static char (*claims)[ROOM_ID_MAX + 1];
+static size_t claims_n, claims_cap;
+
+static bool claimed(const char *room)
+{
+	bool found = false;
+	pthread_mutex_lock(&claims_lock);
+	for (size_t i = 0; !found && i < claims_n; i++)
+		found = strcmp(claims[i], room) == 0;
+	pthread_mutex_unlock(&claims_lock);
+	return found;
+}
+
 bool cluster_room_claim(const char *room, struct response *rs)
 {
 	struct placement p;
 
 	if (!cl.on)
 		return true;
-	if (place_here(room, rs) < 0)
+	pthread_mutex_lock(&claims_lock);
+	if (claims_n == claims_cap) {
+		size_t cap = claims_cap ? claims_cap * 2 : 16;
+		void *n = realloc(claims, cap * sizeof(*claims));
+		if (!n) {
+			pthread_mutex_unlock(&claims_lock);
+			response_error(rs, 500, "out of memory");
+			return false;
+		}
+		claims = n;
+		claims_cap = cap;
+	}
+	snprintf(claims[claims_n++], ROOM_ID_MAX + 1, "%s", room);
+	pthread_mutex_unlock(&claims_lock);
+	if (place_here(room, rs) < 0) {
+		cluster_room_claim_end(room);
 		return false;
+	}
 	if (!entry_get(room, &p) || !p.has_record || strcmp(p.rec.host, cl.me) != 0) {
+		cluster_room_claim_end(room);
 		response_error(rs, 409, "room %s exists", room);
 		return false;
 	}
 	return true;
+}
+
+void cluster_room_claim_end(const char *room)
+{
+	if (!cl.on)
+		return;
+	pthread_mutex_lock(&claims_lock);
+	for (size_t i = 0; i < claims_n; i++)
+		if (strcmp(claims[i], room) == 0) {
+			memcpy(claims[i], claims[--claims_n], sizeof(claims[i]));
+			break;
+		}
+	pthread_mutex_unlock(&claims_lock);
 }
 
 /* room's record removed from etcd, if it is still this host's as the
@@ -1018,7 +1065,7 @@ void cluster_room_unmade(struct app *app, const char *room, bool holds_share)
 	/* another request for it runs here, or a model call's thread: it
 	 * may be making the room; or the room has messages: it was made */
 	if ((app->room_workers && fair_share_held(app->room_workers, room) > (holds_share ? 1 : 0)) ||
-	    agent_room_calls(room) > 0 || store_has_messages(room))
+	    claimed(room) || agent_room_calls(room) > 0 || store_has_messages(room))
 		return;
 	struct helper_target target = app_helper(app);
 	if (helper_status(&target, room, &st, &herr) == 0 || herr.http_status != 404)

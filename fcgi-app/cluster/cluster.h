@@ -48,6 +48,8 @@ bool cluster_room_still_admitted(const char *room, struct response *rs);
  * target): placed on this host (or placed here already), or false with rs
  * answered: 409 when another host has it, 503 without etcd. */
 bool cluster_room_claim(const char *room, struct response *rs);
+/* ... and once the claim's room is made or given up (after a true): */
+void cluster_room_claim_end(const char *room);
 
 /* The room was cleaned up here: its record goes too.  true once it is
  * gone (or was never this host's), or false with rs answered 503 +

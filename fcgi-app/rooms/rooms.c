@@ -66,7 +66,9 @@ void api_rooms_create(struct request *rq, struct response *rs)
 	uuid_unparse_lower(uu, id);
 	if (!cluster_room_claim(id, rs))
 		return;
-	if (helper_create(&target, id, &st, &err) < 0) {
+	int made = helper_create(&target, id, &st, &err);
+	cluster_room_claim_end(id);
+	if (made < 0) {
 		helper_failure(rs, id, HELPER_OP_CREATE, &err);
 		cluster_room_unmade(rq->app, id, false);   /* no room made: no placement */
 		return;

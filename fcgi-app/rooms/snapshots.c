@@ -249,7 +249,9 @@ void api_rooms_fork(struct request *rq, struct response *rs)
 		return;
 	if (!cluster_room_claim(to, rs))   /* cluster mode: the new room is this host's */
 		return;
-	if (helper_fork(&target, rq->room, ref, to, &s, &err) < 0) {
+	int forked = helper_fork(&target, rq->room, ref, to, &s, &err);
+	cluster_room_claim_end(to);
+	if (forked < 0) {
 		metrics_snapshot_op(SNAP_FORK, false, 0);
 		size_t n = strlen(err.message);
 
