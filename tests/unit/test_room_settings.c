@@ -178,6 +178,34 @@ static void test_limits_shown(void **state)
 	json_object_put(o);
 }
 
+/* What a move carries: only the room's own limits, as a PATCH sets them;
+ * and on a host that allows less, each set to its most (null where that
+ * most is 0: the limit is off there), which the PATCH check then takes. */
+static void test_own_limits_and_clamp(void **state)
+{
+	struct helper_limits own = { .pids = 300, .cpu_milli = 2500, .disk = 5ull << 30 };
+	struct config_room_limits max = { .memory = 1ull << 30, .pids = 256, .cpu = 2.0,
+					  .disk = 0, .idle_timeout_ms = 60000,
+					  .exec_timeout_max_ms = 60000 };
+	struct helper_limits_args args;
+	char err[256];
+	(void)state;
+	json_object *o = room_own_limits_json(&own);
+	assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+			    "{\"pids\":300,\"cpu\":2.5,\"disk\":5368709120}");
+	assert_int_equal(room_limits_parse(o, &max, &args, err, sizeof(err)), -1);
+	assert_int_equal(room_limits_clamp(o, &max), 3);
+	assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+			    "{\"pids\":256,\"cpu\":2.0,\"disk\":null}");
+	assert_int_equal(room_limits_parse(o, &max, &args, err, sizeof(err)), 0);
+	assert_int_equal(args.set, HL_PIDS | HL_CPU | HL_DISK);
+	assert_int_equal(args.limits.pids, 256);
+	assert_int_equal(args.limits.cpu_milli, 2000);
+	assert_int_equal(args.limits.disk, 0);
+	assert_int_equal(room_limits_clamp(o, &max), 0);   /* within: unchanged */
+	json_object_put(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +213,7 @@ int main(void)
 		cmocka_unit_test(test_labels_merge_and_match),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_limits_shown),
+		cmocka_unit_test(test_own_limits_and_clamp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
