@@ -249,6 +249,12 @@ static int conn_flush(void *ctx);
 static int conn_sendfile(void *ctx, int fd, uint64_t n, long deadline_ms);
 
 static bool park(FCGX_Request **reqp, const char *room, bool placed);
+static bool parked_conn_gone(const FCGX_Request *req);
+
+static bool fcgi_gone(void *ctx)
+{
+	return parked_conn_gone(ctx);
+}
 
 /* A streamed answer that failed on its way (a download short of its
  * Content-Length, an export whose archive broke off) must reach the client
@@ -282,7 +288,7 @@ static bool serve_one(FCGX_Request **reqp, int how, bool placed)
 {
 	FCGX_Request *req = *reqp;
 	struct http_output direct = { conn_write, conn_flush, NULL, req, conn_sendfile };
-	struct http_input in = { fcgi_param, fcgi_read, req, &direct, fcgi_read_wait };
+	struct http_input in = { fcgi_param, fcgi_read, req, &direct, fcgi_read_wait, fcgi_gone };
 	struct response rs = { .status = 500, .room_worker = how, .placed = placed };
 	size_t len = 0;
 	char *out;

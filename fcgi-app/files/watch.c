@@ -42,6 +42,7 @@
 #define WATCH_RING        (256u << 10)
 #define WATCH_LINGER_MS   60000
 #define WATCH_KEEPALIVE_MS 15000
+#define WATCH_GONE_MS     1000   /* how often a quiet watch looks for its client */
 #define WATCH_START_MS    30000
 
 struct watcher {
@@ -436,7 +437,12 @@ void api_watch_get(struct request *rq, struct response *rs)
 			pthread_mutex_lock(&lock);
 			continue;
 		}
-		cond_wait_ms(&w->cond, WATCH_KEEPALIVE_MS);
+		/* a client that left is seen within WATCH_GONE_MS, not at the
+		 * next keep-alive: its watch lingers from then, and gives its
+		 * place to a new one */
+		if (rq->in->gone && rq->in->gone(rq->in->ctx))
+			break;
+		cond_wait_ms(&w->cond, WATCH_GONE_MS);
 	}
 	pthread_mutex_unlock(&lock);
 	free(buf);

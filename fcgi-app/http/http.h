@@ -29,6 +29,10 @@ struct http_input {
 	/* From now on, each read of the body waits at most ms for the peer
 	 * (the connection's default is 10 s).  NULL where there is none. */
 	int (*read_wait)(void *ctx, int ms);
+	/* Has the web server closed the connection (its client went away)?
+	 * For a handler that waits long between writes (an event stream);
+	 * false when it cannot tell.  NULL where there is none. */
+	bool (*gone)(void *ctx);
 };
 
 /* Where an answer written from another thread goes (main.c wraps the
