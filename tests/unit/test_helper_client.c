@@ -427,7 +427,9 @@ static void test_transfer_deadline_counts_from_the_stream_end(void **state)
 {
 	struct helper_target t = scripted(0);
 	struct helper_error err;
-	struct timespec stream = { 0, 400 * 1000000L };   /* > the 100 ms deadline */
+	/* deadlines of a second: spawning the helper and sending it the
+	 * request fit well within them on a slow machine too */
+	struct timespec stream = { 1, 300 * 1000000L };   /* > the 1 s deadline */
 	char rec[sizeof(struct helper_export_ans) + 3], *root, *user, sid[HELPER_ROOM_LEN];
 	struct helper_export_ans x = { .root_len = 2, .user_len = 1, .snapshot = "s1" };
 	int tree[2];
@@ -437,7 +439,7 @@ static void test_transfer_deadline_counts_from_the_stream_end(void **state)
 	memcpy(rec + sizeof(x), "abc", 3);
 	answer(HOP_EXPORT, 0, rec, sizeof(rec), NULL, 0);
 	assert_int_equal(pipe(tree), 0);
-	struct helper_run *run = helper_export_start(&t, "r1", NULL, tree[1], 100, &err);
+	struct helper_run *run = helper_export_start(&t, "r1", NULL, tree[1], 1000, &err);
 	assert_non_null(run);
 	close(tree[1]);
 	nanosleep(&stream, NULL);
@@ -452,7 +454,7 @@ static void test_transfer_deadline_counts_from_the_stream_end(void **state)
 
 	answer(HOP_IMPORT, 0, NULL, 0, NULL, 0);
 	assert_int_equal(pipe(tree), 0);
-	run = helper_import_start(&t, "r1", tree[0], -1, 100, &err);
+	run = helper_import_start(&t, "r1", tree[0], -1, 1000, &err);
 	assert_non_null(run);
 	close(tree[0]);
 	close(tree[1]);
@@ -463,7 +465,7 @@ static void test_transfer_deadline_counts_from_the_stream_end(void **state)
 	/* still bounded: a helper that does not answer after the stream is
 	 * killed at the deadline */
 	struct helper_target slow = { "/bin/sh", "cat >/dev/null; exec sleep 30", TEST_MAX_BODY };
-	run = helper_import_start(&slow, "r1", -1, -1, 300, &err);
+	run = helper_import_start(&slow, "r1", -1, -1, 1000, &err);
 	assert_non_null(run);
 	double t0 = now_s();
 	assert_int_equal(helper_import_finish(run, &err), -1);
